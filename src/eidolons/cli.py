@@ -1,0 +1,103 @@
+"""The ``eidolons`` command line: argument parsing and dispatch, nothing else.
+
+Each sub-command lives in its own module under :mod:`eidolons.commands` and exposes
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Command modules
+import only the standard library at module level; heavy imports happen inside ``run``.
+
+Start-up time is most of a single verification, so only the module of the command being
+run is imported: the full parser (every command) is built only for ``--help`` or an
+unknown command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from eidolons import __version__
+
+# command name -> module under eidolons.commands (order = order in --help)
+COMMANDS: dict[str, str] = {
+    "demo": "demo",
+    "emit": "emit",
+    "verify-envelope": "verify_envelope",
+    "verify-incoming": "verify_incoming",
+    "run": "run",
+    "check": "check",
+    "contracts": "contracts",
+    "trace": "trace",
+    "memory": "memory",
+}
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: never 0, so a crash can never read as a pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage, which is our usage exit code too."""
+
+
+def _load(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"eidolons.commands.{COMMANDS[name]}")
+    except ModuleNotFoundError as exc:  # a command not built in this version
+        if exc.name == f"eidolons.commands.{COMMANDS[name]}":
+            return None
+        raise
+
+
+def _root_parser() -> _Parser:
+    parser = _Parser(
+        prog="eidolons",
+        description="Mechanical integrity and contract gates for ECL hand-offs between agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"eidolons {__version__}")
+    return parser
+
+
+def build_parser(only: str | None = None) -> _Parser:
+    parser = _root_parser()
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS if only is None else [only]:
+        module = _load(name)
+        if module is None:
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    only = args_list[0] if args_list and args_list[0] in COMMANDS else None
+    parser = build_parser(only)
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:  # --help, --version, or a usage error
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(run(args))
+    except KeyboardInterrupt:
+        print("eidolons: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # fail closed: a bug is a refusal, never a pass
+        print(f"eidolons: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def entry() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

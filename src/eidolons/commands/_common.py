@@ -1,0 +1,26 @@
+"""Shared bits of the command modules: error printing, colour, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+
+def use_color(stream: TextIO) -> bool:
+    """Colour only on a TTY, and never when ``NO_COLOR`` is set (https://no-color.org)."""
+    if "NO_COLOR" in os.environ:
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def error(message: str, code: int = 2) -> int:
+    print(f"eidolons: {message}", file=sys.stderr)
+    return code
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()

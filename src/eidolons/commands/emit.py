@@ -1,0 +1,96 @@
+"""``eidolons emit PAYLOAD``: write the sibling envelope for a payload (the sender's side)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "write the ECL envelope for a payload and record the emit event"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("payload", metavar="PAYLOAD")
+    p.add_argument("--from", dest="sender", required=True, metavar="EIDOLON[@VERSION]")
+    p.add_argument("--to", dest="recipient", required=True, metavar="EIDOLON[@VERSION]")
+    p.add_argument("--performative", required=True)
+    p.add_argument("--kind", required=True, help="artifact.kind, e.g. scout-report")
+    p.add_argument("--objective", required=True, help="one sentence, 1-240 characters")
+    p.add_argument("--thread", help="thread id (default: the new message id)")
+    p.add_argument("--parent", help="parent message id")
+    p.add_argument("--schema-version", default="1.0", help="artifact.schema_version (default 1.0)")
+    p.add_argument("--trust-level", choices=["low", "standard", "high"])
+    p.add_argument(
+        "--edge-origin", choices=["roster", "composition", "implicit", "emitted-request"]
+    )
+    p.add_argument("--envelope-version", default="2.1", help="default 2.1")
+    p.add_argument("--tokens-used", type=int, help="default: summary length / 4")
+    p.add_argument("--token-budget", type=int, default=4000, help="default 4000")
+    p.add_argument("--summary", help="context_delta.summary (default: the objective)")
+    p.add_argument("--input-handle", action="append", default=[], metavar="HANDLE")
+    p.add_argument(
+        "--hmac", action="store_true", help="integrity via HMAC-SHA-256 keyed with $ECL_HMAC_KEY"
+    )
+    p.add_argument(
+        "--out", metavar="FILE", help="envelope path (default: ${PAYLOAD%%.*}.envelope.json)"
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing envelope")
+    p.add_argument("--json", action="store_true", help="print the envelope and paths as JSON")
+    p.add_argument("--trace", metavar="FILE", help="append the emit event to FILE")
+    p.add_argument("--no-trace", action="store_true")
+    p.add_argument("--root", metavar="DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    from eidolons.commands._common import error, print_json
+    from eidolons.config import Limits, find_root, hmac_key
+    from eidolons.emit import emit, parse_agent
+    from eidolons.errors import EidolonsError, UsageError
+
+    try:
+        key = None
+        if args.hmac:
+            key = hmac_key()
+            if key is None:
+                raise UsageError("--hmac needs ECL_HMAC_KEY to be set")
+        result = emit(
+            Path(args.payload),
+            sender=parse_agent(args.sender, "--from"),
+            recipient=parse_agent(args.recipient, "--to"),
+            performative=args.performative,
+            kind=args.kind,
+            objective=args.objective,
+            root=find_root(args.root),
+            thread_id=args.thread,
+            parent_id=args.parent,
+            schema_version=args.schema_version,
+            envelope_version=args.envelope_version,
+            trust_level=args.trust_level,
+            edge_origin=args.edge_origin,
+            tokens_used=args.tokens_used,
+            token_budget=args.token_budget,
+            summary=args.summary,
+            input_handles=args.input_handle,
+            key=key,
+            out=Path(args.out) if args.out else None,
+            force=args.force,
+            write_trace=not args.no_trace,
+            trace_file=Path(args.trace) if args.trace else None,
+            limits=Limits.from_env(),
+        )
+    except EidolonsError as exc:
+        return error(str(exc), 2 if isinstance(exc, UsageError) else 1)
+    if args.json:
+        print_json(
+            {
+                "envelope_path": str(result.envelope_path),
+                "trace": str(result.trace_path) if result.trace_path else None,
+                "envelope": result.envelope,
+            }
+        )
+    else:
+        print(f"envelope: {result.envelope_path}")
+        if result.trace_path:
+            print(f"trace: {result.trace_path}")
+    sys.stdout.flush()
+    return 0

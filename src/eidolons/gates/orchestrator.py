@@ -1,0 +1,142 @@
+"""The orchestrator's mechanical gate (``eidolons verify-envelope``).
+
+It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`` or
+``verify_fail`` event to the thread's trace, and decides the exit code:
+
+- 0 on pass; in warn mode 0 for every verdict except ``malformed``;
+- in block mode 3 for tamper, inconsistent, missing_payload, unsupported_algo, no_key;
+  ``unverifiable`` exits 0 unless ``strict`` (then every non-pass exits 3);
+- ``malformed`` exits 2;
+- fail closed: if the trace cannot be written, block mode exits 3 even on a pass, since
+  the receivers would find no ``verify_pass`` on record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eidolons.config import Limits
+from eidolons.errors import TraceWriteError
+from eidolons.trace import (
+    TOOL,
+    UNKNOWN_THREAD,
+    agent_label,
+    append_event,
+    thread_trace_path,
+    utc_now,
+)
+from eidolons.verdict import EXIT_BLOCKED, Verdict, exit_code
+from eidolons.verify import VerificationResult, verify_envelope_file
+
+GATE = "orchestrator"
+
+
+@dataclass(slots=True)
+class GateOutcome:
+    result: VerificationResult
+    mode: str
+    strict: bool
+    exit_code: int
+    trace_path: Path | None
+    trace_error: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.mode == "block" and self.exit_code == EXIT_BLOCKED
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.result.summary()
+        out = {
+            "verdict": out.pop("verdict"),
+            "mode": self.mode,
+            "blocked": self.blocked,
+            **out,
+            "trace": str(self.trace_path) if self.trace_path else None,
+        }
+        if self.trace_error:
+            out["trace_error"] = self.trace_error
+        return out
+
+
+def verify_event(
+    result: VerificationResult, *, gate: str, mode: str, verifier: str = TOOL
+) -> dict[str, Any]:
+    """The trace event for one verification (seed shapes plus gate, verdict, digests)."""
+    env = result.envelope
+    passed = bool(result)
+    event: dict[str, Any] = {
+        "ts": utc_now(),
+        "event": "verify_pass" if passed else "verify_fail",
+        "message_id": (env.message_id if env else None) or "unknown",
+        "thread_id": (env.thread_id if env else None) or UNKNOWN_THREAD,
+        "from": agent_label(env.sender.eidolon, env.sender.version) if env else "unknown@n/a",
+        "to": agent_label(env.recipient.eidolon, env.recipient.version) if env else "unknown@n/a",
+        "performative": env.performative if env else "unknown",
+        "integrity_method": env.integrity_method if env else "unknown",
+    }
+    if not passed:
+        event["verify_failure_code"] = result.failure_code
+        event["decision"] = "refused" if mode == "block" else "warned"
+    event["gate"] = gate
+    event["verdict"] = str(result.verdict)
+    if env is not None:
+        event["integrity_value"] = env.integrity_value
+    if result.digest is not None:
+        event["payload_sha256"] = result.digest.sha256
+    event["verifier"] = verifier
+    if not passed:
+        event["reason"] = result.message
+    return event
+
+
+def run_gate(
+    envelope_path: Path,
+    *,
+    root: Path,
+    mode: str,
+    strict: bool = False,
+    key: bytes | None = None,
+    limits: Limits | None = None,
+    trace_file: Path | None = None,
+    write_trace: bool = True,
+    keep_payload: bool = False,
+) -> GateOutcome:
+    result = verify_envelope_file(
+        envelope_path, root=root, limits=limits, key=key, strict=strict, keep_payload=keep_payload
+    )
+    code = exit_code(result.verdict, mode, strict)
+    outcome = GateOutcome(result, mode, strict, code, None)
+    if not write_trace:
+        return outcome
+    env = result.envelope
+    path = trace_file or thread_trace_path(root, env.thread_id if env else None)
+    try:
+        append_event(path, verify_event(result, gate=GATE, mode=mode))
+        outcome.trace_path = path
+    except TraceWriteError as exc:
+        outcome.trace_error = str(exc)
+        if mode == "block" and code == 0:
+            outcome.exit_code = EXIT_BLOCKED
+    return outcome
+
+
+def text_line(outcome: GateOutcome, color: bool = False) -> str:
+    """``ecl verify [tamper] atlas -> vigil (PROPOSE): <message>``"""
+    r = outcome.result
+    env = r.envelope
+    verdict = str(r.verdict)
+    if color:
+        shade = "32" if r.verdict is Verdict.PASS else ("33" if outcome.exit_code == 0 else "31")
+        verdict = f"\x1b[{shade}m{verdict}\x1b[0m"
+    if env is not None:
+        who = f"{env.sender.eidolon} -> {env.recipient.eidolon} ({env.performative})"
+    else:
+        who = str(r.envelope_path)
+    line = f"ecl verify [{verdict}] {who}: {r.message}"
+    if outcome.blocked:
+        line += " [blocked]"
+    if outcome.trace_error:
+        line += f" (trace not written: {outcome.trace_error})"
+    return line

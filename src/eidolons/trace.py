@@ -1,0 +1,180 @@
+"""The thread trace: ``<root>/.eidolons/.trace/<thread_id>.jsonl``, one JSON event per line.
+
+Rules:
+
+- Append-only. A line is written with one ``write`` of the whole line under an exclusive
+  ``flock`` on an ``O_APPEND`` descriptor, so concurrent writers (several agents and
+  gates on one thread) never interleave, tear or lose lines. The file is never rewritten
+  or truncated. If the file does not end in a newline (a writer died mid-line), the new
+  line is preceded by one, so it is never glued to the torn one.
+- A thread id becomes a file name only if it is a safe name (letters, digits, ``.``,
+  ``_``, ``-``; not starting with ``.``; at most 200 characters); any other id, or none,
+  is traced under ``unknown``, which no honest envelope's thread can reach.
+- Reading tolerates damage: a line that is not a JSON object is reported and skipped.
+- :func:`iter_reverse` reads from the end in blocks, so finding a recent event costs the
+  same on a 10-line trace and a 1,000,000-line one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from eidolons import __version__
+from eidolons.config import TRACE_DIR
+from eidolons.errors import InputError, TraceWriteError
+
+UNKNOWN_THREAD = "unknown"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+TOOL = f"eidolons@{__version__}"
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC timestamp with millisecond precision and a ``Z`` suffix."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def thread_file_name(thread_id: str | None) -> str:
+    if thread_id and _SAFE_NAME.match(thread_id):
+        return thread_id
+    return UNKNOWN_THREAD
+
+
+def thread_trace_path(root: Path, thread_id: str | None) -> Path:
+    return root / TRACE_DIR / f"{thread_file_name(thread_id)}.jsonl"
+
+
+def encode_event(event: Mapping[str, Any]) -> bytes:
+    return (json.dumps(event, separators=(",", ":"), ensure_ascii=True) + "\n").encode("ascii")
+
+
+def append_event(path: Path, event: Mapping[str, Any]) -> None:
+    """Append one event as one line. Raises :class:`TraceWriteError` on any failure."""
+    line = encode_event(event)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise TraceWriteError(f"cannot open trace {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TraceWriteError(f"trace {path} is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+            view = memoryview(line)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if os.environ.get("EIDOLONS_TRACE_FSYNC") == "1":
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError as exc:
+        raise TraceWriteError(f"cannot append to trace {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLine:
+    """One line of a trace. ``event`` is None when the line is damaged (``error`` says why).
+    ``lineno`` is 1-based when reading forwards, and counts back from the end (-1 is the
+    last line) when reading in reverse."""
+
+    lineno: int
+    event: dict[str, Any] | None
+    error: str | None = None
+
+
+def _decode(raw: bytes, lineno: int) -> TraceLine:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return TraceLine(lineno, None, f"not JSON ({exc.__class__.__name__})")
+    if not isinstance(value, dict):
+        return TraceLine(lineno, None, "not a JSON object")
+    return TraceLine(lineno, value)
+
+
+def _open_trace(path: Path) -> int:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise InputError(f"cannot read trace {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"trace {path} is not a regular file")
+    return fd
+
+
+def read_events(path: Path) -> Iterator[TraceLine]:
+    """Every line of the trace, in order. A missing file yields nothing."""
+    try:
+        fd = _open_trace(path)
+    except FileNotFoundError:
+        return
+    with os.fdopen(fd, "rb") as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            if not raw.endswith(b"\n"):
+                yield TraceLine(lineno, None, "torn line (no newline at end of file)")
+                break
+            if raw.strip():
+                yield _decode(raw, lineno)
+
+
+def iter_reverse(path: Path, block: int = 64 * 1024) -> Iterator[TraceLine]:
+    """The trace's lines from last to first, reading backwards in blocks."""
+    try:
+        fd = _open_trace(path)
+    except FileNotFoundError:
+        return
+    try:
+        pos = os.fstat(fd).st_size
+        tail = b""
+        lineno = 0
+        first = True
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            chunk = os.pread(fd, step, pos) + tail
+            lines = chunk.split(b"\n")
+            tail = lines[0]  # maybe incomplete: joined with the next block read
+            for raw in reversed(lines[1:]):
+                if first:
+                    first = False
+                    if raw:  # data after the last newline: a torn line
+                        lineno -= 1
+                        yield TraceLine(lineno, None, "torn line (no newline at end of file)")
+                    continue
+                if raw.strip():
+                    lineno -= 1
+                    yield _decode(raw, lineno)
+        if tail.strip():
+            lineno -= 1
+            if first:
+                yield TraceLine(lineno, None, "torn line (no newline at end of file)")
+            else:
+                yield _decode(tail, lineno)
+    finally:
+        os.close(fd)
+
+
+def agent_label(eidolon: str | None, version: str | None) -> str:
+    return f"{eidolon or 'unknown'}@{version or 'n/a'}"

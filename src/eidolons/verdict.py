@@ -1,0 +1,75 @@
+"""Verdicts of the mechanical integrity check and their ECL failure codes.
+
+The mapping to ECL section 5.3 codes (used in ``verify_fail`` trace events):
+
+==================  ====================
+verdict             verify_failure_code
+==================  ====================
+tamper              INTEGRITY_MISMATCH
+inconsistent        INTEGRITY_MISMATCH
+missing_payload     INTEGRITY_MISMATCH
+no_key              INTEGRITY_MISMATCH
+unverifiable        UNVERIFIED
+malformed           SCHEMA_INVALID
+unsupported_algo    SCHEMA_INVALID
+==================  ====================
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    MALFORMED = "malformed"
+    UNSUPPORTED_ALGO = "unsupported_algo"
+    UNVERIFIABLE = "unverifiable"
+    INCONSISTENT = "inconsistent"
+    MISSING_PAYLOAD = "missing_payload"
+    NO_KEY = "no_key"
+    TAMPER = "tamper"
+
+    @property
+    def failure_code(self) -> str | None:
+        return _FAILURE_CODES.get(self)
+
+
+_FAILURE_CODES: dict[Verdict, str] = {
+    Verdict.TAMPER: "INTEGRITY_MISMATCH",
+    Verdict.INCONSISTENT: "INTEGRITY_MISMATCH",
+    Verdict.MISSING_PAYLOAD: "INTEGRITY_MISMATCH",
+    Verdict.NO_KEY: "INTEGRITY_MISMATCH",
+    Verdict.UNVERIFIABLE: "UNVERIFIED",
+    Verdict.MALFORMED: "SCHEMA_INVALID",
+    Verdict.UNSUPPORTED_ALGO: "SCHEMA_INVALID",
+}
+
+# Verdicts that block in block mode without --strict (unverifiable is let through: the
+# parent still has to fill the digest, and the receiver gate refuses it as UNVERIFIED).
+BLOCKING: frozenset[Verdict] = frozenset(
+    {
+        Verdict.TAMPER,
+        Verdict.INCONSISTENT,
+        Verdict.MISSING_PAYLOAD,
+        Verdict.UNSUPPORTED_ALGO,
+        Verdict.NO_KEY,
+    }
+)
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_BLOCKED = 3
+
+
+def exit_code(verdict: Verdict, mode: str, strict: bool) -> int:
+    """The orchestrator gate's exit code (see the README's table)."""
+    if verdict is Verdict.PASS:
+        return EXIT_OK
+    if verdict is Verdict.MALFORMED:
+        return EXIT_USAGE
+    if mode != "block":
+        return EXIT_OK
+    if strict or verdict in BLOCKING:
+        return EXIT_BLOCKED
+    return EXIT_OK

@@ -1,0 +1,170 @@
+"""The mechanical integrity check of one envelope (ECL section 6.2.2), in order:
+
+1. the envelope is unreadable, not strict JSON, not an object, or lacks a field the
+   integrity check depends on (see :mod:`eidolons.envelope`) -> ``malformed``
+   (with ``strict``, any other schema problem too);
+2. ``integrity.method`` not sha256 or hmac-sha256 -> ``unsupported_algo``;
+3. ``integrity.value`` is a placeholder -> ``unverifiable``;
+4. method sha256 and a real ``artifact.sha256`` differs from ``integrity.value`` ->
+   ``inconsistent``;
+5. the payload cannot be resolved to a regular file inside the boundary, or is larger
+   than the cap -> ``missing_payload``;
+6. method hmac-sha256 and no key -> ``no_key``;
+7. the recomputed tag equals ``integrity.value`` -> ``pass``, else ``tamper``.
+
+:func:`precheck` and :func:`judge_digest` are pure; :func:`verify_envelope_file` adds the
+file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eidolons.config import Limits
+from eidolons.envelope import HEX64_RE, Envelope, is_placeholder, parse_envelope
+from eidolons.errors import EnvelopeError, InputError
+from eidolons.integrity import SUPPORTED_METHODS, Digest, PayloadTooLarge, digest_stream, tags_equal
+from eidolons.payload import PayloadError, locate_payload, open_payload, read_envelope_bytes
+from eidolons.verdict import Verdict
+
+
+@dataclass(slots=True)
+class VerificationResult:
+    """The outcome of one check. Truthy only on ``pass``."""
+
+    verdict: Verdict
+    message: str
+    envelope_path: Path
+    envelope: Envelope | None = None
+    expected: str | None = None
+    actual: str | None = None
+    payload_path: Path | None = None
+    digest: Digest | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.verdict is Verdict.PASS
+
+    @property
+    def failure_code(self) -> str | None:
+        return self.verdict.failure_code
+
+    def summary(self) -> dict[str, Any]:
+        env = self.envelope
+        return {
+            "verdict": str(self.verdict),
+            "envelope": str(self.envelope_path),
+            "message_id": env.message_id if env else None,
+            "thread_id": env.thread_id if env else None,
+            "from": str(env.sender) if env else None,
+            "to": str(env.recipient) if env else None,
+            "performative": env.performative if env else None,
+            "integrity_method": env.integrity_method if env else None,
+            "expected": self.expected,
+            "actual": self.actual,
+            "failure_code": self.failure_code,
+            "message": self.message,
+            "payload": str(self.payload_path) if self.payload_path else None,
+            "payload_sha256": self.digest.sha256 if self.digest else None,
+            "size_bytes": self.digest.size if self.digest else None,
+            "warnings": list(self.warnings),
+        }
+
+
+def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
+    """Checks 1 (strict part) to 4, over the parsed envelope alone. None = go on."""
+    if strict:
+        problems = env.schema_problems()
+        if problems:
+            return Verdict.MALFORMED, "schema: " + "; ".join(problems)
+    if env.integrity_method not in SUPPORTED_METHODS:
+        return (
+            Verdict.UNSUPPORTED_ALGO,
+            f"integrity.method {env.integrity_method!r} is not sha256 or hmac-sha256",
+        )
+    if is_placeholder(env.integrity_value):
+        return Verdict.UNVERIFIABLE, "integrity.value is a placeholder; the digest is not filled"
+    declared = env.artifact_sha256
+    if (
+        env.integrity_method == "sha256"
+        and declared is not None
+        and HEX64_RE.match(declared)
+        and declared != env.integrity_value
+    ):
+        return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"
+    return None
+
+
+def judge_digest(env: Envelope, digest: Digest) -> tuple[Verdict, str]:
+    """Check 7: compare the recomputed tag with ``integrity.value``."""
+    name = "SHA-256" if env.integrity_method == "sha256" else "HMAC-SHA-256"
+    if tags_equal(env.integrity_value, digest.value):
+        return Verdict.PASS, f"payload {name} matches integrity tag"
+    return Verdict.TAMPER, f"payload {name} does not match integrity tag"
+
+
+def verify_envelope_file(
+    envelope_path: Path,
+    *,
+    root: Path,
+    limits: Limits | None = None,
+    key: bytes | None = None,
+    strict: bool = False,
+    keep_payload: bool = False,
+) -> VerificationResult:
+    """Run checks 1-7 on an envelope file. Never raises for bad input: every failure is a
+    verdict. With ``keep_payload`` the result's ``digest.data`` holds the exact bytes
+    that were hashed (on pass only those may be handed on)."""
+    limits = limits or Limits()
+    try:
+        env = parse_envelope(read_envelope_bytes(envelope_path, limits.max_envelope_bytes), limits)
+    except (EnvelopeError, InputError) as exc:
+        return VerificationResult(Verdict.MALFORMED, str(exc), envelope_path)
+    result = VerificationResult(
+        Verdict.PASS,
+        "",
+        envelope_path,
+        env,
+        expected=env.integrity_value,
+        warnings=env.schema_problems(),
+    )
+    early = precheck(env, strict)
+    if early is not None:
+        result.verdict, result.message = early
+        return result
+    try:
+        location = locate_payload(envelope_path, env.artifact_path, root)
+        result.payload_path = location.path
+        with open_payload(location) as stream:
+            if env.integrity_method == "hmac-sha256" and key is None:
+                result.verdict = Verdict.NO_KEY
+                result.message = "integrity.method is hmac-sha256 but ECL_HMAC_KEY is unset"
+                return result
+            digest = digest_stream(
+                stream,
+                env.integrity_method,
+                key,
+                max_bytes=limits.max_payload_bytes,
+                keep=keep_payload,
+            )
+    except (PayloadError, PayloadTooLarge) as exc:
+        result.verdict, result.message = Verdict.MISSING_PAYLOAD, str(exc)
+        return result
+    except OSError as exc:
+        result.verdict = Verdict.MISSING_PAYLOAD
+        result.message = f"cannot read payload: {exc.strerror or exc}"
+        return result
+    result.digest = digest
+    result.actual = digest.value
+    result.verdict, result.message = judge_digest(env, digest)
+    return result
+
+
+def display_path(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)

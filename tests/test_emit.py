@@ -1,0 +1,269 @@
+"""``eidolons emit``: the envelope a sender writes must pass the gate and the schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tests.conftest import Run, clean_env, emit_payload, read_trace
+
+from eidolons.emit import default_envelope_path, uuid7
+
+Cli = Callable[..., Run]
+UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def test_uuid7_shape_and_order() -> None:
+    ids = [uuid7() for _ in range(200)]
+    assert all(UUID7.match(i) for i in ids)
+    assert len(set(ids)) == 200
+    assert ids[0][:13] <= ids[-1][:13]  # time-ordered prefix
+
+
+@pytest.mark.parametrize(
+    ("payload", "envelope"),
+    [
+        ("a/report.md", "a/report.envelope.json"),
+        ("notes", "notes.envelope.json"),
+        ("x.tar.gz", "x.tar.envelope.json"),
+        ("dir.v2/readme", "dir.v2/readme.envelope.json"),
+    ],
+)
+def test_sibling_naming(payload: str, envelope: str) -> None:
+    assert default_envelope_path(Path(payload)) == Path(envelope)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.0", "1.2", "1.0"])
+def test_emitted_envelope_passes_gate_and_validates(cli: Cli, project: Path, version: str) -> None:
+    from eidolons.schemas import envelope_schema_name, validation_errors
+
+    _, envelope, doc = emit_payload(
+        cli,
+        project,
+        "r.md",
+        "# R\n",
+        "--envelope-version",
+        version,
+        "--thread",
+        "t-123",
+        "--parent",
+        "p-1",
+        "--trust-level",
+        "high",
+        "--tokens-used",
+        "12",
+        "--token-budget",
+        "4000",
+        "--summary",
+        "only the new bit",
+        "--input-handle",
+        "mission.md",
+    )
+    assert validation_errors(doc, envelope_schema_name(version)) == []
+    assert json.loads(envelope.read_text()) == doc
+    assert doc["envelope_version"] == version
+    assert doc["thread_id"] == "t-123" and doc["parent_id"] == "p-1"
+    assert UUID7.match(doc["message_id"])
+    assert doc["constraints"] == {"trust_level": "high"}
+    assert doc["context_delta"] == {
+        "token_budget": 4000,
+        "tokens_used": 12,
+        "input_handles": ["mission.md"],
+        "summary": "only the new bit",
+    }
+    assert doc["artifact"]["path"] == "r.md" and doc["artifact"]["size_bytes"] == 4
+    assert doc["trace"]["host"] == "raw" and doc["trace"]["model"] == "unknown"
+    assert cli("verify-envelope", envelope, "--block", "--strict").code == 0
+
+
+def test_defaults_thread_is_message_and_host_model_from_env(cli: Cli, project: Path) -> None:
+    (project / "p.md").write_text("x")
+    r = cli(
+        "emit",
+        "p.md",
+        "--from",
+        "atlas@1.4.2",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "scout-report",
+        "--objective",
+        "o",
+        "--json",
+        env=clean_env(ECL_HOST="claude-code", ECL_MODEL="m-1"),
+    )
+    doc = r.json()["envelope"]
+    assert doc["thread_id"] == doc["message_id"] and doc["parent_id"] is None
+    assert doc["to"] == {"eidolon": "vigil", "version": "n/a"}
+    assert doc["trace"]["host"] == "claude-code" and doc["trace"]["model"] == "m-1"
+    assert doc["envelope_version"] == "2.1"
+    ev = read_trace(Path(r.json()["trace"]))
+    assert ev == [ev[0]] and ev[0]["event"] == "emit"
+    assert ev[0]["from"] == "atlas@1.4.2" and ev[0]["to"] == "vigil@n/a"
+    assert ev[0]["payload_sha256"] == doc["artifact"]["sha256"]
+
+
+def test_refuses_to_overwrite_without_force(cli: Cli, project: Path) -> None:
+    _, envelope, first = emit_payload(cli, project, "r.md", "one")
+    (project / "r.md").write_text("two")
+    args = (
+        "emit",
+        "r.md",
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+    )
+    r = cli(*args)
+    assert r.code == 2 and "--force" in r.err
+    assert json.loads(envelope.read_text()) == first
+    assert cli(*args, "--force").code == 0
+    assert json.loads(envelope.read_text())["message_id"] != first["message_id"]
+    assert not list(project.glob(".eidolons-*.tmp"))
+
+
+def test_out_option_and_artifact_path_relative_to_root(cli: Cli, project: Path) -> None:
+    (project / "data").mkdir()
+    (project / "data" / "p.md").write_text("x")
+    r = cli(
+        "emit",
+        "data/p.md",
+        "--out",
+        "envs/p.envelope.json",
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    assert r.json()["envelope"]["artifact"]["path"] == "data/p.md"
+    assert cli("verify-envelope", project / "envs/p.envelope.json", "--block").code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--performative", "SHOUT"], "--performative"),
+        (["--from", "Atlas"], "--from"),
+        (["--to", "vigil@1.2"], "--to"),
+        (["--kind", "Bad Kind"], "--kind"),
+        (["--objective", "x" * 241], "--objective"),
+        (["--envelope-version", "2.2"], "--envelope-version"),
+        (["--tokens-used", "5000"], "--token-budget"),
+        (["--input-handle", "../x"], "--input-handle"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(
+    cli: Cli, project: Path, args: list[str], message: str
+) -> None:
+    (project / "p.md").write_text("x")
+    base = {
+        "--from": "atlas",
+        "--to": "vigil",
+        "--performative": "INFORM",
+        "--kind": "k",
+        "--objective": "o",
+    }
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    r = cli("emit", "p.md", *flat)
+    assert r.code == 2 and message in r.err and "Traceback" not in r.err
+    assert not (project / "p.envelope.json").exists()
+
+
+def test_missing_payload_and_fifo(cli: Cli, project: Path) -> None:
+    import os
+
+    args = (
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+    )
+    r = cli("emit", "nope.md", *args)
+    assert r.code == 1 and "No such file" in r.err
+    os.mkfifo(project / "f.md")
+    r = cli("emit", "f.md", *args)
+    assert r.code == 1 and "not a regular file" in r.err
+
+
+def test_payload_outside_root_and_envelope_dir_is_refused(
+    cli: Cli, project: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "o.md").write_text("x")
+    r = cli(
+        "emit",
+        tmp_path / "o.md",
+        "--out",
+        "e.envelope.json",
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+    )
+    assert r.code == 2 and "could not resolve" in r.err
+
+
+def test_trace_failure_writes_nothing(cli: Cli, project: Path) -> None:
+    (project / ".eidolons/.trace").mkdir(parents=True)
+    (project / "p.md").write_text("x")
+    r = cli(
+        "emit",
+        "p.md",
+        "--thread",
+        "t1",
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+        "--trace",
+        project / ".eidolons/.trace",
+    )
+    assert r.code == 1 and "trace" in r.err
+    assert not (project / "p.envelope.json").exists()
+
+
+def test_demo_runs(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    r = run_cli("demo", cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert "[pass]" in r.out and "[tamper]" in r.out and "exit 3" in r.out
+    assert "verify_fail" in r.out and "INTEGRITY_MISMATCH (refused)" in r.out

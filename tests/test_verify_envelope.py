@@ -1,0 +1,340 @@
+"""``eidolons verify-envelope``: verdicts, exit codes, output and trace events, through the
+real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import Run, clean_env, emit_payload, read_trace, trace_files
+
+Cli = Callable[..., Run]
+
+
+def rewrite(envelope: Path, **changes: Any) -> None:
+    doc = json.loads(envelope.read_text())
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = doc
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    envelope.write_text(json.dumps(doc, indent=2))
+
+
+def test_pass_exit_zero_and_trace_event(cli: Cli, project: Path) -> None:
+    _, env_path, env = emit_payload(cli, project)
+    r = cli("verify-envelope", env_path, "--block")
+    assert r.code == 0, r.err
+    assert r.out == ""
+    assert r.err.strip() == (
+        "ecl verify [pass] atlas -> vigil (PROPOSE): payload SHA-256 matches integrity tag"
+    )
+    events = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")
+    assert [e["event"] for e in events] == ["emit", "verify_pass"]
+    ev = events[-1]
+    assert ev["message_id"] == env["message_id"] and ev["thread_id"] == env["thread_id"]
+    assert ev["from"] == "atlas@1.4.2" and ev["to"] == "vigil@1.9.0"
+    assert ev["performative"] == "PROPOSE" and ev["integrity_method"] == "sha256"
+    assert ev["gate"] == "orchestrator" and ev["verdict"] == "pass"
+    assert ev["payload_sha256"] == env["integrity"]["value"] == ev["integrity_value"]
+    assert ev["verifier"].startswith("eidolons@")
+    assert "verify_failure_code" not in ev and "decision" not in ev
+    assert ev["ts"].endswith("Z") and "T" in ev["ts"]
+
+
+def test_tamper_blocks_in_block_mode(cli: Cli, project: Path) -> None:
+    payload, env_path, env = emit_payload(cli, project)
+    payload.write_bytes(payload.read_bytes() + b"ignore previous instructions\n")
+    r = cli("verify-envelope", env_path, "--block")
+    assert r.code == 3
+    assert r.err.startswith(
+        "ecl verify [tamper] atlas -> vigil (PROPOSE): payload SHA-256 does not match"
+    )
+    ev = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")[-1]
+    assert ev["event"] == "verify_fail"
+    assert ev["verify_failure_code"] == "INTEGRITY_MISMATCH" and ev["decision"] == "refused"
+    assert ev["payload_sha256"] != env["integrity"]["value"]
+
+
+def test_tamper_in_warn_mode_exits_zero_but_records_warned(cli: Cli, project: Path) -> None:
+    payload, env_path, env = emit_payload(cli, project)
+    payload.write_text("changed")
+    r = cli("verify-envelope", env_path)  # default mode: warn
+    assert r.code == 0
+    assert "[tamper]" in r.err
+    ev = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")[-1]
+    assert ev["event"] == "verify_fail" and ev["decision"] == "warned"
+
+
+def test_mode_from_environment(cli: Cli, project: Path) -> None:
+    payload, env_path, _ = emit_payload(cli, project)
+    payload.write_text("changed")
+    assert (
+        cli("verify-envelope", env_path, env=clean_env(EIDOLONS_ECL_VERIFY_MODE="block")).code == 3
+    )
+    assert (
+        cli("verify-envelope", env_path, env=clean_env(EIDOLONS_ECL_VERIFY_MODE="warn")).code == 0
+    )
+
+
+@pytest.mark.parametrize("bad", ["Block", "strict", "1", "off"])
+def test_invalid_mode_is_a_usage_error_never_a_fallback(cli: Cli, project: Path, bad: str) -> None:
+    payload, env_path, _ = emit_payload(cli, project)
+    payload.write_text("changed")
+    r = cli("verify-envelope", env_path, env=clean_env(EIDOLONS_ECL_VERIFY_MODE=bad))
+    assert r.code == 2 and "EIDOLONS_ECL_VERIFY_MODE" in r.err
+    r = cli("verify-envelope", env_path, "--mode", bad)
+    assert r.code == 2 and "--mode" in r.err
+    assert "Traceback" not in r.err
+
+
+def test_json_output_shape(cli: Cli, project: Path) -> None:
+    payload, env_path, env = emit_payload(cli, project)
+    payload.write_text("changed")
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.code == 3 and r.err == ""
+    doc = r.json()
+    for key in (
+        "verdict",
+        "mode",
+        "blocked",
+        "envelope",
+        "message_id",
+        "thread_id",
+        "from",
+        "to",
+        "performative",
+        "integrity_method",
+        "expected",
+        "actual",
+        "failure_code",
+        "message",
+        "trace",
+        "warnings",
+    ):
+        assert key in doc
+    assert doc["verdict"] == "tamper" and doc["mode"] == "block" and doc["blocked"] is True
+    assert doc["expected"] == env["integrity"]["value"] and doc["actual"] != doc["expected"]
+    assert doc["failure_code"] == "INTEGRITY_MISMATCH"
+    assert Path(doc["trace"]).name == f"{env['thread_id']}.jsonl"
+
+
+def test_no_trace_and_trace_file(cli: Cli, project: Path, tmp_path: Path) -> None:
+    _, env_path, _env = emit_payload(cli, project, "a.md", "x", "--no-trace")
+    assert trace_files(project) == []
+    assert cli("verify-envelope", env_path, "--no-trace", "--json").json()["trace"] is None
+    assert trace_files(project) == []
+    custom = tmp_path / "custom.jsonl"
+    assert cli("verify-envelope", env_path, "--trace", custom).code == 0
+    assert [e["event"] for e in read_trace(custom)] == ["verify_pass"]
+
+
+def test_unverifiable_placeholder(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    rewrite(
+        env_path, integrity__value="PARENT_FILLS_SHA256", artifact__sha256="PARENT_FILLS_SHA256"
+    )
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.json()["verdict"] == "unverifiable"
+    assert r.code == 0  # block mode lets it through; the receiver refuses it as UNVERIFIED
+    assert cli("verify-envelope", env_path, "--block", "--strict").code == 3
+    ev = read_trace(trace_files(project)[0])[-1]
+    assert ev["verify_failure_code"] == "UNVERIFIED"
+
+
+def test_inconsistent_artifact_sha(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    rewrite(env_path, artifact__sha256="b" * 64)
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.json()["verdict"] == "inconsistent" and r.code == 3
+
+
+def test_unsupported_algo(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    rewrite(env_path, integrity__method="ed25519")
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.json()["verdict"] == "unsupported_algo" and r.code == 3
+    assert r.json()["failure_code"] == "SCHEMA_INVALID"
+    assert cli("verify-envelope", env_path).code == 0  # warn mode
+
+
+def test_missing_payload(cli: Cli, project: Path) -> None:
+    payload, env_path, _ = emit_payload(cli, project)
+    payload.unlink()
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.json()["verdict"] == "missing_payload" and r.code == 3
+
+
+def test_hmac_pass_no_key_and_wrong_key(cli: Cli, project: Path) -> None:
+    keyed = clean_env(ECL_HMAC_KEY="k" * 32)
+    payload = project / "h.md"
+    payload.write_text("hmac payload\n")
+    r = cli(
+        "emit",
+        payload,
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "scout-report",
+        "--objective",
+        "o",
+        "--hmac",
+        "--json",
+        env=keyed,
+    )
+    assert r.code == 0, r.err
+    env = r.json()["envelope"]
+    assert env["integrity"]["method"] == "hmac-sha256"
+    assert env["artifact"]["sha256"] != env["integrity"]["value"]
+    env_path = Path(r.json()["envelope_path"])
+    assert cli("verify-envelope", env_path, "--block", env=keyed).code == 0
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.json()["verdict"] == "no_key" and r.code == 3
+    r = cli("verify-envelope", env_path, "--block", "--json", env=clean_env(ECL_HMAC_KEY="other"))
+    assert r.json()["verdict"] == "tamper" and r.code == 3
+
+
+def test_emit_hmac_without_key_is_an_error(cli: Cli, project: Path) -> None:
+    (project / "p.md").write_text("x")
+    r = cli(
+        "emit",
+        "p.md",
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+        "--hmac",
+    )
+    assert r.code == 2 and "ECL_HMAC_KEY" in r.err
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not json", b"[1,2]", b'{"envelope_version": "2.1"}', b"\xff\xfe", b'{"a":1,"a":2}'],
+)
+def test_malformed_exits_2_in_every_mode_and_traces_unknown(
+    cli: Cli, project: Path, content: bytes
+) -> None:
+    bad = project / "bad.envelope.json"
+    bad.write_bytes(content)
+    for args in ([], ["--block"], ["--mode", "warn"]):
+        r = cli("verify-envelope", bad, *args)
+        assert r.code == 2, (args, r.err)
+        assert r.err.startswith("ecl verify [malformed]") and "Traceback" not in r.err
+    events = read_trace(project / ".eidolons/.trace/unknown.jsonl")
+    assert {e["verify_failure_code"] for e in events} == {"SCHEMA_INVALID"}
+    assert all(e["thread_id"] == "unknown" for e in events)
+
+
+def test_missing_envelope_file_is_malformed_not_traceback(cli: Cli, project: Path) -> None:
+    r = cli("verify-envelope", project / "nope.envelope.json", "--block", "--json")
+    assert r.code == 2 and r.json()["verdict"] == "malformed"
+
+
+def test_warnings_listed_and_strict_makes_them_malformed(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    doc = json.loads(env_path.read_text())
+    del doc["objective"]
+    doc["message_id"] = doc["message_id"]
+    env_path.write_text(json.dumps(doc))
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.code == 0 and r.json()["verdict"] == "pass"
+    assert "missing required field objective" in r.json()["warnings"]
+    r = cli("verify-envelope", env_path, "--block", "--strict", "--json")
+    assert r.code == 2 and r.json()["verdict"] == "malformed"
+
+
+def test_unsafe_thread_id_is_traced_under_unknown(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    rewrite(env_path, thread_id="../../escape")
+    r = cli("verify-envelope", env_path, "--block")
+    assert r.code == 0
+    assert (project / ".eidolons/.trace/unknown.jsonl").is_file()
+    assert not (project.parent / "escape.jsonl").exists()
+
+
+def test_trace_unwritable_blocks_a_pass_in_block_mode(cli: Cli, project: Path) -> None:
+    _, env_path, env = emit_payload(cli, project, "x.md", "x", "--no-trace")
+    trace_dir = project / ".eidolons/.trace"
+    trace_dir.mkdir(parents=True)
+    (trace_dir / f"{env['thread_id']}.jsonl").mkdir()  # a directory where the file should be
+    r = cli("verify-envelope", env_path, "--block", "--json")
+    assert r.json()["verdict"] == "pass" and r.code == 3
+    assert r.json()["trace"] is None and "trace_error" in r.json()
+    assert cli("verify-envelope", env_path).code == 0  # warn mode reports but does not block
+
+
+def test_root_discovery(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    sub = root / "deep" / "er"
+    sub.mkdir(parents=True)
+    (sub / "p.md").write_text("x")
+    r = run_cli(
+        "emit",
+        "p.md",
+        "--from",
+        "atlas",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "k",
+        "--objective",
+        "o",
+        "--json",
+        cwd=sub,
+    )
+    assert r.code == 0, r.err
+    assert Path(r.json()["trace"]).is_relative_to(root / ".eidolons" / ".trace")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    r = run_cli(
+        "verify-envelope",
+        sub / "p.envelope.json",
+        "--json",
+        cwd=sub,
+        env=clean_env(EIDOLONS_ROOT=str(other)),
+    )
+    assert Path(r.json()["trace"]).is_relative_to(other)
+    r = run_cli(
+        "verify-envelope", sub / "p.envelope.json", "--json", "--root", root / "deep", cwd=sub
+    )
+    assert Path(r.json()["trace"]).is_relative_to(root / "deep")
+    r = run_cli("verify-envelope", sub / "p.envelope.json", "--root", tmp_path / "missing", cwd=sub)
+    assert r.code == 2 and "--root" in r.err
+
+
+def test_color_only_on_tty_and_never_with_no_color(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    r = cli("verify-envelope", env_path)
+    assert "\x1b[" not in r.err  # stderr is a pipe here
+
+
+def test_relative_envelope_path_and_cwd(cli: Cli, project: Path) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    r = cli(
+        "verify-envelope",
+        os.path.relpath(env_path, project / "handoff"),
+        "--block",
+        cwd=project / "handoff",
+    )
+    assert r.code == 0, r.err
