@@ -28,10 +28,12 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def envelope_schema_name(envelope_version: str) -> str:
-    """The schema file for an envelope version (1.x -> v1, 2.0 -> v2, 2.1 -> v2.1)."""
+    """The schema file for an envelope version: 1.0 -> v1; 1.1, 1.2 and 2.0 -> v2 (the
+    upstream v1 file accepts only 1.0, and 1.1/1.2 changed nothing but the version
+    pattern, which v2 accepts); 2.1 -> v2.1."""
     if envelope_version.startswith("2.1"):
         return ENVELOPE_SCHEMAS["2.1"]
-    if envelope_version.startswith("2."):
+    if envelope_version.startswith(("2.", "1.1", "1.2")):
         return ENVELOPE_SCHEMAS["2.0"]
     return ENVELOPE_SCHEMAS["1"]
 

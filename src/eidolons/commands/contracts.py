@@ -1,0 +1,172 @@
+"""``eidolons contracts``: show the effective hand-off contract set and where each edge came from.
+
+``list [--to RECEIVER]`` prints one line per edge; ``show FROM TO`` prints one contract.
+Both read the same sources as the gates (builtin, ``<root>/.eidolons/contracts/``, then each
+``--contracts DIR``), so what is shown is what a gate would enforce. A set with any invalid
+contract is not shown at all: the command fails the way the gate would (fail closed).
+
+Exit codes: 0 ok; 1 ``show`` found no contract for the edge; 2 usage error or an invalid
+contract set (``eidolons: <message>`` on stderr, never a traceback).
+
+Only the standard library is imported at module level (see :mod:`eidolons.cli`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eidolons.contract import Contract, ContractSet
+
+HELP = "List and show the hand-off contracts in force (builtin, project, --contracts)."
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``list`` and ``show`` actions, each with the shared source options."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument(
+        "--root",
+        metavar="DIR",
+        help="project root (default: $EIDOLONS_ROOT, else the nearest ancestor of the "
+        "current directory holding .eidolons/ or .git, else the current directory)",
+    )
+    common.add_argument(
+        "--contracts",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="extra contract directory, overriding earlier sources per edge (repeatable)",
+    )
+    actions = parser.add_subparsers(dest="contracts_action", metavar="ACTION", required=True)
+    list_parser = actions.add_parser(
+        "list",
+        parents=[common],
+        help="one line per edge: from -> to, performatives, kinds, budget, origin, source",
+    )
+    list_parser.add_argument("--to", metavar="RECEIVER", help="only edges into RECEIVER")
+    show_parser = actions.add_parser("show", parents=[common], help="one contract in full")
+    show_parser.add_argument("from_", metavar="FROM", help="sender slug")
+    show_parser.add_argument("to", metavar="TO", help="receiver slug")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the effective set and print it; errors go to stderr as ``eidolons: ...``."""
+    from eidolons.contract import ContractError, ContractSet
+
+    try:
+        root = _find_root(args.root)
+    except ValueError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    try:
+        contract_set = ContractSet.load(root, [Path(d) for d in args.contracts])
+    except ContractError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    if args.contracts_action == "list":
+        return _list(contract_set, args.to, as_json=args.json)
+    return _show(contract_set, args.from_, args.to, as_json=args.json)
+
+
+def _find_root(explicit: str | None) -> Path:
+    """Project root: ``--root``, else ``$EIDOLONS_ROOT``, else the nearest ancestor of the
+    current directory holding ``.eidolons/`` or ``.git``, else the current directory.
+
+    Kept in this one function so it can be replaced by a shared ``eidolons.config`` helper.
+    """
+    chosen = explicit if explicit is not None else os.environ.get("EIDOLONS_ROOT") or None
+    if chosen is not None:
+        root = Path(chosen)
+        if not root.is_dir():
+            origin = "--root" if explicit is not None else "EIDOLONS_ROOT"
+            raise ValueError(f"{origin} {chosen}: not a directory")
+        return root
+    cwd = Path.cwd()
+    for candidate in (cwd, *cwd.parents):
+        if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
+            return candidate
+    return cwd
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"eidolons: {message}", file=sys.stderr)
+    return code
+
+
+def _json_record(contract: Contract) -> dict[str, Any]:
+    record = contract.to_dict()
+    record["source"] = contract.source
+    return record
+
+
+def _list(contract_set: ContractSet, to: str | None, *, as_json: bool) -> int:
+    contracts = contract_set.edges() if to is None else contract_set.inbound(to)
+    if as_json:
+        print(json.dumps([_json_record(c) for c in contracts], indent=2))
+        return EXIT_OK
+    rows = [
+        (
+            f"{c.from_} -> {c.to}",
+            ",".join(c.performatives_allowed),
+            ",".join(c.kinds),
+            "-" if c.token_budget_max is None else str(c.token_budget_max),
+            c.edge_origin,
+            c.source,
+        )
+        for c in contracts
+    ]
+    if rows:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+            print("  ".join([*cells, row[-1]]))
+    return EXIT_OK
+
+
+def _show(contract_set: ContractSet, from_: str, to: str, *, as_json: bool) -> int:
+    contract = contract_set.get(from_, to)
+    if contract is None:
+        return _fail(f"no contract for {from_} -> {to}", EXIT_NOT_FOUND)
+    if as_json:
+        print(json.dumps(_json_record(contract), indent=2))
+        return EXIT_OK
+    lines = [
+        f"edge:              {contract.from_} -> {contract.to}",
+        f"source:            {contract.source}",
+        f"edge_origin:       {contract.edge_origin}",
+        f"performatives:     {', '.join(contract.performatives_allowed)}",
+        f"token_budget_max:  {_or_dash(contract.token_budget_max)}",
+        f"required_handles:  {', '.join(contract.required_handles) or '-'}",
+        f"trust_level:       {_or_dash(contract.trust_level)}",
+        "artifacts:",
+    ]
+    for artifact in contract.artifacts:
+        lines += [
+            f"  - kind:                      {artifact.kind}",
+            f"    schema_ref:                {artifact.schema_ref}",
+            f"    required_sections:         {', '.join(artifact.required_sections) or '-'}",
+            f"    evidence_anchor_required:  {str(artifact.evidence_anchor_required).lower()}",
+        ]
+    if contract.notes:
+        import textwrap
+
+        lines.append("notes:")
+        paragraphs = [p for p in contract.notes.strip().split("\n") if p.strip()]
+        for number, paragraph in enumerate(paragraphs):
+            if number:
+                lines.append("")
+            lines.append(textwrap.fill(paragraph, 88, initial_indent="  ", subsequent_indent="  "))
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
