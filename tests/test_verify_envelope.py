@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.conftest import Run, clean_env, emit_payload, read_trace, trace_files
 
 Cli = Callable[..., Run]

@@ -1,0 +1,516 @@
+"""``eidolons check PATH...``: the ECL conformance checker (digest section 10).
+
+Runs every gate of :mod:`eidolons.conformance` on each envelope: a PATH is one
+``*.envelope.json`` file or a directory searched recursively (regular files named
+``*.envelope.json``, symbolic links not followed, sorted by path bytes as
+``LC_ALL=C sort`` does). Several PATHs are checked in the order given; an envelope named
+twice is checked once.
+
+Options: ``--contracts DIR`` (repeatable; added on top of the builtin set and
+``<root>/.eidolons/contracts``), ``--json``, ``--level MUST|SHOULD|ALL``, ``--strict``
+(R-1 required sections at MUST instead of INFO), ``--root DIR`` (payload resolution
+boundary and project contracts), ``--target-version V`` (informational, as upstream).
+
+Exit codes: 0 conformant; 2 a MUST failed; 3 a SHOULD failed (no gate does this today);
+4 something warned; 1 usage error (no PATH, a missing PATH, a file not named
+``*.envelope.json``, no envelopes found, an unknown option, a bad ``--level`` or
+``--target-version``, a missing directory or invalid contract, a directory that cannot be
+listed), printed as ``eidolons: <message>`` on stderr. A malformed envelope is a result
+(E-1 fail), never a usage error, and does not stop the run.
+
+Text output (upstream layout; lines are written as envelopes are checked)::
+
+    ECL conformance check
+    Target:        <absolute PATH>            (one line per PATH)
+    Target ECL:    <version>
+    Envelopes:     <n>
+    Contracts:     builtin, <dir>, ...
+    Level filter:  ALL|MUST|SHOULD
+    ----
+    [OK]   I-3 MUST integrity_match <scout-report.envelope.json>
+    [FAIL] C-1 MUST contract_for_edge_exists <x.envelope.json> (no contract for a -> b)
+    ----
+    Result: OK (exit 0)
+
+``--level MUST`` hides ``ok`` lines of SHOULD and INFO results, ``--level SHOULD`` hides
+``ok`` lines of INFO results; failures and warnings are always shown. The filter changes
+neither the exit code nor the JSON. Control characters in reasons and file names are
+printed escaped (``\\n``, ``\\x1b``) so an envelope cannot forge output lines.
+
+JSON output (``--json``; one object on stdout, results one per line, written as they
+are produced). The schema is stable; keys are only ever added::
+
+    {
+      "target": str,                  # absolute path of the first PATH (upstream key)
+      "targets": [str],               # every PATH, absolute, in the order given
+      "ecl_version_targeted": str,
+      "envelopes": int,               # number of envelopes checked
+      "contracts": [str],             # contract sources, lowest precedence first
+      "level_filter": "ALL"|"MUST"|"SHOULD",
+      "strict": bool,
+      "results": [
+        {"id": str, "level": "MUST"|"SHOULD"|"INFO", "status": "ok"|"fail"|"warn",
+         "name": str, "target": str, "reason": str}   # "reason" only when there is one
+      ],
+      "counts": {"ok": int, "fail": int, "warn": int},
+      "exit_code": int
+    }
+
+A progress bar (``[#####     ] 1234/10000``) is drawn on stderr only when stderr is a
+terminal and more than 200 envelopes are checked; it never touches stdout.
+
+Differences from the upstream checker
+-------------------------------------
+The gate differences are listed in :mod:`eidolons.conformance`; those of the command
+(reasons in ``docs/adr/0200-conformance-checker.md``):
+
+1. Several PATHs are accepted (upstream: exactly one); JSON adds ``targets``,
+   ``contracts``, ``strict`` and ``counts``; text prints one ``Target:`` line per PATH and
+   the contract sources on the ``Contracts:`` line.
+2. Contracts are the effective set (builtin, project, ``--contracts``, repeatable) and are
+   validated; a missing directory or an invalid contract exits 1.
+3. ``--level`` accepts only MUST, SHOULD or ALL (upstream ignored unknown values);
+   ``MUST`` also hides INFO ``ok`` lines, ``SHOULD`` hides INFO ``ok`` lines (upstream:
+   only ``MUST`` filtered, only SHOULD ``ok`` lines).
+4. ``--target-version`` must be digits (``1``, ``2.1``, ``2.0.3``); upstream's globs took
+   any suffix. The default is 2.1 unless the first PATH holds an ``ECL_VERSION`` file
+   (upstream: that file, else the checker repository's, else 2.0).
+5. A directory that cannot be listed exits 1 (``find`` skipped it with a message).
+6. Control characters in reasons and file names are escaped in text output.
+7. ``--schemas`` and ``--version`` are not options of ``check`` (the schemas were never
+   used; ``eidolons --version`` prints the tool's version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+if TYPE_CHECKING:
+    from eidolons.conformance import GateResult
+
+HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
+
+ENVELOPE_SUFFIX = ".envelope.json"
+EXIT_USAGE = 1  # as the upstream checker; 2 means "a MUST failed"
+DEFAULT_TARGET_VERSION = "2.1"  # the newest ECL version these gates implement
+LEVEL_FILTERS = ("ALL", "MUST", "SHOULD")
+PROGRESS_MIN = 200
+_TARGET_VERSION_RE = re.compile(r"[12](\.\d+){0,2}")
+_TAGS = {"ok": "[OK]   ", "fail": "[FAIL] ", "warn": "[WARN] "}
+_RANK = {"MUST": 0, "SHOULD": 1, "INFO": 2}
+_RESULT_LINES = {
+    0: "Result: OK (exit 0)",
+    2: "Result: FAIL — one or more MUSTs failed (exit 2)",
+    3: "Result: SHOULD-fail (exit 3)",
+    4: "Result: WARN — passes MUSTs with grandfathered warnings (exit 4)",
+}
+
+
+class _Usage(Exception):
+    """A usage error: ``eidolons: <message>`` and exit 1."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="an *.envelope.json file or a directory"
+    )
+    p.add_argument(
+        "--contracts",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="extra contract directory, overriding earlier sources per edge (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument(
+        "--level",
+        metavar="MUST|SHOULD|ALL",
+        default="ALL",
+        help="text output: hide ok lines below this level (default: ALL, hide nothing)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="required sections (R-1) are MUST, not INFO"
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="project root (default: $EIDOLONS_ROOT, else .eidolons/ or .git/ ancestor)",
+    )
+    p.add_argument(
+        "--target-version",
+        metavar="V",
+        help="ECL version reported as targeted (1.x, 2.0, 2.1); gates follow each "
+        "envelope's own version",
+    )
+    _exit_1_on_usage_errors(p)
+
+
+def _exit_1_on_usage_errors(p: argparse.ArgumentParser) -> None:
+    """Usage errors exit 1 as upstream (argparse would exit 2, which here means "a MUST
+    failed"). Stray positionals after options are PATHs; unknown options are errors."""
+
+    def error(message: str) -> NoReturn:
+        p.exit(EXIT_USAGE, f"eidolons: {message}\n")
+
+    original = p.parse_known_args
+
+    def parse_known_args(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = original(args, namespace)
+        unknown = [a for a in extras if a.startswith("-")]
+        if unknown:
+            error(f"unrecognized arguments: {' '.join(unknown)}")
+        ns.paths = list(ns.paths) + extras
+        return ns, []
+
+    setattr(p, "error", error)  # noqa: B010 - instance override, argparse has no hook
+    setattr(p, "parse_known_args", parse_known_args)  # noqa: B010
+
+
+def run(args: argparse.Namespace) -> int:
+    from eidolons.commands._common import error
+
+    try:
+        return _run(args)
+    except _Usage as exc:
+        return error(str(exc), EXIT_USAGE)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from eidolons.config import Limits, find_root, hmac_key
+    from eidolons.conformance import check_envelope
+    from eidolons.contract import ContractError, ContractSet
+    from eidolons.errors import UsageError
+
+    level = str(args.level).upper()
+    if level not in LEVEL_FILTERS:
+        raise _Usage(f"--level must be MUST, SHOULD or ALL, got {args.level!r}")
+    if not args.paths:
+        raise _Usage("no PATH given (usage: eidolons check PATH... [options])")
+    targets = [_absolute(p) for p in args.paths]
+    envelopes = _collect(targets)
+    target_version = _target_version(args.target_version, targets)
+    try:
+        root = find_root(args.root)
+        limits = Limits.from_env()
+        contracts = ContractSet.load(root, [Path(d) for d in args.contracts])
+    except (UsageError, ContractError) as exc:
+        raise _Usage(str(exc)) from None
+    key = hmac_key()
+
+    _reconfigure(sys.stdout)
+    out = sys.stdout
+    progress = _Progress(len(envelopes), sys.stderr, shares_screen=_isatty(out))
+    kind = _JsonReport if args.json else _TextReport
+    report = kind(
+        out,
+        targets=targets,
+        version=target_version,
+        count=len(envelopes),
+        sources=contracts.sources,
+        level=level,
+        strict=bool(args.strict),
+    )
+    report.start()
+    for i, path in enumerate(envelopes, 1):
+        results = check_envelope(
+            Path(path), contracts, root=root, key=key, strict=args.strict, limits=limits
+        )
+        progress.clear()
+        report.add(results)
+        progress.tick(i)
+    progress.done()
+    return report.finish()
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _absolute(path: str) -> str:
+    if not os.path.exists(path):
+        raise _Usage(f"Path not found: {path}")
+    return os.path.abspath(path)
+
+
+def _collect(targets: Sequence[str]) -> list[str]:
+    """Every envelope under ``targets``, each directory's in ``LC_ALL=C`` path order."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for target in targets:
+        if os.path.isdir(target):
+            found = sorted(_walk(target), key=os.fsencode)
+            if not found:
+                raise _Usage(f"No *{ENVELOPE_SUFFIX} files found under {target}")
+        elif target.endswith(ENVELOPE_SUFFIX):
+            found = [target]
+        else:
+            raise _Usage(f"Not an envelope file: {target}")
+        for path in found:
+            if path not in seen:
+                seen.add(path)
+                out.append(path)
+    return out
+
+
+def _walk(top: str) -> Iterator[str]:
+    """Regular files named ``*.envelope.json`` below ``top`` (as ``find -type f``: links
+    are neither followed nor listed). A directory that cannot be listed is an error: a
+    silently skipped envelope could hide a failure."""
+    stack = [top]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError as exc:
+            raise _Usage(f"cannot list {directory}: {exc.strerror or exc}") from None
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif entry.name.endswith(ENVELOPE_SUFFIX) and entry.is_file(follow_symlinks=False):
+                yield entry.path
+
+
+def _target_version(explicit: str | None, targets: Sequence[str]) -> str:
+    """``--target-version``, else the first line of ``<first PATH>/ECL_VERSION`` when the
+    first PATH is a directory holding one, else :data:`DEFAULT_TARGET_VERSION`."""
+    version = explicit
+    if version is None:
+        marker = os.path.join(targets[0], "ECL_VERSION")
+        if os.path.isdir(targets[0]) and os.path.isfile(marker):
+            try:
+                with open(marker, encoding="utf-8", errors="replace") as fh:
+                    version = "".join(fh.readline().split())
+            except OSError:
+                version = None
+        version = version or DEFAULT_TARGET_VERSION
+    if not _TARGET_VERSION_RE.fullmatch(version):
+        raise _Usage(f"Unsupported --target-version: {version} (this checker knows 1.x, 2.0, 2.1)")
+    return version
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _reconfigure(stream: TextIO) -> None:
+    """File names need not be UTF-8: print undecodable bytes escaped, never crash."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r"}
+
+
+def _printable(text: str) -> str:
+    """Control characters escaped, so untrusted text cannot start a line or move the
+    cursor."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    if c.isprintable():
+        return c
+    return _CONTROL.get(ord(c)) or f"\\u{ord(c):04x}"
+
+
+class _Report:
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        targets: Sequence[str],
+        version: str,
+        count: int,
+        sources: Sequence[str],
+        level: str,
+        strict: bool,
+    ) -> None:
+        self.out = out
+        self.level = level
+        self.strict = strict
+        self.targets = list(targets)
+        self.version = version
+        self.count = count
+        self.sources = list(sources)
+        self.counts = {"ok": 0, "fail": 0, "warn": 0}
+        self.must_fail = self.should_fail = False
+
+    def _tally(self, results: Sequence[GateResult]) -> None:
+        for r in results:
+            self.counts[r.status] = self.counts.get(r.status, 0) + 1
+            if r.status == "fail":
+                if r.level == "MUST":
+                    self.must_fail = True
+                elif r.level == "SHOULD":
+                    self.should_fail = True
+
+    @property
+    def exit_code(self) -> int:
+        if self.must_fail:
+            return 2
+        if self.should_fail:
+            return 3
+        return 4 if self.counts.get("warn") else 0
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def add(self, results: Sequence[GateResult]) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> int:
+        raise NotImplementedError
+
+
+class _TextReport(_Report):
+    def start(self) -> None:
+        lines = ["ECL conformance check"]
+        lines += [f"Target:        {_printable(t)}" for t in self.targets]
+        lines += [
+            f"Target ECL:    {self.version}",
+            f"Envelopes:     {self.count}",
+            f"Contracts:     {_printable(', '.join(self.sources))}",
+            f"Level filter:  {self.level}",
+            "----",
+        ]
+        self.out.write("\n".join(lines) + "\n")
+        self._hide_below = {"ALL": 3, "SHOULD": 1, "MUST": 0}[self.level]
+
+    def add(self, results: Sequence[GateResult]) -> None:
+        self._tally(results)
+        lines = []
+        for r in results:
+            if r.status == "ok" and _RANK.get(r.level, 2) > self._hide_below:
+                continue
+            line = f"{_TAGS.get(r.status, '[?]    ')}{r.id} {r.level} {r.name}"
+            if r.target:
+                line += f" <{_printable(os.path.basename(r.target))}>"
+            if r.reason:
+                line += f" ({_printable(r.reason)})"
+            lines.append(line)
+        if lines:
+            self.out.write("\n".join(lines) + "\n")
+
+    def finish(self) -> int:
+        code = self.exit_code
+        self.out.write(f"----\n{_RESULT_LINES[code]}\n")
+        self.out.flush()
+        return code
+
+
+class _JsonReport(_Report):
+    def start(self) -> None:
+        head = {
+            "target": self.targets[0],
+            "targets": self.targets,
+            "ecl_version_targeted": self.version,
+            "envelopes": self.count,
+            "contracts": self.sources,
+            "level_filter": self.level,
+            "strict": self.strict,
+        }
+        body = json.dumps(head, indent=2, ensure_ascii=False)[:-2]  # drop "\n}"
+        self.out.write(body + ',\n  "results": [')
+        self._first = True
+
+    def add(self, results: Sequence[GateResult]) -> None:
+        self._tally(results)
+        if not results:
+            return
+        lines = []
+        quoted: dict[str | None, str] = {}  # the target is the same for one envelope
+        for r in results:
+            target = quoted.get(r.target)
+            if target is None:
+                target = quoted[r.target] = _quote(r.target)
+            line = (
+                f'{{"id": {_word(r.id)}, "level": {_word(r.level)}, '
+                f'"status": {_word(r.status)}, "name": {_word(r.name)}'
+            )
+            if r.target is not None:
+                line += f', "target": {target}'
+            if r.reason is not None:
+                line += f', "reason": {_quote(r.reason)}'
+            lines.append(line + "}")
+        self.out.write(("\n    " if self._first else ",\n    ") + ",\n    ".join(lines))
+        self._first = False
+
+    def finish(self) -> int:
+        code = self.exit_code
+        tail: dict[str, Any] = {"counts": self.counts, "exit_code": code}
+        rest = json.dumps(tail, indent=2, ensure_ascii=False)[1:]  # drop "{"
+        self.out.write(("\n  ]," if not self._first else "],") + rest + "\n")
+        self.out.flush()
+        return code
+
+
+def _quote(text: str | None) -> str:
+    """A JSON string (``null`` for None), non-ASCII kept as is."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=512)
+def _word(text: str) -> str:
+    """:func:`_quote` for the small vocabulary of ids, levels, statuses and names."""
+    return _quote(text)
+
+
+class _Progress:
+    """``\\r[#####     ] 1234/10000`` on stderr, redrawn about 200 times in a run."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: TextIO, *, shares_screen: bool) -> None:
+        self.total = total
+        self.stream = stream
+        self.enabled = total > PROGRESS_MIN and _isatty(stream)
+        self.shares_screen = shares_screen  # stdout is a terminal too: clear before output
+        self.step = max(1, total // 200)
+        self.drawn = 0
+        self.last = 0.0
+
+    def tick(self, done: int) -> None:
+        if not self.enabled:
+            return
+        if not (self.shares_screen and not self.drawn):  # else: redraw what clear() wiped
+            if done % self.step and done != self.total:
+                return
+            now = time.monotonic()
+            if done != self.total and now - self.last < 0.05:
+                return
+            self.last = now
+        filled = self.WIDTH * done // self.total
+        text = f"\r[{'#' * filled}{' ' * (self.WIDTH - filled)}] {done}/{self.total}"
+        self.stream.write(text)
+        self.stream.flush()
+        self.drawn = len(text) - 1
+
+    def clear(self) -> None:
+        if self.drawn and self.shares_screen:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.stream.flush()
+            self.drawn = 0
+
+    def done(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.stream.flush()
+            self.drawn = 0

@@ -1,0 +1,353 @@
+"""``eidolons memory``: recall from, ingest into and describe the hand-off memory.
+
+- ``recall QUERY [--as RECEIVER] [--k N] [--layers a,b] [--explain] [--json] [--root DIR]``:
+  the CRYSTALIUM ``recall`` over the project's scope (and the receiver's class visibility
+  with ``--as``); all four layers unless ``--layers`` narrows them.
+- ``ingest ENVELOPE [--json] [--root DIR]``: runs the receiver gate first
+  (:func:`eidolons.memory.gate_hook`) and ingests only a hand-off that passed, with the
+  exact payload bytes the gate verified. The envelope file is read before the gate runs
+  and again after; if it changed in between, nothing is ingested. When the gate is not
+  installed the command fails closed.
+- ``stats [--json] [--root DIR]``: what the store holds (local) or which server and tools
+  answer (mcp).
+
+Exit codes: 0 done; 1 refused (the gate did not pass, or the memory refused the hand-off
+or the query with a reason code); 2 usage or unreadable input; 3 the receiver gate is
+unavailable or failed, so nothing was ingested; 4 the memory is off or unavailable (the
+call was skipped).
+
+Only the standard library is imported at module level (CLI start-up time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eidolons.memory import GateFn, Memory
+
+HELP = "Recall from, ingest into (after the receiver gate) and describe the hand-off memory."
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_GATE_UNAVAILABLE = 3
+EXIT_MEMORY_UNAVAILABLE = 4
+
+MAX_ENVELOPE_BYTES = 1024 * 1024
+"""Envelope files above this size are refused as bad input (same cap as the gates)."""
+
+_EPILOG = (
+    "exit codes: 0 done, 1 refused, 2 usage or bad input, 3 receiver gate unavailable "
+    "(nothing ingested), 4 memory off or unavailable (skipped). Backend: EIDOLONS_MEMORY="
+    "off|local|mcp (default local), EIDOLONS_MEMORY_COMMAND or EIDOLONS_MEMORY_URL for mcp."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _EPILOG
+    actions = parser.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+
+    recall = actions.add_parser(
+        "recall", help="recall prior hand-offs related to QUERY", epilog=_EPILOG
+    )
+    recall.add_argument("query", metavar="QUERY")
+    recall.add_argument(
+        "--as", dest="receiver", metavar="RECEIVER", help="recall as this agent class"
+    )
+    recall.add_argument("--k", type=int, default=5, metavar="N", help="at most N records (5)")
+    recall.add_argument(
+        "--layers",
+        metavar="LAYERS",
+        help="comma-separated subset of episodic,semantic,procedural,execution (all)",
+    )
+    recall.add_argument("--explain", action="store_true", help="include the ranking diagnostics")
+    _common_options(recall)
+
+    ingest = actions.add_parser(
+        "ingest",
+        help="run the receiver gate on ENVELOPE and ingest the hand-off if it passes",
+        epilog=_EPILOG,
+    )
+    ingest.add_argument("envelope", metavar="ENVELOPE", help="path to the .envelope.json")
+    _common_options(ingest)
+
+    stats = actions.add_parser("stats", help="describe the memory", epilog=_EPILOG)
+    _common_options(stats)
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+    parser.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from eidolons.errors import EidolonsError
+
+    try:
+        if args.memory_command == "recall":
+            return _recall(args)
+        if args.memory_command == "ingest":
+            return _ingest(args)
+        return _stats(args)
+    except EidolonsError as exc:
+        _error(exc.message)
+        return EXIT_USAGE
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _find_root(explicit: str | None) -> Path:
+    """``--root``, else ``EIDOLONS_ROOT``, else the nearest ancestor of the current
+    directory holding ``.eidolons/`` or ``.git/``, else the current directory."""
+    from eidolons.errors import UsageError
+
+    for value, what in ((explicit, "--root"), (os.environ.get("EIDOLONS_ROOT"), "EIDOLONS_ROOT")):
+        if value:
+            root = Path(value)
+            if not root.is_dir():
+                raise UsageError(f"{what} {value!r} is not a directory")
+            return root.resolve()
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
+            return candidate
+    return here
+
+
+def _error(message: str) -> None:
+    print(f"eidolons: {message}", file=sys.stderr)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from eidolons.errors import UsageError
+    from eidolons.memory import is_error, is_skipped, open_memory
+    from eidolons.memory._common import parse_layers, skipped_recall
+
+    if args.k < 1:
+        raise UsageError(f"--k must be at least 1, got {args.k}")
+    layers: list[str] | None = None
+    if args.layers is not None:
+        try:
+            layers = parse_layers(args.layers) or None
+        except ValueError as exc:
+            raise UsageError(f"--layers: {exc}") from None
+    root = _find_root(args.root)
+    memory = open_memory(root)
+    if memory is None:
+        result = skipped_recall("memory is off (EIDOLONS_MEMORY=off)", args.k)
+    else:
+        try:
+            scope: dict[str, Any] = {}
+            if memory.project:
+                scope["project"] = memory.project
+            if args.receiver:
+                scope["agent_class_visibility"] = args.receiver
+            result = memory.recall(scope, args.query, args.k, layers, explain=args.explain)
+        finally:
+            memory.close()
+    if args.json:
+        _print_json(result)
+    if is_skipped(result):
+        _error(f"memory unavailable, recall skipped: {result.get('reason')}")
+        return EXIT_MEMORY_UNAVAILABLE
+    if is_error(result):
+        _error(f"recall refused: {result['error']}: {result.get('message', '')}")
+        return EXIT_REFUSED
+    if not args.json:
+        _print_records(result)
+    return EXIT_OK
+
+
+def _print_records(result: Mapping[str, Any]) -> None:
+    records = result.get("records", [])
+    budget = result.get("budget", {})
+    print(
+        f"backend {result.get('backend')}: {len(records)} record(s)"
+        f" (k {budget.get('k_applied')}, evicted {result.get('evicted_count', 0)},"
+        f" {result.get('total_tokens', 0)} tokens)"
+    )
+    for record in records:
+        print(
+            f"{record['score']:.4f}  {record['layer']:<10}  "
+            f"{record['trust_tier']}/{record['validation_state']:<11}  {record['id']}"
+        )
+        print(f"        {record['summary']}")
+
+
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class IngestOutcome:
+    """What ``eidolons memory ingest`` decided; ``exit_code`` is the command's."""
+
+    exit_code: int
+    message: str
+    gate: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "gate": self.gate,
+            "memory": self.memory,
+        }
+
+
+def ingest_envelope(
+    envelope_path: Path,
+    root: Path,
+    *,
+    gate: GateFn | None = None,
+    memory_factory: Callable[[Path], Memory | None] | None = None,
+) -> IngestOutcome:
+    """Gate, then ingest. ``gate`` defaults to :func:`eidolons.memory.gate_hook` (looked up
+    at call time) and ``memory_factory`` to :func:`eidolons.memory.open_memory`.
+
+    Never ingests unless the gate returned ``passed=True`` with the verified payload bytes
+    and the envelope file is byte-identical before and after the gate ran.
+    """
+    import eidolons.memory as memory_api
+    from eidolons.errors import InputError, UsageError
+
+    before = _read_envelope_bytes(envelope_path)
+    gate_fn: GateFn = gate if gate is not None else memory_api.gate_hook
+    try:
+        passed, code, payload = gate_fn(envelope_path, root)
+    except memory_api.GateUnavailableError as exc:
+        return IngestOutcome(EXIT_GATE_UNAVAILABLE, exc.message, {"code": exc.code})
+    except (InputError, UsageError):
+        raise
+    except Exception as exc:  # a crashing gate is not a pass
+        return IngestOutcome(
+            EXIT_GATE_UNAVAILABLE,
+            f"receiver gate failed ({type(exc).__name__}: {exc}); refusing to ingest",
+            {"code": "GATE_ERROR"},
+        )
+    gate_info = {"passed": bool(passed), "code": code}
+    if not passed:
+        return IngestOutcome(
+            EXIT_REFUSED, f"receiver gate refused the hand-off: {code}; not ingested", gate_info
+        )
+    if not isinstance(payload, bytes):
+        return IngestOutcome(
+            EXIT_GATE_UNAVAILABLE,
+            "receiver gate passed without the verified payload bytes; refusing to ingest",
+            gate_info,
+        )
+    if _read_envelope_bytes(envelope_path) != before:
+        return IngestOutcome(
+            EXIT_REFUSED,
+            "envelope changed while the receiver gate ran; not ingested",
+            gate_info,
+        )
+    try:
+        envelope = json.loads(before)
+    except ValueError as exc:
+        raise InputError(f"{envelope_path}: not JSON ({exc})") from None
+    if not isinstance(envelope, dict):
+        raise InputError(f"{envelope_path}: the envelope is not a JSON object")
+    memory = (memory_factory or memory_api.open_memory)(root)
+    if memory is None:
+        return IngestOutcome(
+            EXIT_MEMORY_UNAVAILABLE, "memory is off (EIDOLONS_MEMORY=off); not ingested", gate_info
+        )
+    try:
+        result = memory.ingest(envelope, payload)
+    finally:
+        memory.close()
+    if memory_api.is_skipped(result):
+        return IngestOutcome(
+            EXIT_MEMORY_UNAVAILABLE,
+            f"memory unavailable, ingest skipped: {result.get('reason')}",
+            gate_info,
+            result,
+        )
+    if memory_api.is_error(result):
+        return IngestOutcome(
+            EXIT_REFUSED,
+            f"memory refused the hand-off: {result['error']}: {result.get('message', '')}",
+            gate_info,
+            result,
+        )
+    verb = "already ingested" if result.get("commit_status") == "merged" else "ingested"
+    return IngestOutcome(
+        EXIT_OK,
+        f"{verb} {result.get('id')} ({result.get('layer')},"
+        f" {result.get('trust_tier')}/{result.get('validation_state')}, backend"
+        f" {result.get('backend')})",
+        gate_info,
+        result,
+    )
+
+
+def _read_envelope_bytes(path: Path) -> bytes:
+    from eidolons.errors import InputError
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_ENVELOPE_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such envelope file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise InputError(f"{path}: envelope larger than {MAX_ENVELOPE_BYTES} bytes")
+    return data
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    root = _find_root(args.root)
+    outcome = ingest_envelope(Path(args.envelope), root)
+    if args.json:
+        _print_json(outcome.to_dict())
+    if outcome.exit_code == EXIT_OK:
+        if not args.json:
+            print(outcome.message)
+    else:
+        _error(outcome.message)
+    return outcome.exit_code
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from eidolons.memory import open_memory
+
+    root = _find_root(args.root)
+    memory = open_memory(root)
+    if memory is None:
+        stats: dict[str, Any] = {"backend": "off", "status": "off"}
+    else:
+        try:
+            stats = memory.stats()
+        finally:
+            memory.close()
+    if args.json:
+        _print_json(stats)
+    else:
+        for key, value in stats.items():
+            shown = (
+                json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+            )
+            print(f"{key}: {shown}")
+    if stats.get("status") in ("off", "unavailable"):
+        if not args.json:
+            _error(f"memory {stats['status']}")
+        return EXIT_MEMORY_UNAVAILABLE
+    return EXIT_OK

@@ -1,0 +1,74 @@
+"""``eidolons run --verify ENVELOPE [--verify-block] [--as RECEIVER] [-- COMMAND ...]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "gate a route: verify the envelope, then run the receiver's dispatch command"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verify", required=True, metavar="ENVELOPE", help="the envelope to gate on")
+    p.add_argument("--verify-block", action="store_true", help="run the gate in block mode")
+    p.add_argument("--as", dest="receiver", metavar="RECEIVER", help="also run the receiver gate")
+    p.add_argument("--root", metavar="DIR")
+    p.add_argument("--contracts", action="append", default=[], metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print the decision as JSON (no COMMAND)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+
+
+def run(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from eidolons.commands._common import error, print_json
+    from eidolons.commands.verify_incoming import _load_contracts
+    from eidolons.config import Limits, find_root, hmac_key, verify_mode
+    from eidolons.envelope import SLUG_RE
+    from eidolons.errors import UsageError
+    from eidolons.gates.orchestrator import run_gate
+    from eidolons.gates.receiver import verify_incoming
+    from eidolons.gates.route import RouteDecision
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if command and args.json:
+        return error("--json prints the decision only; it cannot be combined with COMMAND")
+    receiver = args.receiver.partition("@")[0] if args.receiver else None
+    if receiver is not None and not SLUG_RE.match(receiver):
+        return error(f"--as {args.receiver!r} is not an eidolon slug")
+    try:
+        mode = "block" if args.verify_block else verify_mode(None)
+        root = find_root(args.root)
+        limits = Limits.from_env()
+    except UsageError as exc:
+        return error(str(exc))
+    key = hmac_key()
+    envelope = Path(args.verify)
+    decision = RouteDecision(run_gate(envelope, root=root, mode=mode, key=key, limits=limits))
+    if decision.outcome.exit_code == 0 and receiver is not None:
+        decision.incoming = verify_incoming(
+            envelope,
+            receiver,
+            root=root,
+            contracts=_load_contracts(root, args.contracts),
+            key=key,
+            limits=limits,
+        )
+    if args.json:
+        print_json(decision.to_json())
+    if not decision.allowed:
+        if not args.json:
+            print(f"eidolons run: route blocked: {decision.reason()}", file=sys.stderr)
+        return 3
+    if not command:
+        if not args.json:
+            print(f"eidolons run: route allowed: {decision.reason()}", file=sys.stderr)
+        return 0
+    try:
+        proc = subprocess.run(command, env=decision.command_env(), check=False)
+    except OSError as exc:
+        return error(f"cannot run {command[0]!r}: {exc.strerror or exc}", 127)
+    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode

@@ -1,0 +1,97 @@
+"""``eidolons verify-incoming ARTEFACT --as RECEIVER``: the receiver's blocking gate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "refuse an inbound hand-off unless its integrity is on record and its edge is allowed"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("artefact", metavar="ARTEFACT", help="the payload handed over (or its envelope)")
+    p.add_argument(
+        "--as",
+        dest="receiver",
+        required=True,
+        metavar="RECEIVER",
+        help="the receiving eidolon, e.g. vigil (a @version suffix is ignored)",
+    )
+    p.add_argument("--root", metavar="DIR")
+    p.add_argument(
+        "--contracts",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra contract directory (repeatable; later ones win)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object with every failed check"
+    )
+    p.add_argument(
+        "--no-reverify",
+        action="store_true",
+        help="trust the orchestrator's record alone (do not recompute the digest)",
+    )
+    p.add_argument(
+        "--print-payload",
+        action="store_true",
+        help="on pass, write to stdout exactly the bytes that were verified",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from eidolons.commands._common import error, print_json
+    from eidolons.config import Limits, find_root, hmac_key
+    from eidolons.envelope import SLUG_RE
+    from eidolons.errors import UsageError
+    from eidolons.gates.receiver import verify_incoming
+
+    receiver = args.receiver.partition("@")[0]
+    if not SLUG_RE.match(receiver):
+        return error(f"--as {args.receiver!r} is not an eidolon slug")
+    if args.json and args.print_payload:
+        return error("--json and --print-payload both write stdout; choose one")
+    try:
+        root = find_root(args.root)
+        limits = Limits.from_env()
+    except UsageError as exc:
+        return error(str(exc))
+    contracts = _load_contracts(root, args.contracts)
+    result = verify_incoming(
+        Path(args.artefact),
+        receiver,
+        root=root,
+        contracts=contracts,
+        key=hmac_key(),
+        limits=limits,
+        reverify=not args.no_reverify,
+    )
+    if result.status == "skipped":
+        if args.json:
+            print_json(result.to_json())
+        return 0
+    if args.json:
+        print_json(result.to_json())
+    if not result:
+        if not args.json:
+            if result.failures:
+                print(result.refusal_line(), file=sys.stderr)
+            if result.trace_error:
+                print(f"eidolons: trace not written: {result.trace_error}", file=sys.stderr)
+        return 3
+    if args.print_payload and result.payload is not None:
+        sys.stdout.buffer.write(result.payload)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def _load_contracts(root: Path, dirs: list[str]) -> object:
+    """The effective contract set, or the ContractError (the gate then refuses every edge)."""
+    from eidolons.contract import ContractError, ContractSet
+
+    try:
+        return ContractSet.load(root, [Path(d) for d in dirs])
+    except ContractError as exc:
+        return exc

@@ -1,0 +1,429 @@
+"""The receiver gate (``eidolons verify-incoming ARTEFACT --as RECEIVER``).
+
+Blocking and symmetric: every receiver runs this same code; only the inbound contracts
+differ. What the VIGIL and Gilgamesh verify-incoming skills describe, made mechanical.
+Checks, in order (``--json`` reports every failed check; the refusal line names the first):
+
+1. Trigger: the envelope is ``${ARTEFACT%.*}.envelope.json``, else
+   ``ARTEFACT.envelope.json`` (an ARTEFACT that is itself ``*.envelope.json`` is taken as
+   the envelope). Neither: not an ECL hand-off, skipped (exit 0). Both: ambiguous,
+   refused as SCHEMA_INVALID.
+2. The envelope parses strictly and meets the schema -> else SCHEMA_INVALID. Its own
+   integrity fields are judged first: an unsupported method is SCHEMA_INVALID, a
+   placeholder digest UNVERIFIED, ``artifact.sha256`` differing from the tag
+   INTEGRITY_MISMATCH.
+3. Integrity on record: the latest ``verify_pass``/``verify_fail`` event for the
+   envelope's ``message_id`` written by the orchestrator gate (``gate: "orchestrator"``)
+   in the thread's trace, read from the end. Confirmed only by a ``verify_pass`` whose
+   ``integrity_method`` and ``integrity_value`` equal the envelope's (a pass for another
+   digest under the same ``message_id`` is a swapped envelope: INTEGRITY_MISMATCH). A
+   ``verify_fail`` on record -> INTEGRITY_MISMATCH; nothing on record -> UNVERIFIED.
+   Events written by receivers (``gate: "receiver"``), by hand without a gate, or by other
+   tools are never integrity evidence.
+4. Defense in depth (default): the digest is recomputed now, with the orchestrator's
+   resolution and limits; any non-pass -> INTEGRITY_MISMATCH, whatever the trace says.
+5. Contract conformance for ``from.eidolon -> RECEIVER`` (rules in
+   :mod:`eidolons.conformance`): ``to.eidolon`` is not the receiver or no contract ->
+   UNDECLARED_EDGE; C-2 -> PERFORMATIVE_NOT_ALLOWED; C-3 -> ARTIFACT_KIND_NOT_ALLOWED;
+   D-1/D-2 -> CONTEXT_OVER_BUDGET; a Markdown payload missing a required section ->
+   MISSING_REQUIRED_SECTION. A contract set that fails to load refuses (UNDECLARED_EDGE):
+   a broken contract is never an allow.
+6. Refusal: a ``verify_fail`` event (``gate: "receiver"``, ``decision: "refused"``) is
+   appended, ``[<receiver>-verify-incoming] REFUSE: <CODE> from <sender>`` is printed,
+   exit 3, and the payload is never printed.
+7. Pass: ``verify_pass`` and ``receive`` events are appended; only then may the payload be
+   handed on, and only the exact bytes that were hashed. If the pass cannot be recorded,
+   the gate refuses to hand the payload over (exit 3).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eidolons.config import Limits
+from eidolons.emit import default_envelope_path
+from eidolons.envelope import Envelope, parse_envelope
+from eidolons.errors import EnvelopeError, InputError, TraceWriteError
+from eidolons.payload import (
+    ENVELOPE_SUFFIX,
+    PayloadError,
+    locate_payload,
+    open_payload,
+    read_envelope_bytes,
+)
+from eidolons.trace import (
+    TOOL,
+    UNKNOWN_THREAD,
+    agent_label,
+    append_event,
+    iter_reverse,
+    thread_trace_path,
+    utc_now,
+)
+from eidolons.verdict import Verdict
+from eidolons.verify import precheck, verify_envelope_file
+
+GATE = "receiver"
+ORCHESTRATOR_GATE = "orchestrator"
+
+INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
+UNVERIFIED = "UNVERIFIED"
+SCHEMA_INVALID = "SCHEMA_INVALID"
+UNDECLARED_EDGE = "UNDECLARED_EDGE"
+PERFORMATIVE_NOT_ALLOWED = "PERFORMATIVE_NOT_ALLOWED"
+ARTIFACT_KIND_NOT_ALLOWED = "ARTIFACT_KIND_NOT_ALLOWED"
+CONTEXT_OVER_BUDGET = "CONTEXT_OVER_BUDGET"
+MISSING_REQUIRED_SECTION = "MISSING_REQUIRED_SECTION"
+REFUSAL_CODES = (
+    INTEGRITY_MISMATCH,
+    UNVERIFIED,
+    SCHEMA_INVALID,
+    UNDECLARED_EDGE,
+    PERFORMATIVE_NOT_ALLOWED,
+    ARTIFACT_KIND_NOT_ALLOWED,
+    CONTEXT_OVER_BUDGET,
+    MISSING_REQUIRED_SECTION,
+)
+
+
+class AmbiguousEnvelope(InputError):
+    code = "AMBIGUOUS"
+
+
+def find_envelope(artefact: Path) -> Path | None:
+    """The envelope for an artefact per rule 1, or None when it is not an ECL hand-off.
+    Raises :class:`AmbiguousEnvelope` when both candidate names exist."""
+    if artefact.name.endswith(ENVELOPE_SUFFIX):
+        return artefact
+    sibling = default_envelope_path(artefact)
+    appended = artefact.with_name(artefact.name + ENVELOPE_SUFFIX)
+    found = [p for p in (sibling, appended) if os.path.lexists(p)]
+    if len(found) == 2 and sibling != appended:
+        raise AmbiguousEnvelope(
+            f"both {sibling.name} and {appended.name} exist beside {artefact.name}"
+        )
+    return found[0] if found else None
+
+
+def find_record(trace: Path, message_id: str) -> dict[str, Any] | None:
+    """The latest orchestrator verification event for ``message_id``, reading from the end."""
+    for line in iter_reverse(trace):
+        ev = line.event
+        if (
+            ev is not None
+            and ev.get("message_id") == message_id
+            and ev.get("event") in ("verify_pass", "verify_fail")
+            and ev.get("gate") == ORCHESTRATOR_GATE
+        ):
+            return ev
+    return None
+
+
+def judge_record(env: Envelope, record: dict[str, Any] | None) -> tuple[str, str] | None:
+    """Rule 3, pure: None when the record confirms this envelope's integrity."""
+    if record is None:
+        return UNVERIFIED, "no verify_pass on record for this message_id"
+    if record.get("event") == "verify_fail":
+        code = record.get("verify_failure_code")
+        return INTEGRITY_MISMATCH, f"the orchestrator gate recorded verify_fail ({code})"
+    if record.get("integrity_method") != env.integrity_method:
+        return INTEGRITY_MISMATCH, (
+            f"the pass on record is for integrity_method {record.get('integrity_method')!r}, "
+            f"the envelope declares {env.integrity_method!r}"
+        )
+    if record.get("integrity_value") != env.integrity_value:
+        return INTEGRITY_MISMATCH, "the pass on record is for another digest (envelope swapped)"
+    if env.integrity_method == "sha256" and record.get("payload_sha256") != env.integrity_value:
+        return INTEGRITY_MISMATCH, "the pass on record hashed other bytes"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    code: str
+    check: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "check": self.check, "message": self.message}
+
+
+@dataclass(slots=True)
+class IncomingResult:
+    """The receiver gate's decision. Truthy only on pass."""
+
+    status: str  # "pass" | "refused" | "skipped"
+    receiver: str
+    artefact: Path
+    envelope_path: Path | None = None
+    envelope: Envelope | None = None
+    failures: list[Failure] = field(default_factory=list)
+    record: dict[str, Any] | None = None
+    reverified: bool = False
+    payload: bytes | None = None  # the exact bytes hashed; set only on pass
+    payload_path: Path | None = None
+    trace_path: Path | None = None
+    trace_error: str | None = None
+    contract_source: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.status == "pass"
+
+    @property
+    def failure_code(self) -> str | None:
+        return self.failures[0].code if self.failures else None
+
+    @property
+    def sender(self) -> str:
+        return self.envelope.sender.eidolon if self.envelope else "unknown"
+
+    def refusal_line(self) -> str:
+        return f"[{self.receiver}-verify-incoming] REFUSE: {self.failure_code} from {self.sender}"
+
+    def to_json(self) -> dict[str, Any]:
+        env = self.envelope
+        out: dict[str, Any] = {
+            "status": self.status,
+            "receiver": self.receiver,
+            "artefact": str(self.artefact),
+            "envelope": str(self.envelope_path) if self.envelope_path else None,
+            "message_id": env.message_id if env else None,
+            "thread_id": env.thread_id if env else None,
+            "from": str(env.sender) if env else None,
+            "to": str(env.recipient) if env else None,
+            "performative": env.performative if env else None,
+            "artifact_kind": env.artifact_kind if env else None,
+            "integrity_method": env.integrity_method if env else None,
+            "failure_code": self.failure_code,
+            "failures": [f.to_dict() for f in self.failures],
+            "record": self.record,
+            "reverified": self.reverified,
+            "contract": self.contract_source,
+            "payload": str(self.payload_path) if self.payload_path else None,
+            "trace": str(self.trace_path) if self.trace_path else None,
+        }
+        if self.trace_error:
+            out["trace_error"] = self.trace_error
+        out.update(self.extra)
+        return out
+
+
+def _receiver_label(env: Envelope | None, receiver: str) -> str:
+    if env is not None and env.recipient.eidolon == receiver:
+        return agent_label(receiver, env.recipient.version)
+    return agent_label(receiver, None)
+
+
+def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
+    env = result.envelope
+    event: dict[str, Any] = {
+        "ts": utc_now(),
+        "event": kind,
+        "message_id": (env.message_id if env else None) or "unknown",
+        "thread_id": (env.thread_id if env else None) or UNKNOWN_THREAD,
+        "from": agent_label(env.sender.eidolon, env.sender.version) if env else "unknown@n/a",
+        "to": _receiver_label(env, result.receiver),
+        "performative": env.performative if env else "unknown",
+        "integrity_method": env.integrity_method if env else "unknown",
+    }
+    if kind == "verify_fail":
+        event["verify_failure_code"] = result.failure_code
+        event["decision"] = "refused"
+        event["failures"] = [f.code for f in result.failures]
+        event["reason"] = result.failures[0].message
+    if kind == "receive" and env is not None:
+        cd = env.context_delta
+        if cd is not None and isinstance(cd.get("tokens_used"), int):
+            event["context_tokens"] = cd["tokens_used"]
+    event["gate"] = GATE
+    event["receiver"] = result.receiver
+    if env is not None:
+        event["integrity_value"] = env.integrity_value
+    event["verifier"] = TOOL
+    return event
+
+
+def _read_payload(
+    envelope_path: Path, env: Envelope, root: Path, limits: Limits
+) -> tuple[Path, bytes]:
+    """Read the payload once, with the orchestrator's resolution and cap (no comparison)."""
+    location = locate_payload(envelope_path, env.artifact_path, root)
+    with open_payload(location) as fh:
+        data = fh.read(limits.max_payload_bytes + 1)
+    if len(data) > limits.max_payload_bytes:
+        raise PayloadError(f"payload is larger than the {limits.max_payload_bytes}-byte cap")
+    return location.path, data
+
+
+def evaluate(
+    artefact: Path,
+    receiver: str,
+    *,
+    root: Path,
+    contracts: Any,
+    key: bytes | None = None,
+    limits: Limits | None = None,
+    reverify: bool = True,
+) -> IncomingResult:
+    """Rules 1-5, without writing anything. ``contracts`` is a ContractSet, or an exception
+    raised while loading one (then every hand-off is refused)."""
+    from eidolons.conformance import (
+        RECEIVER_FAILURE_CODES,
+        context_results,
+        edge_results,
+        is_markdown_path,
+        section_result,
+    )
+
+    limits = limits or Limits()
+    result = IncomingResult("refused", receiver, artefact)
+    fail = result.failures.append
+    try:
+        envelope_path = find_envelope(artefact)
+    except AmbiguousEnvelope as exc:
+        fail(Failure(SCHEMA_INVALID, "trigger", str(exc)))
+        return result
+    if envelope_path is None:
+        result.status = "skipped"
+        return result
+    result.envelope_path = envelope_path
+    try:
+        env = parse_envelope(read_envelope_bytes(envelope_path, limits.max_envelope_bytes), limits)
+    except (EnvelopeError, InputError) as exc:
+        fail(Failure(SCHEMA_INVALID, "envelope", str(exc)))
+        return result
+    result.envelope = env
+    problems = env.schema_problems()
+    if problems:
+        fail(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
+    early = precheck(env)
+    integrity_failed = False
+    if early is not None:
+        verdict, message = early
+        code = {
+            Verdict.UNSUPPORTED_ALGO: SCHEMA_INVALID,
+            Verdict.UNVERIFIABLE: UNVERIFIED,
+        }.get(verdict, INTEGRITY_MISMATCH)
+        fail(Failure(code, "integrity", message))
+        integrity_failed = True
+    # 3. integrity on record
+    if env.message_id is None:
+        fail(Failure(UNVERIFIED, "record", "the envelope has no message_id to look up"))
+        integrity_failed = True
+    else:
+        result.record = find_record(thread_trace_path(root, env.thread_id), env.message_id)
+        judged = judge_record(env, result.record)
+        if judged is not None:
+            fail(Failure(judged[0], "record", judged[1]))
+            integrity_failed = True
+    # 4. recompute now; the bytes hashed are the only bytes that may be handed on
+    payload: bytes | None = None
+    if reverify and early is None:
+        check = verify_envelope_file(
+            envelope_path, root=root, limits=limits, key=key, keep_payload=True
+        )
+        result.reverified = True
+        result.payload_path = check.payload_path
+        if check.verdict is Verdict.PASS and check.digest is not None:
+            payload = check.digest.data
+        else:
+            fail(Failure(INTEGRITY_MISMATCH, "reverify", f"[{check.verdict}] {check.message}"))
+            integrity_failed = True
+    elif not reverify and not integrity_failed:
+        try:
+            result.payload_path, payload = _read_payload(envelope_path, env, root, limits)
+        except (PayloadError, OSError) as exc:
+            fail(Failure(INTEGRITY_MISMATCH, "payload", str(exc)))
+    # 5. contract conformance for from -> receiver
+    if env.recipient.eidolon != receiver:
+        fail(
+            Failure(
+                UNDECLARED_EDGE,
+                "edge",
+                f"to.eidolon is {env.recipient.eidolon!r}, this receiver is {receiver!r}",
+            )
+        )
+    elif isinstance(contracts, Exception):
+        fail(Failure(UNDECLARED_EDGE, "contracts", f"contract set failed to load: {contracts}"))
+    else:
+        contract = contracts.get(env.sender.eidolon, receiver)
+        result.contract_source = contract.source if contract is not None else None
+        gates = edge_results(env.data, contract) + context_results(env.data, contract)
+        if payload is not None and contract is not None and is_markdown_path(env.artifact_path):
+            section = section_result(payload, contract, env.artifact_kind, level="MUST")
+            if section is not None:
+                gates.append(section)
+        for gate in gates:
+            if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
+                code = RECEIVER_FAILURE_CODES[gate.id]
+                fail(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
+    if not result.failures:
+        result.status = "pass"
+        result.payload = payload
+    return result
+
+
+def verify_incoming(
+    artefact: Path,
+    receiver: str,
+    *,
+    root: Path,
+    contracts: Any,
+    key: bytes | None = None,
+    limits: Limits | None = None,
+    reverify: bool = True,
+    write_trace: bool = True,
+) -> IncomingResult:
+    """Rules 1-7: evaluate, then record the decision in the thread's trace."""
+    result = evaluate(
+        artefact,
+        receiver,
+        root=root,
+        contracts=contracts,
+        key=key,
+        limits=limits,
+        reverify=reverify,
+    )
+    if result.status == "skipped" or not write_trace:
+        return result
+    env = result.envelope
+    path = thread_trace_path(root, env.thread_id if env else None)
+    try:
+        if result:
+            append_event(path, receiver_event(result, "verify_pass"))
+            append_event(path, receiver_event(result, "receive"))
+        else:
+            append_event(path, receiver_event(result, "verify_fail"))
+        result.trace_path = path
+    except TraceWriteError as exc:
+        result.trace_error = str(exc)
+        if result:  # fail closed: an unrecorded pass hands nothing over
+            result.status = "refused"
+            result.payload = None
+    return result
+
+
+def verify_incoming_for_memory(envelope_path: Path, root: Path) -> tuple[bool, str, bytes | None]:
+    """The gate as ``eidolons memory ingest`` needs it: (passed, code or "PASS", bytes)."""
+    from eidolons.config import hmac_key
+    from eidolons.contract import ContractError, ContractSet
+
+    try:
+        env = parse_envelope(read_envelope_bytes(envelope_path, Limits().max_envelope_bytes))
+    except (EnvelopeError, InputError):
+        return False, SCHEMA_INVALID, None
+    contracts: Any
+    try:
+        contracts = ContractSet.load(root)
+    except ContractError as exc:
+        contracts = exc
+    result = verify_incoming(
+        envelope_path, env.recipient.eidolon, root=root, contracts=contracts, key=hmac_key()
+    )
+    if result:
+        return True, "PASS", result.payload
+    return False, result.failure_code or UNVERIFIED, None

@@ -1,0 +1,78 @@
+"""The orchestrator's route gate (``eidolons run --verify ENVELOPE [-- COMMAND ...]``).
+
+Rules:
+
+- The mechanical gate runs on ENVELOPE first (block mode with ``--verify-block``, else the
+  configured mode) and records its trace event.
+- The route is blocked when that gate does not exit 0: in block mode a tamper or any
+  other blocking verdict; in every mode a missing, unreadable or malformed envelope
+  (fail closed). With ``--as RECEIVER`` the receiver gate runs next, and a refusal blocks.
+- A blocked route never runs COMMAND and exits 3. Otherwise COMMAND runs with
+  ``ECL_ENVELOPE``, ``ECL_PAYLOAD``, ``ECL_MESSAGE_ID``, ``ECL_THREAD_ID``, ``ECL_FROM``,
+  ``ECL_TO`` in its environment and the route exits with COMMAND's exit code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eidolons.gates.orchestrator import GateOutcome
+from eidolons.gates.receiver import IncomingResult
+
+
+@dataclass(slots=True)
+class RouteDecision:
+    outcome: GateOutcome
+    incoming: IncomingResult | None = None
+
+    @property
+    def allowed(self) -> bool:
+        if self.outcome.exit_code != 0:
+            return False
+        return self.incoming is None or bool(self.incoming)
+
+    def reason(self) -> str:
+        if self.outcome.exit_code != 0:
+            r = self.outcome.result
+            return f"orchestrator gate [{r.verdict}] {r.message}"
+        if self.incoming is not None and not self.incoming:
+            if self.incoming.failures:
+                return self.incoming.refusal_line()
+            return f"receiver gate could not record its pass: {self.incoming.trace_error}"
+        return (
+            "integrity verified"
+            if self.outcome.result
+            else f"[{self.outcome.result.verdict}] (warn mode)"
+        )
+
+    def command_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        r = self.outcome.result
+        e = r.envelope
+        payload = r.payload_path
+        if self.incoming is not None and self.incoming.payload_path is not None:
+            payload = self.incoming.payload_path
+        env.update(
+            {
+                "ECL_ENVELOPE": str(Path(r.envelope_path).resolve()),
+                "ECL_PAYLOAD": str(Path(payload).resolve()) if payload else "",
+                "ECL_MESSAGE_ID": (e.message_id if e else None) or "",
+                "ECL_THREAD_ID": (e.thread_id if e else None) or "",
+                "ECL_FROM": str(e.sender) if e else "",
+                "ECL_TO": str(e.recipient) if e else "",
+            }
+        )
+        return env
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "route": "allowed" if self.allowed else "blocked",
+            "reason": self.reason(),
+            "incoming_verify": self.outcome.to_json(),
+        }
+        if self.incoming is not None:
+            out["receiver_verify"] = self.incoming.to_json()
+        return out

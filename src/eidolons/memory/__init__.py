@@ -1,0 +1,345 @@
+"""Memory around the receiver gate: recall before, ingest only after a pass (CRYSTALIUM).
+
+One interface, :class:`Memory`, with the argument and result shapes of the CRYSTALIUM
+``recall`` and ``ingest`` MCP tools, and two backends behind it:
+
+- ``local`` (default): an embedded SQLite/FTS5 store under ``<root>/.eidolons/memory/``
+  (:mod:`eidolons.memory.local`), created on the first ingest.
+- ``mcp``: a client for a real CRYSTALIUM server over stdio or streamable HTTP
+  (:mod:`eidolons.memory.mcp_client`, needs the optional ``eidolons[mcp]`` extra).
+
+Rules enforced here:
+
+1. Selection comes from configuration only (:class:`MemoryConfig`):
+   ``EIDOLONS_MEMORY=off|local|mcp`` (default ``local``); for ``mcp`` exactly one of
+   ``EIDOLONS_MEMORY_COMMAND`` (a stdio command line, split with :func:`shlex.split`) or
+   ``EIDOLONS_MEMORY_URL`` (streamable HTTP). A malformed configuration is a
+   :class:`~eidolons.errors.UsageError`, never a silent fallback.
+2. ``off`` means :func:`open_memory` returns ``None``: the caller does nothing.
+3. A configured memory that cannot be reached (SDK not installed, server does not start,
+   handshake or call times out, tools not advertised, store not writable) never raises to
+   the caller: the call answers ``{"status": "skipped", "reason", "backend":
+   "unavailable"}`` (recall also carries an empty ``records`` list). This is the seeds'
+   "graceful skip".
+4. Every answer says which backend produced it in its ``"backend"`` key, and
+   ``Memory.backend`` says the same.
+5. Ingest happens only after the receiver gate passed: the CLI asks the gate through
+   :func:`gate_hook`, which fails closed (:class:`GateUnavailableError`) when the gate is
+   not installed.
+
+Importing this module is cheap (no sqlite3, asyncio or mcp import): it sits on the CLI
+hot path. Backends are imported inside :func:`open_memory`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, cast
+
+from eidolons.errors import EidolonsError, UsageError
+from eidolons.memory._common import (
+    BACKEND_LOCAL,
+    BACKEND_MCP,
+    BACKEND_UNAVAILABLE,
+    DEFAULT_RECALL_LAYERS,
+    LAYERS,
+    is_error,
+    is_skipped,
+    skipped_ingest,
+    skipped_recall,
+)
+
+__all__ = [
+    "BACKEND_LOCAL",
+    "BACKEND_MCP",
+    "BACKEND_UNAVAILABLE",
+    "DEFAULT_RECALL_LAYERS",
+    "LAYERS",
+    "GateFn",
+    "GateUnavailableError",
+    "Memory",
+    "MemoryConfig",
+    "Payload",
+    "UnavailableMemory",
+    "build_recall_query",
+    "gate_hook",
+    "ingest_after_pass",
+    "is_error",
+    "is_skipped",
+    "open_memory",
+    "recall_before",
+]
+
+Payload = bytes | str | Mapping[str, Any] | list[Any]
+"""What ``ingest`` accepts: the payload bytes the gate verified (normal case), a string,
+or a JSON object/array (the server's "dict payload", which skips the digest binding)."""
+
+Mode = Literal["off", "local", "mcp"]
+MODES: tuple[Mode, ...] = ("off", "local", "mcp")
+
+STORE_DIR = Path(".eidolons") / "memory"
+"""The local store, relative to the project root."""
+
+DEFAULT_FIRST_CALL_TIMEOUT = 120.0
+DEFAULT_CALL_TIMEOUT = 30.0
+
+
+class Memory(Protocol):
+    """What the receiver gate and the CLI talk to. Both backends implement it."""
+
+    @property
+    def backend(self) -> str:
+        """``"local"``, ``"mcp"`` or ``"unavailable"``: who answers (or would answer)."""
+        ...
+
+    @property
+    def project(self) -> str | None:
+        """The canonical project key to put in ``scope.project`` (None: let the server
+        pick its own canonical key)."""
+        ...
+
+    def recall(
+        self,
+        scope: Mapping[str, Any],
+        query: str,
+        k: int = 5,
+        layers: Sequence[str] | None = None,
+        *,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        """The CRYSTALIUM ``recall`` tool: ``{"records": [...], "slot_breakdown",
+        "total_tokens", "evicted_count", "budget", "backend"}``."""
+        ...
+
+    def ingest(
+        self, envelope: Mapping[str, Any], payload: Payload, *, payload_encoding: str = "utf8"
+    ) -> dict[str, Any]:
+        """The CRYSTALIUM ``ingest`` tool: ``{"status": "ingested", "id", "layer",
+        "trust_tier", "validation_state", ..., "commit_status", "backend"}`` or a refusal
+        ``{"error": <reason code>, "message", "backend"}``."""
+        ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """How to reach the memory. Timeouts in seconds."""
+
+    mode: Mode = "local"
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    project: str | None = None
+    store_dir: Path | None = None
+    first_call_timeout: float = DEFAULT_FIRST_CALL_TIMEOUT
+    """Budget for starting the server, the handshake, ``list_tools`` and the first call
+    (a real CRYSTALIUM loads its embedding model on the first recall, ~30 s on CPU)."""
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    close_timeout: float = 10.0
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment passed to a stdio server on top of the SDK's allow-list (the
+    ``CRYSTALIUM_*`` variables of this process are always forwarded)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MemoryConfig:
+        """Read ``EIDOLONS_MEMORY``, ``EIDOLONS_MEMORY_COMMAND``, ``EIDOLONS_MEMORY_URL``,
+        ``EIDOLONS_MEMORY_PROJECT``, ``EIDOLONS_MEMORY_TIMEOUT`` and
+        ``EIDOLONS_MEMORY_FIRST_TIMEOUT``. Raises :class:`UsageError` when malformed."""
+        import shlex
+
+        env = os.environ if env is None else env
+        raw_mode = (env.get("EIDOLONS_MEMORY") or "local").strip().lower()
+        if raw_mode not in MODES:
+            raise UsageError(f"EIDOLONS_MEMORY must be off, local or mcp, got {raw_mode!r}")
+        mode: Mode = raw_mode
+        command: tuple[str, ...] = ()
+        raw_command = env.get("EIDOLONS_MEMORY_COMMAND") or ""
+        if raw_command.strip():
+            try:
+                command = tuple(shlex.split(raw_command))
+            except ValueError as exc:
+                raise UsageError(f"EIDOLONS_MEMORY_COMMAND cannot be split: {exc}") from None
+        url = (env.get("EIDOLONS_MEMORY_URL") or "").strip() or None
+        if mode == "mcp":
+            if command and url:
+                raise UsageError(
+                    "EIDOLONS_MEMORY=mcp: set EIDOLONS_MEMORY_COMMAND or EIDOLONS_MEMORY_URL, "
+                    "not both"
+                )
+            if not command and not url:
+                raise UsageError(
+                    "EIDOLONS_MEMORY=mcp needs EIDOLONS_MEMORY_COMMAND (stdio) or "
+                    "EIDOLONS_MEMORY_URL (streamable HTTP)"
+                )
+            if url and not url.startswith(("http://", "https://")):
+                raise UsageError(f"EIDOLONS_MEMORY_URL must be an http(s) URL, got {url!r}")
+        return cls(
+            mode=mode,
+            command=command,
+            url=url,
+            project=(env.get("EIDOLONS_MEMORY_PROJECT") or "").strip() or None,
+            call_timeout=_seconds(env, "EIDOLONS_MEMORY_TIMEOUT", DEFAULT_CALL_TIMEOUT),
+            first_call_timeout=_seconds(
+                env, "EIDOLONS_MEMORY_FIRST_TIMEOUT", DEFAULT_FIRST_CALL_TIMEOUT
+            ),
+        )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not a number of seconds") from None
+    if not value > 0:
+        raise UsageError(f"{name}={raw!r} must be > 0")
+    return value
+
+
+class UnavailableMemory:
+    """A memory that cannot be reached: every call is a silent, reported skip."""
+
+    backend = BACKEND_UNAVAILABLE
+    project: str | None = None
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def recall(
+        self,
+        scope: Mapping[str, Any],
+        query: str,
+        k: int = 5,
+        layers: Sequence[str] | None = None,
+        *,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        return skipped_recall(self.reason, k)
+
+    def ingest(
+        self, envelope: Mapping[str, Any], payload: Payload, *, payload_encoding: str = "utf8"
+    ) -> dict[str, Any]:
+        return skipped_ingest(self.reason)
+
+    def stats(self) -> dict[str, Any]:
+        return {"backend": self.backend, "status": "unavailable", "reason": self.reason}
+
+    def close(self) -> None:
+        pass
+
+
+def open_memory(root: Path, config: MemoryConfig | None = None) -> Memory | None:
+    """The configured memory for the project at ``root``, or None when it is off.
+
+    Never touches the disk or the network: the local store is created by the first ingest
+    and an MCP server is started by the first call. Raises :class:`UsageError` only for a
+    malformed configuration (read from the environment when ``config`` is None).
+    """
+    config = MemoryConfig.from_env() if config is None else config
+    if config.mode == "off":
+        return None
+    root = Path(root)
+    if config.mode == "local":
+        from eidolons.memory.local import LocalMemory
+
+        return LocalMemory(
+            config.store_dir or root / STORE_DIR, project=config.project or _project_key(root)
+        )
+    try:
+        from eidolons.memory.mcp_client import McpMemory
+    except ImportError as exc:  # the optional extra is not installed
+        return UnavailableMemory(
+            f"mcp SDK not importable ({exc.name or exc}); pip install 'eidolons[mcp]'"
+        )
+    return McpMemory(config)
+
+
+def _project_key(root: Path) -> str:
+    """The local canonical project key: the project directory's name (the server uses the
+    basename of its data directory, which the nexus wiring names after the project)."""
+    return root.resolve().name or "default"
+
+
+def build_recall_query(envelope: Mapping[str, Any]) -> str:
+    """The seeds' recall query: objective, sender and artifact kind, space-separated."""
+    parts: list[str] = []
+    objective = envelope.get("objective")
+    if isinstance(objective, str):
+        parts.append(objective)
+    sender = envelope.get("from")
+    if isinstance(sender, Mapping) and isinstance(sender.get("eidolon"), str):
+        parts.append(sender["eidolon"])
+    artifact = envelope.get("artifact")
+    if isinstance(artifact, Mapping) and isinstance(artifact.get("kind"), str):
+        parts.append(artifact["kind"])
+    return " ".join(part.strip() for part in parts if part.strip())
+
+
+def recall_before(
+    memory: Memory | None,
+    envelope: Mapping[str, Any],
+    receiver: str,
+    *,
+    k: int = 5,
+    layers: Sequence[str] = DEFAULT_RECALL_LAYERS,
+) -> dict[str, Any]:
+    """Recall prior context for an inbound hand-off, as the seeds prescribe.
+
+    Scope is the memory's project and the receiver's class; the query is
+    :func:`build_recall_query`. Never raises: any failure is a skipped result.
+    """
+    if memory is None:
+        return skipped_recall("memory is off", k)
+    scope: dict[str, Any] = {"agent_class_visibility": receiver}
+    if memory.project:
+        scope["project"] = memory.project
+    try:
+        return memory.recall(scope, build_recall_query(envelope), k=k, layers=list(layers))
+    except Exception as exc:  # memory failures never reach the gate's verdict
+        return skipped_recall(f"recall failed: {type(exc).__name__}: {exc}", k)
+
+
+def ingest_after_pass(
+    memory: Memory | None, envelope: Mapping[str, Any], payload: Payload
+) -> dict[str, Any]:
+    """Ingest a hand-off the receiver gate has just passed. Call it only after
+    ``verify_pass``, with the exact payload bytes the gate verified. Never raises."""
+    if memory is None:
+        return skipped_ingest("memory is off")
+    try:
+        return memory.ingest(envelope, payload)
+    except Exception as exc:  # memory failures never reach the gate's verdict
+        return skipped_ingest(f"ingest failed: {type(exc).__name__}: {exc}")
+
+
+GateFn = Callable[[Path, Path], tuple[bool, str, bytes | None]]
+"""``(envelope_path, root) -> (passed, "PASS" or failure code, verified payload bytes)``."""
+
+
+class GateUnavailableError(EidolonsError):
+    """The receiver gate is not installed: nothing may be ingested (fail closed)."""
+
+    code = "GATE_UNAVAILABLE"
+
+
+def gate_hook(envelope_path: Path, root: Path) -> tuple[bool, str, bytes | None]:
+    """Run the receiver gate for ``eidolons memory ingest``.
+
+    Delegates to ``eidolons.gates.receiver.verify_incoming_for_memory``; raises
+    :class:`GateUnavailableError` when that function cannot be imported.
+    """
+    import importlib
+
+    try:
+        module = importlib.import_module("eidolons.gates.receiver")
+        verify = module.verify_incoming_for_memory
+    except (ImportError, AttributeError) as exc:
+        raise GateUnavailableError("receiver gate unavailable; refusing to ingest") from exc
+    return cast(GateFn, verify)(envelope_path, root)

@@ -1,0 +1,177 @@
+"""Vocabulary and result shapes shared by every memory backend.
+
+Pure functions and constants only (no I/O, no sqlite3, no mcp): both backends and the CLI
+build their answers here, so a caller sees the same shapes whichever backend answered.
+
+Rules stated here, from the CRYSTALIUM notes (``crystalium.md`` §1.2, §1.5, §3):
+
+- Layers are the closed set ``episodic``, ``semantic``, ``procedural``, ``execution``.
+- ``recall`` arguments: ``scope`` must be an object, ``query`` a string, ``k`` an integer
+  (a bool or a string is refused, as jsonschema refuses it) clamped to [1, 100], ``layers``
+  an array of known layer names (an empty or absent array means all four). A violation is
+  the server's schema error, reported as reason code ``INPUT_VALIDATION`` with the server's
+  message prefix ``"Input validation error: "``.
+- Every answer is a plain ``dict`` carrying the server's keys plus one extra key,
+  ``"backend"``: ``"local"``, ``"mcp"`` or ``"unavailable"``. A refusal is
+  ``{"error": <reason code>, "message": ..., "backend": ...}``; a skipped call (memory
+  unreachable) carries ``"status": "skipped"`` and a ``"reason"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+LAYERS: Final[tuple[str, ...]] = ("episodic", "semantic", "procedural", "execution")
+"""The four CRYSTALIUM layers, in the server's enum order."""
+
+DEFAULT_RECALL_LAYERS: Final[tuple[str, ...]] = ("semantic", "episodic", "procedural")
+"""The layers the seeds recall before a hand-off is processed."""
+
+K_MIN: Final = 1
+K_MAX: Final = 100
+
+# Token budget of the working set (crystalium.md §3, composer).
+TOTAL_TOKEN_CAP: Final = 3500
+SLOT_CAPS: Final[dict[str, int]] = {
+    "executive": 300,
+    "procedural": 600,
+    "semantic": 800,
+    "episodic": 800,
+    "execution": 1000,
+    "buffer": 300,
+}
+
+# Reason codes. The first group is the server's own; the last three are ours, for
+# conditions the server reports without a code.
+INGEST_BAD_ENVELOPE: Final = "INGEST_BAD_ENVELOPE"
+UNSUPPORTED_ENVELOPE_VERSION: Final = "UNSUPPORTED_ENVELOPE_VERSION"
+INGEST_PAYLOAD_HASH_MISMATCH: Final = "INGEST_PAYLOAD_HASH_MISMATCH"
+UNKNOWN_LAYER: Final = "UNKNOWN_LAYER"
+UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
+RATE_LIMIT: Final = "RATE_LIMIT"
+SERVER_REASON_CODES: Final[frozenset[str]] = frozenset(
+    {
+        "TIER_VIOLATION",
+        "TIER_CEILING",
+        "PROMOTION_GATE",
+        "VERIFIER_FAIL",
+        RATE_LIMIT,
+        "PATH_ESCAPE",
+        UNKNOWN_TOOL,
+        UNKNOWN_LAYER,
+        "MISSING_CRYSTAL_ID",
+        "CRYSTAL_NOT_FOUND",
+        "INVALID_OUTCOME_SCORE",
+        INGEST_BAD_ENVELOPE,
+        UNSUPPORTED_ENVELOPE_VERSION,
+        INGEST_PAYLOAD_HASH_MISMATCH,
+    }
+)
+INPUT_VALIDATION: Final = "INPUT_VALIDATION"
+"""The server's jsonschema refusal (plain text ``Input validation error: ...``)."""
+SERVER_ERROR: Final = "SERVER_ERROR"
+"""Any other failure the server reported (a JSON-RPC error, an unparseable answer)."""
+INGEST_PAYLOAD_TOO_LARGE: Final = "INGEST_PAYLOAD_TOO_LARGE"
+"""Local only: the payload is above the store's size cap."""
+
+INPUT_VALIDATION_PREFIX: Final = "Input validation error: "
+
+BACKEND_LOCAL: Final = "local"
+BACKEND_MCP: Final = "mcp"
+BACKEND_UNAVAILABLE: Final = "unavailable"
+
+
+def error_result(code: str, message: str, backend: str, **extra: Any) -> dict[str, Any]:
+    """The server's error body, ``{"error", "message"}``, plus ``backend``."""
+    return {"error": code, "message": message, **extra, "backend": backend}
+
+
+def input_error(message: str, backend: str) -> dict[str, Any]:
+    return error_result(INPUT_VALIDATION, INPUT_VALIDATION_PREFIX + message, backend)
+
+
+def is_error(result: Mapping[str, Any]) -> bool:
+    """True when a memory answer is a refusal or an error (it carries a reason code)."""
+    return "error" in result
+
+
+def is_skipped(result: Mapping[str, Any]) -> bool:
+    """True when the memory was unavailable and the call did nothing."""
+    return result.get("status") == "skipped"
+
+
+def empty_recall(k_requested: Any, k_applied: int, backend: str) -> dict[str, Any]:
+    """A recall answer with no records, in the server's shape."""
+    return {
+        "records": [],
+        "slot_breakdown": dict.fromkeys(SLOT_CAPS, 0),
+        "total_tokens": 0,
+        "evicted_count": 0,
+        "budget": {
+            "total_cap": TOTAL_TOKEN_CAP,
+            "slots": dict(SLOT_CAPS),
+            "k_requested": k_requested,
+            "k_applied": k_applied,
+            "truncated_count": 0,
+        },
+        "backend": backend,
+    }
+
+
+def skipped_recall(reason: str, k: Any = None) -> dict[str, Any]:
+    """What recall answers when no memory could be reached: no records, and why."""
+    result = empty_recall(k, 0, BACKEND_UNAVAILABLE)
+    result["status"] = "skipped"
+    result["reason"] = reason
+    return result
+
+
+def skipped_ingest(reason: str) -> dict[str, Any]:
+    """What ingest answers when no memory could be reached: nothing stored, and why."""
+    return {"status": "skipped", "reason": reason, "backend": BACKEND_UNAVAILABLE}
+
+
+def clamp_k(k: int) -> int:
+    return max(K_MIN, min(K_MAX, k))
+
+
+def check_recall_args(
+    scope: Any, query: Any, k: Any, layers: Any
+) -> tuple[str | None, tuple[str, ...]]:
+    """Validate recall arguments as the server's input schema does.
+
+    Returns ``(None, layers)`` when valid (``layers`` normalised, all four when absent or
+    empty) or ``(message, ())`` describing the first violation.
+    """
+    if not isinstance(scope, Mapping):
+        return f"{scope!r} is not of type 'object'", ()
+    for key in ("project", "agent_class_visibility", "sensitivity_tag"):
+        value = scope.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"scope.{key}: {value!r} is not of type 'string'", ()
+    if not isinstance(query, str):
+        return f"{query!r} is not of type 'string'", ()
+    if isinstance(k, bool) or not isinstance(k, int):
+        return f"{k!r} is not of type 'integer'", ()
+    if layers is None:
+        return None, LAYERS
+    if isinstance(layers, str | bytes) or not isinstance(layers, Sequence):
+        return f"{layers!r} is not of type 'array'", ()
+    chosen: list[str] = []
+    for layer in layers:
+        if layer not in LAYERS:
+            return f"{layer!r} is not one of {list(LAYERS)!r}", ()
+        if layer not in chosen:
+            chosen.append(layer)
+    return None, tuple(chosen) if chosen else LAYERS
+
+
+def parse_layers(text: str) -> list[str]:
+    """``"semantic,episodic"`` -> ``["semantic", "episodic"]``; raises ValueError on an
+    unknown name (CLI helper)."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in LAYERS]
+    if unknown:
+        raise ValueError(f"unknown layer(s) {', '.join(unknown)}; choose from {', '.join(LAYERS)}")
+    return names

@@ -1,0 +1,1145 @@
+"""The embedded memory: a local SQLite + FTS5 store that answers like a CRYSTALIUM server.
+
+Store: one SQLite file, ``<store_dir>/memory.sqlite3`` (by default
+``<root>/.eidolons/memory/``), created by the first write, in WAL mode with a busy
+timeout so several gate processes can share it.
+
+``ingest(envelope, payload)`` enforces, in this order (``crystalium.md`` §2.1):
+
+1. ``envelope`` is an object, else ``INGEST_BAD_ENVELOPE``.
+2. ``envelope_version`` is a string of major 1 or 2 (``1.0``, ``1.0.3``, ``2.0``), else
+   ``UNSUPPORTED_ENVELOPE_VERSION``.
+3. The 11 top-level fields are present and non-null (``parent_id`` may be null);
+   ``artifact`` has ``kind, schema_version, path, sha256, size_bytes``; ``integrity`` has
+   ``method, value``; ``from``/``to`` have ``eidolon, version``; the fields the store reads
+   are strings; and the integrity block is consistent: for ``sha256``,
+   ``integrity.value == artifact.sha256``; for ``hmac-sha256``, ``integrity.value`` is 64
+   lowercase hex (the HMAC itself cannot equal the plain digest); any other method is
+   refused. Any failure is ``INGEST_BAD_ENVELOPE``.
+4. Payload binding: for a bytes or string payload, SHA-256 of the bytes (a string as
+   UTF-8, i.e. the raw transport string) must equal ``artifact.sha256``, else
+   ``INGEST_PAYLOAD_HASH_MISMATCH``. A JSON object/array payload skips this check, as on
+   the server.
+
+Then (§2.2, §2.3): one ``episodic`` crystal; trust tier is the *less* trusted of the
+identity tier (``host``/``host-llm``/``cortex`` T0, the server's roster T1, anything else
+T3) and a ``trace.tier`` that parses as ``T0``..``T3``; T3 is ``quarantined``, others
+``unverified``; summary ``"<kind>: <objective>"`` (at most 4,096 characters); project
+normalised to the store's canonical key with the original (``thread_id`` or
+``eidolon:<from>``) kept as ``project_raw``; no class visibility (visible to all).
+
+Deliberate differences from the server, all recorded in ``docs/adr/0100-memory-backends.md``:
+ingest is idempotent on ``(project, message_id, artifact.sha256)`` (a repeat answers the
+existing id with ``commit_status: "merged"``); the first ``excerpt_chars`` (4,096)
+characters of the decoded payload are indexed as a low-weight column (the server indexes the
+summary only); HMAC envelopes are accepted; there is no per-process rate limit; the native
+payload is kept verbatim only up to ``native_max_bytes`` (1 MiB).
+
+``recall(scope, query, k, layers)`` (§1.2, §3): arguments validated as the server's schema
+does, ``k`` clamped to [1, 100] and a hard cap; candidates are restricted in SQL to the
+project (``scope.project`` or the canonical key), active and not superseded rows, the chosen
+layers, and the visibility rule (a caller class ``X`` sees crystals whose visibility is
+null, ``"all"`` or ``X``; no class given, no visibility filter). Two arms rank them: BM25
+over words (``unicode61``, OR of the query's word tokens, summary weighted 5:1 over the
+excerpt; in a store of 1,000 crystals or more, words present in at least half of them are
+dropped while an informative word remains, since BM25 gives them no weight) and a
+``trigram`` substring match for the query's identifier- and path-like tokens (a token with
+``_ . / - : # @ =`` or a backslash, a digit, or an inner capital; at least 3 characters). They are
+fused by weighted reciprocal rank, ``score = sum(w_arm / (60 + rank))`` with
+``w_arm = 1 + selectivity`` (the server's sparse-arm weighting applied to both arms), ties
+broken by id. The first ``k`` are packed into the server's token budget (slot caps, 3,500
+total, words x 1.3), summaries are regex-redacted, and surfaced rows get
+``access_count + 1`` and a new ``last_access``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from eidolons.memory._common import (
+    BACKEND_LOCAL,
+    INGEST_BAD_ENVELOPE,
+    INGEST_PAYLOAD_HASH_MISMATCH,
+    LAYERS,
+    SLOT_CAPS,
+    TOTAL_TOKEN_CAP,
+    UNKNOWN_LAYER,
+    UNSUPPORTED_ENVELOPE_VERSION,
+    check_recall_args,
+    clamp_k,
+    empty_recall,
+    error_result,
+    input_error,
+    skipped_ingest,
+    skipped_recall,
+)
+
+DB_NAME: Final = "memory.sqlite3"
+SCHEMA_VERSION: Final = "1"
+RRF_K: Final = 60
+
+REQUIRED_FIELDS: Final[tuple[str, ...]] = (
+    "envelope_version",
+    "message_id",
+    "thread_id",
+    "parent_id",
+    "from",
+    "to",
+    "performative",
+    "objective",
+    "artifact",
+    "integrity",
+    "trace",
+)
+ARTIFACT_FIELDS: Final = ("kind", "schema_version", "path", "sha256", "size_bytes")
+INTEGRITY_FIELDS: Final = ("method", "value")
+AGENT_FIELDS: Final = ("eidolon", "version")
+
+HOST_T0: Final = frozenset({"host", "host-llm", "cortex"})
+ROSTER_T1: Final = frozenset(
+    (
+        "atlas",
+        "spectra",
+        "apivr",
+        "apivr-delta",
+        "apivr-Δ",
+        "idg",
+        "forge",
+        "vigil",
+        "opus",
+        "crystalium",
+    )
+)
+"""The roster of the server revision described in ``crystalium.md`` §2.2. Newer roster
+members (vivi, kupo, gilgamesh, ramza) and the reserved ``human``/``orchestrator`` are
+T3 there, and so here, so both backends label a hand-off alike."""
+
+_VERSION_RE: Final = re.compile(r"[12](\.\d+){1,2}")
+_HEX64_RE: Final = re.compile(r"[0-9a-f]{64}")
+_TIER_RE: Final = re.compile(r"[Tt]([0-3])")
+_WORD_RE: Final = re.compile(r"\w+")
+_RAW_TOKEN_RE: Final = re.compile(r"[^\s\"'`()\[\]{}<>,;|]+")
+_CAMEL_RE: Final = re.compile(r"[a-z0-9][A-Z]")
+_IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
+MAX_QUERY_TERMS: Final = 32
+PREFETCH_FACTOR: Final = 10
+PRUNE_MIN_DOCS: Final = 1000
+
+# Redaction rules (crystalium.md §3). SSN always; the others unless sensitivity is "none".
+_REDACTIONS: Final[tuple[tuple[str, re.Pattern[str], bool], ...]] = (
+    ("SSN", re.compile(r"\b\d{3}-\d{2}-\d{4}\b"), True),
+    ("AWS_KEY", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
+    (
+        "GITHUB_TOKEN",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+        False,
+    ),
+    ("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"), False),
+    ("PEM_PRIVATE_KEY", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), False),
+    ("PASSWORD", re.compile(r"(?i)\bpassword\s*[=:]\s*\S+"), False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalLimits:
+    """Every bound of the local store, in one place."""
+
+    excerpt_chars: int = 4096
+    """Characters of the decoded payload indexed for search (the server indexes none)."""
+    summary_chars: int = 4096
+    """The server's cap on ``"<kind>: <objective>"``."""
+    native_max_bytes: int = 1024 * 1024
+    """Largest payload kept verbatim in ``encoding_context.native_artifact``."""
+    busy_timeout_ms: int = 5000
+    """How long a writer waits for another process's lock before giving up (skip)."""
+    importance_cold_start: float = 0.30
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _parse_ts(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------------------------------
+# Pure functions: validation, trust, mapping, query building, fusion, packing, redaction.
+
+
+def validate_envelope(envelope: Any, payload: Any) -> tuple[str, str] | None:
+    """The server's ingest refusals, in order. Returns ``(reason_code, message)`` or None."""
+    if not isinstance(envelope, Mapping):
+        return INGEST_BAD_ENVELOPE, "envelope must be an object"
+    version = envelope.get("envelope_version")
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+        return (
+            UNSUPPORTED_ENVELOPE_VERSION,
+            f"envelope_version {version!r} is not a supported version (1.x or 2.x)",
+        )
+    for name in REQUIRED_FIELDS:
+        if name not in envelope or (envelope[name] is None and name != "parent_id"):
+            return INGEST_BAD_ENVELOPE, f"envelope is missing required field {name!r}"
+    for name, fields in (
+        ("artifact", ARTIFACT_FIELDS),
+        ("integrity", INTEGRITY_FIELDS),
+        ("from", AGENT_FIELDS),
+        ("to", AGENT_FIELDS),
+    ):
+        block = envelope[name]
+        if not isinstance(block, Mapping):
+            return INGEST_BAD_ENVELOPE, f"envelope.{name} must be an object"
+        for sub in fields:
+            if block.get(sub) is None:
+                return INGEST_BAD_ENVELOPE, f"envelope.{name} is missing {sub!r}"
+    for dotted in (
+        "message_id",
+        "thread_id",
+        "objective",
+        "artifact.kind",
+        "artifact.sha256",
+        "integrity.method",
+        "integrity.value",
+        "from.eidolon",
+    ):
+        if not isinstance(_get(envelope, dotted), str):
+            return INGEST_BAD_ENVELOPE, f"envelope.{dotted} must be a string"
+    if not isinstance(envelope["trace"], Mapping):
+        return INGEST_BAD_ENVELOPE, "envelope.trace must be an object"
+    artifact, integrity = envelope["artifact"], envelope["integrity"]
+    method, value = integrity["method"], integrity["value"]
+    if method == "sha256":
+        if value != artifact["sha256"]:
+            return INGEST_BAD_ENVELOPE, "integrity.value does not equal artifact.sha256"
+    elif method == "hmac-sha256":
+        if not _HEX64_RE.fullmatch(value):
+            return INGEST_BAD_ENVELOPE, "integrity.value is not 64 lowercase hex digits"
+    else:
+        return INGEST_BAD_ENVELOPE, f"unknown integrity.method {method!r}"
+    if isinstance(payload, bytes | bytearray | memoryview | str):
+        raw = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest != artifact["sha256"]:
+            return (
+                INGEST_PAYLOAD_HASH_MISMATCH,
+                f"sha256(payload) {digest} does not equal artifact.sha256 {artifact['sha256']}",
+            )
+    return None
+
+
+def _get(mapping: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = mapping
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def tier_number(tier: str) -> int:
+    return int(tier[1])
+
+
+def identity_tier(eidolon: str) -> str:
+    name = eidolon.lower()
+    if name in HOST_T0:
+        return "T0"
+    if name in ROSTER_T1:
+        return "T1"
+    return "T3"
+
+
+def trust_tier(envelope: Mapping[str, Any]) -> str:
+    """MIN-trust: the identity tier, lowered (never raised) by a ``trace.tier`` of T0..T3."""
+    tier = identity_tier(str(_get(envelope, "from.eidolon")))
+    declared = _get(envelope, "trace.tier")
+    if isinstance(declared, str):
+        match = _TIER_RE.fullmatch(declared.strip())
+        if match and int(match.group(1)) > tier_number(tier):
+            tier = f"T{match.group(1)}"
+    return tier
+
+
+def validation_state(tier: str) -> str:
+    return "quarantined" if tier == "T3" else "unverified"
+
+
+def provenance_source(tier: str) -> str:
+    return {"T0": "human", "T1": "verified_agent"}.get(tier, "unverified_agent")
+
+
+def summary_of(kind: str, objective: str, limit: int) -> str:
+    text = f"{kind}: {objective}" if objective.strip() else kind
+    return text[:limit]
+
+
+def decode_payload(
+    payload: Any, encoding: str, limits: LocalLimits
+) -> tuple[Any, str, dict[str, Any]]:
+    """``(native artifact to keep, searchable text, encoding notes)``."""
+    notes: dict[str, Any] = {}
+    native: Any
+    if isinstance(payload, bytes | bytearray | memoryview):
+        raw = bytes(payload)
+    elif isinstance(payload, str):
+        if encoding == "base64":
+            try:
+                raw = base64.b64decode(payload, validate=True)
+            except (binascii.Error, ValueError):
+                raw = payload.encode("utf-8")
+                notes["payload_decode_error"] = "base64"
+        elif encoding == "json":
+            try:
+                native = json.loads(payload)
+            except ValueError:
+                native = payload
+                notes["payload_decode_error"] = "json"
+            text = payload
+            return _bounded(native, text, limits, notes)
+        else:
+            raw = payload.encode("utf-8")
+    else:  # a JSON object or array
+        text = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+        return _bounded(payload, text, limits, notes)
+    try:
+        text = raw.decode("utf-8")
+        native = text
+    except UnicodeDecodeError:
+        text = ""
+        native = base64.b64encode(raw).decode("ascii")
+        notes["native_artifact_encoding"] = "base64"
+    return _bounded(native, text, limits, notes, size=len(raw))
+
+
+def _bounded(
+    native: Any, text: str, limits: LocalLimits, notes: dict[str, Any], size: int | None = None
+) -> tuple[Any, str, dict[str, Any]]:
+    if size is None:
+        size = len(text.encode("utf-8"))
+    if size > limits.native_max_bytes:
+        notes["native_artifact_omitted"] = f"payload of {size} bytes > {limits.native_max_bytes}"
+        native = None
+    return native, text[: limits.excerpt_chars], notes
+
+
+def word_terms(query: str) -> list[str]:
+    """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
+    seen: dict[str, None] = {}
+    for token in _WORD_RE.findall(query):
+        seen.setdefault(token.lower(), None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+def looks_like_identifier(token: str) -> bool:
+    """A path, a dotted or snake/kebab name, a camelCase name, or anything with a digit."""
+    return (
+        any(ch in _IDENT_PUNCT for ch in token)
+        or any(ch.isdigit() for ch in token)
+        or _CAMEL_RE.search(token) is not None
+    )
+
+
+def identifier_terms(query: str) -> list[str]:
+    """Whitespace tokens of the query that look like identifiers or paths (>= 3 chars)."""
+    seen: dict[str, None] = {}
+    for raw in _RAW_TOKEN_RE.findall(query):
+        token = raw.strip(".:!?=")
+        if len(token) >= 3 and looks_like_identifier(token):
+            seen.setdefault(token, None)
+            if len(seen) >= MAX_QUERY_TERMS:
+                break
+    return list(seen)
+
+
+def fts_or(terms: Iterable[str]) -> str:
+    """An FTS5 query: each term as a quoted phrase, OR-ed."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def selectivity(n_hits: int, fetch_limit: int, n_scoped: int) -> float:
+    """The server's rule: 0 when the arm is empty or censored (filled its fetch), else
+    ``1 - hits / scoped``."""
+    if n_hits == 0 or n_hits >= fetch_limit or n_scoped <= 0:
+        return 0.0
+    return max(0.0, 1.0 - n_hits / n_scoped)
+
+
+def rrf_fuse(
+    arms: Sequence[tuple[float, Sequence[str]]], k_rrf: int = RRF_K
+) -> list[tuple[str, float]]:
+    """Weighted reciprocal-rank fusion: ``score(id) = sum(w / (k_rrf + rank))``, ranks from
+    1, ordered by score descending then id ascending."""
+    scores: dict[str, float] = {}
+    for weight, ranked in arms:
+        for rank, ident in enumerate(ranked, start=1):
+            scores[ident] = scores.get(ident, 0.0) + weight / (k_rrf + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text.split()) * 1.3)
+
+
+def redact(text: str, sensitivity: str | None) -> str:
+    for rule, pattern, always in _REDACTIONS:
+        if always or (sensitivity or "internal") != "none":
+            text = pattern.sub(f"«REDACTED:{rule}»", text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------
+# The store.
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS crystals (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    layer TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    body_excerpt TEXT NOT NULL DEFAULT '',
+    project TEXT NOT NULL,
+    project_raw TEXT,
+    agent_class_visibility TEXT,
+    sensitivity_tag TEXT NOT NULL DEFAULT 'internal',
+    trust_tier TEXT NOT NULL,
+    validation_state TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'active',
+    importance REAL NOT NULL,
+    message_id TEXT,
+    artifact_sha256 TEXT,
+    content_ref TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    t_valid_from TEXT NOT NULL,
+    t_valid_to TEXT,
+    superseded_by TEXT,
+    last_access TEXT NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS crystals_idem
+    ON crystals (project, message_id, artifact_sha256) WHERE message_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS crystals_scope ON crystals (project, status, layer);
+CREATE VIRTUAL TABLE IF NOT EXISTS crystals_fts USING fts5 (
+    summary, body_excerpt, content='crystals', content_rowid='rowid', tokenize='unicode61'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS crystals_vocab USING fts5vocab (crystals_fts, 'row');
+CREATE TRIGGER IF NOT EXISTS crystals_fts_ai AFTER INSERT ON crystals BEGIN
+    INSERT INTO crystals_fts (rowid, summary, body_excerpt)
+        VALUES (new.rowid, new.summary, new.body_excerpt);
+END;
+CREATE TRIGGER IF NOT EXISTS crystals_fts_ad AFTER DELETE ON crystals BEGIN
+    INSERT INTO crystals_fts (crystals_fts, rowid, summary, body_excerpt)
+        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
+END;
+CREATE TRIGGER IF NOT EXISTS crystals_fts_au AFTER UPDATE OF summary, body_excerpt ON crystals
+BEGIN
+    INSERT INTO crystals_fts (crystals_fts, rowid, summary, body_excerpt)
+        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
+    INSERT INTO crystals_fts (rowid, summary, body_excerpt)
+        VALUES (new.rowid, new.summary, new.body_excerpt);
+END;
+"""
+
+_TRIGRAM_SCHEMA: Final = """
+CREATE VIRTUAL TABLE IF NOT EXISTS crystals_tri USING fts5 (
+    summary, body_excerpt, content='crystals', content_rowid='rowid', tokenize='trigram'
+);
+CREATE TRIGGER IF NOT EXISTS crystals_tri_ai AFTER INSERT ON crystals BEGIN
+    INSERT INTO crystals_tri (rowid, summary, body_excerpt)
+        VALUES (new.rowid, new.summary, new.body_excerpt);
+END;
+CREATE TRIGGER IF NOT EXISTS crystals_tri_ad AFTER DELETE ON crystals BEGIN
+    INSERT INTO crystals_tri (crystals_tri, rowid, summary, body_excerpt)
+        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
+END;
+CREATE TRIGGER IF NOT EXISTS crystals_tri_au AFTER UPDATE OF summary, body_excerpt ON crystals
+BEGIN
+    INSERT INTO crystals_tri (crystals_tri, rowid, summary, body_excerpt)
+        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
+    INSERT INTO crystals_tri (rowid, summary, body_excerpt)
+        VALUES (new.rowid, new.summary, new.body_excerpt);
+END;
+"""
+
+_RECORD_COLUMNS: Final = (
+    "id, layer, summary, trust_tier, validation_state, importance, last_access, content_ref, "
+    "sensitivity_tag"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    project: str
+    visibility: str | None
+    layers: tuple[str, ...]
+
+    def where(self, alias: str = "c") -> tuple[str, list[Any]]:
+        marks = ", ".join("?" for _ in self.layers)
+        sql = (
+            f"{alias}.project = ? AND {alias}.status = 'active' AND {alias}.t_valid_to IS NULL "
+            f"AND {alias}.layer IN ({marks})"
+        )
+        params: list[Any] = [self.project, *self.layers]
+        if self.visibility is not None:
+            sql += (
+                f" AND ({alias}.agent_class_visibility IS NULL"
+                f" OR {alias}.agent_class_visibility IN ('all', ?))"
+            )
+            params.append(self.visibility)
+        return sql, params
+
+
+class LocalMemory:
+    """The embedded backend. Thread-safe; one SQLite connection per object, opened lazily."""
+
+    backend = BACKEND_LOCAL
+
+    def __init__(self, store_dir: Path, *, project: str, limits: LocalLimits | None = None) -> None:
+        self.store_dir = Path(store_dir)
+        self.path = self.store_dir / DB_NAME
+        self._project = project
+        self.limits = limits or LocalLimits()
+        self._conn: sqlite3.Connection | None = None
+        self._has_trigram = False
+        self._lock = threading.RLock()
+
+    @property
+    def project(self) -> str:
+        return self._project
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _connection(self, *, create: bool) -> sqlite3.Connection | None:
+        if self._conn is not None:
+            return self._conn
+        if not create and not self.path.exists():
+            return None
+        if create:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.limits.busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not self._schema_ready(conn):
+                if not create:
+                    conn.close()
+                    return None
+                self._create_schema(conn)
+            self._has_trigram = self._meta(conn, "trigram") == "1"
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    @staticmethod
+    def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _schema_ready(self, conn: sqlite3.Connection) -> bool:
+        try:
+            return self._meta(conn, "schema_version") == SCHEMA_VERSION
+        except sqlite3.OperationalError:  # no meta table yet
+            return False
+
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split_sql(_SCHEMA):
+                conn.execute(statement)
+            trigram = "1"
+            try:
+                conn.execute("SAVEPOINT tri")
+                for statement in _split_sql(_TRIGRAM_SCHEMA):
+                    conn.execute(statement)
+                conn.execute("RELEASE tri")
+            except sqlite3.OperationalError:  # SQLite < 3.34 has no trigram tokenizer
+                conn.execute("ROLLBACK TO tri")
+                conn.execute("RELEASE tri")
+                trigram = "0"
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('trigram', ?)", (trigram,)
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (SCHEMA_VERSION,),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> LocalMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ingest -------------------------------------------------------------------------
+
+    def ingest(
+        self, envelope: Mapping[str, Any], payload: Any, *, payload_encoding: str = "utf8"
+    ) -> dict[str, Any]:
+        """The CRYSTALIUM ``ingest`` tool (see the module docstring for the rules)."""
+        if payload is None:
+            return input_error("'payload' is a required property", self.backend)
+        if not isinstance(payload, bytes | bytearray | memoryview | str | Mapping | list):
+            return input_error(f"{payload!r} is not of type 'object', 'string'", self.backend)
+        if payload_encoding not in ("utf8", "base64", "json"):
+            return input_error(
+                f"{payload_encoding!r} is not one of ['utf8', 'base64', 'json']", self.backend
+            )
+        refusal = validate_envelope(envelope, payload)
+        if refusal is not None:
+            return error_result(refusal[0], refusal[1], self.backend)
+        try:
+            with self._lock:
+                return self._ingest(envelope, payload, payload_encoding)
+        except (sqlite3.Error, OSError) as exc:
+            return skipped_ingest(f"local store unavailable: {exc}")
+
+    def _ingest(
+        self, envelope: Mapping[str, Any], payload: Any, payload_encoding: str
+    ) -> dict[str, Any]:
+        artifact, sender = envelope["artifact"], envelope["from"]
+        tier = trust_tier(envelope)
+        state = validation_state(tier)
+        kind, objective = str(artifact["kind"]), str(envelope["objective"])
+        message_id, sha = str(envelope["message_id"]), str(artifact["sha256"])
+        version = str(envelope["envelope_version"])
+        thread_id = envelope.get("thread_id")
+        project_raw = str(thread_id) if thread_id else f"eidolon:{sender['eidolon']}"
+        native, excerpt, notes = decode_payload(payload, payload_encoding, self.limits)
+        now = _now()
+        created_at = _parse_ts(_get(envelope, "trace.ts")) or now
+        crystal: dict[str, Any] = {
+            "summary": summary_of(kind, objective, self.limits.summary_chars),
+            "scope": {
+                "project": self.project,
+                "project_raw": project_raw,
+                "sensitivity_tag": "internal",
+            },
+            "provenance": {
+                "source": provenance_source(tier),
+                "author_agent": sender["eidolon"],
+                "task_id": thread_id,
+                "created_at": created_at,
+            },
+            "tags": [kind, f"from:{sender['eidolon']}", f"env:{version}"],
+            "encoding_context": {
+                "native_artifact": native,
+                "envelope_version": version,
+                "artifact_kind": kind,
+                "artifact_schema_version": artifact.get("schema_version"),
+                "source_thread_id": thread_id,
+                "source_message_id": message_id,
+                "source_performative": envelope.get("performative"),
+                **notes,
+            },
+        }
+        blob = json.dumps(crystal, ensure_ascii=False, sort_keys=True, default=str)
+        conn = self._connection(create=True)
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(
+                "SELECT id, trust_tier, validation_state FROM crystals"
+                " WHERE project = ? AND message_id = ? AND artifact_sha256 = ?",
+                (self.project, message_id, sha),
+            ).fetchone()
+            if row is None:
+                ident = str(uuid.uuid4())
+                conn.execute(
+                    "INSERT INTO crystals (id, layer, summary, body_excerpt, project, project_raw,"
+                    " agent_class_visibility, sensitivity_tag, trust_tier, validation_state,"
+                    " status, importance, message_id, artifact_sha256, content_ref,"
+                    " payload_json, created_at, t_valid_from, last_access, access_count)"
+                    " VALUES (?, 'episodic', ?, ?, ?, ?, NULL, 'internal', ?, ?, 'active', ?,"
+                    " ?, ?, ?, ?, ?, ?, ?, 0)",
+                    (
+                        ident,
+                        crystal["summary"],
+                        excerpt,
+                        self.project,
+                        project_raw,
+                        tier,
+                        state,
+                        self.limits.importance_cold_start,
+                        message_id,
+                        sha,
+                        hashlib.sha256(blob.encode("utf-8")).hexdigest(),
+                        blob,
+                        created_at,
+                        now,
+                        now,
+                    ),
+                )
+                stored, commit_status = (ident, tier, state), "committed"
+            else:
+                stored, commit_status = (str(row[0]), str(row[1]), str(row[2])), "merged"
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        result: dict[str, Any] = {
+            "status": "ingested",
+            "id": stored[0],
+            "layer": "episodic",
+            "trust_tier": stored[1],
+            "validation_state": stored[2],
+            "source_eidolon": sender["eidolon"],
+            "artifact_kind": kind,
+            "envelope_version": version,
+            "commit_status": commit_status,
+        }
+        if project_raw != self.project:
+            result["scope_normalized"] = True
+        result["backend"] = self.backend
+        return result
+
+    # -- commit (minimal) ---------------------------------------------------------------
+
+    def commit(
+        self,
+        layer: str,
+        payload: Mapping[str, Any],
+        provenance: Mapping[str, Any] | None = None,
+        *,
+        caller_tier: str = "T2",
+    ) -> dict[str, Any]:
+        """A minimal CRYSTALIUM ``commit``: store one crystal in any layer, with its own
+        ``scope.agent_class_visibility``. Used to seed the semantic/procedural layers; the
+        server's tier matrix and promotion gate are not reproduced. The caller's tier (the
+        server takes it from its process identity) sets the trust tier; a claimed
+        ``provenance.source`` never raises it."""
+        if layer not in LAYERS:
+            return error_result(UNKNOWN_LAYER, f"unknown layer {layer!r}", self.backend)
+        if not isinstance(payload, Mapping) or not isinstance(payload.get("summary"), str):
+            return input_error("payload must carry a string 'summary'", self.backend)
+        scope = payload.get("scope")
+        if not isinstance(scope, Mapping):
+            return input_error("payload must carry a 'scope' object", self.backend)
+        if not _TIER_RE.fullmatch(caller_tier):
+            return input_error(f"caller tier {caller_tier!r} is not T0..T3", self.backend)
+        tier = caller_tier.upper()
+        visibility = scope.get("agent_class_visibility")
+        project_raw = scope.get("project") or self.project
+        body = payload.get("body")
+        try:
+            with self._lock:
+                conn = self._connection(create=True)
+                assert conn is not None
+                ident, now = str(uuid.uuid4()), _now()
+                record = {
+                    "layer": layer,
+                    "payload": dict(payload),
+                    "provenance": {**(provenance or {}), "source": provenance_source(tier)},
+                }
+                blob = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+                content_ref = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(
+                        "INSERT INTO crystals (id, layer, summary, body_excerpt, project,"
+                        " project_raw, agent_class_visibility, sensitivity_tag, trust_tier,"
+                        " validation_state, status, importance, content_ref, payload_json,"
+                        " created_at, t_valid_from, last_access, access_count)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, 0)",
+                        (
+                            ident,
+                            layer,
+                            payload["summary"][: self.limits.summary_chars],
+                            str(body)[: self.limits.excerpt_chars] if body else "",
+                            self.project,
+                            project_raw,
+                            visibility if isinstance(visibility, str) else None,
+                            str(scope.get("sensitivity_tag") or "internal"),
+                            tier,
+                            validation_state(tier),
+                            self.limits.importance_cold_start,
+                            content_ref,
+                            blob,
+                            now,
+                            now,
+                            now,
+                        ),
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+        except (sqlite3.Error, OSError) as exc:
+            return skipped_ingest(f"local store unavailable: {exc}")
+        result: dict[str, Any] = {
+            "status": "committed",
+            "id": ident,
+            "layer": layer,
+            "validation_state": validation_state(tier),
+            "importance": self.limits.importance_cold_start,
+            "content_ref": content_ref,
+        }
+        if project_raw != self.project:
+            result["scope_normalized"] = True
+        result["backend"] = self.backend
+        return result
+
+    # -- recall -------------------------------------------------------------------------
+
+    def recall(
+        self,
+        scope: Mapping[str, Any],
+        query: str,
+        k: int = 5,
+        layers: Sequence[str] | None = None,
+        *,
+        explain: bool = False,
+    ) -> dict[str, Any]:
+        """The CRYSTALIUM ``recall`` tool (see the module docstring for the rules)."""
+        problem, chosen = check_recall_args(scope, query, k, layers)
+        if problem is not None:
+            return input_error(problem, self.backend)
+        try:
+            with self._lock:
+                return self._recall(scope, query, k, chosen, explain)
+        except (sqlite3.Error, OSError) as exc:
+            return skipped_recall(f"local store unavailable: {exc}", k)
+
+    def _recall(
+        self,
+        scope: Mapping[str, Any],
+        query: str,
+        k_requested: int,
+        layers: tuple[str, ...],
+        explain: bool,
+    ) -> dict[str, Any]:
+        k = clamp_k(k_requested)
+        conn = self._connection(create=False)
+        if conn is None:  # nothing ingested yet: no store, and none created by a read
+            return empty_recall(k_requested, k, self.backend)
+        where = _Scope(
+            project=scope.get("project") or self.project,
+            visibility=scope.get("agent_class_visibility"),
+            layers=layers,
+        )
+        fused, info = self._rank(conn, where, query, k, arms=("words", "trigram"))
+        chosen = fused[:k]
+        rows = self._rows(conn, [ident for ident, _ in chosen])
+        records: list[dict[str, Any]] = []
+        slots = dict.fromkeys(SLOT_CAPS, 0)
+        total = evicted = 0
+        for ident, score in chosen:
+            row = rows.get(ident)
+            if row is None:
+                continue
+            summary = redact(row["summary"], row["sensitivity_tag"])
+            cost = estimate_tokens(summary)
+            slot = row["layer"]
+            if slots[slot] + cost > SLOT_CAPS[slot] or total + cost > TOTAL_TOKEN_CAP:
+                evicted += 1
+                continue
+            slots[slot] += cost
+            total += cost
+            records.append(
+                {
+                    "id": ident,
+                    "layer": row["layer"],
+                    "summary": summary,
+                    "trust_tier": row["trust_tier"],
+                    "validation_state": row["validation_state"],
+                    "importance": row["importance"],
+                    "last_access": row["last_access"],
+                    "content_ref": row["content_ref"],
+                    "score": score,
+                }
+            )
+        self._touch(conn, [record["id"] for record in records])
+        result = empty_recall(k_requested, k, self.backend)
+        result.update(
+            records=records,
+            slot_breakdown=slots,
+            total_tokens=total,
+            evicted_count=evicted,
+        )
+        result["budget"]["truncated_count"] = max(0, len(fused) - k)
+        if explain:
+            result["explain"] = self._explain(conn, where, info, k, len(fused))
+        result["backend"] = result.pop("backend")  # keep "backend" last
+        return result
+
+    def rank_ids(
+        self,
+        scope: Mapping[str, Any],
+        query: str,
+        k: int = 5,
+        layers: Sequence[str] | None = None,
+        *,
+        arms: Sequence[str] = ("words", "trigram"),
+    ) -> list[str]:
+        """The ranked ids recall would consider, before packing, for one or both arms.
+        No side effects (no access bump). For benchmarks and tests."""
+        problem, chosen = check_recall_args(scope, query, k, layers)
+        if problem is not None:
+            raise ValueError(problem)
+        with self._lock:
+            conn = self._connection(create=False)
+            if conn is None:
+                return []
+            where = _Scope(
+                scope.get("project") or self.project, scope.get("agent_class_visibility"), chosen
+            )
+            fused, _ = self._rank(conn, where, query, clamp_k(k), arms=tuple(arms))
+            return [ident for ident, _ in fused[: clamp_k(k)]]
+
+    def _rank(
+        self,
+        conn: sqlite3.Connection,
+        where: _Scope,
+        query: str,
+        k: int,
+        *,
+        arms: tuple[str, ...],
+    ) -> tuple[list[tuple[str, float]], dict[str, Any]]:
+        fetch = max(3 * k, 30)
+        sql_where, params = where.where("c")
+        ranked: list[tuple[str, list[str]]] = []
+        words = self._informative(conn, word_terms(query)) if "words" in arms else []
+        if words:
+            ranked.append(("bm25", self._arm(conn, "crystals_fts", fts_or(words), where, fetch)))
+        idents = identifier_terms(query) if "trigram" in arms and self._has_trigram else []
+        if idents:
+            ranked.append(
+                ("trigram", self._arm(conn, "crystals_tri", fts_or(idents), where, fetch))
+            )
+        n_scoped = 0
+        if any(0 < len(ids) < fetch for _, ids in ranked):
+            n_scoped = int(
+                conn.execute(
+                    f"SELECT count(*) FROM crystals c WHERE {sql_where}", params
+                ).fetchone()[0]
+            )
+        weighted: list[tuple[float, list[str]]] = []
+        info: dict[str, Any] = {"fetch_width": fetch, "n_scoped": n_scoped, "arms": {}}
+        for name, ids in ranked:
+            sel = selectivity(len(ids), fetch, n_scoped)
+            weighted.append((1.0 + sel, ids))
+            info["arms"][name] = {"n": len(ids), "selectivity": sel, "weight": 1.0 + sel}
+        info["terms"] = {"words": words, "identifiers": idents}
+        return rrf_fuse(weighted), info
+
+    @staticmethod
+    def _informative(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+        """Drop query words found in at least half of the documents, in a store of at least
+        ``PRUNE_MIN_DOCS`` crystals, as long as a word that does occur in fewer remains.
+        FTS5's BM25 gives such words no weight (their idf is clamped to ~0), yet each
+        would pull nearly every row into the OR query's candidates and the ranking cost."""
+        if len(terms) <= 1:
+            return terms
+        (total,) = conn.execute("SELECT count(*) FROM crystals").fetchone()
+        if total < PRUNE_MIN_DOCS:
+            return terms
+        marks = ", ".join("?" for _ in terms)
+        df = dict(
+            conn.execute(f"SELECT term, doc FROM crystals_vocab WHERE term IN ({marks})", terms)
+        )
+        kept = [term for term in terms if df.get(term, 0) * 2 < total]
+        if not any(df.get(term, 0) for term in kept):
+            return terms  # nothing informative left: rank on everything
+        return kept
+
+    def _arm(
+        self, conn: sqlite3.Connection, table: str, match: str, where: _Scope, fetch: int
+    ) -> list[str]:
+        """One arm's ranked ids, best first, at most ``fetch``, inside the scope.
+
+        The FTS table ranks alone first (the top ``PREFETCH_FACTOR x fetch`` rows) and only
+        those rows are joined to the scope filter: joining every match costs more than the
+        ranking itself on common words. If the filter leaves fewer than ``fetch`` rows, the
+        arm is run once more over every match (the server's "widened once")."""
+        sql_where, params = where.where("c")
+        order = f"bm25({table}, 5.0, 1.0)"
+        quick = self._search(
+            conn,
+            f"SELECT c.id FROM (SELECT rowid, {order} AS s FROM {table} WHERE {table} MATCH ?"
+            f" ORDER BY s LIMIT ?) f JOIN crystals c ON c.rowid = f.rowid WHERE {sql_where}"
+            " ORDER BY f.s, c.id LIMIT ?",
+            [match, max(PREFETCH_FACTOR * fetch, 300), *params, fetch],
+        )
+        if len(quick) >= fetch:
+            return quick
+        return self._search(
+            conn,
+            f"SELECT c.id FROM {table} f JOIN crystals c ON c.rowid = f.rowid"
+            f" WHERE {table} MATCH ? AND {sql_where} ORDER BY {order}, c.id LIMIT ?",
+            [match, *params, fetch],
+        )
+
+    @staticmethod
+    def _search(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[str]:
+        try:
+            return [str(row[0]) for row in conn.execute(sql, params)]
+        except sqlite3.OperationalError as exc:
+            if "fts5" in str(exc) or "syntax" in str(exc):  # an odd query: no matches
+                return []
+            raise
+
+    @staticmethod
+    def _rows(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        marks = ", ".join("?" for _ in ids)
+        cursor = conn.execute(f"SELECT {_RECORD_COLUMNS} FROM crystals WHERE id IN ({marks})", ids)
+        names = [column[0] for column in cursor.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+
+    def _touch(self, conn: sqlite3.Connection, ids: list[str]) -> None:
+        """Recall writes, as on the server; a store we cannot write to is still readable."""
+        if not ids:
+            return
+        marks = ", ".join("?" for _ in ids)
+        try:
+            conn.execute(
+                "UPDATE crystals SET access_count = access_count + 1, last_access = ?"
+                f" WHERE id IN ({marks})",
+                [_now(), *ids],
+            )
+        except sqlite3.OperationalError:  # read-only or busy past the timeout
+            pass
+
+    def _explain(
+        self,
+        conn: sqlite3.Connection,
+        where: _Scope,
+        info: dict[str, Any],
+        k: int,
+        n_fused: int,
+    ) -> dict[str, Any]:
+        total, active = conn.execute(
+            "SELECT count(*), coalesce(sum(status = 'active' AND t_valid_to IS NULL), 0)"
+            " FROM crystals"
+        ).fetchone()
+        keys = [row[0] for row in conn.execute("SELECT DISTINCT project FROM crystals")]
+        arms = info["arms"]
+        return {
+            "candidates_prefilter": n_fused,
+            "filtered_by_status": 0,
+            "filtered_by_scope": 0,
+            "arms": {
+                "bm25": "on",
+                "trigram": "on" if self._has_trigram else "off(no_tokenizer)",
+                "dense": "inactive(null_vector_store)",
+                "graph": "off",
+            },
+            "store": {"total_crystals": total, "active": active, "embedded": 0},
+            "project_keys_present": sorted(keys),
+            "k_applied": k,
+            "truncated_by_k": n_fused > k,
+            "fusion": {
+                "weighted": True,
+                "k_rrf": RRF_K,
+                "w_sparse": arms.get("bm25", {}).get("weight", 0.0),
+                "w_trigram": arms.get("trigram", {}).get("weight", 0.0),
+                "n_sparse": arms.get("bm25", {}).get("n", 0),
+                "n_trigram": arms.get("trigram", {}).get("n", 0),
+                "n_scoped": info["n_scoped"],
+                "fetch_width": info["fetch_width"],
+                "terms": info["terms"],
+                "filters": "applied in SQL before ranking",
+                "scope": {"project": where.project, "agent_class_visibility": where.visibility},
+            },
+        }
+
+    # -- stats --------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            "backend": self.backend,
+            "path": str(self.path),
+            "project": self.project,
+        }
+        try:
+            with self._lock:
+                conn = self._connection(create=False)
+                if conn is None:
+                    return {**base, "status": "empty", "crystals": 0}
+                total, active = conn.execute(
+                    "SELECT count(*), coalesce(sum(status = 'active' AND t_valid_to IS NULL), 0)"
+                    " FROM crystals"
+                ).fetchone()
+                by_layer = dict(
+                    conn.execute("SELECT layer, count(*) FROM crystals GROUP BY layer").fetchall()
+                )
+                by_tier = dict(
+                    conn.execute(
+                        "SELECT trust_tier, count(*) FROM crystals GROUP BY trust_tier"
+                    ).fetchall()
+                )
+                by_state = dict(
+                    conn.execute(
+                        "SELECT validation_state, count(*) FROM crystals GROUP BY validation_state"
+                    ).fetchall()
+                )
+        except (sqlite3.Error, OSError) as exc:
+            return {**base, "status": "unavailable", "reason": str(exc)}
+        size = sum(p.stat().st_size for p in self.store_dir.glob(DB_NAME + "*") if p.is_file())
+        return {
+            **base,
+            "status": "ok",
+            "crystals": total,
+            "active": active,
+            "by_layer": by_layer,
+            "by_trust_tier": by_tier,
+            "by_validation_state": by_state,
+            "trigram": self._has_trigram,
+            "bytes": size,
+            "schema_version": SCHEMA_VERSION,
+        }
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of a schema script (triggers keep their inner semicolons)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    return statements

@@ -1,0 +1,127 @@
+"""``eidolons run --verify``: the route gate runs COMMAND only after the gate allows it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import Run, clean_env, emit_payload, read_trace
+
+Cli = Callable[..., Run]
+DUMP_ENV = (
+    "import json, os; "
+    "print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('ECL_')}))"
+)
+
+
+def test_allowed_route_runs_command_with_ecl_env(cli: Cli, project: Path) -> None:
+    payload, envelope, env = emit_payload(cli, project)
+    r = cli("run", "--verify", envelope, "--verify-block", "--", sys.executable, "-c", DUMP_ENV)
+    assert r.code == 0, r.err
+    seen = json.loads(r.out)
+    assert seen["ECL_ENVELOPE"] == str(envelope.resolve())
+    assert seen["ECL_PAYLOAD"] == str(payload.resolve())
+    assert seen["ECL_MESSAGE_ID"] == env["message_id"] and seen["ECL_THREAD_ID"] == env["thread_id"]
+    assert seen["ECL_FROM"] == "atlas@1.4.2" and seen["ECL_TO"] == "vigil@1.9.0"
+    events = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")
+    assert events[-1]["event"] == "verify_pass"  # recorded before COMMAND ran
+
+
+def test_exit_code_is_the_commands(cli: Cli, project: Path) -> None:
+    _, envelope, _ = emit_payload(cli, project)
+    r = cli(
+        "run",
+        "--verify",
+        envelope,
+        "--verify-block",
+        "--",
+        sys.executable,
+        "-c",
+        "raise SystemExit(7)",
+    )
+    assert r.code == 7
+
+
+def test_blocked_route_never_runs_command(cli: Cli, project: Path) -> None:
+    payload, envelope, _ = emit_payload(cli, project)
+    payload.write_text("tampered")
+    marker = project / "ran"
+    r = cli(
+        "run",
+        "--verify",
+        envelope,
+        "--verify-block",
+        "--",
+        sys.executable,
+        "-c",
+        f"open({str(marker)!r}, 'w').write('x')",
+    )
+    assert r.code == 3 and "blocked" in r.err
+    assert not marker.exists()
+
+
+def test_block_mode_from_environment(cli: Cli, project: Path) -> None:
+    payload, envelope, _ = emit_payload(cli, project)
+    payload.write_text("tampered")
+    r = cli(
+        "run",
+        "--verify",
+        envelope,
+        "--",
+        sys.executable,
+        "-c",
+        "print('ran')",
+        env=clean_env(EIDOLONS_ECL_VERIFY_MODE="block"),
+    )
+    assert r.code == 3 and "ran" not in r.out
+    r = cli("run", "--verify", envelope, "--", sys.executable, "-c", "print('ran')")
+    assert r.code == 0 and "ran" in r.out  # warn mode: the gate warns, the route proceeds
+
+
+def test_as_receiver_blocks_even_in_warn_mode(cli: Cli, project: Path) -> None:
+    payload, envelope, _ = emit_payload(cli, project)
+    payload.write_text("tampered")
+    r = cli(
+        "run", "--verify", envelope, "--as", "vigil", "--", sys.executable, "-c", "print('ran')"
+    )
+    assert r.code == 3 and "ran" not in r.out
+    assert "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas" in r.err
+
+
+def test_as_receiver_refuses_undeclared_edge(cli: Cli, project: Path) -> None:
+    _, envelope, _ = emit_payload(cli, project, sender="ramza@1.0.0", kind="spec")
+    r = cli("run", "--verify", envelope, "--verify-block", "--as", "vigil", "--json")
+    assert r.code == 3
+    doc = r.json()
+    assert doc["route"] == "blocked"
+    assert doc["incoming_verify"]["verdict"] == "pass"
+    assert doc["receiver_verify"]["failure_code"] == "UNDECLARED_EDGE"
+
+
+def test_fail_closed_on_missing_or_malformed_envelope(cli: Cli, project: Path) -> None:
+    for args in (["--verify-block"], []):
+        r = cli("run", "--verify", project / "missing.envelope.json", *args, "--", "true")
+        assert r.code == 3 and "blocked" in r.err
+    (project / "bad.envelope.json").write_text("{")
+    r = cli("run", "--verify", project / "bad.envelope.json", "--verify-block", "--json")
+    assert r.code == 3 and r.json()["route"] == "blocked"
+    assert r.json()["incoming_verify"]["verdict"] == "malformed"
+
+
+def test_decision_without_command(cli: Cli, project: Path) -> None:
+    _, envelope, _ = emit_payload(cli, project)
+    r = cli("run", "--verify", envelope, "--verify-block", "--json")
+    assert r.code == 0
+    doc = r.json()
+    assert doc["route"] == "allowed"
+    assert doc["incoming_verify"]["verdict"] == "pass" and doc["incoming_verify"]["mode"] == "block"
+    r = cli("run", "--verify", envelope, "--verify-block")
+    assert r.code == 0 and "route allowed" in r.err
+
+
+def test_unrunnable_command(cli: Cli, project: Path) -> None:
+    _, envelope, _ = emit_payload(cli, project)
+    r = cli("run", "--verify", envelope, "--verify-block", "--", "/nonexistent/cmd")
+    assert r.code == 127 and "cannot run" in r.err
