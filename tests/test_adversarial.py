@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.conftest import Run, emit_payload
 
 Cli = Callable[..., Run]

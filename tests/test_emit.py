@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import Run, clean_env, emit_payload, read_trace
 
 from eidolons.emit import default_envelope_path, uuid7
+from tests.conftest import Run, clean_env, emit_payload, read_trace
 
 Cli = Callable[..., Run]
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

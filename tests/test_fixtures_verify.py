@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from eidolons.envelope import parse_envelope
+from eidolons.integrity import digest_bytes
 from tests.conftest import (
     FIXTURE_HMAC_KEY,
     FIXTURE_NAMES,
@@ -17,9 +20,6 @@ from tests.conftest import (
     needs_fixtures,
     run_cli,
 )
-
-from eidolons.envelope import parse_envelope
-from eidolons.integrity import digest_bytes
 
 pytestmark = needs_fixtures
 

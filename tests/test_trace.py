@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import Run, emit_payload, read_trace
 
 from eidolons.errors import TraceWriteError
 from eidolons.trace import append_event, iter_reverse, read_events, thread_file_name
+from tests.conftest import Run, emit_payload, read_trace
 
 Cli = Callable[..., Run]
 WRITERS = 8

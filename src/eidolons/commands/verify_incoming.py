@@ -35,6 +35,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="trust the orchestrator's record alone (do not recompute the digest)",
     )
     p.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="neither recall nor ingest (default: $EIDOLONS_MEMORY, else the local store)",
+    )
+    p.add_argument(
+        "--show-recall", action="store_true", help="print the recalled records on stderr"
+    )
+    p.add_argument(
         "--print-payload",
         action="store_true",
         help="on pass, write to stdout exactly the bytes that were verified",
@@ -59,15 +67,24 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         return error(str(exc))
     contracts = _load_contracts(root, args.contracts)
-    result = verify_incoming(
-        Path(args.artefact),
-        receiver,
-        root=root,
-        contracts=contracts,
-        key=hmac_key(),
-        limits=limits,
-        reverify=not args.no_reverify,
-    )
+    memory, memory_note = _open_memory(root, args.no_memory)
+    try:
+        result = verify_incoming(
+            Path(args.artefact),
+            receiver,
+            root=root,
+            contracts=contracts,
+            key=hmac_key(),
+            limits=limits,
+            reverify=not args.no_reverify,
+            memory=memory,
+        )
+    finally:
+        if memory is not None:
+            memory.close()
+    result.extra["memory"] = memory_note or (memory.backend if memory is not None else "off")
+    if args.show_recall and not args.json and "recall" in result.extra:
+        _print_recall(result.extra["recall"])
     if result.status == "skipped":
         if args.json:
             print_json(result.to_json())
@@ -85,6 +102,30 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(result.payload)
         sys.stdout.buffer.flush()
     return 0
+
+
+def _open_memory(root: Path, disabled: bool) -> tuple[object | None, str | None]:
+    """The configured memory, or None. A broken memory configuration never changes the
+    gate's decision: the memory is skipped and the reason reported in ``--json``."""
+    if disabled:
+        return None, "off (--no-memory)"
+    from eidolons.errors import UsageError
+    from eidolons.memory import open_memory
+
+    try:
+        return open_memory(root), None
+    except UsageError as exc:
+        return None, f"skipped: {exc}"
+
+
+def _print_recall(recall: dict[str, object]) -> None:
+    records = recall.get("records") or []
+    backend = recall.get("backend", "?")
+    print(f"recall ({backend}): {len(records)} record(s)", file=sys.stderr)  # type: ignore[arg-type]
+    for rec in records:  # type: ignore[attr-defined]
+        if isinstance(rec, dict):
+            text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")[:120]
+            print(f"  - [{rec.get('layer', '?')}] {rec.get('id', '?')}: {text}", file=sys.stderr)
 
 
 def _load_contracts(root: Path, dirs: list[str]) -> object:

@@ -268,9 +268,12 @@ def evaluate(
     key: bytes | None = None,
     limits: Limits | None = None,
     reverify: bool = True,
+    memory: Any = None,
 ) -> IncomingResult:
     """Rules 1-5, without writing anything. ``contracts`` is a ContractSet, or an exception
-    raised while loading one (then every hand-off is refused)."""
+    raised while loading one (then every hand-off is refused). With a ``memory``
+    (:mod:`eidolons.memory`), related prior context is recalled once the envelope parses,
+    before any verdict; the recall can never change the verdict."""
     from eidolons.conformance import (
         RECEIVER_FAILURE_CODES,
         context_results,
@@ -297,6 +300,10 @@ def evaluate(
         fail(Failure(SCHEMA_INVALID, "envelope", str(exc)))
         return result
     result.envelope = env
+    if memory is not None:
+        from eidolons.memory import recall_before
+
+        result.extra["recall"] = recall_before(memory, env.data, receiver)
     problems = env.schema_problems()
     if problems:
         fail(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
@@ -377,8 +384,11 @@ def verify_incoming(
     limits: Limits | None = None,
     reverify: bool = True,
     write_trace: bool = True,
+    memory: Any = None,
 ) -> IncomingResult:
-    """Rules 1-7: evaluate, then record the decision in the thread's trace."""
+    """Rules 1-7: evaluate, then record the decision in the thread's trace. With a
+    ``memory``, recall happens before the verdict and the hand-off is ingested only after
+    its pass is on record; a refused, skipped or unrecorded hand-off is never ingested."""
     result = evaluate(
         artefact,
         receiver,
@@ -387,6 +397,7 @@ def verify_incoming(
         key=key,
         limits=limits,
         reverify=reverify,
+        memory=memory,
     )
     if result.status == "skipped" or not write_trace:
         return result
@@ -404,6 +415,10 @@ def verify_incoming(
         if result:  # fail closed: an unrecorded pass hands nothing over
             result.status = "refused"
             result.payload = None
+    if memory is not None and result and env is not None and result.payload is not None:
+        from eidolons.memory import ingest_after_pass
+
+        result.extra["ingest"] = ingest_after_pass(memory, env.data, result.payload)
     return result
 
 
