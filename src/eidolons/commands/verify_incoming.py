@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eidolons.memory import Memory
 
 HELP = "refuse an inbound hand-off unless its integrity is on record and its edge is allowed"
 
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_memory(root: Path, disabled: bool) -> tuple[object | None, str | None]:
+def _open_memory(root: Path, disabled: bool) -> tuple[Memory | None, str | None]:
     """The configured memory, or None. A broken memory configuration never changes the
     gate's decision: the memory is skipped and the reason reported in ``--json``."""
     if disabled:
