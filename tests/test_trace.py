@@ -159,3 +159,14 @@ def test_trace_show(cli: Cli, project: Path) -> None:
     assert [e["event"] for e in r.json()] == ["emit", "verify_pass", "verify_fail"]
     assert cli("trace", "show", "no-such-thread").code == 1
     assert cli("trace", "show", "../etc").code == 2
+
+
+def test_reverse_filter_decodes_only_candidate_lines(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    for i in range(30):
+        append_event(path, {"message_id": f"m-{i % 3}", "i": i})
+    with path.open("ab") as fh:
+        fh.write(b"garbage without the id\n")
+    hits = [ln.event for ln in iter_reverse(path, block=16, contains=b'"m-1"')]
+    assert [e["i"] for e in hits if e] == [i for i in reversed(range(30)) if i % 3 == 1]
+    assert all(ln.event is not None for ln in iter_reverse(path, contains=b"m-2"))

@@ -139,8 +139,12 @@ def read_events(path: Path) -> Iterator[TraceLine]:
                 yield _decode(raw, lineno)
 
 
-def iter_reverse(path: Path, block: int = 64 * 1024) -> Iterator[TraceLine]:
-    """The trace's lines from last to first, reading backwards in blocks."""
+def iter_reverse(
+    path: Path, block: int = 64 * 1024, contains: bytes | None = None
+) -> Iterator[TraceLine]:
+    """The trace's lines from last to first, reading backwards in blocks. With
+    ``contains``, lines whose raw bytes lack it are skipped without being decoded (and
+    are not reported even if damaged): a cheap filter for a search by id."""
     try:
         fd = _open_trace(path)
     except FileNotFoundError:
@@ -165,12 +169,13 @@ def iter_reverse(path: Path, block: int = 64 * 1024) -> Iterator[TraceLine]:
                     continue
                 if raw.strip():
                     lineno -= 1
-                    yield _decode(raw, lineno)
+                    if contains is None or contains in raw:
+                        yield _decode(raw, lineno)
         if tail.strip():
             lineno -= 1
             if first:
                 yield TraceLine(lineno, None, "torn line (no newline at end of file)")
-            else:
+            elif contains is None or contains in tail:
                 yield _decode(tail, lineno)
     finally:
         os.close(fd)

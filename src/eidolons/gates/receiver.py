@@ -38,6 +38,7 @@ Checks, in order (``--json`` reports every failed check; the refusal line names 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,8 +110,12 @@ def find_envelope(artefact: Path) -> Path | None:
 
 
 def find_record(trace: Path, message_id: str) -> dict[str, Any] | None:
-    """The latest orchestrator verification event for ``message_id``, reading from the end."""
-    for line in iter_reverse(trace):
+    """The latest orchestrator verification event for ``message_id``, reading from the end.
+
+    Lines are pre-filtered on the id as this tool writes it (compact ASCII JSON), so only
+    candidate lines are decoded; a line spelling the id another way is never evidence."""
+    needle = json.dumps(message_id)[1:-1].encode("ascii")
+    for line in iter_reverse(trace, contains=needle):
         ev = line.event
         if (
             ev is not None
