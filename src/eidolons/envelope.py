@@ -26,11 +26,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from eidolons.config import Limits
 from eidolons.errors import EnvelopeError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 PERFORMATIVES: frozenset[str] = frozenset(
     {
@@ -190,31 +192,72 @@ def is_placeholder(value: str) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True)
 class AgentRef:
     """``{eidolon, version}``. ``version`` is ``n/a`` when the envelope omits it."""
 
-    eidolon: str
-    version: str
+    __slots__ = ("eidolon", "version")
+
+    def __init__(self, eidolon: str, version: str) -> None:
+        self.eidolon = eidolon
+        self.version = version
+
+    def __repr__(self) -> str:
+        return f"AgentRef({self.eidolon!r}, {self.version!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AgentRef) and (self.eidolon, self.version) == (
+            other.eidolon,
+            other.version,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.eidolon, self.version))
 
     def __str__(self) -> str:
         return f"{self.eidolon}@{self.version}"
 
 
-@dataclass(frozen=True, slots=True)
 class Envelope:
     """A parsed envelope. ``data`` is the whole object as received (unknown and ``x_*``
     fields kept), so ``to_dict`` round-trips; the typed attributes are the fields the
-    integrity check depends on."""
+    integrity check depends on. Build one with :meth:`from_dict` or :func:`parse_envelope`."""
 
-    envelope_version: str
-    sender: AgentRef
-    recipient: AgentRef
-    performative: str
-    artifact_path: str
-    integrity_method: str
-    integrity_value: str
-    data: Mapping[str, Any]
+    __slots__ = (
+        "artifact_path",
+        "data",
+        "envelope_version",
+        "integrity_method",
+        "integrity_value",
+        "performative",
+        "recipient",
+        "sender",
+    )
+
+    def __init__(
+        self,
+        envelope_version: str,
+        sender: AgentRef,
+        recipient: AgentRef,
+        performative: str,
+        artifact_path: str,
+        integrity_method: str,
+        integrity_value: str,
+        data: Mapping[str, Any],
+    ) -> None:
+        self.envelope_version = envelope_version
+        self.sender = sender
+        self.recipient = recipient
+        self.performative = performative
+        self.artifact_path = artifact_path
+        self.integrity_method = integrity_method
+        self.integrity_value = integrity_value
+        self.data = data
+
+    def __repr__(self) -> str:
+        return (
+            f"Envelope({self.sender} -> {self.recipient} {self.performative}, "
+            f"message_id={self.message_id!r})"
+        )
 
     @classmethod
     def from_dict(cls, data: Any) -> Envelope:

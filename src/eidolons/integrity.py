@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
-from typing import Protocol
 
 from eidolons.errors import EidolonsError
 
@@ -26,23 +24,36 @@ SUPPORTED_METHODS = ("sha256", "hmac-sha256")
 CHUNK = 1024 * 1024
 
 
-class Readable(Protocol):
-    def readinto(self, buffer: memoryview, /) -> int | None: ...
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Readable(Protocol):
+        def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
 class PayloadTooLarge(EidolonsError):
     code = "PAYLOAD_TOO_LARGE"
 
 
-@dataclass(frozen=True, slots=True)
 class Digest:
-    """What was computed over one read of the payload."""
+    """What was computed over one read of the payload: ``value`` is the integrity tag
+    (SHA-256 or HMAC, lowercase hex), ``sha256`` the plain SHA-256 always, ``data`` the
+    exact bytes hashed when they were asked for."""
 
-    method: str
-    value: str  # the integrity tag (SHA-256 or HMAC), lowercase hex
-    sha256: str  # the plain SHA-256, always
-    size: int
-    data: bytes | None = None  # the exact bytes hashed, when asked for
+    __slots__ = ("data", "method", "sha256", "size", "value")
+
+    def __init__(
+        self, method: str, value: str, sha256: str, size: int, data: bytes | None = None
+    ) -> None:
+        self.method = method
+        self.value = value
+        self.sha256 = sha256
+        self.size = size
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Digest({self.method}, {self.value}, size={self.size})"
 
 
 def tags_equal(expected: str, actual: str) -> bool:

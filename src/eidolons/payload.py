@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from eidolons.errors import EidolonsError, InputError
@@ -35,11 +34,19 @@ class PayloadError(EidolonsError):
     code = "MISSING_PAYLOAD"
 
 
-@dataclass(frozen=True, slots=True)
 class PayloadLocation:
-    path: Path  # the candidate as named
-    real: Path  # after resolving symlinks
-    rule: str  # which resolution rule found it
+    """A resolved payload: ``path`` as named, ``real`` after resolving symlinks, and the
+    resolution ``rule`` that found it."""
+
+    __slots__ = ("path", "real", "rule")
+
+    def __init__(self, path: Path, real: Path, rule: str) -> None:
+        self.path = path
+        self.real = real
+        self.rule = rule
+
+    def __repr__(self) -> str:
+        return f"PayloadLocation({str(self.path)!r}, rule={self.rule!r})"
 
 
 def _open_regular(path: Path) -> io.FileIO:

@@ -22,15 +22,17 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from eidolons import __version__
 from eidolons.config import TRACE_DIR
 from eidolons.errors import InputError, TraceWriteError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 UNKNOWN_THREAD = "unknown"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -39,8 +41,9 @@ TOOL = f"eidolons@{__version__}"
 
 def utc_now() -> str:
     """RFC 3339 UTC timestamp with millisecond precision and a ``Z`` suffix."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    ms = time.time_ns() // 1_000_000
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 def thread_file_name(thread_id: str | None) -> str:
@@ -88,15 +91,20 @@ def append_event(path: Path, event: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
 class TraceLine:
     """One line of a trace. ``event`` is None when the line is damaged (``error`` says why).
     ``lineno`` is 1-based when reading forwards, and counts back from the end (-1 is the
     last line) when reading in reverse."""
 
-    lineno: int
-    event: dict[str, Any] | None
-    error: str | None = None
+    __slots__ = ("error", "event", "lineno")
+
+    def __init__(self, lineno: int, event: dict[str, Any] | None, error: str | None = None) -> None:
+        self.lineno = lineno
+        self.event = event
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"TraceLine({self.lineno}, {self.event!r}, {self.error!r})"
 
 
 def _decode(raw: bytes, lineno: int) -> TraceLine:

@@ -19,9 +19,7 @@ file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from eidolons.config import Limits
 from eidolons.envelope import HEX64_RE, Envelope, is_placeholder, parse_envelope
@@ -30,20 +28,47 @@ from eidolons.integrity import SUPPORTED_METHODS, Digest, PayloadTooLarge, diges
 from eidolons.payload import PayloadError, locate_payload, open_payload, read_envelope_bytes
 from eidolons.verdict import Verdict
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass(slots=True)
+
 class VerificationResult:
     """The outcome of one check. Truthy only on ``pass``."""
 
-    verdict: Verdict
-    message: str
-    envelope_path: Path
-    envelope: Envelope | None = None
-    expected: str | None = None
-    actual: str | None = None
-    payload_path: Path | None = None
-    digest: Digest | None = None
-    warnings: list[str] = field(default_factory=list)
+    __slots__ = (
+        "actual",
+        "digest",
+        "envelope",
+        "envelope_path",
+        "expected",
+        "message",
+        "payload_path",
+        "verdict",
+        "warnings",
+    )
+
+    def __init__(
+        self,
+        verdict: Verdict,
+        message: str,
+        envelope_path: Path,
+        envelope: Envelope | None = None,
+        expected: str | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.verdict = verdict
+        self.message = message
+        self.envelope_path = envelope_path
+        self.envelope = envelope
+        self.expected = expected
+        self.actual: str | None = None
+        self.payload_path: Path | None = None
+        self.digest: Digest | None = None
+        self.warnings = warnings if warnings is not None else []
+
+    def __repr__(self) -> str:
+        return f"VerificationResult({self.verdict}, {self.message!r})"
 
     def __bool__(self) -> bool:
         return self.verdict is Verdict.PASS

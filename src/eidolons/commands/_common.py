@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def use_color(stream: TextIO) -> bool:

@@ -13,9 +13,7 @@ It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from eidolons.config import Limits
 from eidolons.errors import TraceWriteError
@@ -30,17 +28,33 @@ from eidolons.trace import (
 from eidolons.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.verify import VerificationResult, verify_envelope_file
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 GATE = "orchestrator"
 
 
-@dataclass(slots=True)
 class GateOutcome:
-    result: VerificationResult
-    mode: str
-    strict: bool
-    exit_code: int
-    trace_path: Path | None
-    trace_error: str | None = None
+    """The gate's decision: the check's result, the mode, the exit code and the trace."""
+
+    __slots__ = ("exit_code", "mode", "result", "strict", "trace_error", "trace_path")
+
+    def __init__(
+        self,
+        result: VerificationResult,
+        mode: str,
+        strict: bool,
+        exit_code: int,
+        trace_path: Path | None = None,
+        trace_error: str | None = None,
+    ) -> None:
+        self.result = result
+        self.mode = mode
+        self.strict = strict
+        self.exit_code = exit_code
+        self.trace_path = trace_path
+        self.trace_error = trace_error
 
     @property
     def blocked(self) -> bool:
