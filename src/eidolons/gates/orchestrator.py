@@ -87,9 +87,10 @@ def verify_event(
         "thread_id": (env.thread_id if env else None) or UNKNOWN_THREAD,
         "from": agent_label(env.sender.eidolon, env.sender.version) if env else "unknown@n/a",
         "to": agent_label(env.recipient.eidolon, env.recipient.version) if env else "unknown@n/a",
-        "performative": env.performative if env else "unknown",
-        "integrity_method": env.integrity_method if env else "unknown",
     }
+    if env is not None:  # unknown when the envelope cannot be parsed: omitted, not invented
+        event["performative"] = env.performative
+    event["integrity_method"] = env.integrity_method if env else "unknown"
     if not passed:
         event["verify_failure_code"] = result.failure_code
         event["decision"] = "refused" if mode == "block" else "warned"

@@ -232,9 +232,10 @@ def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
         "thread_id": (env.thread_id if env else None) or UNKNOWN_THREAD,
         "from": agent_label(env.sender.eidolon, env.sender.version) if env else "unknown@n/a",
         "to": _receiver_label(env, result.receiver),
-        "performative": env.performative if env else "unknown",
-        "integrity_method": env.integrity_method if env else "unknown",
     }
+    if env is not None:  # unknown when the envelope cannot be parsed: omitted, not invented
+        event["performative"] = env.performative
+    event["integrity_method"] = env.integrity_method if env else "unknown"
     if kind == "verify_fail":
         event["verify_failure_code"] = result.failure_code
         event["decision"] = "refused"

@@ -1,0 +1,64 @@
+"""Every event this tool writes validates against the shipped ``handoff-event.v1.json``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from eidolons.schemas import validation_errors
+from tests.conftest import Run, clean_env, read_trace
+from tests.test_receiver import handoff
+
+Cli = Callable[..., Run]
+
+
+def test_all_event_kinds_validate(cli: Cli, project: Path) -> None:
+    payload = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
+    envelope = payload.with_suffix(".envelope.json")
+    assert cli("verify-incoming", payload, "--as", "vigil").code == 0  # verify_pass, receive
+    payload.write_text("tampered")
+    assert cli("verify-envelope", envelope, "--block").code == 3  # verify_fail refused
+    assert cli("verify-envelope", envelope).code == 0  # verify_fail warned
+    assert cli("verify-incoming", payload, "--as", "vigil").code == 3  # receiver verify_fail
+    (project / "bad.md").write_text("x")
+    (project / "bad.envelope.json").write_text("{not json")
+    assert cli("verify-envelope", project / "bad.envelope.json").code == 2
+    assert cli("verify-incoming", project / "bad.md", "--as", "vigil").code == 3
+    keyed = clean_env(ECL_HMAC_KEY="k" * 32)
+    (project / "h.md").write_text("# h\n")
+    assert (
+        cli(
+            "emit",
+            "h.md",
+            "--from",
+            "orchestrator",
+            "--to",
+            "gilgamesh",
+            "--performative",
+            "DELEGATE",
+            "--kind",
+            "mission-contract",
+            "--objective",
+            "o",
+            "--hmac",
+            env=keyed,
+        ).code
+        == 0
+    )
+    assert cli("verify-envelope", "h.envelope.json", "--block").code == 3  # no_key
+    events = [
+        e for f in sorted((project / ".eidolons/.trace").glob("*.jsonl")) for e in read_trace(f)
+    ]
+    kinds = {(e["event"], e.get("gate"), e.get("decision")) for e in events}
+    assert {
+        ("emit", "sender", None),
+        ("verify_pass", "orchestrator", None),
+        ("verify_pass", "receiver", None),
+        ("receive", "receiver", None),
+        ("verify_fail", "orchestrator", "refused"),
+        ("verify_fail", "orchestrator", "warned"),
+        ("verify_fail", "receiver", "refused"),
+    } <= kinds
+    for event in events:
+        assert validation_errors(event, "handoff-event.v1.json") == [], json.dumps(event)
