@@ -1,3 +1,109 @@
-"""eidolons: mechanical integrity and contract gates for ECL hand-offs."""
+"""eidolons: mechanical integrity and contract gates for ECL hand-offs between agents.
+
+The public API (imported lazily, so ``import eidolons`` stays cheap for the CLI):
+
+Envelope model
+    :func:`parse_envelope` (strict parse of untrusted bytes -> :class:`Envelope`, raises
+    :class:`EnvelopeError`), :class:`Envelope`, :class:`AgentRef`,
+    :meth:`Envelope.schema_problems` (every schema violation, as strings).
+Integrity
+    :func:`verify_envelope_file` (checks 1-7 of the orchestrator gate ->
+    :class:`VerificationResult`, truthy only on pass), :class:`Verdict`,
+    :func:`digest_bytes` / :func:`digest_stream`.
+Gates
+    :func:`run_gate` (the orchestrator gate: verify, trace, exit code),
+    :func:`verify_incoming` (the receiver gate), :class:`ContractSet` (contracts),
+    :func:`check_envelope` (the conformance checker's gates for one envelope).
+Sending
+    :func:`emit_envelope` (write an envelope beside a payload and trace the ``emit``
+    event; ``eidolons.emit.emit``),
+    :func:`build_envelope` (the pure part).
+Trace
+    :func:`append_event`, :func:`read_events`, :func:`iter_reverse`,
+    :func:`thread_trace_path`.
+Configuration
+    :class:`Limits`, :func:`find_root`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "AgentRef": "eidolons.envelope",
+    "Envelope": "eidolons.envelope",
+    "parse_envelope": "eidolons.envelope",
+    "EnvelopeError": "eidolons.errors",
+    "EidolonsError": "eidolons.errors",
+    "Verdict": "eidolons.verdict",
+    "VerificationResult": "eidolons.verify",
+    "verify_envelope_file": "eidolons.verify",
+    "digest_bytes": "eidolons.integrity",
+    "digest_stream": "eidolons.integrity",
+    "run_gate": "eidolons.gates.orchestrator",
+    "verify_incoming": "eidolons.gates.receiver",
+    "ContractSet": "eidolons.contract",
+    "check_envelope": "eidolons.conformance",
+    "emit_envelope": "eidolons.emit",
+    "build_envelope": "eidolons.emit",
+    "append_event": "eidolons.trace",
+    "read_events": "eidolons.trace",
+    "iter_reverse": "eidolons.trace",
+    "thread_trace_path": "eidolons.trace",
+    "Limits": "eidolons.config",
+    "find_root": "eidolons.config",
+}
+
+__all__ = [
+    "AgentRef",
+    "ContractSet",
+    "EidolonsError",
+    "Envelope",
+    "EnvelopeError",
+    "Limits",
+    "Verdict",
+    "VerificationResult",
+    "__version__",
+    "append_event",
+    "build_envelope",
+    "check_envelope",
+    "digest_bytes",
+    "digest_stream",
+    "emit_envelope",
+    "find_root",
+    "iter_reverse",
+    "parse_envelope",
+    "read_events",
+    "run_gate",
+    "thread_trace_path",
+    "verify_envelope_file",
+    "verify_incoming",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eidolons' has no attribute {name!r}")
+    target = "emit" if name == "emit_envelope" else name
+    return getattr(importlib.import_module(module), target)
+
+
+if TYPE_CHECKING:
+    from eidolons.config import Limits, find_root
+    from eidolons.conformance import check_envelope
+    from eidolons.contract import ContractSet
+    from eidolons.emit import build_envelope
+    from eidolons.emit import emit as emit_envelope
+    from eidolons.envelope import AgentRef, Envelope, parse_envelope
+    from eidolons.errors import EidolonsError, EnvelopeError
+    from eidolons.gates.orchestrator import run_gate
+    from eidolons.gates.receiver import verify_incoming
+    from eidolons.integrity import digest_bytes, digest_stream
+    from eidolons.trace import append_event, iter_reverse, read_events, thread_trace_path
+    from eidolons.verdict import Verdict
+    from eidolons.verify import VerificationResult, verify_envelope_file
