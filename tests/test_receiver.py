@@ -623,3 +623,30 @@ def test_hmac_handoff_end_to_end(cli: Cli, project: Path) -> None:
     assert cli("verify-incoming", payload, "--as", "gilgamesh", env=keyed).code == 0
     r = cli("verify-incoming", payload, "--as", "gilgamesh")  # no key: cannot recompute
     assert r.err == refusal("gilgamesh", "INTEGRITY_MISMATCH", "orchestrator")
+
+
+def test_conformance_musts_refuse_as_schema_invalid(cli: Cli, project: Path) -> None:
+    """A 2.1 envelope at trust_level high with sha256 and no ise fails I-5 and S-3 (MUST
+    at 2.1) in `eidolons check`; the receiver refuses it too."""
+    payload = handoff(
+        cli, project, "atlas", "vigil", "PROPOSE", "scout-report", "--trust-level", "high"
+    )
+    r = incoming(cli, payload, "vigil", "--json")
+    assert r.code == 3 and r.json()["failure_code"] == "SCHEMA_INVALID"
+    checks = {f["check"] for f in r.json()["failures"]}
+    assert {"I-5", "S-3"} <= checks
+    # at 2.0 the same envelope only warns (SHOULD) and is accepted
+    payload = handoff(
+        cli,
+        project,
+        "atlas",
+        "vigil",
+        "PROPOSE",
+        "scout-report",
+        "--trust-level",
+        "high",
+        "--envelope-version",
+        "2.0",
+        name="in/v20.md",
+    )
+    assert incoming(cli, payload, "vigil").code == 0

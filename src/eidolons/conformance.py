@@ -172,6 +172,7 @@ __all__ = [
     "edge_results",
     "envelope_results",
     "exit_code",
+    "hmac_at_high_trust_result",
     "integrity_results",
     "is_markdown_path",
     "ise_results",
@@ -510,6 +511,13 @@ def integrity_results(
     not read: I-1 or I-2 failed). ``keep_bytes`` asks the reader for the bytes."""
     rec = _Recorder(target)
     facts = _integrity(env, reader, keep_bytes, rec)
+    rec.out.append(hmac_at_high_trust_result(env, target=target))
+    return rec.out, facts
+
+
+def hmac_at_high_trust_result(env: Mapping[str, Any], *, target: str | None = None) -> GateResult:
+    """I-5 alone (it needs no payload): MUST for 2.1 envelopes, SHOULD before."""
+    rec = _Recorder(target)
     level = "MUST" if _is_v21(env) else "SHOULD"
     name = "hmac_recommended_at_high_trust"
     if _trust_level(env) == "high" and _get(env, "integrity", "method") == "sha256":
@@ -519,7 +527,7 @@ def integrity_results(
             rec.warn("I-5", level, name, I5_WARN_REASON)
     else:
         rec.ok("I-5", level, name)
-    return rec.out, facts
+    return rec.out[0]
 
 
 def _integrity(

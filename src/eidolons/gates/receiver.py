@@ -284,7 +284,10 @@ def evaluate(
         RECEIVER_FAILURE_CODES,
         context_results,
         edge_results,
+        envelope_results,
+        hmac_at_high_trust_result,
         is_markdown_path,
+        ise_results,
         section_result,
     )
 
@@ -313,6 +316,16 @@ def evaluate(
     problems = env.schema_problems()
     if problems:
         fail(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
+    # the conformance MUSTs that need no payload nor contract (E-*, S-*, I-5): the same
+    # rules `eidolons check` applies, so a hand-off `check` fails is never accepted here
+    gates = [
+        *envelope_results(env.data),
+        *ise_results(env.data),
+        hmac_at_high_trust_result(env.data),
+    ]
+    for gate in gates:
+        if gate.status == "fail" and gate.level == "MUST":
+            fail(Failure(SCHEMA_INVALID, gate.id, f"{gate.name}: {gate.reason}"))
     early = precheck(env)
     integrity_failed = False
     if early is not None:
