@@ -145,7 +145,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eidolons.config import Limits
-from eidolons.envelope import PERFORMATIVES, REQUIRED_FIELDS, is_safe_relative_path, loads_strict
+from eidolons.envelope import (
+    PERFORMATIVES,
+    REQUIRED_FIELDS,
+    is_safe_relative_path,
+    json_type,
+    loads_strict,
+)
 from eidolons.errors import EidolonsError, EnvelopeError, InputError
 from eidolons.integrity import digest_stream, tags_equal
 from eidolons.payload import (
@@ -317,20 +323,6 @@ def _text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e17:
         return str(int(value))
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _jq_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _get(env: Mapping[str, Any], *keys: str) -> Any:
@@ -750,7 +742,7 @@ def _s2(ise: Any, rec: _Recorder) -> None:
             "S-2",
             "MUST",
             name,
-            f"ise.receiver_authorization must be an object (got {_jq_type(authz)})",
+            f"ise.receiver_authorization must be an object (got {json_type(authz)})",
         )
         return
     invalid = []
@@ -782,7 +774,7 @@ def _s4(ise: Any, rec: _Recorder) -> None:
     if fresh is None:
         problems.append("fresh_context missing")
     elif not isinstance(fresh, bool):
-        problems.append(f"fresh_context must be boolean (got type {_jq_type(fresh)})")
+        problems.append(f"fresh_context must be boolean (got type {json_type(fresh)})")
     checker = _get(verification, "checker")
     if _text(checker) == "":
         problems.append("checker missing")

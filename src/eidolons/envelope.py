@@ -262,7 +262,7 @@ class Envelope:
     @classmethod
     def from_dict(cls, data: Any) -> Envelope:
         if not isinstance(data, dict):
-            raise EnvelopeError(f"top level must be a JSON object, got {_json_type(data)}")
+            raise EnvelopeError(f"top level must be a JSON object, got {json_type(data)}")
         version = _need_str(data, "envelope_version")
         sender = _agent(data, "from")
         recipient = _agent(data, "to")
@@ -358,7 +358,8 @@ def parse_envelope(data: bytes, limits: Limits | None = None) -> Envelope:
     return Envelope.from_dict(loads_strict(data, limits))
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed value (as ``jq type`` names it)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -377,7 +378,7 @@ def _need_obj(data: Mapping[str, Any], key: str, label: str | None = None) -> Ma
     if value is None:
         raise EnvelopeError(f"missing required field {label or key}")
     if not isinstance(value, dict):
-        raise EnvelopeError(f"{label or key} must be an object, got {_json_type(value)}")
+        raise EnvelopeError(f"{label or key} must be an object, got {json_type(value)}")
     return value
 
 
@@ -386,7 +387,7 @@ def _need_str(data: Mapping[str, Any], key: str, label: str | None = None) -> st
         raise EnvelopeError(f"missing required field {label or key}")
     value = data[key]
     if not isinstance(value, str):
-        raise EnvelopeError(f"{label or key} must be a string, got {_json_type(value)}")
+        raise EnvelopeError(f"{label or key} must be a string, got {json_type(value)}")
     return value
 
 

@@ -69,6 +69,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from eidolons.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
 from eidolons.memory._common import (
     BACKEND_LOCAL,
     INGEST_BAD_ENVELOPE,
@@ -91,19 +92,7 @@ DB_NAME: Final = "memory.sqlite3"
 SCHEMA_VERSION: Final = "1"
 RRF_K: Final = 60
 
-REQUIRED_FIELDS: Final[tuple[str, ...]] = (
-    "envelope_version",
-    "message_id",
-    "thread_id",
-    "parent_id",
-    "from",
-    "to",
-    "performative",
-    "objective",
-    "artifact",
-    "integrity",
-    "trace",
-)
+REQUIRED_FIELDS: Final = ENVELOPE_REQUIRED_FIELDS  # the same eleven as the envelope model
 ARTIFACT_FIELDS: Final = ("kind", "schema_version", "path", "sha256", "size_bytes")
 INTEGRITY_FIELDS: Final = ("method", "value")
 AGENT_FIELDS: Final = ("eidolon", "version")
