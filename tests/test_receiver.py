@@ -650,3 +650,18 @@ def test_conformance_musts_refuse_as_schema_invalid(cli: Cli, project: Path) -> 
         name="in/v20.md",
     )
     assert incoming(cli, payload, "vigil").code == 0
+
+
+def test_no_reverify_never_hands_over_or_judges_unverified_bytes(cli: Cli, project: Path) -> None:
+    payload = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
+    payload.write_text("rm -rf / is fine\n")  # rewritten after the orchestrator's pass
+    r = incoming(cli, payload, "vigil", "--no-reverify")
+    assert r.code == 0  # the record alone: as a read-only receiver would decide
+    r = incoming(cli, payload, "vigil", "--no-reverify", "--print-payload")
+    assert r.code == 3 and r.out == ""
+    assert r.err == refusal("vigil", "INTEGRITY_MISMATCH", "atlas")
+    # a required-section check reads the bytes too, so it verifies them
+    payload = handoff(cli, project, "forge", "vigil", "INFORM", "reasoning-report", name="f.md")
+    payload.write_text("# no sections at all\n")
+    r = incoming(cli, payload, "vigil", "--no-reverify", "--json")
+    assert r.code == 3 and r.json()["failure_code"] == "INTEGRITY_MISMATCH"

@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-reverify",
         action="store_true",
-        help="trust the orchestrator's record alone (do not recompute the digest)",
+        help="decide on the orchestrator's record (no recomputation unless the bytes are "
+        "needed; bytes read are always verified)",
     )
     p.add_argument(
         "--no-memory",
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             limits=limits,
             reverify=not args.no_reverify,
             memory=memory,
+            want_payload=args.print_payload,
         )
     finally:
         if memory is not None:

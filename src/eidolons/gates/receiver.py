@@ -22,6 +22,10 @@ Checks, in order (``--json`` reports every failed check; the refusal line names 
    tools are never integrity evidence.
 4. Defense in depth (default): the digest is recomputed now, with the orchestrator's
    resolution and limits; any non-pass -> INTEGRITY_MISMATCH, whatever the trace says.
+   With ``reverify=False`` the decision rests on the record, and the payload is read only
+   when its bytes are needed (required sections, handing it over); bytes the gate reads
+   are always hashed, and bytes that do not match the tag are refused, never judged or
+   handed on.
 5. Contract conformance for ``from.eidolon -> RECEIVER`` (rules in
    :mod:`eidolons.conformance`): ``to.eidolon`` is not the receiver or no contract ->
    UNDECLARED_EDGE; C-2 -> PERFORMATIVE_NOT_ALLOWED; C-3 -> ARTIFACT_KIND_NOT_ALLOWED;
@@ -50,9 +54,6 @@ from eidolons.envelope import Envelope, parse_envelope
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
-    PayloadError,
-    locate_payload,
-    open_payload,
     read_envelope_bytes,
 )
 from eidolons.trace import (
@@ -253,18 +254,6 @@ def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
     return event
 
 
-def _read_payload(
-    envelope_path: Path, env: Envelope, root: Path, limits: Limits
-) -> tuple[Path, bytes]:
-    """Read the payload once, with the orchestrator's resolution and cap (no comparison)."""
-    location = locate_payload(envelope_path, env.artifact_path, root)
-    with open_payload(location) as fh:
-        data = fh.read(limits.max_payload_bytes + 1)
-    if len(data) > limits.max_payload_bytes:
-        raise PayloadError(f"payload is larger than the {limits.max_payload_bytes}-byte cap")
-    return location.path, data
-
-
 def evaluate(
     artefact: Path,
     receiver: str,
@@ -275,8 +264,10 @@ def evaluate(
     limits: Limits | None = None,
     reverify: bool = True,
     memory: Any = None,
+    want_payload: bool = False,
 ) -> IncomingResult:
-    """Rules 1-5, without writing anything. ``contracts`` is a ContractSet, or an exception
+    """Rules 1-5, without writing anything. ``want_payload``: on pass, ``payload`` holds
+    the verified bytes even with ``reverify=False``. ``contracts`` is a ContractSet, or an exception
     raised while loading one (then every hand-off is refused). With a ``memory``
     (:mod:`eidolons.memory`), related prior context is recalled once the envelope parses,
     before any verdict; the recall can never change the verdict."""
@@ -346,24 +337,25 @@ def evaluate(
         if judged is not None:
             fail(Failure(judged[0], "record", judged[1]))
             integrity_failed = True
-    # 4. recompute now; the bytes hashed are the only bytes that may be handed on
-    payload: bytes | None = None
-    if reverify and early is None:
+
+    # 4. recompute now. Whatever bytes the gate reads it hashes, and only bytes that match
+    # the tag are judged or handed on: with --no-reverify the payload is read only when its
+    # bytes are needed (a required-section check, --print-payload), and still verified.
+    def verified_bytes(check_name: str) -> bytes | None:
         check = verify_envelope_file(
             envelope_path, root=root, limits=limits, key=key, keep_payload=True
         )
-        result.reverified = True
         result.payload_path = check.payload_path
         if check.verdict is Verdict.PASS and check.digest is not None:
-            payload = check.digest.data
-        else:
-            fail(Failure(INTEGRITY_MISMATCH, "reverify", f"[{check.verdict}] {check.message}"))
-            integrity_failed = True
-    elif not reverify and not integrity_failed:
-        try:
-            result.payload_path, payload = _read_payload(envelope_path, env, root, limits)
-        except (PayloadError, OSError) as exc:
-            fail(Failure(INTEGRITY_MISMATCH, "payload", str(exc)))
+            return check.digest.data
+        fail(Failure(INTEGRITY_MISMATCH, check_name, f"[{check.verdict}] {check.message}"))
+        return None
+
+    payload: bytes | None = None
+    if reverify and early is None:
+        result.reverified = True
+        payload = verified_bytes("reverify")
+        integrity_failed = integrity_failed or payload is None
     # 5. contract conformance for from -> receiver
     if env.recipient.eidolon != receiver:
         fail(
@@ -379,14 +371,21 @@ def evaluate(
         contract = contracts.get(env.sender.eidolon, receiver)
         result.contract_source = contract.source if contract is not None else None
         gates = edge_results(env.data, contract) + context_results(env.data, contract)
-        if payload is not None and contract is not None and is_markdown_path(env.artifact_path):
-            section = section_result(payload, contract, env.artifact_kind, level="MUST")
-            if section is not None:
-                gates.append(section)
+        art = contract.artifact_for_kind(env.artifact_kind or "") if contract is not None else None
+        if art is not None and art.required_sections and is_markdown_path(env.artifact_path):
+            if payload is None and not reverify and not integrity_failed:
+                payload = verified_bytes("payload")
+                integrity_failed = payload is None
+            if payload is not None:
+                section = section_result(payload, contract, env.artifact_kind, level="MUST")
+                if section is not None:
+                    gates.append(section)
         for gate in gates:
             if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
                 code = RECEIVER_FAILURE_CODES[gate.id]
                 fail(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
+    if not result.failures and want_payload and payload is None:
+        payload = verified_bytes("payload")
     if not result.failures:
         result.status = "pass"
         result.payload = payload
@@ -404,6 +403,7 @@ def verify_incoming(
     reverify: bool = True,
     write_trace: bool = True,
     memory: Any = None,
+    want_payload: bool = False,
 ) -> IncomingResult:
     """Rules 1-7: evaluate, then record the decision in the thread's trace. With a
     ``memory``, recall happens before the verdict and the hand-off is ingested only after
@@ -417,6 +417,7 @@ def verify_incoming(
         limits=limits,
         reverify=reverify,
         memory=memory,
+        want_payload=want_payload,
     )
     if result.status == "skipped" or not write_trace:
         return result
@@ -434,10 +435,17 @@ def verify_incoming(
         if result:  # fail closed: an unrecorded pass hands nothing over
             result.status = "refused"
             result.payload = None
-    if memory is not None and result and env is not None and result.payload is not None:
+    if memory is not None and result and env is not None:
         from eidolons.memory import ingest_after_pass
 
-        result.extra["ingest"] = ingest_after_pass(memory, env.data, result.payload)
+        if result.payload is not None:
+            result.extra["ingest"] = ingest_after_pass(memory, env.data, result.payload)
+        else:  # --no-reverify and nothing needed the bytes: nothing verified to ingest
+            result.extra["ingest"] = {
+                "status": "skipped",
+                "reason": "payload bytes not read and verified (no re-verification)",
+                "backend": memory.backend,
+            }
     return result
 
 
@@ -456,7 +464,12 @@ def verify_incoming_for_memory(envelope_path: Path, root: Path) -> tuple[bool, s
     except ContractError as exc:
         contracts = exc
     result = verify_incoming(
-        envelope_path, env.recipient.eidolon, root=root, contracts=contracts, key=hmac_key()
+        envelope_path,
+        env.recipient.eidolon,
+        root=root,
+        contracts=contracts,
+        key=hmac_key(),
+        want_payload=True,
     )
     if result:
         return True, "PASS", result.payload

@@ -1,0 +1,128 @@
+"""The README documents only commands and options that exist, and every option that exists.
+
+Help texts come from the real CLI (``python -m eidolons [CMD [ACTION]] --help``); the README
+is read as Markdown: fenced code blocks (one logical line per shell line, ``\\`` joined) and
+inline code spans.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+# Long options in README code that belong to other tools (pip, pytest, ruff, mypy...).
+FOREIGN_OPTIONS = {"--check"}
+# Options every argparse parser has; the README need not repeat them.
+IMPLICIT_OPTIONS = {"--help", "--version"}
+
+OPTION_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+FENCE_RE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+INLINE_RE = re.compile(r"`([^`]+)`")
+INVOCATION_RE = re.compile(r"(?<![\w.@/-])eidolons ([a-z][a-z-]*)(?: ([a-z][a-z/-]*))?")
+
+
+def _help(*words: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "eidolons", *words, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, f"eidolons {' '.join(words)} --help: {proc.stderr}"
+    return proc.stdout
+
+
+def _subcommands(help_text: str) -> list[str]:
+    """The names listed under ``positional arguments`` of an argparse help with sub-parsers."""
+    section = help_text.split("positional arguments:", 1)[-1].split("options:", 1)[0]
+    return re.findall(r"^ {4}([a-z][a-z-]*)(?= |$)", section, re.M)
+
+
+@functools.cache
+def _helps() -> dict[tuple[str, ...], str]:
+    """Help text per command path: (), (cmd,), (cmd, action)."""
+    helps: dict[tuple[str, ...], str] = {(): _help()}
+    for cmd in _subcommands(helps[()]):
+        helps[(cmd,)] = _help(cmd)
+        for action in _subcommands(helps[(cmd,)]):
+            helps[(cmd, action)] = _help(cmd, action)
+    return helps
+
+
+def _options(text: str) -> set[str]:
+    return set(OPTION_RE.findall(text))
+
+
+def _code_segments() -> list[str]:
+    """Inline code spans and the logical lines of fenced code blocks."""
+    text = README.read_text(encoding="utf-8")
+    segments: list[str] = []
+    for block in FENCE_RE.findall(text):
+        segments.extend(block.replace("\\\n", " ").splitlines())
+    segments.extend(INLINE_RE.findall(FENCE_RE.sub("", text)))
+    return segments
+
+
+def _invocations() -> list[tuple[str, list[str], str]]:
+    """(command, actions, options part) for every ``eidolons CMD ...`` written in README code."""
+    found = []
+    for segment in _code_segments():
+        for match in INVOCATION_RE.finditer(segment):
+            cmd, action = match.group(1), match.group(2)
+            rest = segment[match.end() :]
+            rest = re.split(r" -- | #|\$\(", rest)[0]  # not COMMAND, comments or substitutions
+            found.append((cmd, action.split("/") if action else [], rest))
+    return found
+
+
+def test_helps_found() -> None:
+    helps = _helps()
+    assert {"demo", "emit", "verify-envelope", "verify-incoming", "run", "check"} <= {
+        path[0] for path in helps if path
+    }
+    assert ("contracts", "list") in helps and ("memory", "recall") in helps
+    assert ("trace", "show") in helps
+
+
+def test_readme_commands_exist() -> None:
+    helps = _helps()
+    invocations = _invocations()
+    assert invocations, "no `eidolons CMD` found in README.md"
+    for cmd, actions, _ in invocations:
+        assert (cmd,) in helps, f"README names `eidolons {cmd}`, which is not a command"
+        if any(len(path) == 2 and path[0] == cmd for path in helps):
+            for action in actions:
+                assert (cmd, action) in helps, f"no action `eidolons {cmd} {action}`"
+
+
+def test_readme_options_exist_in_some_help() -> None:
+    known = set().union(*map(_options, _helps().values()))
+    written = set().union(*map(_options, _code_segments()))
+    unknown = written - known - FOREIGN_OPTIONS
+    assert not unknown, f"README.md documents options no command has: {sorted(unknown)}"
+
+
+def test_readme_options_belong_to_their_command() -> None:
+    helps = _helps()
+    for cmd, actions, rest in _invocations():
+        paths: list[tuple[str, ...]] = [(cmd, a) for a in actions if (cmd, a) in helps] or [(cmd,)]
+        allowed = set().union(*(_options(helps[p]) for p in paths if p in helps))
+        extra = sorted(_options(rest) - allowed)
+        name = " ".join(paths[0]) if len(paths) == 1 else f"{cmd} {'/'.join(actions)}"
+        assert not extra, f"README: `eidolons {name}` with {extra}, not in its --help"
+
+
+def test_all_options_documented() -> None:
+    written = set().union(*map(_options, _code_segments()))
+    missing = {
+        " ".join(("eidolons", *path)): sorted(_options(text) - IMPLICIT_OPTIONS - written)
+        for path, text in _helps().items()
+    }
+    missing = {name: options for name, options in missing.items() if options}
+    assert not missing, f"options missing from README.md: {missing}"
