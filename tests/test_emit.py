@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_emitted_envelope_passes_gate_and_validates(cli: Cli, project: Path, ver
         "--parent",
         "p-1",
         "--trust-level",
-        "high",
+        "low",
         "--tokens-used",
         "12",
         "--token-budget",
@@ -67,7 +68,7 @@ def test_emitted_envelope_passes_gate_and_validates(cli: Cli, project: Path, ver
     assert doc["envelope_version"] == version
     assert doc["thread_id"] == "t-123" and doc["parent_id"] == "p-1"
     assert UUID7.match(doc["message_id"])
-    assert doc["constraints"] == {"trust_level": "high"}
+    assert doc["constraints"] == {"trust_level": "low"}
     assert doc["context_delta"] == {
         "token_budget": 4000,
         "tokens_used": 12,
@@ -267,3 +268,109 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert "[pass]" in r.out and "[tamper]" in r.out and "exit 3" in r.out
     assert "verify_fail" in r.out and "INTEGRITY_MISMATCH (refused)" in r.out
+
+
+def test_high_trust_at_21_needs_hmac_and_ise(cli: Cli, project: Path) -> None:
+    (project / "p.md").write_text("# p\n")
+    base = (
+        "emit",
+        "p.md",
+        "--from",
+        "atlas",
+        "--to",
+        "spectra",
+        "--performative",
+        "PROPOSE",
+        "--kind",
+        "scout-report",
+        "--objective",
+        "o",
+        "--trust-level",
+        "high",
+    )
+    r = cli(*base)
+    assert r.code == 2 and "I-5" in r.err and "--hmac" in r.err
+    keyed = clean_env(ECL_HMAC_KEY="k" * 32)
+    r = cli(*base, "--hmac", env=keyed)
+    assert r.code == 2 and "S-3" in r.err and "--ise" in r.err
+    r = cli(*base, "--hmac", "--ise", '{"assertion_grade": "maybe"}', env=keyed)
+    assert r.code == 2 and "ise.assertion_grade" in r.err
+    r = cli(*base, "--hmac", "--ise", "[1]", env=keyed)
+    assert r.code == 2 and "--ise must be a JSON object" in r.err
+    ise = (
+        '{"assertion_grade": "validated", "verification": {"fresh_context": true, '
+        '"checker": "vigil", "transcript_access": "artifact-only"}}'
+    )
+    r = cli(*base, "--hmac", "--ise", ise, "--json", env=keyed)
+    assert r.code == 0, r.err
+    assert r.json()["envelope"]["ise"]["assertion_grade"] == "validated"
+    assert not (project / ".eidolons-").exists()
+    r = cli("check", "p.envelope.json", env=keyed)
+    assert r.code == 0, r.out  # conformant: contract defaults filled edge_origin and budget
+    # at 2.0 high trust with sha256 is only a SHOULD: allowed
+    (project / "q.md").write_text("# q\n")
+    assert (
+        cli(
+            "emit",
+            "q.md",
+            "--from",
+            "atlas",
+            "--to",
+            "spectra",
+            "--performative",
+            "PROPOSE",
+            "--kind",
+            "scout-report",
+            "--objective",
+            "o",
+            "--trust-level",
+            "high",
+            "--envelope-version",
+            "2.0",
+        ).code
+        == 0
+    )
+
+
+def test_contract_defaults_and_file_mode(cli: Cli, project: Path) -> None:
+    (project / "p.md").write_text("# p\n")
+    r = cli(
+        "emit",
+        "p.md",
+        "--from",
+        "forge",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "reasoning-report",
+        "--objective",
+        "o",
+        "--json",
+    )
+    doc = r.json()["envelope"]
+    assert doc["edge_origin"] == "roster" and doc["context_delta"]["token_budget"] == 3000
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert (project / "p.envelope.json").stat().st_mode & 0o777 == 0o666 & ~mask  # not 0600
+    (project / "q.md").write_text("# q\n")
+    r = cli(
+        "emit",
+        "q.md",
+        "--from",
+        "ramza",
+        "--to",
+        "vigil",
+        "--performative",
+        "INFORM",
+        "--kind",
+        "spec",
+        "--objective",
+        "o",
+        "--json",
+        "--token-budget",
+        "10",
+    )
+    doc = r.json()["envelope"]
+    assert "edge_origin" not in doc and doc["context_delta"]["token_budget"] == 10

@@ -125,3 +125,11 @@ def test_unrunnable_command(cli: Cli, project: Path) -> None:
     _, envelope, _ = emit_payload(cli, project)
     r = cli("run", "--verify", envelope, "--verify-block", "--", "/nonexistent/cmd")
     assert r.code == 127 and "cannot run" in r.err
+
+
+def test_warn_mode_route_says_what_it_lets_through(cli: Cli, project: Path) -> None:
+    payload, envelope, _ = emit_payload(cli, project)
+    payload.write_text("tampered")
+    r = cli("run", "--verify", envelope, "--", sys.executable, "-c", "print('ran')")
+    assert r.code == 0 and "ran" in r.out
+    assert "ecl verify [tamper]" in r.err

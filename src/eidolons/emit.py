@@ -37,6 +37,7 @@ from eidolons.envelope import (
     TRUST_LEVELS,
     VERSION_RE,
     AgentRef,
+    Envelope,
     is_safe_relative_path,
 )
 from eidolons.errors import InputError, UsageError
@@ -106,12 +107,16 @@ def build_envelope(
     envelope_version: str = "2.1",
     trust_level: str | None = None,
     edge_origin: str | None = None,
+    ise: Mapping[str, Any] | None = None,
     host: str = "raw",
     model: str = "unknown",
     tier: str = "standard",
     ts: str | None = None,
 ) -> dict[str, Any]:
-    """The envelope as a dict, validated against the rules of the schema. Pure."""
+    """The envelope as a dict. Pure. Refuses (:class:`UsageError`) to build an envelope
+    that violates the schema, or that the receivers would refuse for a conformance MUST:
+    at ECL 2.1, ``trust_level: high`` needs HMAC integrity (I-5) and an ``ise`` block
+    (S-3)."""
     if performative not in PERFORMATIVES:
         raise UsageError(f"--performative {performative!r} is not one of {sorted(PERFORMATIVES)}")
     if not SLUG_RE.match(kind):
@@ -164,8 +169,22 @@ def build_envelope(
     envelope["context_delta"] = cd.to_dict()
     if trust_level is not None:
         envelope["constraints"] = {"trust_level": trust_level}
+    if ise is not None:
+        envelope["ise"] = dict(ise)
     envelope["integrity"] = {"method": digest.method, "value": digest.value}
     envelope["trace"] = {"ts": ts or utc_now(), "host": host, "model": model, "tier": tier}
+    if trust_level == "high" and envelope_version.startswith("2.1"):
+        if digest.method != "hmac-sha256":
+            raise UsageError(
+                "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac"
+            )
+        if ise is None:
+            raise UsageError(
+                "trust_level high at ECL 2.1 requires an ise block (gate S-3): add --ise JSON"
+            )
+    problems = Envelope.from_dict(envelope).schema_problems()
+    if problems:
+        raise UsageError("the envelope would not be valid: " + "; ".join(problems))
     return envelope
 
 
@@ -202,6 +221,7 @@ def emit(
     envelope_version: str = "2.1",
     trust_level: str | None = None,
     edge_origin: str | None = None,
+    ise: Mapping[str, Any] | None = None,
     tokens_used: int | None = None,
     token_budget: int = 4000,
     summary: str | None = None,
@@ -258,6 +278,7 @@ def emit(
         envelope_version=envelope_version,
         trust_level=trust_level,
         edge_origin=edge_origin,
+        ise=ise,
         host=env.get("ECL_HOST") or "raw",
         model=env.get("ECL_MODEL") or "unknown",
     )
@@ -273,6 +294,7 @@ def emit(
     tmp = Path(tmp_name)
     trace_path: Path | None = None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; receivers must read it
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -293,6 +315,12 @@ def emit(
         if tmp.exists():
             tmp.unlink()
     return EmitResult(envelope_path, envelope, trace_path)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def emit_event(envelope: Mapping[str, Any], digest: Digest) -> dict[str, Any]:

@@ -21,13 +21,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema-version", default="1.0", help="artifact.schema_version (default 1.0)")
     p.add_argument("--trust-level", choices=["low", "standard", "high"])
     p.add_argument(
-        "--edge-origin", choices=["roster", "composition", "implicit", "emitted-request"]
+        "--edge-origin",
+        choices=["roster", "composition", "implicit", "emitted-request"],
+        help="default: the contract's edge_origin for this edge, if there is a contract",
     )
     p.add_argument("--envelope-version", default="2.1", help="default 2.1")
     p.add_argument("--tokens-used", type=int, help="default: summary length / 4")
-    p.add_argument("--token-budget", type=int, default=4000, help="default 4000")
+    p.add_argument(
+        "--token-budget",
+        type=int,
+        help="default: the contract's token_budget_max for this edge, else 4000",
+    )
     p.add_argument("--summary", help="context_delta.summary (default: the objective)")
     p.add_argument("--input-handle", action="append", default=[], metavar="HANDLE")
+    p.add_argument(
+        "--ise",
+        metavar="JSON",
+        help='the ise block (ECL 2.0+), e.g. \'{"assertion_grade": "validated"}\'',
+    )
+    p.add_argument("--contracts", action="append", default=[], metavar="DIR")
     p.add_argument(
         "--hmac", action="store_true", help="integrity via HMAC-SHA-256 keyed with $ECL_HMAC_KEY"
     )
@@ -53,22 +65,29 @@ def run(args: argparse.Namespace) -> int:
             key = hmac_key()
             if key is None:
                 raise UsageError("--hmac needs ECL_HMAC_KEY to be set")
+        root = find_root(args.root)
+        sender = parse_agent(args.sender, "--from")
+        recipient = parse_agent(args.recipient, "--to")
+        edge_origin, token_budget = _contract_defaults(
+            root, args.contracts, sender.eidolon, recipient.eidolon
+        )
         result = emit(
             Path(args.payload),
-            sender=parse_agent(args.sender, "--from"),
-            recipient=parse_agent(args.recipient, "--to"),
+            sender=sender,
+            recipient=recipient,
             performative=args.performative,
             kind=args.kind,
             objective=args.objective,
-            root=find_root(args.root),
+            root=root,
             thread_id=args.thread,
             parent_id=args.parent,
             schema_version=args.schema_version,
             envelope_version=args.envelope_version,
             trust_level=args.trust_level,
-            edge_origin=args.edge_origin,
+            edge_origin=args.edge_origin or edge_origin,
+            ise=_ise(args.ise),
             tokens_used=args.tokens_used,
-            token_budget=args.token_budget,
+            token_budget=args.token_budget if args.token_budget is not None else token_budget,
             summary=args.summary,
             input_handles=args.input_handle,
             key=key,
@@ -94,3 +113,37 @@ def run(args: argparse.Namespace) -> int:
             print(f"trace: {result.trace_path}")
     sys.stdout.flush()
     return 0
+
+
+def _ise(raw: str | None) -> dict[str, object] | None:
+    from eidolons.envelope import loads_strict
+    from eidolons.errors import EnvelopeError, UsageError
+
+    if raw is None:
+        return None
+    try:
+        value = loads_strict(raw.encode("utf-8"))
+    except EnvelopeError as exc:
+        raise UsageError(f"--ise: {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError("--ise must be a JSON object")
+    return value
+
+
+def _contract_defaults(
+    root: Path, dirs: list[str], sender: str, recipient: str
+) -> tuple[str | None, int]:
+    """edge_origin and token budget from the contract for this edge (the bash SDK's
+    defaults). A contract set that fails to load gives no defaults: the sender is told,
+    and the receiver will refuse the hand-off anyway."""
+    from eidolons.contract import ContractError, ContractSet
+
+    try:
+        contract = ContractSet.load(root, [Path(d) for d in dirs]).get(sender, recipient)
+    except ContractError as exc:
+        print(f"eidolons: warning: contracts not loaded ({exc}); no defaults", file=sys.stderr)
+        return None, 4000
+    if contract is None:
+        return None, 4000
+    budget = contract.token_budget_max if contract.token_budget_max is not None else 4000
+    return contract.edge_origin, budget

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.envelope import SLUG_RE
     from eidolons.errors import UsageError
-    from eidolons.gates.orchestrator import run_gate
+    from eidolons.gates.orchestrator import run_gate, text_line
     from eidolons.gates.receiver import verify_incoming
     from eidolons.gates.route import RouteDecision
 
@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"eidolons run: route blocked: {decision.reason()}", file=sys.stderr)
         return 3
+    if not args.json and decision.outcome.result.verdict != "pass":
+        # warn mode let a non-pass through: say so before anything runs
+        print(text_line(decision.outcome), file=sys.stderr)
     if not command:
         if not args.json:
             print(f"eidolons run: route allowed: {decision.reason()}", file=sys.stderr)

@@ -14,7 +14,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", help="warn or block (default: $EIDOLONS_ECL_VERIFY_MODE, else warn)")
     p.add_argument("--block", action="store_true", help="same as --mode block")
     p.add_argument(
-        "--strict", action="store_true", help="schema warnings are malformed; every non-pass blocks"
+        "--strict",
+        action="store_true",
+        help="schema warnings make the envelope malformed; in block mode every non-pass "
+        "exits 3 (unverifiable included)",
     )
     p.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout, nothing on stderr"
