@@ -86,11 +86,6 @@ def verified(cli: Cli, project: Path) -> Path:
 # ============================================================ confirmed findings (xfail)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="receiver gate verifies the payload named by artifact.path, never checks that it "
-    "is ARTEFACT: a tampered artefact beside a copied or re-pointed envelope exits 0",
-)
 @pytest.mark.parametrize("how", ["planted-envelope-copy", "artifact-path-repointed"])
 def test_receiver_passes_an_artefact_it_never_hashed(cli: Cli, project: Path, how: str) -> None:
     payload = verified(cli, project)
@@ -109,11 +104,6 @@ def test_receiver_passes_an_artefact_it_never_hashed(cli: Cli, project: Path, ho
     assert r.code == 3, "the receiver was told to go ahead with a payload nobody verified"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="receiver gate reads the envelope twice (parse, then reverify); an envelope swapped "
-    "between the reads hands over attacker bytes with a pass",
-)
 def test_receiver_envelope_swapped_between_its_two_reads(
     cli: Cli, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,11 +181,6 @@ def test_route_block_mode_dispatches_a_placeholder_digest(cli: Cli, project: Pat
     assert r.code == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HMAC downgrade: on an edge whose contract says trust_level high, an agent in the "
-    "middle re-tags with plain SHA-256 and lowers or drops constraints.trust_level; gates pass",
-)
 @pytest.mark.parametrize("trust", [None, "standard"])
 def test_hmac_downgrade_on_a_high_trust_edge(cli: Cli, project: Path, trust: str | None) -> None:
     keyed = clean_env(ECL_HMAC_KEY="orchestrator-secret")
@@ -203,7 +188,7 @@ def test_hmac_downgrade_on_a_high_trust_edge(cli: Cli, project: Path, trust: str
     payload.parent.mkdir()
     payload.write_text("# Change summary\n\nRenamed one helper.\n")
     r = cli(
-        "emit", payload, "--hmac", "--trust-level", "high",
+        "emit", payload, "--hmac", "--trust-level", "high", "--ise", json.dumps(ISE),
         "--from", "apivr@1.0.0", "--to", "vigil@2.0.0", "--performative", "PROPOSE",
         "--kind", "change-summary", "--objective", "Review the change.",
         env=keyed,
@@ -232,11 +217,6 @@ def test_hmac_downgrade_on_a_high_trust_edge(cli: Cli, project: Path, trust: str
     assert r.code == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the orchestrator's record pins only the integrity fields: from, performative, kind "
-    "and objective rewritten after the pass are accepted (sender spoofing)",
-)
 def test_envelope_rewritten_after_the_orchestrator_pass(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     envelope = envelope_of(payload)
@@ -317,11 +297,6 @@ def test_unconstructible_contract_scalar_crashes(cli: Cli, project: Path, bad: s
     no_crash(cli("contracts", "list"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="receiver gate crashes (InputError escapes, exit 70) when the thread trace is a "
-    "directory or FIFO, or .eidolons/.trace is a file",
-)
 @pytest.mark.parametrize("kind", ["directory", "fifo", "trace-dir-is-a-file"])
 def test_non_regular_trace_crashes_the_receiver(cli: Cli, project: Path, kind: str) -> None:
     payload = verified(cli, project)

@@ -50,6 +50,7 @@ TABLE_B: dict[str, dict[str, tuple[set[str], set[str]]]] = {
         "forge": ({"INFORM"}, {"reasoning-report"}),
     },
 }
+KEYED = clean_env(ECL_HMAC_KEY="receiver-tests-hmac-key-of-32-bytes")
 UNDECLARED = {
     "vigil": ["ramza", "orchestrator", "no-such-eidolon"],
     "gilgamesh": ["atlas", "vigil", "apivr"],
@@ -78,7 +79,11 @@ def handoff(
     name: str | None = None,
     body: str | None = None,
 ) -> Path:
-    """Emit and route-verify a hand-off; return the payload path."""
+    """Emit and route-verify a hand-off; return the payload path. On an edge whose
+    contract says trust_level high, the hand-off is HMAC-tagged (receivers require it)."""
+    contract = ContractSet.builtin().get(sender, receiver)
+    if contract is not None and contract.trust_level == "high":
+        extra = ("--hmac", *extra)
     name = name or f"in/{sender}-{receiver}-{performative}-{kind}.md".lower()
     payload = project / name
     payload.parent.mkdir(parents=True, exist_ok=True)
@@ -101,16 +106,17 @@ def handoff(
         "--token-budget",
         "3000",
         *extra,
+        env=KEYED,
     )
     assert r.code == 0, r.err
     envelope = payload.with_suffix(".envelope.json")
-    r = cli("run", "--verify", envelope, "--verify-block")
+    r = cli("run", "--verify", envelope, "--verify-block", env=KEYED)
     assert r.code == 0, r.err
     return payload
 
 
 def incoming(cli: Cli, payload: Path, receiver: str, *extra: str) -> Run:
-    return cli("verify-incoming", payload, "--as", receiver, *extra)
+    return cli("verify-incoming", payload, "--as", receiver, *extra, env=KEYED)
 
 
 def refusal(receiver: str, code: str, sender: str) -> str:
@@ -369,7 +375,8 @@ def test_context_over_budget_envelope_budget(cli: Cli, project: Path) -> None:
     doc = json.loads(env_path.read_text())
     doc["context_delta"]["tokens_used"] = 900
     doc["context_delta"]["token_budget"] = 500
-    env_path.write_text(json.dumps(doc))  # the envelope is not hashed: only the budget changed
+    env_path.write_text(json.dumps(doc))  # a new envelope: the orchestrator verifies it again
+    assert cli("run", "--verify", env_path, "--verify-block").code == 0
     assert_refused(
         incoming(cli, payload, "vigil"), project, payload, "vigil", "CONTEXT_OVER_BUDGET", "atlas"
     )
@@ -627,29 +634,56 @@ def test_hmac_handoff_end_to_end(cli: Cli, project: Path) -> None:
 
 def test_conformance_musts_refuse_as_schema_invalid(cli: Cli, project: Path) -> None:
     """A 2.1 envelope at trust_level high with sha256 and no ise fails I-5 and S-3 (MUST
-    at 2.1) in `eidolons check`; the receiver refuses it too."""
-    payload = handoff(
-        cli, project, "atlas", "vigil", "PROPOSE", "scout-report", "--trust-level", "high"
-    )
+    at 2.1) in `eidolons check`; the receiver refuses it too (emit would not write it, so
+    the envelope is edited and verified again by the orchestrator)."""
+    payload = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
+    env_path = payload.with_suffix(".envelope.json")
+    doc = json.loads(env_path.read_text())
+    doc["constraints"] = {"trust_level": "high"}
+    env_path.write_text(json.dumps(doc))
+    assert cli("run", "--verify", env_path, "--verify-block").code == 0  # integrity holds
     r = incoming(cli, payload, "vigil", "--json")
     assert r.code == 3 and r.json()["failure_code"] == "SCHEMA_INVALID"
     checks = {f["check"] for f in r.json()["failures"]}
-    assert {"I-5", "S-3"} <= checks
-    # at 2.0 the same envelope only warns (SHOULD) and is accepted
-    payload = handoff(
-        cli,
-        project,
-        "atlas",
-        "vigil",
-        "PROPOSE",
-        "scout-report",
-        "--trust-level",
-        "high",
-        "--envelope-version",
-        "2.0",
-        name="in/v20.md",
-    )
+    assert {"I-5", "S-3", "trust"} <= checks
+
+
+def test_high_trust_requires_hmac_at_every_version(cli: Cli, project: Path) -> None:
+    """At 2.0, high trust with sha256 is only a SHOULD for `check`, but a receiver refuses
+    it: a plain SHA-256 can be recomputed by whoever rewrites the payload."""
+    base = ("PROPOSE", "scout-report", "--trust-level", "high", "--envelope-version", "2.0")
+    payload = handoff(cli, project, "atlas", "vigil", *base, name="in/v20.md")
+    r = incoming(cli, payload, "vigil")
+    assert r.err == refusal("vigil", "UNVERIFIED", "atlas")
+    payload = handoff(cli, project, "atlas", "vigil", *base, "--hmac", name="in/v20h.md")
     assert incoming(cli, payload, "vigil").code == 0
+
+
+def test_high_trust_edge_cannot_be_downgraded_by_the_envelope(cli: Cli, project: Path) -> None:
+    """apivr -> vigil is a high-trust edge: a sha256 envelope that says nothing (or says
+    standard) is refused, whatever its version."""
+    payload = project / "r.md"
+    payload.write_text(markdown_for("apivr", "vigil", "change-summary"))
+    for trust in ([], ["--trust-level", "standard"]):
+        r = cli(
+            "emit",
+            payload,
+            "--from",
+            "apivr",
+            "--to",
+            "vigil",
+            "--performative",
+            "INFORM",
+            "--kind",
+            "change-summary",
+            "--objective",
+            "o",
+            "--force",
+            *trust,
+        )
+        assert r.code == 0, r.err
+        assert cli("run", "--verify", "r.envelope.json", "--verify-block").code == 0
+        assert incoming(cli, payload, "vigil").err == refusal("vigil", "UNVERIFIED", "apivr")
 
 
 def test_no_reverify_never_hands_over_or_judges_unverified_bytes(cli: Cli, project: Path) -> None:

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     class Readable(Protocol):
         def readinto(self, buffer: memoryview, /) -> int | None: ...
 
+    class Writable(Protocol):
+        def write(self, data: memoryview, /) -> object: ...
+
 
 class PayloadTooLarge(EidolonsError):
     code = "PAYLOAD_TOO_LARGE"
@@ -82,9 +85,12 @@ def digest_stream(
     *,
     max_bytes: int,
     keep: bool = False,
+    sink: Writable | None = None,
 ) -> Digest:
     """Hash ``stream`` to its end in one pass. Raises :class:`PayloadTooLarge` past
-    ``max_bytes`` (counted while reading, so a growing file cannot slip past the cap)."""
+    ``max_bytes`` (counted while reading, so a growing file cannot slip past the cap).
+    ``keep`` returns the bytes hashed in ``Digest.data``; ``sink`` receives each chunk as
+    it is hashed (a snapshot of exactly the bytes judged, without holding them in memory)."""
     sha = hashlib.sha256()
     mac = None
     if method == "hmac-sha256":
@@ -110,6 +116,8 @@ def digest_stream(
             mac.update(chunk)
         if kept is not None:
             kept.append(bytes(chunk))
+        if sink is not None:
+            sink.write(chunk)
     sha_hex = sha.hexdigest()
     value = mac.hexdigest() if mac is not None else sha_hex
     return Digest(method, value, sha_hex, size, b"".join(kept) if kept is not None else None)

@@ -18,6 +18,7 @@ file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -32,6 +33,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from typing import Any
 
+    from eidolons.integrity import Writable
+
 
 class VerificationResult:
     """The outcome of one check. Truthy only on ``pass``."""
@@ -41,9 +44,11 @@ class VerificationResult:
         "digest",
         "envelope",
         "envelope_path",
+        "envelope_sha256",
         "expected",
         "message",
         "payload_path",
+        "payload_real",
         "verdict",
         "warnings",
     )
@@ -64,6 +69,8 @@ class VerificationResult:
         self.expected = expected
         self.actual: str | None = None
         self.payload_path: Path | None = None
+        self.payload_real: Path | None = None  # the file hashed, symlinks resolved
+        self.envelope_sha256: str | None = None  # SHA-256 of the exact envelope bytes judged
         self.digest: Digest | None = None
         self.warnings = warnings if warnings is not None else []
 
@@ -94,6 +101,7 @@ class VerificationResult:
             "message": self.message,
             "payload": str(self.payload_path) if self.payload_path else None,
             "payload_sha256": self.digest.sha256 if self.digest else None,
+            "envelope_sha256": self.envelope_sha256,
             "size_bytes": self.digest.size if self.digest else None,
             "warnings": list(self.warnings),
         }
@@ -139,15 +147,46 @@ def verify_envelope_file(
     key: bytes | None = None,
     strict: bool = False,
     keep_payload: bool = False,
+    sink: Writable | None = None,
 ) -> VerificationResult:
     """Run checks 1-7 on an envelope file. Never raises for bad input: every failure is a
     verdict. With ``keep_payload`` the result's ``digest.data`` holds the exact bytes
-    that were hashed (on pass only those may be handed on)."""
+    that were hashed (on pass only those may be handed on); ``sink`` receives them."""
     limits = limits or Limits()
     try:
-        env = parse_envelope(read_envelope_bytes(envelope_path, limits.max_envelope_bytes), limits)
+        data = read_envelope_bytes(envelope_path, limits.max_envelope_bytes)
+        env = parse_envelope(data, limits)
     except (EnvelopeError, InputError) as exc:
         return VerificationResult(Verdict.MALFORMED, str(exc), envelope_path)
+    return verify_parsed(
+        env,
+        envelope_path,
+        envelope_sha256=hashlib.sha256(data).hexdigest(),
+        root=root,
+        limits=limits,
+        key=key,
+        strict=strict,
+        keep_payload=keep_payload,
+        sink=sink,
+    )
+
+
+def verify_parsed(
+    env: Envelope,
+    envelope_path: Path,
+    *,
+    envelope_sha256: str,
+    root: Path,
+    limits: Limits | None = None,
+    key: bytes | None = None,
+    strict: bool = False,
+    keep_payload: bool = False,
+    sink: Writable | None = None,
+) -> VerificationResult:
+    """Checks 1 (strict part) to 7 on an envelope already parsed from bytes whose SHA-256
+    is ``envelope_sha256``: the caller's one read of the envelope is the one judged, so a
+    file swapped between two reads cannot be verified in place of the one decided on."""
+    limits = limits or Limits()
     result = VerificationResult(
         Verdict.PASS,
         "",
@@ -156,6 +195,7 @@ def verify_envelope_file(
         expected=env.integrity_value,
         warnings=env.schema_problems(),
     )
+    result.envelope_sha256 = envelope_sha256
     early = precheck(env, strict)
     if early is not None:
         result.verdict, result.message = early
@@ -163,6 +203,7 @@ def verify_envelope_file(
     try:
         location = locate_payload(envelope_path, env.artifact_path, root)
         result.payload_path = location.path
+        result.payload_real = location.real
         with open_payload(location) as stream:
             if env.integrity_method == "hmac-sha256" and key is None:
                 result.verdict = Verdict.NO_KEY
@@ -174,6 +215,7 @@ def verify_envelope_file(
                 key,
                 max_bytes=limits.max_payload_bytes,
                 keep=keep_payload,
+                sink=sink,
             )
     except (PayloadError, PayloadTooLarge) as exc:
         result.verdict, result.message = Verdict.MISSING_PAYLOAD, str(exc)

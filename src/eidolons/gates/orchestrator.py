@@ -32,6 +32,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from typing import Any
 
+    from eidolons.integrity import Writable
+
 GATE = "orchestrator"
 
 
@@ -100,6 +102,8 @@ def verify_event(
         event["integrity_value"] = env.integrity_value
     if result.digest is not None:
         event["payload_sha256"] = result.digest.sha256
+    if result.envelope_sha256 is not None:
+        event["envelope_sha256"] = result.envelope_sha256
     event["verifier"] = verifier
     if not passed:
         event["reason"] = result.message
@@ -117,9 +121,18 @@ def run_gate(
     trace_file: Path | None = None,
     write_trace: bool = True,
     keep_payload: bool = False,
+    sink: Writable | None = None,
 ) -> GateOutcome:
+    """Verify, record the event, decide the exit code. ``sink`` receives the exact bytes
+    hashed (the route gate hands COMMAND that snapshot, never the live file)."""
     result = verify_envelope_file(
-        envelope_path, root=root, limits=limits, key=key, strict=strict, keep_payload=keep_payload
+        envelope_path,
+        root=root,
+        limits=limits,
+        key=key,
+        strict=strict,
+        keep_payload=keep_payload,
+        sink=sink,
     )
     code = exit_code(result.verdict, mode, strict)
     outcome = GateOutcome(result, mode, strict, code, None)

@@ -42,6 +42,7 @@ Checks, in order (``--json`` reports every failed check; the refusal line names 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -52,10 +53,7 @@ from eidolons.config import Limits
 from eidolons.emit import default_envelope_path
 from eidolons.envelope import Envelope, parse_envelope
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
-from eidolons.payload import (
-    ENVELOPE_SUFFIX,
-    read_envelope_bytes,
-)
+from eidolons.payload import ENVELOPE_SUFFIX, PayloadError, locate_payload, read_envelope_bytes
 from eidolons.trace import (
     TOOL,
     UNKNOWN_THREAD,
@@ -66,7 +64,7 @@ from eidolons.trace import (
     utc_now,
 )
 from eidolons.verdict import Verdict
-from eidolons.verify import precheck, verify_envelope_file
+from eidolons.verify import precheck, verify_parsed
 
 GATE = "receiver"
 ORCHESTRATOR_GATE = "orchestrator"
@@ -128,8 +126,12 @@ def find_record(trace: Path, message_id: str) -> dict[str, Any] | None:
     return None
 
 
-def judge_record(env: Envelope, record: dict[str, Any] | None) -> tuple[str, str] | None:
-    """Rule 3, pure: None when the record confirms this envelope's integrity."""
+def judge_record(
+    env: Envelope, record: dict[str, Any] | None, envelope_sha256: str
+) -> tuple[str, str] | None:
+    """Rule 3, pure: None when the record confirms this envelope's integrity. The record
+    must be a pass for this method and tag, over these exact envelope bytes: a sender,
+    performative, kind or path rewritten after the orchestrator's pass is not covered."""
     if record is None:
         return UNVERIFIED, "no verify_pass on record for this message_id"
     if record.get("event") == "verify_fail":
@@ -144,7 +146,17 @@ def judge_record(env: Envelope, record: dict[str, Any] | None) -> tuple[str, str
         return INTEGRITY_MISMATCH, "the pass on record is for another digest (envelope swapped)"
     if env.integrity_method == "sha256" and record.get("payload_sha256") != env.integrity_value:
         return INTEGRITY_MISMATCH, "the pass on record hashed other bytes"
+    if record.get("envelope_sha256") != envelope_sha256:
+        return INTEGRITY_MISMATCH, "the envelope is not the one the orchestrator verified"
     return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,11 +306,13 @@ def evaluate(
         result.status = "skipped"
         return result
     result.envelope_path = envelope_path
-    try:
-        env = parse_envelope(read_envelope_bytes(envelope_path, limits.max_envelope_bytes), limits)
+    try:  # the one read of the envelope: everything below judges these bytes
+        envelope_bytes = read_envelope_bytes(envelope_path, limits.max_envelope_bytes)
+        env = parse_envelope(envelope_bytes, limits)
     except (EnvelopeError, InputError) as exc:
         fail(Failure(SCHEMA_INVALID, "envelope", str(exc)))
         return result
+    envelope_sha256 = hashlib.sha256(envelope_bytes).hexdigest()
     result.envelope = env
     if memory is not None:
         from eidolons.memory import recall_before
@@ -332,8 +346,11 @@ def evaluate(
         fail(Failure(UNVERIFIED, "record", "the envelope has no message_id to look up"))
         integrity_failed = True
     else:
-        result.record = find_record(thread_trace_path(root, env.thread_id), env.message_id)
-        judged = judge_record(env, result.record)
+        try:
+            result.record = find_record(thread_trace_path(root, env.thread_id), env.message_id)
+            judged = judge_record(env, result.record, envelope_sha256)
+        except InputError as exc:  # the trace is not a readable regular file
+            judged = UNVERIFIED, f"the trace cannot be read: {exc}"
         if judged is not None:
             fail(Failure(judged[0], "record", judged[1]))
             integrity_failed = True
@@ -341,21 +358,51 @@ def evaluate(
     # 4. recompute now. Whatever bytes the gate reads it hashes, and only bytes that match
     # the tag are judged or handed on: with --no-reverify the payload is read only when its
     # bytes are needed (a required-section check, --print-payload), and still verified.
+    # The file hashed must be ARTEFACT itself (same device and inode): an envelope copied
+    # beside other bytes, or an artifact.path pointed at a copy of the good bytes, must not
+    # vouch for the file the receiver is about to read.
+    names_artefact = not artefact.name.endswith(ENVELOPE_SUFFIX)
+
+    def is_the_artefact(real: Path | None) -> bool:
+        if not names_artefact or (real is not None and _same_file(artefact, real)):
+            return True
+        fail(
+            Failure(
+                INTEGRITY_MISMATCH,
+                "artefact",
+                f"{artefact} is not the payload the envelope names ({real or 'unresolved'})",
+            )
+        )
+        return False
+
     def verified_bytes(check_name: str) -> bytes | None:
-        check = verify_envelope_file(
-            envelope_path, root=root, limits=limits, key=key, keep_payload=True
+        check = verify_parsed(
+            env,
+            envelope_path,
+            envelope_sha256=envelope_sha256,
+            root=root,
+            limits=limits,
+            key=key,
+            keep_payload=True,
         )
         result.payload_path = check.payload_path
-        if check.verdict is Verdict.PASS and check.digest is not None:
-            return check.digest.data
-        fail(Failure(INTEGRITY_MISMATCH, check_name, f"[{check.verdict}] {check.message}"))
-        return None
+        if check.verdict is not Verdict.PASS or check.digest is None:
+            fail(Failure(INTEGRITY_MISMATCH, check_name, f"[{check.verdict}] {check.message}"))
+            return None
+        return check.digest.data if is_the_artefact(check.payload_real) else None
 
     payload: bytes | None = None
     if reverify and early is None:
         result.reverified = True
         payload = verified_bytes("reverify")
         integrity_failed = integrity_failed or payload is None
+    elif early is None and names_artefact:
+        try:
+            location = locate_payload(envelope_path, env.artifact_path, root)
+            integrity_failed = not is_the_artefact(location.real) or integrity_failed
+        except PayloadError as exc:
+            fail(Failure(INTEGRITY_MISMATCH, "payload", str(exc)))
+            integrity_failed = True
     # 5. contract conformance for from -> receiver
     if env.recipient.eidolon != receiver:
         fail(
@@ -370,6 +417,20 @@ def evaluate(
     else:
         contract = contracts.get(env.sender.eidolon, receiver)
         result.contract_source = contract.source if contract is not None else None
+        # Trust is the higher of the edge's and the envelope's: dropping `constraints`
+        # must not downgrade a high-trust edge to a tag anyone can recompute.
+        high = env.trust_level == "high" or (
+            contract is not None and contract.trust_level == "high"
+        )
+        if high and env.integrity_method != "hmac-sha256":
+            fail(
+                Failure(
+                    UNVERIFIED,
+                    "trust",
+                    "trust_level high (edge contract or envelope) requires hmac-sha256 "
+                    f"integrity, the envelope uses {env.integrity_method}",
+                )
+            )
         gates = edge_results(env.data, contract) + context_results(env.data, contract)
         art = contract.artifact_for_kind(env.artifact_kind or "") if contract is not None else None
         if art is not None and art.required_sections and is_markdown_path(env.artifact_path):
