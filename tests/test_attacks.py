@@ -129,11 +129,6 @@ def test_receiver_envelope_swapped_between_its_two_reads(
     assert result.payload != EVIL, "pass judged on one envelope, bytes taken from another"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run --verify hands COMMAND a path (ECL_PAYLOAD), not the verified bytes: a rewrite "
-    "after the check is what COMMAND reads",
-)
 def test_route_command_reads_the_payload_after_the_check(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     envelope = envelope_of(payload)
@@ -162,11 +157,6 @@ def test_route_command_reads_the_payload_after_the_check(cli: Cli, project: Path
     assert EVIL_MARK not in r.out, "COMMAND acted on bytes rewritten after the gates passed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run --verify --verify-block runs COMMAND when integrity.value is a placeholder "
-    "(unverifiable exits 0 in block mode), so a rewritten payload is dispatched",
-)
 def test_route_block_mode_dispatches_a_placeholder_digest(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_bytes(EVIL)

@@ -22,7 +22,9 @@ def test_allowed_route_runs_command_with_ecl_env(cli: Cli, project: Path) -> Non
     assert r.code == 0, r.err
     seen = json.loads(r.out)
     assert seen["ECL_ENVELOPE"] == str(envelope.resolve())
-    assert seen["ECL_PAYLOAD"] == str(payload.resolve())
+    assert seen["ECL_PAYLOAD_SOURCE"] == str(payload.resolve())
+    snapshot = Path(seen["ECL_PAYLOAD"])
+    assert snapshot != payload.resolve() and not snapshot.exists()  # removed after COMMAND
     assert seen["ECL_MESSAGE_ID"] == env["message_id"] and seen["ECL_THREAD_ID"] == env["thread_id"]
     assert seen["ECL_FROM"] == "atlas@1.4.2" and seen["ECL_TO"] == "vigil@1.9.0"
     events = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")
@@ -133,3 +135,15 @@ def test_warn_mode_route_says_what_it_lets_through(cli: Cli, project: Path) -> N
     r = cli("run", "--verify", envelope, "--", sys.executable, "-c", "print('ran')")
     assert r.code == 0 and "ran" in r.out
     assert "ecl verify [tamper]" in r.err
+
+
+def test_command_reads_a_read_only_snapshot_of_the_hashed_bytes(cli: Cli, project: Path) -> None:
+    payload, envelope, _ = emit_payload(cli, project)
+    show = (
+        "import os, stat; p = os.environ['ECL_PAYLOAD']; "
+        "print(oct(stat.S_IMODE(os.stat(p).st_mode))); print(open(p).read(), end='')"
+    )
+    r = cli("run", "--verify", envelope, "--verify-block", "--", sys.executable, "-c", show)
+    assert r.code == 0, r.err
+    mode, body = r.out.split("\n", 1)
+    assert mode == "0o400" and body == payload.read_text()

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eidolons.config import Limits
+    from eidolons.gates.orchestrator import GateOutcome
 
 HELP = "gate a route: verify the envelope, then run the receiver's dispatch command"
 
@@ -20,16 +25,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import subprocess
+    import tempfile
 
-    from eidolons.commands._common import error, print_json
-    from eidolons.commands.verify_incoming import _load_contracts
+    from eidolons.commands._common import error
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.envelope import SLUG_RE
     from eidolons.errors import UsageError
-    from eidolons.gates.orchestrator import run_gate, text_line
-    from eidolons.gates.receiver import verify_incoming
-    from eidolons.gates.route import RouteDecision
+    from eidolons.gates.orchestrator import run_gate
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -47,7 +49,33 @@ def run(args: argparse.Namespace) -> int:
         return error(str(exc))
     key = hmac_key()
     envelope = Path(args.verify)
-    decision = RouteDecision(run_gate(envelope, root=root, mode=mode, key=key, limits=limits))
+    with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700
+        snapshot = Path(private) / "payload"
+        with snapshot.open("wb") as sink:
+            outcome = run_gate(envelope, root=root, mode=mode, key=key, limits=limits, sink=sink)
+        return _route(args, command, receiver, root, key, limits, outcome, snapshot)
+
+
+def _route(
+    args: argparse.Namespace,
+    command: list[str],
+    receiver: str | None,
+    root: Path,
+    key: bytes | None,
+    limits: Limits,
+    outcome: GateOutcome,
+    snapshot: Path,
+) -> int:
+    import subprocess
+
+    from eidolons.commands._common import error, print_json
+    from eidolons.commands.verify_incoming import _load_contracts
+    from eidolons.gates.orchestrator import text_line
+    from eidolons.gates.receiver import verify_incoming
+    from eidolons.gates.route import RouteDecision
+
+    envelope = Path(args.verify)
+    decision = RouteDecision(outcome)
     if decision.outcome.exit_code == 0 and receiver is not None:
         decision.incoming = verify_incoming(
             envelope,
@@ -70,8 +98,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"eidolons run: route allowed: {decision.reason()}", file=sys.stderr)
         return 0
+    # COMMAND reads the bytes the gate hashed (a read-only snapshot), never the live file
+    hashed = decision.outcome.result.digest is not None
+    if hashed:
+        snapshot.chmod(0o400)
     try:
-        proc = subprocess.run(command, env=decision.command_env(), check=False)
+        proc = subprocess.run(
+            command, env=decision.command_env(snapshot if hashed else None), check=False
+        )
     except OSError as exc:
         return error(f"cannot run {command[0]!r}: {exc.strerror or exc}", 127)
     return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode

@@ -7,9 +7,14 @@ Rules:
 - The route is blocked when that gate does not exit 0: in block mode a tamper or any
   other blocking verdict; in every mode a missing, unreadable or malformed envelope
   (fail closed). With ``--as RECEIVER`` the receiver gate runs next, and a refusal blocks.
+- In block mode only a ``pass`` is routed (a placeholder digest, which the bare gate lets
+  through in block mode, is not dispatched).
 - A blocked route never runs COMMAND and exits 3. Otherwise COMMAND runs with
-  ``ECL_ENVELOPE``, ``ECL_PAYLOAD``, ``ECL_MESSAGE_ID``, ``ECL_THREAD_ID``, ``ECL_FROM``,
-  ``ECL_TO`` in its environment and the route exits with COMMAND's exit code.
+  ``ECL_ENVELOPE``, ``ECL_PAYLOAD``, ``ECL_PAYLOAD_SOURCE``, ``ECL_MESSAGE_ID``,
+  ``ECL_THREAD_ID``, ``ECL_FROM``, ``ECL_TO`` in its environment and the route exits with
+  COMMAND's exit code. ``ECL_PAYLOAD`` is a read-only snapshot of the exact bytes the gate
+  hashed, in a private temporary directory removed when COMMAND ends: a payload rewritten
+  after the check is never what COMMAND reads. ``ECL_PAYLOAD_SOURCE`` names the original.
 """
 
 from __future__ import annotations
@@ -32,10 +37,14 @@ class RouteDecision:
     def allowed(self) -> bool:
         if self.outcome.exit_code != 0:
             return False
+        if self.outcome.mode == "block" and not self.outcome.result:
+            return False  # block mode routes only a pass (a placeholder digest included)
         return self.incoming is None or bool(self.incoming)
 
     def reason(self) -> str:
-        if self.outcome.exit_code != 0:
+        if self.outcome.exit_code != 0 or (
+            self.outcome.mode == "block" and not self.outcome.result
+        ):
             r = self.outcome.result
             return f"orchestrator gate [{r.verdict}] {r.message}"
         if self.incoming is not None and not self.incoming:
@@ -48,17 +57,21 @@ class RouteDecision:
             else f"[{self.outcome.result.verdict}] (warn mode)"
         )
 
-    def command_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+    def command_env(
+        self, snapshot: Path | None = None, base: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """COMMAND's environment. ``ECL_PAYLOAD`` is ``snapshot`` (a read-only copy of the
+        bytes the gate hashed) when given; ``ECL_PAYLOAD_SOURCE`` is where they came from."""
         env = dict(os.environ if base is None else base)
         r = self.outcome.result
         e = r.envelope
-        payload = r.payload_path
-        if self.incoming is not None and self.incoming.payload_path is not None:
-            payload = self.incoming.payload_path
+        source = r.payload_path
+        payload = snapshot or source
         env.update(
             {
                 "ECL_ENVELOPE": str(Path(r.envelope_path).resolve()),
                 "ECL_PAYLOAD": str(Path(payload).resolve()) if payload else "",
+                "ECL_PAYLOAD_SOURCE": str(Path(source).resolve()) if source else "",
                 "ECL_MESSAGE_ID": (e.message_id if e else None) or "",
                 "ECL_THREAD_ID": (e.thread_id if e else None) or "",
                 "ECL_FROM": str(e.sender) if e else "",
