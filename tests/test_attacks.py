@@ -221,11 +221,6 @@ def test_envelope_rewritten_after_the_orchestrator_pass(cli: Cli, project: Path)
     assert r.code == 3, "the receiver accepts a hand-off from a sender nobody verified"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a size cap from the environment beyond what read() accepts crashes the gates "
-    "(OverflowError/MemoryError, exit 70) instead of a usage error",
-)
 @pytest.mark.parametrize(
     ("variable", "value", "command"),
     [
@@ -246,11 +241,6 @@ def test_oversized_cap_from_environment_crashes(
     no_crash(r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="emit --out PATH --force replaces any file, the thread trace included: the "
-    "append-only trace is rewritten and its history lost",
-)
 def test_emit_force_out_rewrites_the_trace(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     trace = trace_of(project, envelope_of(payload))
@@ -264,11 +254,6 @@ def test_emit_force_out_rewrites_the_trace(cli: Cli, project: Path) -> None:
     assert trace.read_bytes().startswith(history), "the trace was rewritten"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a project contract YAML whose scalar PyYAML cannot construct (bad date, int over "
-    "4300 digits) raises ValueError, not ContractError: exit 70 instead of a refusal",
-)
 @pytest.mark.parametrize("bad", ["notes: 2020-02-30", "x: 1"], ids=["bad-date", "huge-int"])
 def test_unconstructible_contract_scalar_crashes(cli: Cli, project: Path, bad: str) -> None:
     payload = verified(cli, project)
@@ -614,12 +599,15 @@ def test_no_reverify_never_prints_bytes_that_do_not_match_the_record(
 
 def test_huge_payload_cap_from_environment_is_harmless(cli: Cli, project: Path) -> None:
     """Reproduced on 090d28c (read(cap + 1) raised OverflowError, exit 70 with
-    --no-reverify); the payload is now always streamed."""
+    --no-reverify); a cap above 1 TiB is now a usage error, and nothing is handed over."""
     payload = verified(cli, project)
     env = clean_env(EIDOLONS_MAX_PAYLOAD_BYTES=str(10**20))
     for extra in ([], ["--no-reverify"]):
         r = receive(cli, payload, "--print-payload", *extra, env=env)
-        assert r.code == 0 and r.out == payload.read_text(), r.err
+        assert r.code == 2 and r.out == "" and "EIDOLONS_MAX_PAYLOAD_BYTES" in r.err, r.err
+    ok = clean_env(EIDOLONS_MAX_PAYLOAD_BYTES=str(2**40))
+    r = receive(cli, payload, "--print-payload", env=ok)
+    assert r.code == 0 and r.out == payload.read_text(), r.err
 
 
 def test_zero_envelope_cap_refuses_everything(cli: Cli, project: Path) -> None:

@@ -23,6 +23,9 @@ MiB = 1024 * 1024
 DEFAULT_MAX_ENVELOPE_BYTES = 1 * MiB
 DEFAULT_MAX_JSON_DEPTH = 32
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * MiB
+# the largest values the environment may set (a cap is a buffer size too)
+MAX_ENVELOPE_CAP = 64 * MiB
+MAX_PAYLOAD_CAP = 1024 * 1024 * MiB
 TRACE_DIR = Path(".eidolons") / ".trace"
 
 
@@ -61,15 +64,15 @@ class Limits:
         env = os.environ if env is None else env
         return cls(
             max_envelope_bytes=_int_env(
-                env, "EIDOLONS_MAX_ENVELOPE_BYTES", DEFAULT_MAX_ENVELOPE_BYTES
+                env, "EIDOLONS_MAX_ENVELOPE_BYTES", DEFAULT_MAX_ENVELOPE_BYTES, MAX_ENVELOPE_CAP
             ),
             max_payload_bytes=_int_env(
-                env, "EIDOLONS_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES
+                env, "EIDOLONS_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP
             ),
         )
 
 
-def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
+def _int_env(env: Mapping[str, str], name: str, default: int, maximum: int) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -77,8 +80,8 @@ def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise UsageError(f"{name}={raw!r} is not an integer") from None
-    if value < 0:
-        raise UsageError(f"{name}={raw!r} must be >= 0")
+    if not 0 <= value <= maximum:
+        raise UsageError(f"{name}={raw!r} must be between 0 and {maximum}")
     return value
 
 

@@ -323,6 +323,8 @@ def parse_contract_bytes(data: bytes, source: str) -> Contract:
         raise ContractError(source, _yaml_problem(exc)) from None
     except RecursionError:
         raise ContractError(source, "invalid YAML: nested too deeply") from None
+    except (ValueError, OverflowError, TypeError) as exc:  # a scalar PyYAML cannot build
+        raise ContractError(source, f"invalid YAML value: {exc}") from None
     if not isinstance(document, dict):
         found = "an empty document" if document is None else type(document).__name__
         raise ContractError(source, f"top level must be a mapping, found {found}")

@@ -240,6 +240,11 @@ def emit(
     if payload.name.endswith(ENVELOPE_SUFFIX):
         raise UsageError(f"{payload} is an envelope, not a payload")
     envelope_path = out or default_envelope_path(payload)
+    if not envelope_path.name.endswith(ENVELOPE_SUFFIX):
+        raise UsageError(f"--out {envelope_path} must be named *{ENVELOPE_SUFFIX}")
+    state = Path(os.path.realpath(root)) / ".eidolons"
+    if Path(os.path.realpath(envelope_path)).is_relative_to(state):
+        raise UsageError(f"{envelope_path} lies in {state}, the gates' own state (trace, memory)")
     if envelope_path.exists() and not force:
         raise UsageError(f"{envelope_path} exists; use --force to replace it")
     artifact_path = _artifact_path(payload, envelope_path, root)
