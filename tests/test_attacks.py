@@ -1,10 +1,9 @@
 """Attacks on the gates by someone who controls the envelope, the payload, the directory
 layout, the trace, contract overrides, the environment and the CLI arguments.
 
-Each confirmed finding is one test marked ``xfail(strict=True)``: it fails on the current
-code and will XPASS (and so fail the suite) once the hole is closed, at which point the
-marker must go. The other tests are attacks that are refused today, kept as regression
-tests. Every attack starts from a genuine hand-off that passes the gates.
+The first group are the findings of the adversarial review (each was a strict xfail until
+its hole was closed); the rest are attacks that were refused from the start. All are
+regression tests now. Every attack starts from a genuine hand-off that passes the gates.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ def verified(cli: Cli, project: Path) -> Path:
     return handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
 
 
-# ============================================================ confirmed findings (xfail)
+# ============================================================ review findings (fixed)
 
 
 @pytest.mark.parametrize("how", ["planted-envelope-copy", "artifact-path-repointed"])
@@ -290,11 +289,6 @@ def test_non_regular_trace_crashes_the_receiver(cli: Cli, project: Path, kind: s
     assert r.code == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a trace event holding a lone surrogate (\\ud800) crashes verify-incoming --json "
-    "(UnicodeEncodeError, exit 70) after the pass was recorded",
-)
 def test_lone_surrogate_in_trace_record_crashes_receiver_json(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     trace = trace_of(project, envelope_of(payload))
@@ -306,10 +300,6 @@ def test_lone_surrogate_in_trace_record_crashes_receiver_json(cli: Cli, project:
     assert r.code == 0 and r.json()["status"] == "pass"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trace show --json crashes (exit 70) on an event holding a lone surrogate",
-)
 def test_lone_surrogate_in_trace_crashes_trace_show(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     trace = trace_of(project, envelope_of(payload))
@@ -320,11 +310,6 @@ def test_lone_surrogate_in_trace_crashes_trace_show(cli: Cli, project: Path) -> 
     assert r.code == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--json output is written with ensure_ascii=False: with PYTHONIOENCODING=utf-8 a "
-    "non-UTF-8 envelope file name crashes verify-envelope (exit 70)",
-)
 def test_non_utf8_envelope_name_crashes_json_output(cli: Cli, project: Path) -> None:
     _, envelope, _ = emit_payload(cli, project)
     odd = envelope.with_name(os.fsdecode(b"\xff-report.envelope.json"))
@@ -335,11 +320,6 @@ def test_non_utf8_envelope_name_crashes_json_output(cli: Cli, project: Path) -> 
     assert r.code == 0 and r.json()["verdict"] == "pass"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="iter_reverse re-joins a growing tail for a line without newline: quadratic; a "
-    "sparse 128 MiB tail on the trace hangs the receiver gate for minutes",
-)
 def test_huge_line_in_trace_hangs_the_receiver(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     trace = trace_of(project, envelope_of(payload))
@@ -357,11 +337,6 @@ def test_huge_line_in_trace_hangs_the_receiver(cli: Cli, project: Path) -> None:
     assert proc.returncode in (0, 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attacker-controlled envelope strings (from.eidolon) reach the one-line verdicts "
-    "unescaped: a newline forges an 'ecl verify [pass]' / second REFUSE line",
-)
 @pytest.mark.parametrize("gate", ["verify-envelope", "verify-incoming"])
 def test_control_characters_forge_verdict_lines(cli: Cli, project: Path, gate: str) -> None:
     payload = verified(cli, project)

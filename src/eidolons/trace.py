@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 UNKNOWN_THREAD = "unknown"
+MAX_LINE_BYTES = 1024 * 1024  # a longer line is damage (our events are well under 4 KiB)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 TOOL = f"eidolons@{__version__}"
 
@@ -108,12 +109,18 @@ class TraceLine:
 
 
 def _decode(raw: bytes, lineno: int) -> TraceLine:
+    if len(raw) > MAX_LINE_BYTES:
+        return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         return TraceLine(lineno, None, f"not JSON ({exc.__class__.__name__})")
     if not isinstance(value, dict):
         return TraceLine(lineno, None, "not a JSON object")
+    try:  # a lone surrogate escape would crash whoever prints or re-encodes the event
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return TraceLine(lineno, None, "holds a lone surrogate escape")
     return TraceLine(lineno, value)
 
 
@@ -131,15 +138,24 @@ def _open_trace(path: Path) -> int:
 
 
 def read_events(path: Path) -> Iterator[TraceLine]:
-    """Every line of the trace, in order. A missing file yields nothing."""
+    """Every line of the trace, in order. A missing file yields nothing. A line longer than
+    :data:`MAX_LINE_BYTES` is reported as damaged without being held in memory."""
     try:
         fd = _open_trace(path)
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
         lineno = 0
-        for raw in fh:
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
             lineno += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
+                    raw = fh.readline(MAX_LINE_BYTES)
+                yield TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
+                continue
             if not raw.endswith(b"\n"):
                 yield TraceLine(lineno, None, "torn line (no newline at end of file)")
                 break
@@ -152,39 +168,58 @@ def iter_reverse(
 ) -> Iterator[TraceLine]:
     """The trace's lines from last to first, reading backwards in blocks. With
     ``contains``, lines whose raw bytes lack it are skipped without being decoded (and
-    are not reported even if damaged): a cheap filter for a search by id."""
+    are not reported even if damaged): a cheap filter for a search by id. The cost is
+    linear in the bytes read; a line longer than :data:`MAX_LINE_BYTES` is reported as
+    damaged and its bytes are not accumulated."""
     try:
         fd = _open_trace(path)
     except FileNotFoundError:
         return
     try:
         pos = os.fstat(fd).st_size
-        tail = b""
+        parts: list[bytes] = []  # pieces of the current (partial) line, last piece first
+        size = 0  # bytes in parts
+        overlong = False
+        at_end = True  # the current line is the file's last segment
         lineno = 0
-        first = True
+
+        def finish(first_piece: bytes) -> TraceLine | None:
+            nonlocal parts, size, overlong, at_end, lineno
+            raw = b"" if overlong else first_piece + b"".join(reversed(parts))
+            was_end, was_long = at_end, overlong
+            parts, size, overlong, at_end = [], 0, False, False
+            if was_end and not was_long and not raw:
+                return None  # the file ends with a newline
+            if not was_long and not raw.strip():
+                return None
+            lineno -= 1
+            if was_long:
+                return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
+            if was_end:
+                return TraceLine(lineno, None, "torn line (no newline at end of file)")
+            if contains is not None and contains not in raw:
+                return None
+            return _decode(raw, lineno)
+
         while pos > 0:
             step = min(block, pos)
             pos -= step
-            chunk = os.pread(fd, step, pos) + tail
-            lines = chunk.split(b"\n")
-            tail = lines[0]  # maybe incomplete: joined with the next block read
-            for raw in reversed(lines[1:]):
-                if first:
-                    first = False
-                    if raw:  # data after the last newline: a torn line
-                        lineno -= 1
-                        yield TraceLine(lineno, None, "torn line (no newline at end of file)")
-                    continue
-                if raw.strip():
-                    lineno -= 1
-                    if contains is None or contains in raw:
-                        yield _decode(raw, lineno)
-        if tail.strip():
-            lineno -= 1
-            if first:
-                yield TraceLine(lineno, None, "torn line (no newline at end of file)")
-            elif contains is None or contains in tail:
-                yield _decode(tail, lineno)
+            chunk = os.pread(fd, step, pos)
+            pieces = chunk.split(b"\n")
+            # pieces[-1] continues the line in parts; every newline in this chunk ends one
+            for piece in reversed(pieces[1:]):
+                line = finish(piece)
+                if line is not None:
+                    yield line
+            head = pieces[0]
+            if not overlong:
+                parts.append(head)
+                size += len(head)
+                if size > MAX_LINE_BYTES:
+                    overlong, parts, size = True, [], 0
+        line = finish(b"")
+        if line is not None:
+            yield line
     finally:
         os.close(fd)
 

@@ -25,5 +25,7 @@ def error(message: str, code: int = 2) -> int:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    # ASCII: untrusted strings (lone surrogates, file names that are not UTF-8) can never
+    # make the encoder fail, and stay valid JSON
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()

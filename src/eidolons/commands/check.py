@@ -94,6 +94,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from eidolons._text import printable
+
 if TYPE_CHECKING:
     from eidolons.conformance import GateResult
 
@@ -314,23 +316,6 @@ def _reconfigure(stream: TextIO) -> None:
         reconfigure(errors="backslashreplace")
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r"}
-
-
-def _printable(text: str) -> str:
-    """Control characters escaped, so untrusted text cannot start a line or move the
-    cursor."""
-    if text.isprintable():
-        return text
-    return "".join(_escape(c) for c in text)
-
-
-def _escape(c: str) -> str:
-    if c.isprintable():
-        return c
-    return _CONTROL.get(ord(c)) or f"\\u{ord(c):04x}"
-
-
 class _Report:
     def __init__(
         self,
@@ -383,11 +368,11 @@ class _Report:
 class _TextReport(_Report):
     def start(self) -> None:
         lines = ["ECL conformance check"]
-        lines += [f"Target:        {_printable(t)}" for t in self.targets]
+        lines += [f"Target:        {printable(t)}" for t in self.targets]
         lines += [
             f"Target ECL:    {self.version}",
             f"Envelopes:     {self.count}",
-            f"Contracts:     {_printable(', '.join(self.sources))}",
+            f"Contracts:     {printable(', '.join(self.sources))}",
             f"Level filter:  {self.level}",
             "----",
         ]
@@ -402,9 +387,9 @@ class _TextReport(_Report):
                 continue
             line = f"{_TAGS.get(r.status, '[?]    ')}{r.id} {r.level} {r.name}"
             if r.target:
-                line += f" <{_printable(os.path.basename(r.target))}>"
+                line += f" <{printable(os.path.basename(r.target))}>"
             if r.reason:
-                line += f" ({_printable(r.reason)})"
+                line += f" ({printable(r.reason)})"
             lines.append(line)
         if lines:
             self.out.write("\n".join(lines) + "\n")

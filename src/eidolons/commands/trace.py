@@ -18,6 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _format(event: dict[str, object], color: bool) -> str:
+    from eidolons._text import printable
+
     kind = str(event.get("event", "?"))
     flag = "  "
     if kind == "verify_fail":
@@ -36,7 +38,7 @@ def _format(event: dict[str, object], color: bool) -> str:
         parts.append(f"gate={event['gate']}")
     if kind == "verify_fail":
         parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
-    line = " ".join(parts)
+    line = printable(" ".join(parts))
     if color and kind == "verify_fail":
         line = f"\x1b[31m{line}\x1b[0m"
     return line

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eidolons._text import printable
 from eidolons.config import Limits
 from eidolons.errors import TraceWriteError
 from eidolons.trace import (
@@ -162,9 +163,9 @@ def text_line(outcome: GateOutcome, color: bool = False) -> str:
         who = f"{env.sender.eidolon} -> {env.recipient.eidolon} ({env.performative})"
     else:
         who = str(r.envelope_path)
-    line = f"ecl verify [{verdict}] {who}: {r.message}"
+    line = f"ecl verify [{verdict}] {printable(who)}: {printable(r.message)}"
     if outcome.blocked:
         line += " [blocked]"
     if outcome.trace_error:
-        line += f" (trace not written: {outcome.trace_error})"
+        line += f" (trace not written: {printable(outcome.trace_error)})"
     return line

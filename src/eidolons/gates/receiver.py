@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eidolons._text import printable
 from eidolons.config import Limits
 from eidolons.emit import default_envelope_path
 from eidolons.envelope import Envelope, parse_envelope
@@ -200,7 +201,8 @@ class IncomingResult:
         return self.envelope.sender.eidolon if self.envelope else "unknown"
 
     def refusal_line(self) -> str:
-        return f"[{self.receiver}-verify-incoming] REFUSE: {self.failure_code} from {self.sender}"
+        sender = printable(self.sender)
+        return f"[{self.receiver}-verify-incoming] REFUSE: {self.failure_code} from {sender}"
 
     def to_json(self) -> dict[str, Any]:
         env = self.envelope
