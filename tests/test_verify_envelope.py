@@ -339,3 +339,10 @@ def test_relative_envelope_path_and_cwd(cli: Cli, project: Path) -> None:
         cwd=project / "handoff",
     )
     assert r.code == 0, r.err
+
+
+def test_bad_option_is_reported_by_the_sub_command(cli: Cli, project: Path) -> None:
+    r = cli("verify-envelope", "x.envelope.json", "--bogus")
+    assert r.code == 2 and "usage: eidolons verify-envelope" in r.err and "--bogus" in r.err
+    r = cli("no-such-command")
+    assert r.code == 2 and "invalid choice" in r.err

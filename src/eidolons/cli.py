@@ -60,6 +60,7 @@ def _root_parser() -> _Parser:
 
 def build_parser(only: str | None = None) -> _Parser:
     parser = _root_parser()
+    parser.set_defaults(_parsers={})
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else [only]:
         module = _load(name)
@@ -68,6 +69,7 @@ def build_parser(only: str | None = None) -> _Parser:
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
+        parser.get_default("_parsers")[name] = p
     return parser
 
 
@@ -76,7 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     only = args_list[0] if args_list and args_list[0] in COMMANDS else None
     parser = build_parser(only)
     try:
-        args = parser.parse_args(args_list)
+        args, extra = parser.parse_known_args(args_list)
+        if extra:  # reported by the sub-command's own parser, with its own usage line
+            sub = args._parsers.get(getattr(args, "command", None), parser)
+            sub.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, or a usage error
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     run = getattr(args, "_run", None)
