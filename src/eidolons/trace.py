@@ -206,11 +206,18 @@ def iter_reverse(
             pos -= step
             chunk = os.pread(fd, step, pos)
             pieces = chunk.split(b"\n")
-            # pieces[-1] continues the line in parts; every newline in this chunk ends one
-            for piece in reversed(pieces[1:]):
-                line = finish(piece)
+            # pieces[-1] completes the line held in parts; pieces[1:-1] are whole lines
+            if len(pieces) > 1:
+                line = finish(pieces[-1])
                 if line is not None:
                     yield line
+                for raw in reversed(pieces[1:-1]):  # the hot loop: no call per line
+                    if not raw or (contains is not None and contains not in raw):
+                        lineno -= 1 if raw else 0
+                        continue
+                    if raw.strip():
+                        lineno -= 1
+                        yield _decode(raw, lineno)
             head = pieces[0]
             if not overlong:
                 parts.append(head)
