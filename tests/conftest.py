@@ -98,6 +98,34 @@ def trace_files(root: Path) -> list[Path]:
     return sorted((root / ".eidolons" / ".trace").glob("*.jsonl"))
 
 
+def emit_cmd(
+    payload: str | Path,
+    *extra: str | Path,
+    sender: str = "atlas",
+    to: str = "vigil",
+    performative: str = "INFORM",
+    kind: str = "scout-report",
+    objective: str = "o",
+) -> tuple[str | Path, ...]:
+    """The arguments of ``eidolons emit PAYLOAD`` with the five required options, then
+    ``extra``: ``cli(*emit_cmd(payload, "--hmac", sender="forge"), env=keyed)``."""
+    return (
+        "emit",
+        payload,
+        "--from",
+        sender,
+        "--to",
+        to,
+        "--performative",
+        performative,
+        "--kind",
+        kind,
+        "--objective",
+        objective,
+        *extra,
+    )
+
+
 def emit_payload(
     cli: Callable[..., Run],
     project: Path,
@@ -113,20 +141,16 @@ def emit_payload(
     payload.parent.mkdir(parents=True, exist_ok=True)
     payload.write_text(body, encoding="utf-8")
     r = cli(
-        "emit",
-        payload,
-        "--from",
-        sender,
-        "--to",
-        to,
-        "--performative",
-        performative,
-        "--kind",
-        kind,
-        "--objective",
-        "Hand the scout report over.",
-        "--json",
-        *extra,
+        *emit_cmd(
+            payload,
+            "--json",
+            *extra,
+            sender=sender,
+            to=to,
+            performative=performative,
+            kind=kind,
+            objective="Hand the scout report over.",
+        )
     )
     assert r.code == 0, r.err
     doc = r.json()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Run, emit_payload
+from tests.conftest import Run, emit_cmd, emit_payload
 
 Cli = Callable[..., Run]
 BODY = "# Report\n\n## Findings\n- the cache write at install.sh:42 races — see §3\n" * 20
@@ -224,23 +224,7 @@ def test_envelope_outside_project_boundary_is_its_directory(
     outside = tmp_path / "drop"
     outside.mkdir()
     (outside / "r.md").write_text(BODY)
-    r = cli(
-        "emit",
-        outside / "r.md",
-        "--root",
-        outside,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-        "--no-trace",
-    )
+    r = cli(*emit_cmd(outside / "r.md", "--root", outside, "--no-trace", kind="k"))
     assert r.code == 0, r.err
     env = outside / "r.envelope.json"
     assert cli("verify-envelope", env, "--block", "--no-trace").code == 0

@@ -23,7 +23,7 @@ import pytest
 
 from eidolons.contract import ContractSet
 from eidolons.gates import receiver as receiver_gate
-from tests.conftest import Run, clean_env, emit_payload, read_trace, run_cli
+from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, run_cli
 from tests.test_receiver import handoff, incoming
 
 Cli = Callable[..., Run]
@@ -177,9 +177,11 @@ def test_hmac_downgrade_on_a_high_trust_edge(cli: Cli, project: Path, trust: str
     payload.parent.mkdir()
     payload.write_text("# Change summary\n\nRenamed one helper.\n")
     r = cli(
-        "emit", payload, "--hmac", "--trust-level", "high", "--ise", json.dumps(ISE),
-        "--from", "apivr@1.0.0", "--to", "vigil@2.0.0", "--performative", "PROPOSE",
-        "--kind", "change-summary", "--objective", "Review the change.",
+        *emit_cmd(
+            payload, "--hmac", "--trust-level", "high", "--ise", json.dumps(ISE),
+            sender="apivr@1.0.0", to="vigil@2.0.0", performative="PROPOSE",
+            kind="change-summary", objective="Review the change.",
+        ),
         env=keyed,
     )  # fmt: skip
     assert r.code == 0, r.err
@@ -246,10 +248,7 @@ def test_emit_force_out_rewrites_the_trace(cli: Cli, project: Path) -> None:
     history = trace.read_bytes()
     other = project / "other.md"
     other.write_text("# other\n")
-    cli(
-        "emit", other, "--from", "atlas", "--to", "vigil", "--performative", "INFORM",
-        "--kind", "scout-report", "--objective", "o", "--out", trace, "--force",
-    )  # fmt: skip
+    cli(*emit_cmd(other, "--out", trace, "--force"))
     assert trace.read_bytes().startswith(history), "the trace was rewritten"
 
 
@@ -463,10 +462,7 @@ def test_pass_smuggled_inside_a_string_is_not_evidence(cli: Cli, project: Path) 
     string of another event matches the filter but is never decoded as an event."""
     payload = project / "p.md"
     payload.write_bytes(EVIL)
-    r = cli(
-        "emit", payload, "--from", "atlas", "--to", "vigil", "--performative", "INFORM",
-        "--kind", "scout-report", "--objective", "o",
-    )  # fmt: skip
+    r = cli(*emit_cmd(payload))
     assert r.code == 0
     envelope = envelope_of(payload)
     doc = load(envelope)
@@ -501,10 +497,7 @@ def test_hmac_without_the_right_key_is_refused(cli: Cli, project: Path, key: str
     payload = project / "h.md"
     payload.write_text("# Report\n\n## Decision target\nx\n")
     keyed = clean_env(ECL_HMAC_KEY="right-key")
-    r = cli(
-        "emit", payload, "--hmac", "--from", "atlas", "--to", "vigil",
-        "--performative", "INFORM", "--kind", "scout-report", "--objective", "o", env=keyed,
-    )  # fmt: skip
+    r = cli(*emit_cmd(payload, "--hmac"), env=keyed)
     assert r.code == 0, r.err
     envelope = envelope_of(payload)
     assert cli("run", "--verify", envelope, "--verify-block", env=keyed).code == 0
@@ -520,10 +513,7 @@ def test_hmac_envelope_relabelled_sha256_is_refused(cli: Cli, project: Path) -> 
     payload = project / "h.md"
     payload.write_text("# r\n")
     keyed = clean_env(ECL_HMAC_KEY="right-key")
-    r = cli(
-        "emit", payload, "--hmac", "--from", "atlas", "--to", "vigil",
-        "--performative", "INFORM", "--kind", "scout-report", "--objective", "o", env=keyed,
-    )  # fmt: skip
+    r = cli(*emit_cmd(payload, "--hmac"), env=keyed)
     assert r.code == 0
     envelope = envelope_of(payload)
     doc = load(envelope)

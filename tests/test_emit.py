@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.emit import default_envelope_path, uuid7
-from tests.conftest import Run, clean_env, emit_payload, read_trace
+from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace
 
 Cli = Callable[..., Run]
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -83,19 +83,7 @@ def test_emitted_envelope_passes_gate_and_validates(cli: Cli, project: Path, ver
 def test_defaults_thread_is_message_and_host_model_from_env(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("x")
     r = cli(
-        "emit",
-        "p.md",
-        "--from",
-        "atlas@1.4.2",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-        "--json",
+        *emit_cmd("p.md", "--json", sender="atlas@1.4.2"),
         env=clean_env(ECL_HOST="claude-code", ECL_MODEL="m-1"),
     )
     doc = r.json()["envelope"]
@@ -112,20 +100,7 @@ def test_defaults_thread_is_message_and_host_model_from_env(cli: Cli, project: P
 def test_refuses_to_overwrite_without_force(cli: Cli, project: Path) -> None:
     _, envelope, first = emit_payload(cli, project, "r.md", "one")
     (project / "r.md").write_text("two")
-    args = (
-        "emit",
-        "r.md",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-    )
+    args = emit_cmd("r.md", kind="k")
     r = cli(*args)
     assert r.code == 2 and "--force" in r.err
     assert json.loads(envelope.read_text()) == first
@@ -137,23 +112,7 @@ def test_refuses_to_overwrite_without_force(cli: Cli, project: Path) -> None:
 def test_out_option_and_artifact_path_relative_to_root(cli: Cli, project: Path) -> None:
     (project / "data").mkdir()
     (project / "data" / "p.md").write_text("x")
-    r = cli(
-        "emit",
-        "data/p.md",
-        "--out",
-        "envs/p.envelope.json",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-        "--json",
-    )
+    r = cli(*emit_cmd("data/p.md", "--out", "envs/p.envelope.json", "--json", kind="k"))
     assert r.code == 0, r.err
     assert r.json()["envelope"]["artifact"]["path"] == "data/p.md"
     assert cli("verify-envelope", project / "envs/p.envelope.json", "--block").code == 0
@@ -194,22 +153,10 @@ def test_bad_arguments_are_usage_errors(
 def test_missing_payload_and_fifo(cli: Cli, project: Path) -> None:
     import os
 
-    args = (
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-    )
-    r = cli("emit", "nope.md", *args)
+    r = cli(*emit_cmd("nope.md", kind="k"))
     assert r.code == 1 and "No such file" in r.err
     os.mkfifo(project / "f.md")
-    r = cli("emit", "f.md", *args)
+    r = cli(*emit_cmd("f.md", kind="k"))
     assert r.code == 1 and "not a regular file" in r.err
 
 
@@ -217,46 +164,14 @@ def test_payload_outside_root_and_envelope_dir_is_refused(
     cli: Cli, project: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "o.md").write_text("x")
-    r = cli(
-        "emit",
-        tmp_path / "o.md",
-        "--out",
-        "e.envelope.json",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-    )
+    r = cli(*emit_cmd(tmp_path / "o.md", "--out", "e.envelope.json", kind="k"))
     assert r.code == 2 and "could not resolve" in r.err
 
 
 def test_trace_failure_writes_nothing(cli: Cli, project: Path) -> None:
     (project / ".eidolons/.trace").mkdir(parents=True)
     (project / "p.md").write_text("x")
-    r = cli(
-        "emit",
-        "p.md",
-        "--thread",
-        "t1",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-        "--trace",
-        project / ".eidolons/.trace",
-    )
+    r = cli(*emit_cmd("p.md", "--thread", "t1", "--trace", project / ".eidolons/.trace", kind="k"))
     assert r.code == 1 and "trace" in r.err
     assert not (project / "p.envelope.json").exists()
 
@@ -272,22 +187,7 @@ def test_demo_runs(tmp_path: Path) -> None:
 
 def test_high_trust_at_21_needs_hmac_and_ise(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("# p\n")
-    base = (
-        "emit",
-        "p.md",
-        "--from",
-        "atlas",
-        "--to",
-        "spectra",
-        "--performative",
-        "PROPOSE",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-        "--trust-level",
-        "high",
-    )
+    base = emit_cmd("p.md", "--trust-level", "high", to="spectra", performative="PROPOSE")
     r = cli(*base)
     assert r.code == 2 and "I-5" in r.err and "--hmac" in r.err
     keyed = clean_env(ECL_HMAC_KEY="k" * 32)
@@ -309,68 +209,29 @@ def test_high_trust_at_21_needs_hmac_and_ise(cli: Cli, project: Path) -> None:
     assert r.code == 0, r.out  # conformant: contract defaults filled edge_origin and budget
     # at 2.0 high trust with sha256 is only a SHOULD: allowed
     (project / "q.md").write_text("# q\n")
-    assert (
-        cli(
-            "emit",
+    r = cli(
+        *emit_cmd(
             "q.md",
-            "--from",
-            "atlas",
-            "--to",
-            "spectra",
-            "--performative",
-            "PROPOSE",
-            "--kind",
-            "scout-report",
-            "--objective",
-            "o",
             "--trust-level",
             "high",
             "--envelope-version",
             "2.0",
-        ).code
-        == 0
+            to="spectra",
+            performative="PROPOSE",
+        )
     )
+    assert r.code == 0
 
 
 def test_contract_defaults_and_file_mode(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("# p\n")
-    r = cli(
-        "emit",
-        "p.md",
-        "--from",
-        "forge",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "reasoning-report",
-        "--objective",
-        "o",
-        "--json",
-    )
+    r = cli(*emit_cmd("p.md", "--json", sender="forge", kind="reasoning-report"))
     doc = r.json()["envelope"]
     assert doc["edge_origin"] == "roster" and doc["context_delta"]["token_budget"] == 3000
     mask = os.umask(0o022)
     os.umask(mask)
     assert (project / "p.envelope.json").stat().st_mode & 0o777 == 0o666 & ~mask  # not 0600
     (project / "q.md").write_text("# q\n")
-    r = cli(
-        "emit",
-        "q.md",
-        "--from",
-        "ramza",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "spec",
-        "--objective",
-        "o",
-        "--json",
-        "--token-budget",
-        "10",
-    )
+    r = cli(*emit_cmd("q.md", "--json", "--token-budget", "10", sender="ramza", kind="spec"))
     doc = r.json()["envelope"]
     assert "edge_origin" not in doc and doc["context_delta"]["token_budget"] == 10

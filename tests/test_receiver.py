@@ -15,7 +15,7 @@ import pytest
 
 from eidolons.contract import ContractSet
 from eidolons.envelope import PERFORMATIVES
-from tests.conftest import Run, clean_env, read_trace
+from tests.conftest import Run, clean_env, emit_cmd, read_trace
 
 Cli = Callable[..., Run]
 
@@ -51,6 +51,13 @@ TABLE_B: dict[str, dict[str, tuple[set[str], set[str]]]] = {
     },
 }
 KEYED = clean_env(ECL_HMAC_KEY="receiver-tests-hmac-key-of-32-bytes")
+# the orchestrator's mission hand-off, as emit_cmd keywords
+MISSION = {
+    "sender": "orchestrator",
+    "to": "gilgamesh",
+    "performative": "DELEGATE",
+    "kind": "mission-contract",
+}
 UNDECLARED = {
     "vigil": ["ramza", "orchestrator", "no-such-eidolon"],
     "gilgamesh": ["atlas", "vigil", "apivr"],
@@ -89,23 +96,19 @@ def handoff(
     payload.parent.mkdir(parents=True, exist_ok=True)
     payload.write_text(body if body is not None else markdown_for(sender, receiver, kind))
     r = cli(
-        "emit",
-        payload,
-        "--from",
-        f"{sender}@1.0.0",
-        "--to",
-        f"{receiver}@2.0.0",
-        "--performative",
-        performative,
-        "--kind",
-        kind,
-        "--objective",
-        "Hand it over.",
-        "--tokens-used",
-        "100",
-        "--token-budget",
-        "3000",
-        *extra,
+        *emit_cmd(
+            payload,
+            "--tokens-used",
+            "100",
+            "--token-budget",
+            "3000",
+            *extra,
+            sender=f"{sender}@1.0.0",
+            to=f"{receiver}@2.0.0",
+            performative=performative,
+            kind=kind,
+            objective="Hand it over.",
+        ),
         env=KEYED,
     )
     assert r.code == 0, r.err
@@ -232,20 +235,7 @@ def test_integrity_mismatch_tampered_after_verification(cli: Cli, project: Path)
 def test_integrity_mismatch_verify_fail_on_record(cli: Cli, project: Path) -> None:
     payload = project / "p.md"
     payload.write_text("# r\n")
-    cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-    )
+    cli(*emit_cmd(payload))
     payload.write_text("# tampered\n")
     assert cli("run", "--verify", "p.envelope.json", "--verify-block").code == 3
     payload.write_text("# r\n")  # restored bytes: the record still says fail
@@ -257,20 +247,7 @@ def test_integrity_mismatch_verify_fail_on_record(cli: Cli, project: Path) -> No
 def test_unverified_when_no_pass_on_record(cli: Cli, project: Path) -> None:
     payload = project / "p.md"
     payload.write_text("# r\n")
-    cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-    )
+    cli(*emit_cmd(payload))
     assert_refused(
         incoming(cli, payload, "vigil"), project, payload, "vigil", "UNVERIFIED", "atlas"
     )
@@ -281,20 +258,7 @@ def test_unverified_placeholder_even_after_block_mode_let_it_through(
 ) -> None:
     payload = project / "p.md"
     payload.write_text("# r\n")
-    cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-    )
+    cli(*emit_cmd(payload))
     env_path = project / "p.envelope.json"
     doc = json.loads(env_path.read_text())
     doc["integrity"]["value"] = "PARENT_FILLS_SHA256"
@@ -346,22 +310,15 @@ def test_context_over_budget_contract_max(cli: Cli, project: Path) -> None:
     payload = project / "r.md"
     payload.write_text(markdown_for("forge", "vigil", "reasoning-report"))
     cli(
-        "emit",
-        payload,
-        "--from",
-        "forge",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "reasoning-report",
-        "--objective",
-        "o",
-        "--tokens-used",
-        "3500",
-        "--token-budget",
-        "4000",
+        *emit_cmd(
+            payload,
+            "--tokens-used",
+            "3500",
+            "--token-budget",
+            "4000",
+            sender="forge",
+            kind="reasoning-report",
+        )
     )
     assert cli("run", "--verify", "r.envelope.json", "--verify-block").code == 0
     assert_refused(
@@ -421,20 +378,7 @@ def test_forged_verify_pass_for_tampered_payload_is_caught_by_reverify(
 ) -> None:
     payload = project / "p.md"
     payload.write_text("# honest\n")
-    cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-    )
+    cli(*emit_cmd(payload))
     env = json.loads((project / "p.envelope.json").read_text())
     payload.write_text("# malicious\n")
     forged = {
@@ -482,20 +426,7 @@ def test_old_pass_reused_by_a_swapped_envelope_with_same_message_id(
 def test_receiver_own_pass_is_not_integrity_evidence(cli: Cli, project: Path) -> None:
     payload = project / "p.md"
     payload.write_text("# r\n")
-    cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-    )
+    cli(*emit_cmd(payload))
     env = json.loads((project / "p.envelope.json").read_text())
     trace = project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl"
     for gate in ("receiver", None):
@@ -547,22 +478,7 @@ def test_non_ecl_artefact_is_skipped_silently(cli: Cli, project: Path) -> None:
 def test_appended_envelope_name_is_accepted(cli: Cli, project: Path) -> None:
     payload = project / "r.md"
     payload.write_text(markdown_for("atlas", "vigil", "scout-report"))
-    cli(
-        "emit",
-        payload,
-        "--out",
-        "r.md.envelope.json",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-    )
+    cli(*emit_cmd(payload, "--out", "r.md.envelope.json"))
     assert cli("run", "--verify", "r.md.envelope.json", "--verify-block").code == 0
     assert incoming(cli, payload, "vigil").code == 0
 
@@ -609,22 +525,7 @@ def test_hmac_handoff_end_to_end(cli: Cli, project: Path) -> None:
     keyed = clean_env(ECL_HMAC_KEY="secret-key-of-32-bytes-or-more!!")
     payload = project / "m.md"
     payload.write_text("# mission\n")
-    r = cli(
-        "emit",
-        payload,
-        "--from",
-        "orchestrator",
-        "--to",
-        "gilgamesh",
-        "--performative",
-        "DELEGATE",
-        "--kind",
-        "mission-contract",
-        "--objective",
-        "o",
-        "--hmac",
-        env=keyed,
-    )
+    r = cli(*emit_cmd(payload, "--hmac", **MISSION), env=keyed)
     assert r.code == 0, r.err
     assert cli("run", "--verify", "m.envelope.json", "--verify-block", env=keyed).code == 0
     assert cli("verify-incoming", payload, "--as", "gilgamesh", env=keyed).code == 0
@@ -665,22 +566,7 @@ def test_high_trust_edge_cannot_be_downgraded_by_the_envelope(cli: Cli, project:
     payload = project / "r.md"
     payload.write_text(markdown_for("apivr", "vigil", "change-summary"))
     for trust in ([], ["--trust-level", "standard"]):
-        r = cli(
-            "emit",
-            payload,
-            "--from",
-            "apivr",
-            "--to",
-            "vigil",
-            "--performative",
-            "INFORM",
-            "--kind",
-            "change-summary",
-            "--objective",
-            "o",
-            "--force",
-            *trust,
-        )
+        r = cli(*emit_cmd(payload, "--force", *trust, sender="apivr", kind="change-summary"))
         assert r.code == 0, r.err
         assert cli("run", "--verify", "r.envelope.json", "--verify-block").code == 0
         assert incoming(cli, payload, "vigil").err == refusal("vigil", "UNVERIFIED", "apivr")

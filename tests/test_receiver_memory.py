@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Run, clean_env
+from tests.conftest import Run, clean_env, emit_cmd
 from tests.test_receiver import handoff, markdown_for
 
 Cli = Callable[..., Run]
@@ -23,20 +23,7 @@ Scenario = Callable[[Cli, Path], tuple[Path, str]]
 def _emit_only(cli: Cli, project: Path, body: str = "# r\n") -> Path:
     payload = project / "p.md"
     payload.write_text(body)
-    r = cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "install.sh race report",
-    )
+    r = cli(*emit_cmd(payload, objective="install.sh race report"))
     assert r.code == 0, r.err
     return payload
 

@@ -16,9 +16,16 @@ DUMP_ENV = (
 )
 
 
+def run_python(
+    cli: Cli, envelope: Path, *options: str, code: str, env: dict[str, str] | None = None
+) -> Run:
+    """``eidolons run --verify ENVELOPE [OPTIONS] -- python -c CODE``."""
+    return cli("run", "--verify", envelope, *options, "--", sys.executable, "-c", code, env=env)
+
+
 def test_allowed_route_runs_command_with_ecl_env(cli: Cli, project: Path) -> None:
     payload, envelope, env = emit_payload(cli, project)
-    r = cli("run", "--verify", envelope, "--verify-block", "--", sys.executable, "-c", DUMP_ENV)
+    r = run_python(cli, envelope, "--verify-block", code=DUMP_ENV)
     assert r.code == 0, r.err
     seen = json.loads(r.out)
     assert seen["ECL_ENVELOPE"] == str(envelope.resolve())
@@ -33,16 +40,7 @@ def test_allowed_route_runs_command_with_ecl_env(cli: Cli, project: Path) -> Non
 
 def test_exit_code_is_the_commands(cli: Cli, project: Path) -> None:
     _, envelope, _ = emit_payload(cli, project)
-    r = cli(
-        "run",
-        "--verify",
-        envelope,
-        "--verify-block",
-        "--",
-        sys.executable,
-        "-c",
-        "raise SystemExit(7)",
-    )
+    r = run_python(cli, envelope, "--verify-block", code="raise SystemExit(7)")
     assert r.code == 7
 
 
@@ -50,16 +48,7 @@ def test_blocked_route_never_runs_command(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
     marker = project / "ran"
-    r = cli(
-        "run",
-        "--verify",
-        envelope,
-        "--verify-block",
-        "--",
-        sys.executable,
-        "-c",
-        f"open({str(marker)!r}, 'w').write('x')",
-    )
+    r = run_python(cli, envelope, "--verify-block", code=f"open({str(marker)!r}, 'w').write('x')")
     assert r.code == 3 and "blocked" in r.err
     assert not marker.exists()
 
@@ -67,27 +56,18 @@ def test_blocked_route_never_runs_command(cli: Cli, project: Path) -> None:
 def test_block_mode_from_environment(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
-    r = cli(
-        "run",
-        "--verify",
-        envelope,
-        "--",
-        sys.executable,
-        "-c",
-        "print('ran')",
-        env=clean_env(EIDOLONS_ECL_VERIFY_MODE="block"),
+    r = run_python(
+        cli, envelope, code="print('ran')", env=clean_env(EIDOLONS_ECL_VERIFY_MODE="block")
     )
     assert r.code == 3 and "ran" not in r.out
-    r = cli("run", "--verify", envelope, "--", sys.executable, "-c", "print('ran')")
+    r = run_python(cli, envelope, code="print('ran')")
     assert r.code == 0 and "ran" in r.out  # warn mode: the gate warns, the route proceeds
 
 
 def test_as_receiver_blocks_even_in_warn_mode(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
-    r = cli(
-        "run", "--verify", envelope, "--as", "vigil", "--", sys.executable, "-c", "print('ran')"
-    )
+    r = run_python(cli, envelope, "--as", "vigil", code="print('ran')")
     assert r.code == 3 and "ran" not in r.out
     assert "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas" in r.err
 
@@ -132,7 +112,7 @@ def test_unrunnable_command(cli: Cli, project: Path) -> None:
 def test_warn_mode_route_says_what_it_lets_through(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
-    r = cli("run", "--verify", envelope, "--", sys.executable, "-c", "print('ran')")
+    r = run_python(cli, envelope, code="print('ran')")
     assert r.code == 0 and "ran" in r.out
     assert "ecl verify [tamper]" in r.err
 
@@ -143,7 +123,7 @@ def test_command_reads_a_read_only_snapshot_of_the_hashed_bytes(cli: Cli, projec
         "import os, stat; p = os.environ['ECL_PAYLOAD']; "
         "print(oct(stat.S_IMODE(os.stat(p).st_mode))); print(open(p).read(), end='')"
     )
-    r = cli("run", "--verify", envelope, "--verify-block", "--", sys.executable, "-c", show)
+    r = run_python(cli, envelope, "--verify-block", code=show)
     assert r.code == 0, r.err
     mode, body = r.out.split("\n", 1)
     assert mode == "0o400" and body == payload.read_text()

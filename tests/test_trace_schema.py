@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eidolons.schemas import validation_errors
-from tests.conftest import Run, clean_env, read_trace
-from tests.test_receiver import handoff
+from tests.conftest import Run, clean_env, emit_cmd, read_trace
+from tests.test_receiver import MISSION, handoff
 
 Cli = Callable[..., Run]
 
@@ -27,25 +27,7 @@ def test_all_event_kinds_validate(cli: Cli, project: Path) -> None:
     assert cli("verify-incoming", project / "bad.md", "--as", "vigil").code == 3
     keyed = clean_env(ECL_HMAC_KEY="k" * 32)
     (project / "h.md").write_text("# h\n")
-    assert (
-        cli(
-            "emit",
-            "h.md",
-            "--from",
-            "orchestrator",
-            "--to",
-            "gilgamesh",
-            "--performative",
-            "DELEGATE",
-            "--kind",
-            "mission-contract",
-            "--objective",
-            "o",
-            "--hmac",
-            env=keyed,
-        ).code
-        == 0
-    )
+    assert cli(*emit_cmd("h.md", "--hmac", **MISSION), env=keyed).code == 0
     assert cli("verify-envelope", "h.envelope.json", "--block").code == 3  # no_key
     events = [
         e for f in sorted((project / ".eidolons/.trace").glob("*.jsonl")) for e in read_trace(f)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Run, clean_env, emit_payload, read_trace, trace_files
+from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, trace_files
 
 Cli = Callable[..., Run]
 
@@ -175,23 +175,7 @@ def test_hmac_pass_no_key_and_wrong_key(cli: Cli, project: Path) -> None:
     keyed = clean_env(ECL_HMAC_KEY="k" * 32)
     payload = project / "h.md"
     payload.write_text("hmac payload\n")
-    r = cli(
-        "emit",
-        payload,
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "scout-report",
-        "--objective",
-        "o",
-        "--hmac",
-        "--json",
-        env=keyed,
-    )
+    r = cli(*emit_cmd(payload, "--hmac", "--json"), env=keyed)
     assert r.code == 0, r.err
     env = r.json()["envelope"]
     assert env["integrity"]["method"] == "hmac-sha256"
@@ -206,21 +190,7 @@ def test_hmac_pass_no_key_and_wrong_key(cli: Cli, project: Path) -> None:
 
 def test_emit_hmac_without_key_is_an_error(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("x")
-    r = cli(
-        "emit",
-        "p.md",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-        "--hmac",
-    )
+    r = cli(*emit_cmd("p.md", "--hmac", kind="k"))
     assert r.code == 2 and "ECL_HMAC_KEY" in r.err
 
 
@@ -288,22 +258,7 @@ def test_root_discovery(tmp_path: Path) -> None:
     sub = root / "deep" / "er"
     sub.mkdir(parents=True)
     (sub / "p.md").write_text("x")
-    r = run_cli(
-        "emit",
-        "p.md",
-        "--from",
-        "atlas",
-        "--to",
-        "vigil",
-        "--performative",
-        "INFORM",
-        "--kind",
-        "k",
-        "--objective",
-        "o",
-        "--json",
-        cwd=sub,
-    )
+    r = run_cli(*emit_cmd("p.md", "--json", kind="k"), cwd=sub)
     assert r.code == 0, r.err
     assert Path(r.json()["trace"]).is_relative_to(root / ".eidolons" / ".trace")
     other = tmp_path / "elsewhere"

@@ -32,26 +32,23 @@ def test_index_records_every_yaml_file_and_its_sha256() -> None:
     assert files == on_disk
 
 
-def test_an_edited_yaml_file_makes_the_index_stale(tmp_path: Path) -> None:
+def edited_copy(tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of the shipped contracts with ``old`` replaced by ``new`` in forge-to-gilgamesh."""
     copy = tmp_path / "contracts"
     shutil.copytree(SHIPPED_DIR, copy)
     path = copy / "forge-to-gilgamesh.yaml"
-    path.write_text(
-        path.read_text(encoding="utf-8").replace("  - INFORM\n", "  - INFORM\n  - DELEGATE\n"),
-        encoding="utf-8",
-    )
+    path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    return copy
+
+
+def test_an_edited_yaml_file_makes_the_index_stale(tmp_path: Path) -> None:
+    copy = edited_copy(tmp_path, "  - INFORM\n", "  - INFORM\n  - DELEGATE\n")
     build = load_script("build_contracts")
     assert build.build_index(copy) != INDEX.read_text(encoding="utf-8")
 
 
 def test_a_non_canonical_yaml_file_is_refused_by_the_build(tmp_path: Path) -> None:
-    copy = tmp_path / "contracts"
-    shutil.copytree(SHIPPED_DIR, copy)
-    path = copy / "forge-to-gilgamesh.yaml"
-    path.write_text(
-        path.read_text(encoding="utf-8").replace("    evidence_anchor_required: false\n", ""),
-        encoding="utf-8",
-    )
+    copy = edited_copy(tmp_path, "    evidence_anchor_required: false\n", "")
     build = load_script("build_contracts")
     with pytest.raises(SystemExit, match="canonical"):
         build.build_index(copy)
