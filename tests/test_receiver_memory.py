@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from eidolons.gates.receiver import REFUSAL_CODES
 from tests.conftest import Run, clean_env, emit_cmd
 from tests.test_receiver import handoff, markdown_for
 
@@ -96,6 +97,10 @@ def crystals(cli: Cli) -> int:
     r = cli("memory", "stats", "--json")
     assert r.code in (0, 4), r.err
     return int(r.json().get("crystals", 0))
+
+
+def test_every_refusal_code_has_a_scenario() -> None:
+    assert set(SCENARIOS) == set(REFUSAL_CODES)
 
 
 @pytest.mark.parametrize("code", sorted(SCENARIOS))

@@ -55,7 +55,9 @@ class Limits:
         )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limits) and repr(self) == repr(other)
+        return isinstance(other, Limits) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -110,9 +112,8 @@ def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
     """``ECL_HMAC_KEY`` as raw bytes, or None when unset or empty."""
     env = os.environ if env is None else env
     raw = env.get("ECL_HMAC_KEY")
-    if not raw:
-        return None
-    return os.fsencode(raw) if env is os.environ else raw.encode("utf-8")
+    # fsencode gives back the exact bytes of the environment (surrogateescape)
+    return os.fsencode(raw) if raw else None
 
 
 VERIFY_MODES = ("warn", "block")

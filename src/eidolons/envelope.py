@@ -48,7 +48,6 @@ PERFORMATIVES: frozenset[str] = frozenset(
         "REFUSE",
     }
 )
-INTEGRITY_METHODS: frozenset[str] = frozenset({"sha256", "hmac-sha256"})
 REQUIRED_FIELDS: tuple[str, ...] = (
     "envelope_version",
     "message_id",
@@ -88,7 +87,6 @@ HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 EXTENSION_RE = re.compile(r"^x_[a-z][a-z0-9_]*$")
 RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 HANDLE_RE = re.compile(r"^ecl://thread/[0-9a-f-]{36}/message/[0-9a-f-]{36}$")
-UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 # --------------------------------------------------------------------------- strict JSON
@@ -328,20 +326,6 @@ class Envelope:
     def context_delta(self) -> Mapping[str, Any] | None:
         value = self.data.get("context_delta")
         return value if isinstance(value, dict) else None
-
-    @property
-    def trace_tier(self) -> str | None:
-        trace = self.data.get("trace")
-        if isinstance(trace, dict) and isinstance(trace.get("tier"), str):
-            return trace["tier"]  # type: ignore[no-any-return]
-        return None
-
-    @property
-    def trace_model(self) -> str | None:
-        trace = self.data.get("trace")
-        if isinstance(trace, dict) and isinstance(trace.get("model"), str):
-            return trace["model"]  # type: ignore[no-any-return]
-        return None
 
     @property
     def is_v2(self) -> bool:

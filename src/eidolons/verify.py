@@ -19,7 +19,6 @@ file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from eidolons.config import Limits
@@ -228,10 +227,3 @@ def verify_parsed(
     result.actual = digest.value
     result.verdict, result.message = judge_digest(env, digest)
     return result
-
-
-def display_path(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)

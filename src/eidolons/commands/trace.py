@@ -61,11 +61,9 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             return error(f"no trace at {path}", 1)
         events = []
-        damaged = 0
         color = use_color(sys.stdout)
         for line in read_events(path):
             if line.event is None:
-                damaged += 1
                 print(
                     f"eidolons: {path}:{line.lineno}: damaged line skipped: {line.error}",
                     file=sys.stderr,
