@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.emit import default_envelope_path, uuid7
+from eidolons.emit import uuid7
+from eidolons.payload import default_envelope_path
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace
 
 Cli = Callable[..., Run]

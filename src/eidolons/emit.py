@@ -42,7 +42,13 @@ from eidolons.envelope import (
 )
 from eidolons.errors import InputError, UsageError
 from eidolons.integrity import Digest, PayloadTooLarge, digest_stream
-from eidolons.payload import ENVELOPE_SUFFIX, PayloadError, PayloadLocation, open_payload
+from eidolons.payload import (
+    ENVELOPE_SUFFIX,
+    PayloadError,
+    PayloadLocation,
+    default_envelope_path,
+    open_payload,
+)
 from eidolons.trace import TOOL, agent_label, append_event, thread_trace_path, utc_now
 
 
@@ -68,10 +74,6 @@ def parse_agent(spec: str, option: str) -> AgentRef:
     if not AGENT_VERSION_RE.match(version):
         raise UsageError(f"{option} {spec!r}: the version must be MAJOR.MINOR.PATCH")
     return AgentRef(eidolon, version)
-
-
-def default_envelope_path(payload: Path) -> Path:
-    return payload.with_suffix("").with_name(payload.with_suffix("").name + ENVELOPE_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)

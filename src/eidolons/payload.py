@@ -133,3 +133,29 @@ def open_payload(location: PayloadLocation) -> io.FileIO:
         raise
     except OSError as exc:
         raise PayloadError(f"cannot open payload {location.path}: {exc.strerror}") from None
+
+
+def default_envelope_path(payload: Path) -> Path:
+    """``${PAYLOAD%.*}.envelope.json``, the seeds' sibling naming."""
+    return payload.with_suffix("").with_name(payload.with_suffix("").name + ENVELOPE_SUFFIX)
+
+
+class AmbiguousEnvelope(InputError):
+    code = "AMBIGUOUS"
+
+
+def find_envelope(artefact: Path) -> Path | None:
+    """The receiver gate's trigger: ``${ARTEFACT%.*}.envelope.json``, else
+    ``ARTEFACT.envelope.json`` (an artefact named ``*.envelope.json`` is the envelope).
+    None when neither exists: not an ECL hand-off. Raises :class:`AmbiguousEnvelope` when
+    both exist."""
+    if artefact.name.endswith(ENVELOPE_SUFFIX):
+        return artefact
+    sibling = default_envelope_path(artefact)
+    appended = artefact.with_name(artefact.name + ENVELOPE_SUFFIX)
+    found = [p for p in (sibling, appended) if os.path.lexists(p)]
+    if len(found) == 2 and sibling != appended:
+        raise AmbiguousEnvelope(
+            f"both {sibling.name} and {appended.name} exist beside {artefact.name}"
+        )
+    return found[0] if found else None

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.config import Limits, find_root, hmac_key
     from eidolons.envelope import SLUG_RE
     from eidolons.errors import UsageError
-    from eidolons.gates.receiver import verify_incoming
+    from eidolons.payload import AmbiguousEnvelope, find_envelope
 
     receiver = args.receiver.partition("@")[0]
     if not SLUG_RE.match(receiver):
@@ -71,11 +71,23 @@ def run(args: argparse.Namespace) -> int:
         limits = Limits.from_env()
     except UsageError as exc:
         return error(str(exc))
+    artefact = Path(args.artefact)
+    try:  # most artefacts an agent reads are not hand-offs: decide that before any loading
+        if find_envelope(artefact) is None:
+            if args.json:
+                from eidolons.gates.receiver import IncomingResult
+
+                print_json(IncomingResult("skipped", receiver, artefact).to_json())
+            return 0
+    except AmbiguousEnvelope:
+        pass  # the gate refuses it, with the reason
     contracts = _load_contracts(root, args.contracts)
     memory, memory_note = _open_memory(root, args.no_memory)
     try:
+        from eidolons.gates.receiver import verify_incoming
+
         result = verify_incoming(
-            Path(args.artefact),
+            artefact,
             receiver,
             root=root,
             contracts=contracts,

@@ -51,10 +51,16 @@ from typing import Any
 
 from eidolons._text import printable
 from eidolons.config import Limits
-from eidolons.emit import default_envelope_path
 from eidolons.envelope import Envelope, parse_envelope
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
-from eidolons.payload import ENVELOPE_SUFFIX, PayloadError, locate_payload, read_envelope_bytes
+from eidolons.payload import (
+    ENVELOPE_SUFFIX,
+    AmbiguousEnvelope,
+    PayloadError,
+    find_envelope,
+    locate_payload,
+    read_envelope_bytes,
+)
 from eidolons.trace import (
     TOOL,
     UNKNOWN_THREAD,
@@ -88,25 +94,6 @@ REFUSAL_CODES = (
     CONTEXT_OVER_BUDGET,
     MISSING_REQUIRED_SECTION,
 )
-
-
-class AmbiguousEnvelope(InputError):
-    code = "AMBIGUOUS"
-
-
-def find_envelope(artefact: Path) -> Path | None:
-    """The envelope for an artefact per rule 1, or None when it is not an ECL hand-off.
-    Raises :class:`AmbiguousEnvelope` when both candidate names exist."""
-    if artefact.name.endswith(ENVELOPE_SUFFIX):
-        return artefact
-    sibling = default_envelope_path(artefact)
-    appended = artefact.with_name(artefact.name + ENVELOPE_SUFFIX)
-    found = [p for p in (sibling, appended) if os.path.lexists(p)]
-    if len(found) == 2 and sibling != appended:
-        raise AmbiguousEnvelope(
-            f"both {sibling.name} and {appended.name} exist beside {artefact.name}"
-        )
-    return found[0] if found else None
 
 
 def find_record(trace: Path, message_id: str) -> dict[str, Any] | None:
