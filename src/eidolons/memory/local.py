@@ -402,7 +402,34 @@ def redact(text: str, sensitivity: str | None) -> str:
 # ---------------------------------------------------------------------------------------
 # The store.
 
-_SCHEMA: Final = """
+
+def _fts_index(name: str, tokenize: str) -> str:
+    """An external-content FTS5 index over ``crystals`` (summary, body_excerpt), kept in
+    step by triggers; the word index and the trigram index differ only in the tokenizer."""
+    return f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5 (
+    summary, body_excerpt, content='crystals', content_rowid='rowid', tokenize='{tokenize}'
+);
+CREATE TRIGGER IF NOT EXISTS {name}_ai AFTER INSERT ON crystals BEGIN
+    INSERT INTO {name} (rowid, summary, body_excerpt)
+        VALUES (new.rowid, new.summary, new.body_excerpt);
+END;
+CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON crystals BEGIN
+    INSERT INTO {name} ({name}, rowid, summary, body_excerpt)
+        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
+END;
+CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE OF summary, body_excerpt ON crystals
+BEGIN
+    INSERT INTO {name} ({name}, rowid, summary, body_excerpt)
+        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
+    INSERT INTO {name} (rowid, summary, body_excerpt)
+        VALUES (new.rowid, new.summary, new.body_excerpt);
+END;
+"""
+
+
+_SCHEMA: Final = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS crystals (
     rowid INTEGER PRIMARY KEY,
@@ -432,47 +459,12 @@ CREATE TABLE IF NOT EXISTS crystals (
 CREATE UNIQUE INDEX IF NOT EXISTS crystals_idem
     ON crystals (project, message_id, artifact_sha256) WHERE message_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS crystals_scope ON crystals (project, status, layer);
-CREATE VIRTUAL TABLE IF NOT EXISTS crystals_fts USING fts5 (
-    summary, body_excerpt, content='crystals', content_rowid='rowid', tokenize='unicode61'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS crystals_vocab USING fts5vocab (crystals_fts, 'row');
-CREATE TRIGGER IF NOT EXISTS crystals_fts_ai AFTER INSERT ON crystals BEGIN
-    INSERT INTO crystals_fts (rowid, summary, body_excerpt)
-        VALUES (new.rowid, new.summary, new.body_excerpt);
-END;
-CREATE TRIGGER IF NOT EXISTS crystals_fts_ad AFTER DELETE ON crystals BEGIN
-    INSERT INTO crystals_fts (crystals_fts, rowid, summary, body_excerpt)
-        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
-END;
-CREATE TRIGGER IF NOT EXISTS crystals_fts_au AFTER UPDATE OF summary, body_excerpt ON crystals
-BEGIN
-    INSERT INTO crystals_fts (crystals_fts, rowid, summary, body_excerpt)
-        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
-    INSERT INTO crystals_fts (rowid, summary, body_excerpt)
-        VALUES (new.rowid, new.summary, new.body_excerpt);
-END;
 """
+    + _fts_index("crystals_fts", "unicode61")
+    + "CREATE VIRTUAL TABLE IF NOT EXISTS crystals_vocab USING fts5vocab (crystals_fts, 'row');\n"
+)
 
-_TRIGRAM_SCHEMA: Final = """
-CREATE VIRTUAL TABLE IF NOT EXISTS crystals_tri USING fts5 (
-    summary, body_excerpt, content='crystals', content_rowid='rowid', tokenize='trigram'
-);
-CREATE TRIGGER IF NOT EXISTS crystals_tri_ai AFTER INSERT ON crystals BEGIN
-    INSERT INTO crystals_tri (rowid, summary, body_excerpt)
-        VALUES (new.rowid, new.summary, new.body_excerpt);
-END;
-CREATE TRIGGER IF NOT EXISTS crystals_tri_ad AFTER DELETE ON crystals BEGIN
-    INSERT INTO crystals_tri (crystals_tri, rowid, summary, body_excerpt)
-        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
-END;
-CREATE TRIGGER IF NOT EXISTS crystals_tri_au AFTER UPDATE OF summary, body_excerpt ON crystals
-BEGIN
-    INSERT INTO crystals_tri (crystals_tri, rowid, summary, body_excerpt)
-        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
-    INSERT INTO crystals_tri (rowid, summary, body_excerpt)
-        VALUES (new.rowid, new.summary, new.body_excerpt);
-END;
-"""
+_TRIGRAM_SCHEMA: Final = _fts_index("crystals_tri", "trigram")
 
 _RECORD_COLUMNS: Final = (
     "id, layer, summary, trust_tier, validation_state, importance, last_access, content_ref, "
