@@ -19,7 +19,9 @@ and, in-process, the record lookup alone (:func:`eidolons.gates.receiver.find_re
 on each trace. Reported: medians and the ratio (b)/(a), target <= 1.5: the gate reads the
 trace backwards and stops at the first record for the message, so its cost must not grow
 with the thread. For information, the lookup of a message that is *not* on record in the
-long trace (the worst case: the whole file is scanned, pre-filtered on the id).
+long trace (the worst case: the whole file is scanned, pre-filtered on the id), and the
+gate on an artefact with no envelope (skipped before anything is loaded) against
+``python -c pass``, interleaved with the rows above.
 """
 
 from __future__ import annotations
@@ -128,6 +130,12 @@ def main() -> int:
             )
             for key, payload in (("short", short), ("long", long))
         }
+        plain = root / "notes.md"  # an artefact with no envelope: the gate's commonest case
+        plain.write_text("not a hand-off\n")
+        jobs["skip"] = lambda: run_timed(
+            [*script, "verify-incoming", str(plain), "--as", "vigil"], cwd=root, env=env
+        )
+        jobs["bare"] = lambda: run_timed([sys.executable, "-c", "pass"], cwd=root, env=env)
         stats = interleave(jobs, args.rounds)
         mid_short = json.loads(short.with_suffix(".envelope.json").read_text())["message_id"]
         mid_long = json.loads(long.with_suffix(".envelope.json").read_text())["message_id"]
@@ -154,6 +162,11 @@ def main() -> int:
     )
     print(
         f"info: lookup of a message never verified, full scan of the long trace: {full_scan:.2f} s"
+    )
+    skip, bare = stats["skip"].median, stats["bare"].median
+    print(
+        f"info: non-ECL artefact (no envelope, exit 0): {fmt_ms(skip)} ms median, "
+        f"{skip / bare:.2f}x `python -c pass` ({fmt_ms(bare)} ms)"
     )
     return 0 if ratio <= 1.5 else 1
 
