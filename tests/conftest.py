@@ -1,8 +1,9 @@
-"""Shared test helpers: a throw-away project, the CLI run as a real subprocess, and the
+"""Shared test helpers: a throw-away project, the CLI run in-process through ``main(argv)``, and the
 upstream conformance fixtures (read in place from ``../shared/ecl/conformance-fixtures``)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -60,19 +61,69 @@ def clean_env(**extra: str | None) -> dict[str, str]:
     return env
 
 
+class _Capture(io.TextIOWrapper):
+    """A text stream over a byte buffer, as a real ``sys.stdout`` is (``.buffer`` works)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8", errors="surrogateescape", newline="")
+
+    def isatty(self) -> bool:
+        return False
+
+    def value(self) -> str:
+        self.flush()
+        raw = self.buffer.getvalue()  # type: ignore[attr-defined]
+        return str(raw.decode("utf-8", "replace"))
+
+
 def run_cli(
-    *args: str | Path, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None
+    *args: str | Path,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    process: bool = False,
 ) -> Run:
-    proc = subprocess.run(
-        [sys.executable, "-m", "eidolons", *map(str, args)],
-        cwd=cwd,
-        env=env if env is not None else clean_env(),
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
+    """Run ``eidolons ARGS`` in this process through ``main(argv)`` (the sigstore-python
+    pattern): the working directory, the environment and the three standard streams are
+    swapped for the call and restored after it. ``process=True`` spawns
+    ``python -m eidolons`` instead, for what only a real process shows."""
+    argv = [str(a) for a in args]
+    environ = env if env is not None else clean_env()
+    # `run ... -- COMMAND`: COMMAND writes to the inherited file descriptors, which only a
+    # real process captures
+    if process or (argv[:1] == ["run"] and "--" in argv):
+        proc = subprocess.run(
+            [sys.executable, "-m", "eidolons", *argv],
+            cwd=cwd,
+            env=environ,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=60,
+        )
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+    from eidolons.cli import main
+
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    out, err = _Capture(), _Capture()
+    stdin_stream = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+    try:
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = stdin_stream, out, err
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # pragma: no cover - main() returns, never exits
+            code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return Run(code, out.value(), err.value())
 
 
 @pytest.fixture
