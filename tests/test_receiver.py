@@ -15,6 +15,7 @@ import pytest
 
 from eidolons.contract import ContractSet
 from eidolons.envelope import PERFORMATIVES
+from eidolons.evidence import UNSIGNED_WARNING
 from tests.conftest import Run, clean_env, emit_cmd, read_trace
 
 Cli = Callable[..., Run]
@@ -138,7 +139,7 @@ def test_table_b_allowed_combinations_pass(
             payload = handoff(cli, project, sender, receiver, performative, kind)
             r = incoming(cli, payload, receiver)
             assert r.code == 0, (performative, kind, r.err)
-            assert r.err == "" and r.out == ""
+            assert r.err == f"eidolons: {UNSIGNED_WARNING}\n" and r.out == ""
 
 
 @pytest.mark.parametrize(

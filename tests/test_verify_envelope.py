@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from eidolons.evidence import UNSIGNED_WARNING
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, trace_files
 
 Cli = Callable[..., Run]
@@ -32,9 +33,11 @@ def test_pass_exit_zero_and_trace_event(cli: Cli, project: Path) -> None:
     r = cli("verify-envelope", env_path, "--block")
     assert r.code == 0, r.err
     assert r.out == ""
-    assert r.err.strip() == (
+    assert r.err.splitlines() == [
         "ecl verify [pass] atlas -> vigil (PROPOSE): payload SHA-256 matches integrity tag"
-    )
+        " (evidence: unsigned)",
+        f"eidolons: {UNSIGNED_WARNING}",
+    ]
     events = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")
     assert [e["event"] for e in events] == ["emit", "verify_pass"]
     ev = events[-1]

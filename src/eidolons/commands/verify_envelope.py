@@ -61,4 +61,6 @@ def run(args: argparse.Namespace) -> int:
         print_json(outcome.to_json())
     else:
         print(text_line(outcome, color=use_color(sys.stderr)), file=sys.stderr)
+        for note in outcome.notes:
+            print(f"eidolons: {note}", file=sys.stderr)
     return outcome.exit_code

@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
             if result.trace_error:
                 print(f"eidolons: trace not written: {result.trace_error}", file=sys.stderr)
         return 3
+    if not args.json:
+        for note in result.notes:
+            print(f"eidolons: {note}", file=sys.stderr)
     if args.print_payload and result.payload is not None:
         sys.stdout.buffer.write(result.payload)
         sys.stdout.buffer.flush()

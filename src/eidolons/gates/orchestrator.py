@@ -18,6 +18,7 @@ from pathlib import Path
 from eidolons._text import printable
 from eidolons.config import Limits
 from eidolons.errors import TraceWriteError
+from eidolons.evidence import HMAC, UNSIGNED_WARNING, combine
 from eidolons.trace import (
     TOOL,
     UNKNOWN_THREAD,
@@ -41,7 +42,16 @@ GATE = "orchestrator"
 class GateOutcome:
     """The gate's decision: the check's result, the mode, the exit code and the trace."""
 
-    __slots__ = ("exit_code", "mode", "result", "strict", "trace_error", "trace_path")
+    __slots__ = (
+        "evidence",
+        "exit_code",
+        "mode",
+        "notes",
+        "result",
+        "strict",
+        "trace_error",
+        "trace_path",
+    )
 
     def __init__(
         self,
@@ -58,6 +68,8 @@ class GateOutcome:
         self.exit_code = exit_code
         self.trace_path = trace_path
         self.trace_error = trace_error
+        self.evidence: str | None = None  # what a pass rested on (ADR 0030); None if no pass
+        self.notes: list[str] = []  # warning lines about the evidence (stderr in text mode)
 
     @property
     def blocked(self) -> bool:
@@ -70,6 +82,8 @@ class GateOutcome:
             "mode": self.mode,
             "blocked": self.blocked,
             **out,
+            "evidence": self.evidence,
+            "evidence_notes": list(self.notes),
             "trace": str(self.trace_path) if self.trace_path else None,
         }
         if self.trace_error:
@@ -78,7 +92,12 @@ class GateOutcome:
 
 
 def verify_event(
-    result: VerificationResult, *, gate: str, mode: str, verifier: str = TOOL
+    result: VerificationResult,
+    *,
+    gate: str,
+    mode: str,
+    verifier: str = TOOL,
+    evidence: str | None = None,
 ) -> dict[str, Any]:
     """The trace event for one verification (seed shapes plus gate, verdict, digests)."""
     env = result.envelope
@@ -106,6 +125,8 @@ def verify_event(
     if result.envelope_sha256 is not None:
         event["envelope_sha256"] = result.envelope_sha256
     event["verifier"] = verifier
+    if passed and evidence is not None:
+        event["evidence"] = evidence
     if not passed:
         event["reason"] = result.message
     return event
@@ -137,12 +158,16 @@ def run_gate(
     )
     code = exit_code(result.verdict, mode, strict)
     outcome = GateOutcome(result, mode, strict, code, None)
+    if result:
+        env = result.envelope
+        outcome.evidence = combine(HMAC if env and env.integrity_method == "hmac-sha256" else "")
+        outcome.notes.append(UNSIGNED_WARNING)
     if not write_trace:
         return outcome
     env = result.envelope
     path = trace_file or thread_trace_path(root, env.thread_id if env else None)
     try:
-        append_event(path, verify_event(result, gate=GATE, mode=mode))
+        append_event(path, verify_event(result, gate=GATE, mode=mode, evidence=outcome.evidence))
         outcome.trace_path = path
     except TraceWriteError as exc:
         outcome.trace_error = str(exc)
@@ -164,6 +189,8 @@ def text_line(outcome: GateOutcome, color: bool = False) -> str:
     else:
         who = str(r.envelope_path)
     line = f"ecl verify [{verdict}] {printable(who)}: {printable(r.message)}"
+    if outcome.evidence is not None:
+        line += f" (evidence: {outcome.evidence})"
     if outcome.blocked:
         line += " [blocked]"
     if outcome.trace_error:

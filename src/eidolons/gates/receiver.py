@@ -53,6 +53,7 @@ from eidolons._text import printable
 from eidolons.config import Limits
 from eidolons.envelope import Envelope, parse_envelope
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
+from eidolons.evidence import HMAC, UNSIGNED, UNSIGNED_WARNING, combine
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
@@ -174,6 +175,8 @@ class IncomingResult:
     trace_path: Path | None = None
     trace_error: str | None = None
     contract_source: str | None = None
+    evidence: str | None = None  # what the pass rested on (ADR 0030); None unless pass
+    notes: list[str] = field(default_factory=list)  # warnings about the evidence
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -212,6 +215,8 @@ class IncomingResult:
             "contract": self.contract_source,
             "payload": str(self.payload_path) if self.payload_path else None,
             "trace": str(self.trace_path) if self.trace_path else None,
+            "evidence": self.evidence,
+            "evidence_notes": list(self.notes),
         }
         if self.trace_error:
             out["trace_error"] = self.trace_error
@@ -252,6 +257,8 @@ def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
     if env is not None:
         event["integrity_value"] = env.integrity_value
     event["verifier"] = TOOL
+    if kind == "verify_pass" and result.evidence is not None:
+        event["evidence"] = result.evidence
     return event
 
 
@@ -439,6 +446,9 @@ def evaluate(
     if not result.failures:
         result.status = "pass"
         result.payload = payload
+        hmac_checked = env.integrity_method == "hmac-sha256" and payload is not None
+        result.evidence = combine(UNSIGNED, HMAC if hmac_checked else "")
+        result.notes.append(UNSIGNED_WARNING)
     return result
 
 
