@@ -53,21 +53,31 @@ def test_blocked_route_never_runs_command(cli: Cli, project: Path) -> None:
     assert not marker.exists()
 
 
-def test_block_mode_from_environment(cli: Cli, project: Path) -> None:
+def test_block_is_the_default_and_warn_an_explicit_opt_in(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
-    r = run_python(
-        cli, envelope, code="print('ran')", env=clean_env(EIDOLONS_ECL_VERIFY_MODE="block")
-    )
-    assert r.code == 3 and "ran" not in r.out
-    r = run_python(cli, envelope, code="print('ran')")
-    assert r.code == 0 and "ran" in r.out  # warn mode: the gate warns, the route proceeds
+    marker = project / "ran"
+    touch = f"open({str(marker)!r}, 'w').write('x')"
+    r = run_python(cli, envelope, code=touch)  # no flag, no environment: block
+    assert r.code == 3 and "route blocked" in r.err and not marker.exists()
+    r = run_python(cli, envelope, code=touch, env=clean_env(EIDOLONS_ECL_VERIFY_MODE="block"))
+    assert r.code == 3 and not marker.exists()
+    r = run_python(cli, envelope, code=touch, env=clean_env(EIDOLONS_ECL_VERIFY_MODE="warn"))
+    assert r.code == 0 and marker.exists()  # warn mode: the gate warns, the route proceeds
+    assert "eidolons: warning: [tamper] not blocked" in r.err
+
+
+def test_mode_flags_conflict_is_a_usage_error(cli: Cli, project: Path) -> None:
+    _, envelope, _ = emit_payload(cli, project)
+    r = cli("run", "--verify", envelope, "--verify-block", "--mode", "warn")
+    assert r.code == 2 and "contradicts" in r.err
+    assert cli("run", "--verify", envelope, "--mode", "loud").code == 2
 
 
 def test_as_receiver_blocks_even_in_warn_mode(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
-    r = run_python(cli, envelope, "--as", "vigil", code="print('ran')")
+    r = run_python(cli, envelope, "--mode", "warn", "--as", "vigil", code="print('ran')")
     assert r.code == 3 and "ran" not in r.out
     assert "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas" in r.err
 
@@ -112,9 +122,10 @@ def test_unrunnable_command(cli: Cli, project: Path) -> None:
 def test_warn_mode_route_says_what_it_lets_through(cli: Cli, project: Path) -> None:
     payload, envelope, _ = emit_payload(cli, project)
     payload.write_text("tampered")
-    r = run_python(cli, envelope, code="print('ran')")
+    r = run_python(cli, envelope, "--mode", "warn", code="print('ran')")
     assert r.code == 0 and "ran" in r.out
     assert "ecl verify [tamper]" in r.err
+    assert "eidolons: warning: [tamper] not blocked: warn mode let it through" in r.err
 
 
 def test_command_reads_a_read_only_snapshot_of_the_hashed_bytes(cli: Cli, project: Path) -> None:

@@ -19,7 +19,7 @@ def test_all_event_kinds_validate(cli: Cli, project: Path) -> None:
     assert cli("verify-incoming", payload, "--as", "vigil").code == 0  # verify_pass, receive
     payload.write_text("tampered")
     assert cli("verify-envelope", envelope, "--block").code == 3  # verify_fail refused
-    assert cli("verify-envelope", envelope).code == 0  # verify_fail warned
+    assert cli("verify-envelope", envelope, "--mode", "warn").code == 0  # verify_fail warned
     assert cli("verify-incoming", payload, "--as", "vigil").code == 3  # receiver verify_fail
     (project / "bad.md").write_text("x")
     (project / "bad.envelope.json").write_text("{not json")

@@ -68,11 +68,25 @@ def test_tamper_blocks_in_block_mode(cli: Cli, project: Path) -> None:
 def test_tamper_in_warn_mode_exits_zero_but_records_warned(cli: Cli, project: Path) -> None:
     payload, env_path, env = emit_payload(cli, project)
     payload.write_text("changed")
-    r = cli("verify-envelope", env_path)  # default mode: warn
+    r = cli("verify-envelope", env_path, "--mode", "warn")
     assert r.code == 0
     assert "[tamper]" in r.err
+    assert "eidolons: warning: [tamper] not blocked: warn mode let it through" in r.err
     ev = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")[-1]
     assert ev["event"] == "verify_fail" and ev["decision"] == "warned"
+    r = cli("verify-envelope", env_path, "--mode", "warn", "--json")
+    assert r.code == 0 and r.json()["blocked"] is False
+    assert r.err.startswith("eidolons: warning: [tamper]")  # --json still warns on stderr
+
+
+def test_block_is_the_default(cli: Cli, project: Path) -> None:
+    payload, env_path, env = emit_payload(cli, project)
+    payload.write_text("changed")
+    r = cli("verify-envelope", env_path)  # no flag, no environment
+    assert r.code == 3 and "[blocked]" in r.err and "warning" not in r.err
+    ev = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")[-1]
+    assert ev["event"] == "verify_fail" and ev["decision"] == "refused"
+    assert cli("verify-envelope", env_path, env=clean_env(EIDOLONS_ECL_VERIFY_MODE="")).code == 3
 
 
 def test_mode_from_environment(cli: Cli, project: Path) -> None:
@@ -164,7 +178,8 @@ def test_unsupported_algo(cli: Cli, project: Path) -> None:
     r = cli("verify-envelope", env_path, "--block", "--json")
     assert r.json()["verdict"] == "unsupported_algo" and r.code == 3
     assert r.json()["failure_code"] == "SCHEMA_INVALID"
-    assert cli("verify-envelope", env_path).code == 0  # warn mode
+    assert cli("verify-envelope", env_path, "--mode", "warn").code == 0
+    assert cli("verify-envelope", env_path).code == 3  # the default blocks
 
 
 def test_missing_payload(cli: Cli, project: Path) -> None:
@@ -250,7 +265,8 @@ def test_trace_unwritable_blocks_a_pass_in_block_mode(cli: Cli, project: Path) -
     r = cli("verify-envelope", env_path, "--block", "--json")
     assert r.json()["verdict"] == "pass" and r.code == 3
     assert r.json()["trace"] is None and "trace_error" in r.json()
-    assert cli("verify-envelope", env_path).code == 0  # warn mode reports but does not block
+    # warn mode reports but does not block
+    assert cli("verify-envelope", env_path, "--mode", "warn").code == 0
 
 
 def test_root_discovery(tmp_path: Path) -> None:

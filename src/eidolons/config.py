@@ -5,8 +5,8 @@ defaults are documented in the README. Environment variables read here:
 
 - ``EIDOLONS_ROOT``: the project root (else the nearest ancestor with ``.eidolons/`` or
   ``.git/``, else the current directory).
-- ``EIDOLONS_ECL_VERIFY_MODE``: ``warn`` (default) or ``block``. Anything else is a usage
-  error, never a silent fallback.
+- ``EIDOLONS_ECL_VERIFY_MODE``: ``block`` (default) or ``warn`` (an explicit opt-in).
+  Anything else is a usage error, never a silent fallback.
 - ``EIDOLONS_MAX_PAYLOAD_BYTES`` / ``EIDOLONS_MAX_ENVELOPE_BYTES``: override the caps.
 - ``ECL_HMAC_KEY``: the HMAC key, used as raw UTF-8 bytes (as ``openssl -hmac``).
 """
@@ -120,15 +120,17 @@ VERIFY_MODES = ("warn", "block")
 
 
 def verify_mode(explicit: str | None, env: Mapping[str, str] | None = None) -> str:
-    """The verify mode: ``--mode`` if given, else ``EIDOLONS_ECL_VERIFY_MODE``, else warn."""
+    """The verify mode: ``--mode`` if given, else ``EIDOLONS_ECL_VERIFY_MODE``, else block.
+
+    Block is the default of every gate (the seeds' posture change); warn is an opt-in."""
     if explicit is not None:
         if explicit not in VERIFY_MODES:
             raise UsageError(f"--mode must be warn or block, got {explicit!r}")
         return explicit
     env = os.environ if env is None else env
     raw = env.get("EIDOLONS_ECL_VERIFY_MODE")
-    if not raw:  # unset or empty (as ${VAR:-warn}); any other value must be valid
-        return "warn"
+    if not raw:  # unset or empty (as ${VAR:-block}); any other value must be valid
+        return "block"
     if raw not in VERIFY_MODES:
         raise UsageError(f"EIDOLONS_ECL_VERIFY_MODE must be warn or block, got {raw!r}")
     return raw

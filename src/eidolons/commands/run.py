@@ -16,7 +16,10 @@ HELP = "gate a route: verify the envelope, then run the receiver's dispatch comm
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verify", required=True, metavar="ENVELOPE", help="the envelope to gate on")
-    p.add_argument("--verify-block", action="store_true", help="run the gate in block mode")
+    p.add_argument("--mode", help="block or warn (default: $EIDOLONS_ECL_VERIFY_MODE, else block)")
+    p.add_argument(
+        "--verify-block", action="store_true", help="same as --mode block (the nexus's flag)"
+    )
     p.add_argument("--as", dest="receiver", metavar="RECEIVER", help="also run the receiver gate")
     p.add_argument("--root", metavar="DIR")
     p.add_argument("--contracts", action="append", default=[], metavar="DIR")
@@ -42,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     if receiver is not None and not SLUG_RE.match(receiver):
         return error(f"--as {args.receiver!r} is not an eidolon slug")
     try:
-        mode = "block" if args.verify_block else verify_mode(None)
+        if args.verify_block and args.mode not in (None, "block"):
+            raise UsageError("--verify-block contradicts --mode " + args.mode)
+        mode = "block" if args.verify_block else verify_mode(args.mode)
         root = find_root(args.root)
         limits = Limits.from_env()
     except UsageError as exc:
@@ -70,7 +75,7 @@ def _route(
 
     from eidolons.commands._common import error, print_json
     from eidolons.commands.verify_incoming import _load_contracts
-    from eidolons.gates.orchestrator import text_line
+    from eidolons.gates.orchestrator import text_line, warning_line
     from eidolons.gates.receiver import verify_incoming
     from eidolons.gates.route import RouteDecision
 
@@ -91,9 +96,11 @@ def _route(
         if not args.json:
             print(f"eidolons run: route blocked: {decision.reason()}", file=sys.stderr)
         return 3
-    if not args.json and decision.outcome.result.verdict != "pass":
-        # warn mode let a non-pass through: say so before anything runs
-        print(text_line(decision.outcome), file=sys.stderr)
+    warning = warning_line(decision.outcome)
+    if warning is not None:  # warn mode let a non-pass through: say so before anything runs
+        if not args.json:
+            print(text_line(decision.outcome), file=sys.stderr)
+        print(warning, file=sys.stderr)
     if not command:
         if not args.json:
             print(f"eidolons run: route allowed: {decision.reason()}", file=sys.stderr)

@@ -11,7 +11,7 @@ HELP = "recompute an envelope's digest, decide pass or refuse, and record it in 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("envelope", metavar="ENVELOPE", help="path to the .envelope.json file")
-    p.add_argument("--mode", help="warn or block (default: $EIDOLONS_ECL_VERIFY_MODE, else warn)")
+    p.add_argument("--mode", help="block or warn (default: $EIDOLONS_ECL_VERIFY_MODE, else block)")
     p.add_argument("--block", action="store_true", help="same as --mode block")
     p.add_argument(
         "--strict",
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.commands._common import error, print_json, use_color
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.errors import UsageError
-    from eidolons.gates.orchestrator import run_gate, text_line
+    from eidolons.gates.orchestrator import run_gate, text_line, warning_line
 
     try:
         if args.block and args.mode not in (None, "block"):
@@ -63,4 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(text_line(outcome, color=use_color(sys.stderr)), file=sys.stderr)
         for note in outcome.notes:
             print(f"eidolons: {note}", file=sys.stderr)
+    warning = warning_line(outcome)
+    if warning is not None:  # even with --json: what was let through is never silent
+        print(warning, file=sys.stderr)
     return outcome.exit_code

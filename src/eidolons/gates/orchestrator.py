@@ -3,7 +3,9 @@
 It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`` or
 ``verify_fail`` event to the thread's trace, and decides the exit code:
 
-- 0 on pass; in warn mode 0 for every verdict except ``malformed``;
+- block is the default mode (:func:`eidolons.config.verify_mode`); warn is an opt-in;
+- 0 on pass; in warn mode 0 for every verdict except ``malformed``, and every verdict it
+  lets through gets a :func:`warning_line`;
 - in block mode 3 for tamper, inconsistent, missing_payload, unsupported_algo, no_key;
   ``unverifiable`` exits 0 unless ``strict`` (then every non-pass exits 3);
 - ``malformed`` exits 2;
@@ -196,3 +198,17 @@ def text_line(outcome: GateOutcome, color: bool = False) -> str:
     if outcome.trace_error:
         line += f" (trace not written: {printable(outcome.trace_error)})"
     return line
+
+
+def warning_line(outcome: GateOutcome) -> str | None:
+    """The line printed for a verdict the gate lets through (exit 0 without a pass):
+    every one of them in warn mode, ``unverifiable`` in block mode without ``--strict``.
+    None for a pass or a verdict that was stopped."""
+    r = outcome.result
+    if r.verdict is Verdict.PASS or outcome.exit_code != 0:
+        return None
+    if outcome.mode == "block":
+        why = "block mode lets a placeholder digest through (--strict blocks it)"
+    else:
+        why = "warn mode let it through; block mode (the default) would exit 3"
+    return f"eidolons: warning: [{r.verdict}] not blocked: {why}"
