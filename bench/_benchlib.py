@@ -115,8 +115,8 @@ def make_project(base: Path, payload_bytes: bytes | None = None, *, size: int = 
     The payload is ``payload_bytes`` if given, else ``size`` random bytes (written in 16 MiB
     blocks). Returns the envelope path.
     """
+    from eidolons.ecl.envelope import AgentRef
     from eidolons.emit import emit
-    from eidolons.envelope import AgentRef
 
     project = base / "project"
     (project / ".eidolons").mkdir(parents=True)

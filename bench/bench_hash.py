@@ -13,7 +13,7 @@ is in the page cache for every row: this measures hashing, not the disk). Each r
 is then run ``--rounds`` times (default 3), interleaved with the order rotated every round;
 best-of and median-of the rounds are reported as MiB/s (MiB = 2**20 bytes).
 
-- ours, in-process: :func:`eidolons.integrity.digest_stream` over an unbuffered file, as
+- ours, in-process: :func:`eidolons.ecl.integrity.digest_stream` over an unbuffered file, as
   the gate reads a payload (open + read + hash, timed with ``perf_counter``);
 - ``hashlib.file_digest`` (informational): the standard library's own loop, a reference
   for what the Python side can reach;
@@ -53,8 +53,8 @@ from _benchlib import (
     make_project,
     run_timed,
 )
-from eidolons.config import Limits
-from eidolons.integrity import digest_stream
+from eidolons.ecl.integrity import digest_stream
+from eidolons.ecl.limits import Limits
 
 TARGET_FRACTION = 0.90
 HMAC_KEY = b"eidolons-bench-key"

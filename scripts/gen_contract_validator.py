@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate ``src/eidolons/_contract_schema.py`` from ``handoff-contract.v1.json``.
+"""Generate ``src/eidolons/ecl/_contract_schema.py`` from ``handoff-contract.v1.json``.
 
 Why a generated validator: the receiver gate loads the contract set on every start, and
 ``import jsonschema`` alone costs about 95 ms. ``fastjsonschema.compile_to_code`` turns the
@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = REPO / "src" / "eidolons" / "data" / "schemas"
 SCHEMA_FILE = SCHEMA_DIR / "handoff-contract.v1.json"
-OUTPUT = REPO / "src" / "eidolons" / "_contract_schema.py"
+OUTPUT = REPO / "src" / "eidolons" / "ecl" / "_contract_schema.py"
 SCHEMA_BASE = "https://eidolons.dev/schemas/"
 
 HEADER = '''\

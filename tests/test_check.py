@@ -1,4 +1,4 @@
-"""``eidolons check`` and the conformance rule engine (:mod:`eidolons.conformance`).
+"""``eidolons check`` and the conformance rule engine (:mod:`eidolons.ecl.conformance`).
 
 Three parts: the twelve upstream fixtures through the real CLI (verdicts and key lines of
 the fixtures README); every gate's failure path on a crafted envelope, through the pure
@@ -19,17 +19,17 @@ from typing import Any
 
 import pytest
 
-from eidolons.conformance import (
+from eidolons.checker import check_envelope
+from eidolons.contract import Contract, ContractSet
+from eidolons.ecl.conformance import (
     GateResult,
     PayloadFacts,
     PayloadUnavailable,
-    check_envelope,
     context_results,
     edge_results,
     exit_code,
     run_gates,
 )
-from eidolons.contract import Contract, ContractSet
 from tests.conftest import FIXTURE_HMAC_KEY, FIXTURES, clean_env, needs_fixtures, run_cli
 
 FIXTURE_CONTRACTS = FIXTURES / "_contracts"

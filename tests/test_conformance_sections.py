@@ -1,4 +1,4 @@
-"""R-1 required sections (:func:`eidolons.conformance.section_result`) and the small
+"""R-1 required sections (:func:`eidolons.ecl.conformance.section_result`) and the small
 Markdown reader behind it (:func:`markdown_headings`, :func:`normalise_section`)."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from eidolons.conformance import (
+from eidolons.contract import Contract
+from eidolons.ecl.conformance import (
     GateResult,
     is_markdown_path,
     markdown_headings,
     normalise_section,
     section_result,
 )
-from eidolons.contract import Contract
 
 SECTIONS = ["decision_target", "findings", "gaps", "scope"]
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.config import Limits
-from eidolons.envelope import Envelope, is_placeholder, is_safe_relative_path, parse_envelope
+from eidolons.ecl.envelope import Envelope, parse_envelope
+from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
+from eidolons.ecl.limits import Limits
 from eidolons.errors import EnvelopeError
 
 GOOD: dict[str, Any] = {

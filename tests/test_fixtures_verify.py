@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.envelope import parse_envelope
-from eidolons.integrity import digest_bytes
+from eidolons.ecl.envelope import parse_envelope
+from eidolons.ecl.integrity import digest_bytes
 from tests.conftest import (
     FIXTURE_HMAC_KEY,
     FIXTURE_NAMES,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.envelope import parse_envelope
+from eidolons.ecl.envelope import parse_envelope
 from eidolons.gates.receiver import INTEGRITY_MISMATCH, judge_record
 from eidolons.payload import PayloadError, locate_payload, open_payload
 from tests.conftest import Run, clean_env, emit_payload, read_trace

@@ -51,7 +51,7 @@ def test_library_round_trip(tmp_path: Path) -> None:
 
 def test_import_is_cheap() -> None:
     """``import eidolons`` must not drag the gates, yaml or jsonschema onto the CLI path."""
-    heavy = ("yaml", "jsonschema", "dataclasses", "eidolons.envelope")
+    heavy = ("yaml", "jsonschema", "dataclasses", "eidolons.ecl.envelope")
     code = f"import sys, eidolons; print(','.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],

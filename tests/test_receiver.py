@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from eidolons.contract import ContractSet
-from eidolons.envelope import PERFORMATIVES
+from eidolons.ecl.envelope import PERFORMATIVES
 from eidolons.evidence import UNSIGNED_WARNING
 from tests.conftest import Run, clean_env, emit_cmd, read_trace
 

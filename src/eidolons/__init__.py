@@ -34,27 +34,27 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "AgentRef": "eidolons.envelope",
-    "Envelope": "eidolons.envelope",
-    "parse_envelope": "eidolons.envelope",
+    "AgentRef": "eidolons.ecl.envelope",
+    "Envelope": "eidolons.ecl.envelope",
+    "parse_envelope": "eidolons.ecl.envelope",
     "EnvelopeError": "eidolons.errors",
     "EidolonsError": "eidolons.errors",
-    "Verdict": "eidolons.verdict",
+    "Verdict": "eidolons.ecl.verdict",
     "VerificationResult": "eidolons.verify",
     "verify_envelope_file": "eidolons.verify",
-    "digest_bytes": "eidolons.integrity",
-    "digest_stream": "eidolons.integrity",
+    "digest_bytes": "eidolons.ecl.integrity",
+    "digest_stream": "eidolons.ecl.integrity",
     "run_gate": "eidolons.gates.orchestrator",
     "verify_incoming": "eidolons.gates.receiver",
     "ContractSet": "eidolons.contract",
-    "check_envelope": "eidolons.conformance",
+    "check_envelope": "eidolons.checker",
     "emit_envelope": "eidolons.emit",
-    "build_envelope": "eidolons.emit",
+    "build_envelope": "eidolons.ecl.builder",
     "append_event": "eidolons.trace",
     "read_events": "eidolons.trace",
     "iter_reverse": "eidolons.trace",
     "thread_trace_path": "eidolons.trace",
-    "Limits": "eidolons.config",
+    "Limits": "eidolons.ecl.limits",
     "find_root": "eidolons.config",
 }
 
@@ -94,16 +94,17 @@ def __getattr__(name: str) -> object:
 
 
 if TYPE_CHECKING:
-    from eidolons.config import Limits, find_root
-    from eidolons.conformance import check_envelope
+    from eidolons.checker import check_envelope
+    from eidolons.config import find_root
     from eidolons.contract import ContractSet
-    from eidolons.emit import build_envelope
+    from eidolons.ecl.builder import build_envelope
+    from eidolons.ecl.envelope import AgentRef, Envelope, parse_envelope
+    from eidolons.ecl.integrity import digest_bytes, digest_stream
+    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.verdict import Verdict
     from eidolons.emit import emit as emit_envelope
-    from eidolons.envelope import AgentRef, Envelope, parse_envelope
     from eidolons.errors import EidolonsError, EnvelopeError
     from eidolons.gates.orchestrator import run_gate
     from eidolons.gates.receiver import verify_incoming
-    from eidolons.integrity import digest_bytes, digest_stream
     from eidolons.trace import append_event, iter_reverse, read_events, thread_trace_path
-    from eidolons.verdict import Verdict
     from eidolons.verify import VerificationResult, verify_envelope_file

@@ -17,74 +17,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from eidolons.ecl.limits import Limits
 from eidolons.errors import UsageError
 
-MiB = 1024 * 1024
-DEFAULT_MAX_ENVELOPE_BYTES = 1 * MiB
-DEFAULT_MAX_JSON_DEPTH = 32
-DEFAULT_MAX_PAYLOAD_BYTES = 1024 * MiB
-# the largest values the environment may set (a cap is a buffer size too)
-MAX_ENVELOPE_CAP = 64 * MiB
-MAX_PAYLOAD_CAP = 1024 * 1024 * MiB
+__all__ = ["TRACE_DIR", "Limits", "find_root", "hmac_key", "verify_mode"]
+
 TRACE_DIR = Path(".eidolons") / ".trace"
-
-
-class Limits:
-    """Caps on untrusted input. Sizes in bytes.
-
-    Records on the verification path are plain ``__slots__`` classes rather than
-    dataclasses: importing :mod:`dataclasses` pulls in :mod:`inspect` and costs about a
-    sixth of a whole verification (ADR 0001)."""
-
-    __slots__ = ("max_envelope_bytes", "max_json_depth", "max_payload_bytes")
-
-    def __init__(
-        self,
-        max_envelope_bytes: int = DEFAULT_MAX_ENVELOPE_BYTES,
-        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-    ) -> None:
-        self.max_envelope_bytes = max_envelope_bytes
-        self.max_json_depth = max_json_depth
-        self.max_payload_bytes = max_payload_bytes
-
-    def __repr__(self) -> str:
-        return (
-            f"Limits(max_envelope_bytes={self.max_envelope_bytes}, "
-            f"max_json_depth={self.max_json_depth}, max_payload_bytes={self.max_payload_bytes})"
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limits) and all(
-            getattr(self, name) == getattr(other, name) for name in self.__slots__
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
-        env = os.environ if env is None else env
-        return cls(
-            max_envelope_bytes=_int_env(
-                env, "EIDOLONS_MAX_ENVELOPE_BYTES", DEFAULT_MAX_ENVELOPE_BYTES, MAX_ENVELOPE_CAP
-            ),
-            max_payload_bytes=_int_env(
-                env, "EIDOLONS_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP
-            ),
-        )
-
-
-def _int_env(env: Mapping[str, str], name: str, default: int, maximum: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{name}={raw!r} is not an integer") from None
-    if not 0 <= value <= maximum:
-        raise UsageError(f"{name}={raw!r} must be between 0 and {maximum}")
-    return value
 
 
 def find_root(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:

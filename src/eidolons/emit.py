@@ -12,7 +12,7 @@ Rules:
   it, else relative to the project root; a payload outside both is refused.
 - One ``emit`` event is appended to the thread's trace before the envelope appears; if the
   trace cannot be written nothing is written at all.
-- :func:`build_envelope` is pure; :func:`emit` does the I/O.
+- :func:`build_envelope` (:mod:`eidolons.ecl.builder`) is pure; :func:`emit` does the I/O.
 """
 
 from __future__ import annotations
@@ -26,22 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eidolons.config import Limits
-from eidolons.envelope import (
-    AGENT_VERSION_RE,
-    EDGE_ORIGINS,
-    PERFORMATIVES,
-    SCHEMA_VERSION_RE,
-    SLUG_RE,
-    TIERS,
-    TRUST_LEVELS,
-    VERSION_RE,
-    AgentRef,
-    Envelope,
-    is_safe_relative_path,
-)
+from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
+from eidolons.ecl.envelope import AgentRef, Envelope
+from eidolons.ecl.events import EventType, GateName, trace_event
+from eidolons.ecl.integrity import Digest, PayloadTooLarge, digest_stream
+from eidolons.ecl.limits import Limits
 from eidolons.errors import InputError, UsageError
-from eidolons.integrity import Digest, PayloadTooLarge, digest_stream
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
     PayloadError,
@@ -49,7 +39,17 @@ from eidolons.payload import (
     default_envelope_path,
     open_payload,
 )
-from eidolons.trace import TOOL, agent_label, append_event, thread_trace_path, utc_now
+from eidolons.trace import append_event, thread_trace_path
+
+__all__ = [
+    "ContextDelta",
+    "EmitResult",
+    "build_envelope",
+    "emit",
+    "emit_event",
+    "parse_agent",
+    "uuid7",
+]
 
 
 def uuid7() -> str:
@@ -63,131 +63,6 @@ def uuid7() -> str:
     value |= rand & ((1 << 62) - 1)
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def parse_agent(spec: str, option: str) -> AgentRef:
-    """``atlas`` or ``atlas@1.4.2`` (a missing version is ``n/a``)."""
-    eidolon, _, version = spec.partition("@")
-    if not SLUG_RE.match(eidolon):
-        raise UsageError(f"{option} {spec!r}: the eidolon must match ^[a-z][a-z0-9-]*$")
-    version = version or "n/a"
-    if not AGENT_VERSION_RE.match(version):
-        raise UsageError(f"{option} {spec!r}: the version must be MAJOR.MINOR.PATCH")
-    return AgentRef(eidolon, version)
-
-
-@dataclass(frozen=True, slots=True)
-class ContextDelta:
-    token_budget: int
-    tokens_used: int
-    summary: str
-    input_handles: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "token_budget": self.token_budget,
-            "tokens_used": self.tokens_used,
-            "input_handles": list(self.input_handles),
-            "summary": self.summary,
-        }
-
-
-def build_envelope(
-    *,
-    digest: Digest,
-    artifact_path: str,
-    sender: AgentRef,
-    recipient: AgentRef,
-    performative: str,
-    kind: str,
-    objective: str,
-    message_id: str,
-    thread_id: str,
-    parent_id: str | None,
-    context_delta: ContextDelta,
-    schema_version: str = "1.0",
-    envelope_version: str = "2.1",
-    trust_level: str | None = None,
-    edge_origin: str | None = None,
-    ise: Mapping[str, Any] | None = None,
-    host: str = "raw",
-    model: str = "unknown",
-    tier: str = "standard",
-    ts: str | None = None,
-) -> dict[str, Any]:
-    """The envelope as a dict. Pure. Refuses (:class:`UsageError`) to build an envelope
-    that violates the schema, or that the receivers would refuse for a conformance MUST:
-    at ECL 2.1, ``trust_level: high`` needs HMAC integrity (I-5) and an ``ise`` block
-    (S-3)."""
-    if performative not in PERFORMATIVES:
-        raise UsageError(f"--performative {performative!r} is not one of {sorted(PERFORMATIVES)}")
-    if not SLUG_RE.match(kind):
-        raise UsageError(f"--kind {kind!r} must match ^[a-z][a-z0-9-]*$")
-    if not 1 <= len(objective) <= 240:
-        raise UsageError("--objective must be 1 to 240 characters")
-    if not VERSION_RE.match(envelope_version):
-        raise UsageError(f"--envelope-version {envelope_version!r} is not 1.0-1.2 or 2.0-2.1")
-    if not SCHEMA_VERSION_RE.match(schema_version):
-        raise UsageError(f"--schema-version {schema_version!r} must be MAJOR.MINOR[.PATCH]")
-    if trust_level is not None and trust_level not in TRUST_LEVELS:
-        raise UsageError(f"--trust-level must be one of {sorted(TRUST_LEVELS)}")
-    if edge_origin is not None and edge_origin not in EDGE_ORIGINS:
-        raise UsageError(f"--edge-origin must be one of {sorted(EDGE_ORIGINS)}")
-    if tier not in TIERS:
-        raise UsageError("tier must be standard or trance")
-    if not is_safe_relative_path(artifact_path):
-        raise UsageError(f"artifact path {artifact_path!r} is not a safe relative path")
-    cd = context_delta
-    if cd.tokens_used < 0 or cd.token_budget < 0:
-        raise UsageError("--tokens-used and --token-budget must be >= 0")
-    if cd.tokens_used > cd.token_budget:
-        raise UsageError(
-            f"--tokens-used {cd.tokens_used} is above --token-budget {cd.token_budget}"
-        )
-    if not cd.summary:
-        raise UsageError("--summary must not be empty")
-    for handle in cd.input_handles:
-        if not is_safe_relative_path(handle) and not handle.startswith("ecl://"):
-            raise UsageError(f"--input-handle {handle!r} must be a relative path or ecl:// handle")
-    envelope: dict[str, Any] = {
-        "envelope_version": envelope_version,
-        "message_id": message_id,
-        "thread_id": thread_id,
-        "parent_id": parent_id,
-        "from": {"eidolon": sender.eidolon, "version": sender.version},
-        "to": {"eidolon": recipient.eidolon, "version": recipient.version},
-        "performative": performative,
-    }
-    if edge_origin is not None:
-        envelope["edge_origin"] = edge_origin
-    envelope["objective"] = objective
-    envelope["artifact"] = {
-        "kind": kind,
-        "schema_version": schema_version,
-        "path": artifact_path,
-        "sha256": digest.sha256,
-        "size_bytes": digest.size,
-    }
-    envelope["context_delta"] = cd.to_dict()
-    if trust_level is not None:
-        envelope["constraints"] = {"trust_level": trust_level}
-    if ise is not None:
-        envelope["ise"] = dict(ise)
-    envelope["integrity"] = {"method": digest.method, "value": digest.value}
-    envelope["trace"] = {"ts": ts or utc_now(), "host": host, "model": model, "tier": tier}
-    if trust_level == "high" and envelope_version.startswith("2.1"):
-        if digest.method != "hmac-sha256":
-            raise UsageError(
-                "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac"
-            )
-        if ise is None:
-            raise UsageError(
-                "trust_level high at ECL 2.1 requires an ise block (gate S-3): add --ise JSON"
-            )
-    problems = Envelope.from_dict(envelope).schema_problems()
-    if problems:
-        raise UsageError("the envelope would not be valid: " + "; ".join(problems))
-    return envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,20 +207,15 @@ def _umask() -> int:
 
 def emit_event(envelope: Mapping[str, Any], digest: Digest) -> dict[str, Any]:
     """The ``emit`` trace event (the bash SDK's keys plus gate and digests)."""
-    return {
-        "ts": utc_now(),
-        "event": "emit",
-        "message_id": envelope["message_id"],
-        "thread_id": envelope["thread_id"],
-        "from": agent_label(envelope["from"]["eidolon"], envelope["from"]["version"]),
-        "to": agent_label(envelope["to"]["eidolon"], envelope["to"]["version"]),
-        "performative": envelope["performative"],
-        "integrity_method": envelope["integrity"]["method"],
-        "context_tokens": envelope["context_delta"]["tokens_used"],
-        "model": envelope["trace"]["model"],
-        "tier": envelope["trace"]["tier"],
-        "gate": "sender",
-        "integrity_value": digest.value,
-        "payload_sha256": digest.sha256,
-        "emitter": TOOL,
-    }
+    return trace_event(
+        EventType.EMIT,
+        Envelope.from_dict(envelope),
+        gate=GateName.SENDER,
+        fields={
+            "context_tokens": envelope["context_delta"]["tokens_used"],
+            "model": envelope["trace"]["model"],
+            "tier": envelope["trace"]["tier"],
+        },
+        integrity_value=digest.value,
+        payload_sha256=digest.sha256,
+    )

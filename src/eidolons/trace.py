@@ -20,35 +20,39 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import stat
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from eidolons import __version__
 from eidolons.config import TRACE_DIR
+from eidolons.ecl.events import TOOL, agent_label, utc_now
+from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
+from eidolons.ecl.grammar import is_safe_file_name
 from eidolons.errors import InputError, TraceWriteError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-UNKNOWN_THREAD = "unknown"
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is damage (our events are well under 4 KiB)
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-TOOL = f"eidolons@{__version__}"
-
-
-def utc_now() -> str:
-    """RFC 3339 UTC timestamp with millisecond precision and a ``Z`` suffix."""
-    ms = time.time_ns() // 1_000_000
-    seconds, millis = divmod(ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+__all__ = [
+    "MAX_LINE_BYTES",
+    "TOOL",
+    "UNKNOWN_THREAD",
+    "TraceLine",
+    "agent_label",
+    "append_event",
+    "encode_event",
+    "iter_reverse",
+    "read_events",
+    "thread_file_name",
+    "thread_trace_path",
+    "utc_now",
+]
 
 
 def thread_file_name(thread_id: str | None) -> str:
-    if thread_id and _SAFE_NAME.match(thread_id):
+    if thread_id and is_safe_file_name(thread_id):
         return thread_id
     return UNKNOWN_THREAD
 
@@ -229,7 +233,3 @@ def iter_reverse(
             yield line
     finally:
         os.close(fd)
-
-
-def agent_label(eidolon: str | None, version: str | None) -> str:
-    return f"{eidolon or 'unknown'}@{version or 'n/a'}"

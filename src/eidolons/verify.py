@@ -1,7 +1,7 @@
 """The mechanical integrity check of one envelope (ECL section 6.2.2), in order:
 
 1. the envelope is unreadable, not strict JSON, not an object, or lacks a field the
-   integrity check depends on (see :mod:`eidolons.envelope`) -> ``malformed``
+   integrity check depends on (see :mod:`eidolons.ecl.envelope`) -> ``malformed``
    (with ``strict``, any other schema problem too);
 2. ``integrity.method`` not sha256 or hmac-sha256 -> ``unsupported_algo``;
 3. ``integrity.value`` is a placeholder -> ``unverifiable``;
@@ -21,18 +21,25 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from eidolons.config import Limits
-from eidolons.envelope import HEX64_RE, Envelope, is_placeholder, parse_envelope
+from eidolons.ecl.envelope import Envelope, parse_envelope
+from eidolons.ecl.grammar import is_hex64, is_placeholder
+from eidolons.ecl.integrity import (
+    SUPPORTED_METHODS,
+    Digest,
+    PayloadTooLarge,
+    digest_stream,
+    tags_equal,
+)
+from eidolons.ecl.limits import Limits
+from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
-from eidolons.integrity import SUPPORTED_METHODS, Digest, PayloadTooLarge, digest_stream, tags_equal
 from eidolons.payload import PayloadError, locate_payload, open_payload, read_envelope_bytes
-from eidolons.verdict import Verdict
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-    from eidolons.integrity import Writable
+    from eidolons.ecl.integrity import Writable
 
 
 class VerificationResult:
@@ -123,7 +130,7 @@ def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
     if (
         env.integrity_method == "sha256"
         and declared is not None
-        and HEX64_RE.match(declared)
+        and is_hex64(declared)
         and declared != env.integrity_value
     ):
         return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"

@@ -1,6 +1,6 @@
 """The generated contract validator is in sync with the schema and agrees with jsonschema.
 
-``eidolons._contract_schema`` is what runs; ``jsonschema`` (a reference implementation,
+``eidolons.ecl._contract_schema`` is what runs; ``jsonschema`` (a reference implementation,
 dev-only here) is the judge. Both see the same table of documents and every shipped contract.
 """
 
@@ -14,8 +14,8 @@ from contract_helpers import REPO, SCHEMA_DIR, SHIPPED_DIR, load_script, valid_c
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from eidolons._contract_schema import JsonSchemaValueException, validate_contract
 from eidolons.contract import load_contract_dir
+from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
 
 
 def _reference_validator() -> Draft202012Validator:
@@ -155,15 +155,17 @@ def test_validation_does_not_modify_the_document() -> None:
 def test_generated_module_is_in_sync_with_the_schema() -> None:
     pytest.importorskip("fastjsonschema")
     script = load_script("gen_contract_validator")
-    committed = (REPO / "src" / "eidolons" / "_contract_schema.py").read_text(encoding="utf-8")
+    committed = (REPO / "src" / "eidolons" / "ecl" / "_contract_schema.py").read_text(
+        encoding="utf-8"
+    )
     assert script.generate() == committed, (
-        "src/eidolons/_contract_schema.py is stale: run scripts/gen_contract_validator.py "
+        "src/eidolons/ecl/_contract_schema.py is stale: run scripts/gen_contract_validator.py "
         "(with the pinned fastjsonschema version)"
     )
 
 
 def test_generated_module_has_no_runtime_dependency() -> None:
-    text = (REPO / "src" / "eidolons" / "_contract_schema.py").read_text(encoding="utf-8")
+    text = (REPO / "src" / "eidolons" / "ecl" / "_contract_schema.py").read_text(encoding="utf-8")
     assert text.startswith("# GENERATED FILE")
     assert "scripts/gen_contract_validator.py" in text.splitlines()[1]
     imports = [

@@ -1,6 +1,6 @@
 """``eidolons check PATH...``: the ECL conformance checker (digest section 10).
 
-Runs every gate of :mod:`eidolons.conformance` on each envelope: a PATH is one
+Runs every gate of :mod:`eidolons.ecl.conformance` on each envelope: a PATH is one
 ``*.envelope.json`` file or a directory searched recursively (regular files named
 ``*.envelope.json``, symbolic links not followed, sorted by path bytes as
 ``LC_ALL=C sort`` does). Several PATHs are checked in the order given; an envelope named
@@ -61,7 +61,7 @@ terminal and more than 200 envelopes are checked; it never touches stdout.
 
 Differences from the upstream checker
 -------------------------------------
-The gate differences are listed in :mod:`eidolons.conformance`; those of the command
+The gate differences are listed in :mod:`eidolons.ecl.conformance`; those of the command
 (reasons in ``docs/adr/0200-conformance-checker.md``):
 
 1. Several PATHs are accepted (upstream: exactly one); JSON adds ``targets``,
@@ -97,7 +97,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from eidolons._text import printable
 
 if TYPE_CHECKING:
-    from eidolons.conformance import GateResult
+    from eidolons.ecl.conformance import GateResult
 
 HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
 
@@ -189,8 +189,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from eidolons.checker import check_envelope
     from eidolons.config import Limits, find_root, hmac_key
-    from eidolons.conformance import check_envelope
     from eidolons.contract import ContractError, ContractSet
     from eidolons.errors import UsageError
 
@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
     target_version = _target_version(args.target_version, targets)
     try:
         root = find_root(args.root)
-        limits = Limits.from_env()
+        limits = Limits.from_env(os.environ)
         contracts = ContractSet.load(root, [Path(d) for d in args.contracts])
     except (UsageError, ContractError) as exc:
         raise _Usage(str(exc)) from None

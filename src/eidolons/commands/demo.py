@@ -35,10 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     from eidolons.commands._common import use_color
     from eidolons.commands.trace import _format
+    from eidolons.ecl.verdict import Verdict
     from eidolons.emit import emit, parse_agent
     from eidolons.gates.orchestrator import run_gate, text_line
     from eidolons.trace import read_events
-    from eidolons.verdict import Verdict
 
     color = use_color(sys.stdout)
 

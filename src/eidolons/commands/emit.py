@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             force=args.force,
             write_trace=not args.no_trace,
             trace_file=Path(args.trace) if args.trace else None,
-            limits=Limits.from_env(),
+            limits=Limits.from_env(os.environ),
         )
     except EidolonsError as exc:
         return error(str(exc), 2 if isinstance(exc, UsageError) else 1)
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ise(raw: str | None) -> dict[str, object] | None:
-    from eidolons.envelope import loads_strict
+    from eidolons.ecl.strict_json import loads_strict
     from eidolons.errors import EnvelopeError, UsageError
 
     if raw is None:

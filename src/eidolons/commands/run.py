@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from eidolons.commands._common import error
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
-    from eidolons.envelope import SLUG_RE
+    from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate
 
@@ -42,14 +43,14 @@ def run(args: argparse.Namespace) -> int:
     if command and args.json:
         return error("--json prints the decision only; it cannot be combined with COMMAND")
     receiver = args.receiver.partition("@")[0] if args.receiver else None
-    if receiver is not None and not SLUG_RE.match(receiver):
+    if receiver is not None and not is_slug(receiver):
         return error(f"--as {args.receiver!r} is not an eidolon slug")
     try:
         if args.verify_block and args.mode not in (None, "block"):
             raise UsageError("--verify-block contradicts --mode " + args.mode)
         mode = "block" if args.verify_block else verify_mode(args.mode)
         root = find_root(args.root)
-        limits = Limits.from_env()
+        limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return error(str(exc))
     key = hmac_key()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--block contradicts --mode " + args.mode)
         mode = "block" if args.block else verify_mode(args.mode)
         root = find_root(args.root)
-        limits = Limits.from_env()
+        limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return error(str(exc))
     outcome = run_gate(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,18 +58,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from eidolons.commands._common import error, print_json
     from eidolons.config import Limits, find_root, hmac_key
-    from eidolons.envelope import SLUG_RE
+    from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
     from eidolons.payload import AmbiguousEnvelope, find_envelope
 
     receiver = args.receiver.partition("@")[0]
-    if not SLUG_RE.match(receiver):
+    if not is_slug(receiver):
         return error(f"--as {args.receiver!r} is not an eidolon slug")
     if args.json and args.print_payload:
         return error("--json and --print-payload both write stdout; choose one")
     try:
         root = find_root(args.root)
-        limits = Limits.from_env()
+        limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return error(str(exc))
     artefact = Path(args.artefact)

@@ -18,27 +18,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from eidolons._text import printable
-from eidolons.config import Limits
+from eidolons.ecl.events import EventType, GateName, trace_event
+from eidolons.ecl.limits import Limits
+from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
 from eidolons.evidence import HMAC, UNSIGNED_WARNING, combine
-from eidolons.trace import (
-    TOOL,
-    UNKNOWN_THREAD,
-    agent_label,
-    append_event,
-    thread_trace_path,
-    utc_now,
-)
-from eidolons.verdict import EXIT_BLOCKED, Verdict, exit_code
+from eidolons.trace import append_event, thread_trace_path
 from eidolons.verify import VerificationResult, verify_envelope_file
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-    from eidolons.integrity import Writable
+    from eidolons.ecl.integrity import Writable
 
-GATE = "orchestrator"
+GATE = GateName.ORCHESTRATOR
 
 
 class GateOutcome:
@@ -94,44 +88,29 @@ class GateOutcome:
 
 
 def verify_event(
-    result: VerificationResult,
-    *,
-    gate: str,
-    mode: str,
-    verifier: str = TOOL,
-    evidence: str | None = None,
+    result: VerificationResult, *, gate: str, mode: str, evidence: str | None = None
 ) -> dict[str, Any]:
     """The trace event for one verification (seed shapes plus gate, verdict, digests)."""
-    env = result.envelope
     passed = bool(result)
-    event: dict[str, Any] = {
-        "ts": utc_now(),
-        "event": "verify_pass" if passed else "verify_fail",
-        "message_id": (env.message_id if env else None) or "unknown",
-        "thread_id": (env.thread_id if env else None) or UNKNOWN_THREAD,
-        "from": agent_label(env.sender.eidolon, env.sender.version) if env else "unknown@n/a",
-        "to": agent_label(env.recipient.eidolon, env.recipient.version) if env else "unknown@n/a",
-    }
-    if env is not None:  # unknown when the envelope cannot be parsed: omitted, not invented
-        event["performative"] = env.performative
-    event["integrity_method"] = env.integrity_method if env else "unknown"
-    if not passed:
-        event["verify_failure_code"] = result.failure_code
-        event["decision"] = "refused" if mode == "block" else "warned"
-    event["gate"] = gate
-    event["verdict"] = str(result.verdict)
-    if env is not None:
-        event["integrity_value"] = env.integrity_value
-    if result.digest is not None:
-        event["payload_sha256"] = result.digest.sha256
-    if result.envelope_sha256 is not None:
-        event["envelope_sha256"] = result.envelope_sha256
-    event["verifier"] = verifier
-    if passed and evidence is not None:
-        event["evidence"] = evidence
-    if not passed:
-        event["reason"] = result.message
-    return event
+    fields = (
+        None
+        if passed
+        else {
+            "verify_failure_code": result.failure_code,
+            "decision": "refused" if mode == "block" else "warned",
+        }
+    )
+    return trace_event(
+        EventType.VERIFY_PASS if passed else EventType.VERIFY_FAIL,
+        result.envelope,
+        gate=GateName(gate),
+        fields=fields,
+        gate_fields={"verdict": str(result.verdict)},
+        payload_sha256=result.digest.sha256 if result.digest is not None else None,
+        envelope_sha256=result.envelope_sha256,
+        reason=None if passed else result.message,
+        evidence=evidence if passed else None,
+    )
 
 
 def run_gate(

@@ -27,7 +27,7 @@ Checks, in order (``--json`` reports every failed check; the refusal line names 
    are always hashed, and bytes that do not match the tag are refused, never judged or
    handed on.
 5. Contract conformance for ``from.eidolon -> RECEIVER`` (rules in
-   :mod:`eidolons.conformance`): ``to.eidolon`` is not the receiver or no contract ->
+   :mod:`eidolons.ecl.conformance`): ``to.eidolon`` is not the receiver or no contract ->
    UNDECLARED_EDGE; C-2 -> PERFORMATIVE_NOT_ALLOWED; C-3 -> ARTIFACT_KIND_NOT_ALLOWED;
    D-1/D-2 -> CONTEXT_OVER_BUDGET; a Markdown payload missing a required section ->
    MISSING_REQUIRED_SECTION. A contract set that fails to load refuses (UNDECLARED_EDGE):
@@ -50,8 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from eidolons._text import printable
-from eidolons.config import Limits
-from eidolons.envelope import Envelope, parse_envelope
+from eidolons.ecl.envelope import Envelope, parse_envelope
+from eidolons.ecl.events import EventType, GateName, agent_label, trace_event
+from eidolons.ecl.limits import Limits
+from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
 from eidolons.evidence import HMAC, UNSIGNED, UNSIGNED_WARNING, combine
 from eidolons.payload import (
@@ -62,39 +64,17 @@ from eidolons.payload import (
     locate_payload,
     read_envelope_bytes,
 )
-from eidolons.trace import (
-    TOOL,
-    UNKNOWN_THREAD,
-    agent_label,
-    append_event,
-    iter_reverse,
-    thread_trace_path,
-    utc_now,
-)
-from eidolons.verdict import Verdict
+from eidolons.trace import append_event, iter_reverse, thread_trace_path
 from eidolons.verify import precheck, verify_parsed
 
-GATE = "receiver"
-ORCHESTRATOR_GATE = "orchestrator"
+GATE = GateName.RECEIVER
+ORCHESTRATOR_GATE = GateName.ORCHESTRATOR
 
-INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
-UNVERIFIED = "UNVERIFIED"
-SCHEMA_INVALID = "SCHEMA_INVALID"
-UNDECLARED_EDGE = "UNDECLARED_EDGE"
-PERFORMATIVE_NOT_ALLOWED = "PERFORMATIVE_NOT_ALLOWED"
-ARTIFACT_KIND_NOT_ALLOWED = "ARTIFACT_KIND_NOT_ALLOWED"
-CONTEXT_OVER_BUDGET = "CONTEXT_OVER_BUDGET"
-MISSING_REQUIRED_SECTION = "MISSING_REQUIRED_SECTION"
-REFUSAL_CODES = (
-    INTEGRITY_MISMATCH,
-    UNVERIFIED,
-    SCHEMA_INVALID,
-    UNDECLARED_EDGE,
-    PERFORMATIVE_NOT_ALLOWED,
-    ARTIFACT_KIND_NOT_ALLOWED,
-    CONTEXT_OVER_BUDGET,
-    MISSING_REQUIRED_SECTION,
-)
+INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
+UNVERIFIED = RefusalCode.UNVERIFIED
+SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
+UNDECLARED_EDGE = RefusalCode.UNDECLARED_EDGE
+REFUSAL_CODES = tuple(RefusalCode)
 
 
 def find_record(trace: Path, message_id: str) -> dict[str, Any] | None:
@@ -232,34 +212,25 @@ def _receiver_label(env: Envelope | None, receiver: str) -> str:
 
 def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
     env = result.envelope
-    event: dict[str, Any] = {
-        "ts": utc_now(),
-        "event": kind,
-        "message_id": (env.message_id if env else None) or "unknown",
-        "thread_id": (env.thread_id if env else None) or UNKNOWN_THREAD,
-        "from": agent_label(env.sender.eidolon, env.sender.version) if env else "unknown@n/a",
-        "to": _receiver_label(env, result.receiver),
-    }
-    if env is not None:  # unknown when the envelope cannot be parsed: omitted, not invented
-        event["performative"] = env.performative
-    event["integrity_method"] = env.integrity_method if env else "unknown"
-    if kind == "verify_fail":
-        event["verify_failure_code"] = result.failure_code
-        event["decision"] = "refused"
-        event["failures"] = [f.code for f in result.failures]
-        event["reason"] = result.failures[0].message
-    if kind == "receive" and env is not None:
+    fields: dict[str, Any] = {}
+    if kind == EventType.VERIFY_FAIL:
+        fields["verify_failure_code"] = result.failure_code
+        fields["decision"] = "refused"
+        fields["failures"] = [f.code for f in result.failures]
+    if kind == EventType.RECEIVE and env is not None:
         cd = env.context_delta
         if cd is not None and isinstance(cd.get("tokens_used"), int):
-            event["context_tokens"] = cd["tokens_used"]
-    event["gate"] = GATE
-    event["receiver"] = result.receiver
-    if env is not None:
-        event["integrity_value"] = env.integrity_value
-    event["verifier"] = TOOL
-    if kind == "verify_pass" and result.evidence is not None:
-        event["evidence"] = result.evidence
-    return event
+            fields["context_tokens"] = cd["tokens_used"]
+    return trace_event(
+        EventType(kind),
+        env,
+        gate=GateName.RECEIVER,
+        to=_receiver_label(env, result.receiver),
+        fields=fields,
+        gate_fields={"receiver": result.receiver},
+        reason=result.failures[0].message if kind == EventType.VERIFY_FAIL else None,
+        evidence=result.evidence if kind == EventType.VERIFY_PASS else None,
+    )
 
 
 def evaluate(
@@ -279,7 +250,7 @@ def evaluate(
     raised while loading one (then every hand-off is refused). With a ``memory``
     (:mod:`eidolons.memory`), related prior context is recalled once the envelope parses,
     before any verdict; the recall can never change the verdict."""
-    from eidolons.conformance import (
+    from eidolons.ecl.conformance import (
         RECEIVER_FAILURE_CODES,
         context_results,
         edge_results,

@@ -69,7 +69,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from eidolons.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
+from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
+from eidolons.ecl.grammar import is_hex64
 from eidolons.memory._common import (
     BACKEND_LOCAL,
     INGEST_BAD_ENVELOPE,
@@ -117,7 +118,6 @@ members (vivi, kupo, gilgamesh, ramza) and the reserved ``human``/``orchestrator
 T3 there, and so here, so both backends label a hand-off alike."""
 
 _VERSION_RE: Final = re.compile(r"[12](\.\d+){1,2}")
-_HEX64_RE: Final = re.compile(r"[0-9a-f]{64}")
 _TIER_RE: Final = re.compile(r"[Tt]([0-3])")
 _WORD_RE: Final = re.compile(r"\w+")
 _RAW_TOKEN_RE: Final = re.compile(r"[^\s\"'`()\[\]{}<>,;|]+")
@@ -222,7 +222,7 @@ def validate_envelope(envelope: Any, payload: Any) -> tuple[str, str] | None:
         if value != artifact["sha256"]:
             return INGEST_BAD_ENVELOPE, "integrity.value does not equal artifact.sha256"
     elif method == "hmac-sha256":
-        if not _HEX64_RE.fullmatch(value):
+        if not is_hex64(value):
             return INGEST_BAD_ENVELOPE, "integrity.value is not 64 lowercase hex digits"
     else:
         return INGEST_BAD_ENVELOPE, f"unknown integrity.method {method!r}"

@@ -20,6 +20,20 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class RefusalCode(StrEnum):
+    """The ECL section 5.3 failure codes: ``verify_failure_code`` in the trace and the
+    ``<CODE>`` of the receiver's refusal line. The one enumeration of them."""
+
+    INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
+    UNVERIFIED = "UNVERIFIED"
+    SCHEMA_INVALID = "SCHEMA_INVALID"
+    UNDECLARED_EDGE = "UNDECLARED_EDGE"
+    PERFORMATIVE_NOT_ALLOWED = "PERFORMATIVE_NOT_ALLOWED"
+    ARTIFACT_KIND_NOT_ALLOWED = "ARTIFACT_KIND_NOT_ALLOWED"
+    CONTEXT_OVER_BUDGET = "CONTEXT_OVER_BUDGET"
+    MISSING_REQUIRED_SECTION = "MISSING_REQUIRED_SECTION"
+
+
 class Verdict(StrEnum):
     PASS = "pass"
     MALFORMED = "malformed"
@@ -31,18 +45,18 @@ class Verdict(StrEnum):
     TAMPER = "tamper"
 
     @property
-    def failure_code(self) -> str | None:
+    def failure_code(self) -> RefusalCode | None:
         return _FAILURE_CODES.get(self)
 
 
-_FAILURE_CODES: dict[Verdict, str] = {
-    Verdict.TAMPER: "INTEGRITY_MISMATCH",
-    Verdict.INCONSISTENT: "INTEGRITY_MISMATCH",
-    Verdict.MISSING_PAYLOAD: "INTEGRITY_MISMATCH",
-    Verdict.NO_KEY: "INTEGRITY_MISMATCH",
-    Verdict.UNVERIFIABLE: "UNVERIFIED",
-    Verdict.MALFORMED: "SCHEMA_INVALID",
-    Verdict.UNSUPPORTED_ALGO: "SCHEMA_INVALID",
+_FAILURE_CODES: dict[Verdict, RefusalCode] = {
+    Verdict.TAMPER: RefusalCode.INTEGRITY_MISMATCH,
+    Verdict.INCONSISTENT: RefusalCode.INTEGRITY_MISMATCH,
+    Verdict.MISSING_PAYLOAD: RefusalCode.INTEGRITY_MISMATCH,
+    Verdict.NO_KEY: RefusalCode.INTEGRITY_MISMATCH,
+    Verdict.UNVERIFIABLE: RefusalCode.UNVERIFIED,
+    Verdict.MALFORMED: RefusalCode.SCHEMA_INVALID,
+    Verdict.UNSUPPORTED_ALGO: RefusalCode.SCHEMA_INVALID,
 }
 
 # Verdicts that block in block mode without --strict (unverifiable is let through: the

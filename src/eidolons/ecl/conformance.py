@@ -4,8 +4,8 @@ Both ``eidolons check`` (the conformance checker) and the receiver gate
 (``eidolons verify-incoming``) decide with these functions, so a rule cannot drift
 between the two. The engine is pure: it takes envelope bytes, parsed objects, contracts
 and a payload *reader* (a callable injected by the caller) and returns
-:class:`GateResult` records. Only :func:`check_envelope` and :func:`read_payload_facts`,
-at the bottom, touch the file system.
+:class:`GateResult` records. The file I/O (reading the envelope and its payload for
+``eidolons check``) is in :mod:`eidolons.checker`.
 
 Gates, in the order they run for one envelope (upstream's order: envelope, integrity,
 handoff-graph, context-budget, ise, then this project's R-1). Reason strings are the
@@ -14,7 +14,7 @@ upstream checker's, byte for byte, for every case the upstream checker reports; 
 cannot evaluate (see "Differences from the upstream checker" below).
 
 E-1 MUST envelope_is_json
-    The bytes parse under :func:`eidolons.envelope.loads_strict` (size cap, UTF-8, no
+    The bytes parse under :func:`eidolons.ecl.envelope.loads_strict` (size cap, UTF-8, no
     BOM, no duplicate keys, no NaN/Infinity, no lone surrogates, bounded depth). On
     failure the reason is the parser's message and E-2..E-8 are skipped; the later
     libraries still run, on an empty object, exactly as upstream's do on a file jq
@@ -137,33 +137,29 @@ Each is deliberate; ``docs/adr/0200-conformance-checker.md`` gives the reasons.
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eidolons.config import Limits
-from eidolons.envelope import (
-    PERFORMATIVES,
-    REQUIRED_FIELDS,
-    is_safe_relative_path,
-    json_type,
-    loads_strict,
+from eidolons.ecl import grammar
+from eidolons.ecl.envelope import PERFORMATIVES, REQUIRED_FIELDS
+from eidolons.ecl.grammar import is_safe_relative_path
+from eidolons.ecl.integrity import tags_equal
+from eidolons.ecl.limits import Limits
+from eidolons.ecl.results import LEVELS, GateResult
+from eidolons.ecl.sections import (
+    MARKDOWN_SUFFIXES,
+    is_markdown_path,
+    markdown_headings,
+    normalise_section,
+    section_result,
 )
-from eidolons.errors import EidolonsError, EnvelopeError, InputError
-from eidolons.integrity import digest_stream, tags_equal
-from eidolons.payload import (
-    PayloadError,
-    candidates,
-    locate_payload,
-    open_payload,
-    read_envelope_bytes,
-)
+from eidolons.ecl.strict_json import json_type, loads_strict
+from eidolons.ecl.verdict import RefusalCode
+from eidolons.errors import EnvelopeError
 
 if TYPE_CHECKING:
-    from eidolons.contract import Contract, ContractSet
+    from eidolons.ecl.contract import Contract, ContractSet
 
 __all__ = [
     "LEVELS",
@@ -173,7 +169,6 @@ __all__ = [
     "PayloadFacts",
     "PayloadReader",
     "PayloadUnavailable",
-    "check_envelope",
     "context_results",
     "edge_results",
     "envelope_results",
@@ -185,33 +180,20 @@ __all__ = [
     "json_result",
     "markdown_headings",
     "normalise_section",
-    "read_payload_facts",
     "run_gates",
     "section_result",
 ]
 
-#: Result levels, strongest first.
-LEVELS: tuple[str, ...] = ("MUST", "SHOULD", "INFO")
-
-#: Payload names (``artifact.path``) treated as Markdown by R-1, compared lower-case.
-MARKDOWN_SUFFIXES: tuple[str, ...] = (".md", ".markdown")
-
 #: The receiver gate's refusal code for a failed gate (ECL §5.3 names).
-RECEIVER_FAILURE_CODES: Mapping[str, str] = {
-    "C-1": "UNDECLARED_EDGE",
-    "C-2": "PERFORMATIVE_NOT_ALLOWED",
-    "C-3": "ARTIFACT_KIND_NOT_ALLOWED",
-    "D-1": "CONTEXT_OVER_BUDGET",
-    "D-2": "CONTEXT_OVER_BUDGET",
-    "R-1": "MISSING_REQUIRED_SECTION",
+RECEIVER_FAILURE_CODES: Mapping[str, RefusalCode] = {
+    "C-1": RefusalCode.UNDECLARED_EDGE,
+    "C-2": RefusalCode.PERFORMATIVE_NOT_ALLOWED,
+    "C-3": RefusalCode.ARTIFACT_KIND_NOT_ALLOWED,
+    "D-1": RefusalCode.CONTEXT_OVER_BUDGET,
+    "D-2": RefusalCode.CONTEXT_OVER_BUDGET,
+    "R-1": RefusalCode.MISSING_REQUIRED_SECTION,
 }
 
-# Whole-string matches only (``re.fullmatch``): ``$`` would accept a trailing newline.
-_VERSION_RE = re.compile(r"(1\.[012]|2\.[01])(\.\d+)?")
-_V1_RE = re.compile(r"1\.[012](\.\d+)?")
-_V21_RE = re.compile(r"2\.1(\.\d+)?")
-_SLUG_RE = re.compile(r"[a-z][a-z0-9-]*")
-_HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
 _TIERS = ("standard", "trance")
 _GRADES = ("unverified", "self-attested", "validated", "human-reviewed")
@@ -234,40 +216,6 @@ S3_WARN_REASON = (
 
 
 # --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """One gate's outcome for one envelope. Truthy only when ``status == "ok"``.
-
-    ``level`` is MUST, SHOULD or INFO; ``status`` is ok, fail or warn; ``reason`` says
-    why a result is not ok (and carries the §7.3 sentence on E-3.compat); ``target`` is
-    the envelope the result is about, when known.
-    """
-
-    id: str
-    level: str
-    status: str
-    name: str
-    reason: str | None = None
-    target: str | None = None
-
-    def __bool__(self) -> bool:
-        return self.status == "ok"
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"id", "level", "status", "name"[, "target"][, "reason"]}`` (upstream order)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "level": self.level,
-            "status": self.status,
-            "name": self.name,
-        }
-        if self.target is not None:
-            out["target"] = self.target
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
 
 
 class _Recorder:
@@ -341,7 +289,7 @@ def _truthy(value: Any) -> bool:
 
 
 def _slug(value: Any) -> bool:
-    return isinstance(value, str) and _SLUG_RE.fullmatch(value) is not None
+    return grammar.is_slug(value)
 
 
 def _version(env: Mapping[str, Any]) -> str | None:
@@ -351,12 +299,12 @@ def _version(env: Mapping[str, Any]) -> str | None:
 
 def _is_v21(env: Mapping[str, Any]) -> bool:
     v = _version(env)
-    return v is not None and _V21_RE.fullmatch(v) is not None
+    return grammar.is_v21_version(v)
 
 
 def _is_v1(env: Mapping[str, Any]) -> bool:
     v = _version(env)
-    return v is not None and _V1_RE.fullmatch(v) is not None
+    return grammar.is_v1_version(v)
 
 
 def _trust_level(env: Mapping[str, Any]) -> Any:
@@ -406,9 +354,9 @@ def envelope_results(env: Mapping[str, Any], *, target: str | None = None) -> li
         rec.ok("E-2", "MUST", "required_fields_present")
 
     version = env.get("envelope_version")
-    if isinstance(version, str) and _VERSION_RE.fullmatch(version):
+    if grammar.is_envelope_version(version):
         rec.ok("E-3", "MUST", "envelope_version_supported")
-        if _V1_RE.fullmatch(version):
+        if grammar.is_v1_version(version):
             rec.ok("E-3.compat", "INFO", "v1x_accepted_under_v2_receiver", COMPAT_REASON)
     else:
         rec.fail(
@@ -526,7 +474,7 @@ def _integrity(
     env: Mapping[str, Any], reader: PayloadReader, keep_bytes: bool, rec: _Recorder
 ) -> PayloadFacts | None:
     value = _get(env, "integrity", "value")
-    if isinstance(value, str) and _HEX64_RE.fullmatch(value):
+    if grammar.is_hex64(value):
         rec.ok("I-1", "MUST", "integrity_value_hex64")
     else:
         rec.fail("I-1", "MUST", "integrity_value_hex64", f"got: {_text(value) or '<empty>'}")
@@ -793,108 +741,6 @@ def _s4(ise: Any, rec: _Recorder) -> None:
         rec.ok("S-4", "MUST", "ise_verification_shape")
 
 
-# --------------------------------------------------------------------------- sections (R-1)
-
-_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*\Z")
-_CLOSING_RE = re.compile(r"(?:^|[ \t]+)#+[ \t]*\Z")
-_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)\Z")
-_SEPARATORS_RE = re.compile(r"[\s\-]+")
-
-
-def normalise_section(text: str) -> str:
-    """A heading or section name as compared by R-1: trimmed, case-folded, and every run
-    of whitespace and hyphens turned into one underscore (``Decision target`` and
-    ``decision-target`` both give ``decision_target``)."""
-    return _SEPARATORS_RE.sub("_", text.strip()).casefold()
-
-
-def is_markdown_path(path: str) -> bool:
-    """True when ``path`` names a Markdown file (``.md`` or ``.markdown``, any case)."""
-    return path.lower().endswith(MARKDOWN_SUFFIXES)
-
-
-def markdown_headings(text: str) -> list[tuple[int, str]]:
-    """The ATX headings of a Markdown document as ``(level, text)``, in order.
-
-    Rules (a CommonMark subset, deliberately small):
-
-    - A heading is a line of up to three spaces, 1 to 6 ``#``, then a space, a tab or the
-      end of the line; an optional closing run of ``#`` is dropped. ``#hashtag`` is not
-      a heading; Setext (underlined) headings are not recognised.
-    - Fenced code blocks (a line of up to three spaces then at least three backticks or
-      tildes) hide everything up to the closing fence of the same character and at least
-      the same length, or to the end of the document when none closes it. A backtick
-      fence whose info string contains a backtick is not a fence.
-    - YAML front matter (the first line is ``---`` and a later line is ``---`` or
-      ``...``) is skipped; its keys are not headings. An unclosed ``---`` is ordinary
-      text.
-    """
-    lines = text.splitlines()
-    start = 0
-    if lines and lines[0].rstrip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].rstrip() in ("---", "..."):
-                start = i + 1
-                break
-    headings: list[tuple[int, str]] = []
-    fence: str | None = None
-    for line in lines[start:]:
-        if fence is not None:
-            m = _FENCE_RE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                if not m.group(2).strip():
-                    fence = None
-            continue
-        m = _FENCE_RE.match(line)
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = m.group(1)
-            continue
-        m = _ATX_RE.match(line)
-        if m:
-            content = _CLOSING_RE.sub("", m.group(2) or "")
-            headings.append((len(m.group(1)), content.strip()))
-    return headings
-
-
-def section_result(
-    payload: bytes,
-    contract: Contract | None,
-    kind: str | None,
-    *,
-    level: str = "INFO",
-    path: str | None = None,
-    target: str | None = None,
-) -> GateResult | None:
-    """R-1 required_sections_present for a Markdown payload.
-
-    The sections are ``required_sections`` of the contract's ``artifacts[]`` entry for
-    ``kind``. Each must appear as the text of a heading of any level (see
-    :func:`markdown_headings`) after :func:`normalise_section` on both sides. The
-    reason lists the missing ones in contract order: ``"missing sections: gaps, scope"``.
-
-    Returns None (not applicable) when there is no contract, no kind, the contract does
-    not accept the kind, the entry has no required sections, or ``path`` is given and
-    does not name a Markdown file (:func:`is_markdown_path`). Without ``path`` the
-    payload is taken to be Markdown. The bytes are decoded as UTF-8, undecodable bytes
-    replaced.
-    """
-    if contract is None or kind is None:
-        return None
-    artifact = contract.artifact_for_kind(kind)
-    if artifact is None or not artifact.required_sections:
-        return None
-    if path is not None and not is_markdown_path(path):
-        return None
-    found = {normalise_section(t) for _, t in markdown_headings(payload.decode("utf-8", "replace"))}
-    missing = [s for s in artifact.required_sections if normalise_section(s) not in found]
-    name = "required_sections_present"
-    if missing:
-        return GateResult(
-            "R-1", level, "fail", name, "missing sections: " + ", ".join(missing), target
-        )
-    return GateResult("R-1", level, "ok", name, None, target)
-
-
 def _wants_sections(env: Mapping[str, Any], contract: Contract | None) -> bool:
     """Whether R-1 applies, judged before the payload is read (so it is kept only then)."""
     kind, path = _get(env, "artifact", "kind"), _get(env, "artifact", "path")
@@ -926,10 +772,10 @@ def run_gates(
     """Every gate for one envelope, in upstream order, then R-1 (INFO, or MUST when
     ``strict``). Pure apart from ``reader``: ``data`` is the envelope's bytes."""
     e1, parsed = json_result(data, limits=limits, target=target)
-    return _after_e1(e1, parsed, contracts, reader, strict=strict, target=target)
+    return results_after_e1(e1, parsed, contracts, reader, strict=strict, target=target)
 
 
-def _after_e1(
+def results_after_e1(
     e1: GateResult,
     parsed: Mapping[str, Any] | None,
     contracts: ContractSet,
@@ -961,80 +807,3 @@ def _after_e1(
         if r1 is not None:
             results.append(r1)
     return results
-
-
-# --------------------------------------------------------------------------- file I/O
-
-
-def read_payload_facts(
-    envelope_path: Path,
-    artifact_path: str,
-    *,
-    root: Path,
-    key: bytes | None,
-    want_hmac: bool,
-    keep: bool,
-    limits: Limits,
-) -> PayloadFacts:
-    """Resolve (:func:`eidolons.payload.locate_payload`) and read the payload once.
-
-    Raises :class:`PayloadUnavailable`: ``unresolved`` when the resolver finds nothing or
-    refuses the first existing candidate (the message says why in the second case),
-    else not readable (not a regular file, an I/O error, above the size cap).
-    """
-    try:
-        location = locate_payload(envelope_path, artifact_path, root)
-    except PayloadError as exc:
-        envelope_real = Path(os.path.realpath(envelope_path))
-        root_real = Path(os.path.realpath(root))
-        exists = any(
-            os.path.lexists(c) for _, c in candidates(envelope_real, artifact_path, root_real)
-        )
-        raise PayloadUnavailable(str(exc) if exists else "", unresolved=True) from None
-    method = "hmac-sha256" if want_hmac and key is not None else "sha256"
-    try:
-        with open_payload(location) as stream:
-            digest = digest_stream(
-                stream, method, key, max_bytes=limits.max_payload_bytes, keep=keep
-            )
-    except OSError as exc:
-        raise PayloadUnavailable(
-            exc.strerror or str(exc), unresolved=False, path=str(location.path)
-        ) from None
-    except EidolonsError as exc:  # PayloadError, PayloadTooLarge
-        raise PayloadUnavailable(str(exc), unresolved=False, path=str(location.path)) from None
-    return PayloadFacts(
-        size=digest.size,
-        sha256=digest.sha256,
-        hmac_sha256=digest.value if method == "hmac-sha256" else None,
-        data=digest.data,
-    )
-
-
-def check_envelope(
-    path: Path,
-    contracts: ContractSet,
-    *,
-    root: Path,
-    key: bytes | None,
-    strict: bool = False,
-    limits: Limits | None = None,
-) -> list[GateResult]:
-    """Read the envelope at ``path`` and run every gate on it (:func:`run_gates`), with
-    this project's payload resolution under ``root`` and ``key`` for HMAC. Every
-    result's ``target`` is ``path`` made absolute (symlinks not resolved). An unreadable
-    envelope file is an E-1 failure, never an exception."""
-    lim = limits or Limits()
-    target = os.path.abspath(path)
-
-    def reader(artifact_path: str, want_hmac: bool, keep: bool) -> PayloadFacts:
-        return read_payload_facts(
-            path, artifact_path, root=root, key=key, want_hmac=want_hmac, keep=keep, limits=lim
-        )
-
-    try:
-        data = read_envelope_bytes(path, lim.max_envelope_bytes)
-    except InputError as exc:
-        e1 = GateResult("E-1", "MUST", "fail", "envelope_is_json", str(exc), target)
-        return _after_e1(e1, None, contracts, reader, strict=strict, target=target)
-    return run_gates(data, contracts, reader, strict=strict, limits=lim, target=target)

@@ -24,10 +24,12 @@ warnings, ``--strict`` turns them into ``malformed``.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 
-from eidolons.config import Limits
+from eidolons.ecl import grammar
+from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
+from eidolons.ecl.limits import Limits
+from eidolons.ecl.strict_json import json_type, loads_strict
 from eidolons.errors import EnvelopeError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -79,115 +81,8 @@ ASSERTION_GRADES: frozenset[str] = frozenset(
     {"unverified", "self-attested", "validated", "human-reviewed"}
 )
 
-VERSION_RE = re.compile(r"^(1\.[012]|2\.[01])(\.\d+)?$")
-SLUG_RE = re.compile(r"^[a-z][a-z0-9-]*$")
-AGENT_VERSION_RE = re.compile(r"^(\d+\.\d+\.\d+|n/a)$")
-SCHEMA_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
-HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
-EXTENSION_RE = re.compile(r"^x_[a-z][a-z0-9_]*$")
-RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-HANDLE_RE = re.compile(r"^ecl://thread/[0-9a-f-]{36}/message/[0-9a-f-]{36}$")
-
-
-# --------------------------------------------------------------------------- strict JSON
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
-    """Parse untrusted JSON bytes under the rules in the module docstring (1 and 2)."""
-    limits = limits or Limits()
-    if len(data) > limits.max_envelope_bytes:
-        raise EnvelopeError(
-            f"envelope is {len(data)} bytes, above the {limits.max_envelope_bytes}-byte cap"
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EnvelopeError(
-            f"envelope is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-        ) from None
-    if text.startswith("\ufeff"):
-        raise EnvelopeError("envelope starts with a byte-order mark")
-    try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except _DuplicateKey as exc:
-        raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None
-    except RecursionError:
-        raise EnvelopeError("JSON nesting too deep") from None
-    except json.JSONDecodeError as exc:
-        raise EnvelopeError(
-            f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-        ) from None
-    except ValueError as exc:
-        raise EnvelopeError(f"not valid JSON: {exc}") from None
-    _check_tree(value, limits.max_json_depth)
-    return value
-
-
-def _check_tree(value: Any, max_depth: int) -> None:
-    """Bound the nesting depth and refuse lone surrogates, iteratively."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth > max_depth:
-                raise EnvelopeError(f"JSON nesting deeper than {max_depth}")
-            for key, child in node.items():
-                _check_text(key)
-                stack.append((child, depth + 1))
-        elif isinstance(node, list):
-            if depth > max_depth:
-                raise EnvelopeError(f"JSON nesting deeper than {max_depth}")
-            stack.extend((child, depth + 1) for child in node)
-        elif isinstance(node, str):
-            _check_text(node)
-
-
-def _check_text(text: str) -> None:
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise EnvelopeError("JSON string holds a lone surrogate escape") from None
-
 
 # --------------------------------------------------------------------------- model
-
-
-def is_safe_relative_path(path: str) -> bool:
-    """A relative POSIX path with no ``..`` component, NUL or backslash."""
-    if not path or path.startswith("/") or "\x00" in path or "\\" in path:
-        return False
-    return ".." not in path.split("/")
-
-
-def is_placeholder(value: str) -> bool:
-    """Digest values a parent still has to fill: empty, ``PARENT_FILLS_*``, ``<...>``,
-    ``TODO*`` (case-insensitive)."""
-    stripped = value.strip()
-    return (
-        stripped == ""
-        or stripped.startswith("PARENT_FILLS_")
-        or (stripped.startswith("<") and stripped.endswith(">"))
-        or stripped.upper().startswith("TODO")
-    )
 
 
 class AgentRef:
@@ -342,21 +237,6 @@ def parse_envelope(data: bytes, limits: Limits | None = None) -> Envelope:
     return Envelope.from_dict(loads_strict(data, limits))
 
 
-def json_type(value: Any) -> str:
-    """The JSON type name of a parsed value (as ``jq type`` names it)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _need_obj(data: Mapping[str, Any], key: str, label: str | None = None) -> Mapping[str, Any]:
     value = data.get(key)
     if value is None:
@@ -398,10 +278,10 @@ def _schema_problems(env: Envelope) -> list[str]:
         if (
             key not in REQUIRED_FIELDS
             and key not in OPTIONAL_FIELDS
-            and not EXTENSION_RE.match(key)
+            and not grammar.is_extension_field(key)
         ):
             add(f"unknown top-level field {key!r} (extensions must match x_<vendor>_<field>)")
-    if not VERSION_RE.match(env.envelope_version):
+    if not grammar.is_envelope_version(env.envelope_version):
         add(f"envelope_version {env.envelope_version!r} is not 1.0-1.2 or 2.0-2.1")
     for key in ("message_id", "thread_id"):
         if key in d and d[key] is not None and not (isinstance(d[key], str) and d[key]):
@@ -410,10 +290,10 @@ def _schema_problems(env: Envelope) -> list[str]:
         add("parent_id must be null or a non-empty string")
     for key in ("from", "to"):
         ref = d[key]
-        if not (SLUG_RE.match(ref["eidolon"]) or ref["eidolon"] in ("human", "orchestrator")):
+        if not (grammar.is_slug(ref["eidolon"]) or ref["eidolon"] in ("human", "orchestrator")):
             add(f"{key}.eidolon {ref['eidolon']!r} is not a slug")
         version = ref.get("version")
-        if not isinstance(version, str) or not AGENT_VERSION_RE.match(version):
+        if not grammar.is_agent_version(version):
             add(f"{key}.version must be MAJOR.MINOR.PATCH or n/a")
         extra = set(ref) - {"eidolon", "version"}
         if extra:
@@ -424,7 +304,7 @@ def _schema_problems(env: Envelope) -> list[str]:
     if objective is not None and not (isinstance(objective, str) and 1 <= len(objective) <= 240):
         add("objective must be a string of 1 to 240 characters")
     _artifact_problems(env.artifact, add)
-    if not HEX64_RE.match(env.integrity_value) and not is_placeholder(env.integrity_value):
+    if not grammar.is_hex64(env.integrity_value) and not is_placeholder(env.integrity_value):
         add("integrity.value must be 64 lowercase hex characters")
     extra = set(d["integrity"]) - {"method", "value"}
     if extra:
@@ -466,14 +346,14 @@ def _artifact_problems(art: Mapping[str, Any], add: Any) -> None:
     extra = set(art) - {"kind", "schema_version", "path", "sha256", "size_bytes"}
     if extra:
         add(f"artifact has unknown fields {sorted(extra)}")
-    if "kind" in art and not (isinstance(art["kind"], str) and SLUG_RE.match(art["kind"])):
+    if "kind" in art and not (grammar.is_slug(art["kind"])):
         add("artifact.kind must be a slug")
     sv = art.get("schema_version")
-    if "schema_version" in art and not (isinstance(sv, str) and SCHEMA_VERSION_RE.match(sv)):
+    if "schema_version" in art and not (grammar.is_schema_version(sv)):
         add("artifact.schema_version must be MAJOR.MINOR[.PATCH]")
     sha = art.get("sha256")
     if "sha256" in art and not (
-        isinstance(sha, str) and (HEX64_RE.match(sha) or is_placeholder(sha))
+        grammar.is_hex64(sha) or (isinstance(sha, str) and is_placeholder(sha))
     ):
         add("artifact.sha256 must be 64 lowercase hex characters")
     size = art.get("size_bytes")
@@ -488,7 +368,7 @@ def _trace_problems(trace: Any, add: Any) -> None:
     for key in ("ts", "host", "model", "tier"):
         if not isinstance(trace.get(key), str):
             add(f"trace.{key} must be a string")
-    if isinstance(trace.get("ts"), str) and not RFC3339_RE.match(trace["ts"]):
+    if isinstance(trace.get("ts"), str) and not grammar.is_rfc3339(trace["ts"]):
         add("trace.ts must be an RFC 3339 date-time")
     if isinstance(trace.get("tier"), str) and trace["tier"] not in TIERS:
         add("trace.tier must be standard or trance")
@@ -513,7 +393,9 @@ def _context_delta_problems(cd: Any, add: Any) -> None:
         add("context_delta.input_handles must be an array")
     else:
         for h in handles:
-            if not isinstance(h, str) or not (is_safe_relative_path(h) or HANDLE_RE.match(h)):
+            if not isinstance(h, str) or not (
+                is_safe_relative_path(h) or grammar.is_message_handle(h)
+            ):
                 add(f"context_delta.input_handles entry {h!r} is not a relative path or handle")
     summary = cd.get("summary")
     if not (isinstance(summary, str) and summary):
@@ -532,7 +414,7 @@ def _constraints_problems(c: Any, add: Any) -> None:
     if "trust_level" in c and c["trust_level"] not in TRUST_LEVELS:
         add("constraints.trust_level must be low, standard or high")
     dl = c.get("deadline_ts")
-    if dl is not None and not (isinstance(dl, str) and RFC3339_RE.match(dl)):
+    if dl is not None and not (grammar.is_rfc3339(dl)):
         add("constraints.deadline_ts must be null or an RFC 3339 date-time")
 
 
@@ -568,7 +450,7 @@ def _ise_problems(ise: Any, v21: bool, add: Any) -> None:
         else:
             if not isinstance(ver.get("fresh_context"), bool):
                 add("ise.verification.fresh_context must be a boolean")
-            if not (isinstance(ver.get("checker"), str) and SLUG_RE.match(ver["checker"])):
+            if not (grammar.is_slug(ver.get("checker"))):
                 add("ise.verification.checker must be a slug")
             if ver.get("transcript_access") not in ("none", "artifact-only"):
                 add("ise.verification.transcript_access must be none or artifact-only")

@@ -1,0 +1,352 @@
+"""Hand-off contracts, pure: the model, its validation, parsing of contract bytes, and the
+contract set (one contract per edge, the later source winning).
+
+No file access here: :mod:`eidolons.contract` reads the builtin index, the project's
+``.eidolons/contracts/`` and ``--contracts`` directories and hands this module bytes. The
+rules (sources, directory entries, bytes, content, fail closed) are listed there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
+
+__all__ = [
+    "BUILTIN_SOURCE",
+    "INDEX_FORMAT",
+    "MAX_CONTRACT_BYTES",
+    "Contract",
+    "ContractArtifact",
+    "ContractError",
+    "ContractSet",
+    "contracts_from_index",
+    "edge_key",
+    "parse_contract_bytes",
+]
+
+#: ``Contract.source`` of the contracts shipped in the package.
+BUILTIN_SOURCE = "builtin"
+
+#: Largest contract file read. Shipped contracts are about 1 KiB; the cap keeps a stray
+#: large file from being parsed at all.
+MAX_CONTRACT_BYTES = 64 * 1024
+
+INDEX_FORMAT = "eidolons.contract-index.v1"
+
+
+class ContractError(Exception):
+    """A contract or contract set that cannot be used. Never treated as an allow.
+
+    ``source`` names the file (or ``builtin``/directory) and ``problem`` says what is
+    wrong; ``str(error)`` is ``"<source>: <problem>"``, which the CLI prints as is.
+    """
+
+    code = "CONTRACT_INVALID"
+
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class ContractArtifact:
+    """One ``artifacts[]`` entry: an artifact kind the edge accepts and its section rules."""
+
+    kind: str
+    schema_ref: str
+    required_sections: tuple[str, ...] = ()
+    evidence_anchor_required: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "schema_ref": self.schema_ref,
+            "required_sections": list(self.required_sections),
+            "evidence_anchor_required": self.evidence_anchor_required,
+        }
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A validated hand-off contract for the edge ``from_ -> to``.
+
+    Build instances with :meth:`from_dict`, which validates; every loader in this module
+    does, so a ``Contract`` obtained from a loader or a :class:`ContractSet` is a valid
+    one. ``source`` says where it was loaded from: ``"builtin"`` or the YAML file's path.
+    ``trust_level`` and ``notes`` are None when the document omits them.
+    """
+
+    from_: str
+    to: str
+    edge_origin: str
+    performatives_allowed: tuple[str, ...]
+    artifacts: tuple[ContractArtifact, ...]
+    token_budget_max: int | None = None
+    required_handles: tuple[str, ...] = ()
+    trust_level: str | None = None
+    notes: str | None = None
+    source: str = BUILTIN_SOURCE
+    contract_version: str = "1.0"
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> Contract:
+        """Validate ``data`` (a parsed contract document) and build the contract.
+
+        Raises :class:`ContractError` naming ``source`` if the data does not match
+        ``handoff-contract.v1.json`` or repeats an artifact kind. The file-name rule is
+        checked by the file loader, which knows the name.
+        """
+        try:
+            validate_contract(data)
+        except JsonSchemaValueException as exc:
+            raise ContractError(source, _schema_problem(exc)) from None
+        artifacts = tuple(
+            ContractArtifact(
+                kind=item["kind"],
+                schema_ref=item["schema_ref"],
+                required_sections=tuple(item.get("required_sections", ())),
+                evidence_anchor_required=item.get("evidence_anchor_required", False),
+            )
+            for item in data["artifacts"]
+        )
+        kinds = [a.kind for a in artifacts]
+        duplicated = sorted({k for k in kinds if kinds.count(k) > 1})
+        if duplicated:
+            raise ContractError(
+                source, f"artifact kind listed more than once: {', '.join(duplicated)}"
+            )
+        delta = data.get("context_delta", {})
+        budget = delta.get("token_budget_max")
+        return cls(
+            from_=data["from"],
+            to=data["to"],
+            edge_origin=data["edge_origin"],
+            performatives_allowed=tuple(data["performatives_allowed"]),
+            artifacts=artifacts,
+            # The schema accepts 4000.0 as an integer (JSON Schema does); store an int.
+            token_budget_max=None if budget is None else int(budget),
+            required_handles=tuple(delta.get("required_handles", ())),
+            trust_level=data.get("trust_level"),
+            notes=data.get("notes"),
+            source=source,
+            contract_version=data["contract_version"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract in its canonical document form (no ``source``).
+
+        Defaults are written out (``required_sections: []``,
+        ``evidence_anchor_required: false``) so the output says what is enforced.
+        ``context_delta``, ``trust_level`` and ``notes`` are omitted when unset. The shipped
+        YAML files are in this form, so ``from_dict(d).to_dict() == d`` for each of them.
+        """
+        out: dict[str, Any] = {
+            "contract_version": self.contract_version,
+            "from": self.from_,
+            "to": self.to,
+            "edge_origin": self.edge_origin,
+            "performatives_allowed": list(self.performatives_allowed),
+            "artifacts": [a.to_dict() for a in self.artifacts],
+        }
+        delta: dict[str, Any] = {}
+        if self.token_budget_max is not None:
+            delta["token_budget_max"] = self.token_budget_max
+        if self.required_handles or delta:
+            delta["required_handles"] = list(self.required_handles)
+        if delta:
+            out["context_delta"] = delta
+        if self.trust_level is not None:
+            out["trust_level"] = self.trust_level
+        if self.notes is not None:
+            out["notes"] = self.notes
+        return out
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The edge ``(from, to)``: the identity of a contract within a set."""
+        return (self.from_, self.to)
+
+    @property
+    def file_name(self) -> str:
+        """The only file name this contract may have: ``<from>-to-<to>.yaml``."""
+        return f"{self.from_}-to-{self.to}.yaml"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The artifact kinds the edge accepts, in contract order."""
+        return tuple(a.kind for a in self.artifacts)
+
+    def allows_performative(self, performative: str) -> bool:
+        """True if ``performative`` is in ``performatives_allowed`` (exact match)."""
+        return performative in self.performatives_allowed
+
+    def artifact_for_kind(self, kind: str) -> ContractArtifact | None:
+        """The ``artifacts[]`` entry for ``kind``, or None if the edge does not accept it."""
+        for artifact in self.artifacts:
+            if artifact.kind == kind:
+                return artifact
+        return None
+
+
+def _schema_problem(exc: JsonSchemaValueException) -> str:
+    message = exc.message
+    if message.startswith("data"):
+        message = "contract" + message[len("data") :]
+    return f"does not match handoff-contract.v1: {message}"
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+@functools.cache
+def _yaml_loader() -> Any:
+    """Build the strict safe loader class. Imports yaml, so only called for YAML input."""
+    import yaml
+    from yaml.constructor import ConstructorError
+
+    base: Any = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+    def construct_object(self: Any, node: Any, deep: bool = False) -> Any:
+        # A node met a second time is an alias (*name); a contract never needs one, and
+        # refusing them rules out alias-expansion blow-ups.
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise ConstructorError(
+                None, None, "aliases (*name) are not allowed in a contract", node.start_mark
+            )
+        return base.construct_object(self, node, deep)
+
+    def construct_mapping(self: Any, node: Any, deep: bool = False) -> dict[str, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            raise ConstructorError(
+                None, None, f"expected a mapping node, found {node.id}", node.start_mark
+            )
+        mapping: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise ConstructorError(
+                    None, None, "merge keys (<<) are not allowed in a contract", key_node.start_mark
+                )
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                raise ConstructorError(
+                    None, None, f"mapping key {key!r} is not a string", key_node.start_mark
+                )
+            if key in mapping:
+                raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+    return type(
+        "ContractYamlLoader",
+        (base,),
+        {"construct_object": construct_object, "construct_mapping": construct_mapping},
+    )
+
+
+def _yaml_problem(exc: Exception) -> str:
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem is None:
+        return f"invalid YAML: {exc}"
+    where = "" if mark is None else f" (line {mark.line + 1}, column {mark.column + 1})"
+    context = getattr(exc, "context", None)
+    prefix = f"{context}: " if context else ""
+    return f"invalid YAML: {prefix}{problem}{where}"
+
+
+def parse_contract_bytes(data: bytes, source: str) -> Contract:
+    """Parse and validate one contract document from ``data``. Pure: no file access.
+
+    Does not check the file name (the caller knows it); see :func:`load_contract_file`.
+    """
+    import yaml
+
+    if len(data) > MAX_CONTRACT_BYTES:
+        raise ContractError(source, f"larger than {MAX_CONTRACT_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContractError(source, f"not valid UTF-8 (byte {exc.start})") from None
+    try:
+        document = yaml.load(text, Loader=_yaml_loader())
+    except yaml.YAMLError as exc:
+        raise ContractError(source, _yaml_problem(exc)) from None
+    except RecursionError:
+        raise ContractError(source, "invalid YAML: nested too deeply") from None
+    except (ValueError, OverflowError, TypeError) as exc:  # a scalar PyYAML cannot build
+        raise ContractError(source, f"invalid YAML value: {exc}") from None
+    if not isinstance(document, dict):
+        found = "an empty document" if document is None else type(document).__name__
+        raise ContractError(source, f"top level must be a mapping, found {found}")
+    return Contract.from_dict(document, source)
+
+
+def edge_key(from_: str, to: str) -> str:
+    """The key of an edge in ``index.json``: ``"<from>-><to>"`` (slugs never contain ``>``)."""
+    return f"{from_}->{to}"
+
+
+def contracts_from_index(raw: bytes, source: str) -> tuple[Contract, ...]:
+    """The contracts of a shipped ``index.json`` (bytes). Each entry is validated like a
+    file would be: a damaged install fails closed too."""
+    try:
+        index = json.loads(raw)
+    except ValueError as exc:
+        raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
+    if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT:
+        raise ContractError(source, f"not a contract index of format {INDEX_FORMAT!r}")
+    entries = index.get("contracts")
+    if not isinstance(entries, dict):
+        raise ContractError(source, "'contracts' must be an object")
+    contracts: list[Contract] = []
+    for key, entry in entries.items():
+        if not isinstance(entry, dict):
+            raise ContractError(source, f"entry {key!r} must be an object")
+        file_name = entry.get("file")
+        where = f"{BUILTIN_SOURCE} ({file_name})"
+        contract = Contract.from_dict(entry.get("contract"), BUILTIN_SOURCE)
+        if key != edge_key(contract.from_, contract.to) or file_name != contract.file_name:
+            raise ContractError(where, f"index entry {key!r} does not match its contract")
+        contracts.append(contract)
+    return tuple(contracts)
+
+
+# --------------------------------------------------------------------------- sets
+
+
+class ContractSet:
+    """The effective contracts: one per edge, the later source winning (module rule 1)."""
+
+    def __init__(self, contracts: Iterable[Contract] = (), sources: Sequence[str] = ()) -> None:
+        self._by_edge: dict[tuple[str, str], Contract] = {}
+        for contract in contracts:
+            self._by_edge[contract.key] = contract
+        #: The sources read, in precedence order (lowest first): "builtin" and directories.
+        self.sources: tuple[str, ...] = tuple(sources)
+
+    def get(self, from_: str, to: str) -> Contract | None:
+        """The contract of edge ``from_ -> to``, or None: an undeclared edge."""
+        return self._by_edge.get((from_, to))
+
+    def inbound(self, to: str) -> list[Contract]:
+        """Every contract whose receiver is ``to``, sorted by sender."""
+        return sorted((c for c in self._by_edge.values() if c.to == to), key=lambda c: c.key)
+
+    def edges(self) -> list[Contract]:
+        """Every contract, sorted by ``(from, to)``."""
+        return sorted(self._by_edge.values(), key=lambda c: c.key)
+
+    def __len__(self) -> int:
+        return len(self._by_edge)
+
+    def __iter__(self) -> Iterator[Contract]:
+        return iter(self.edges())
+
+    def __contains__(self, edge: object) -> bool:
+        return edge in self._by_edge

@@ -1,0 +1,123 @@
+"""The trace-event vocabulary and the one builder of every event type.
+
+Pure (the clock aside). Every event this tool writes (``emit``, ``verify_pass``,
+``verify_fail``, ``receive``) is made by :func:`trace_event`, so the keys every event
+shares are spelled and ordered once (the schema is
+``data/schemas/handoff-event.v1.json``):
+
+- ``ts``, ``event``, ``message_id`` (``unknown`` when the envelope has none or cannot be
+  parsed), ``thread_id`` (likewise ``unknown``), ``from`` and ``to`` as
+  ``<eidolon>@<version>``, ``performative`` (omitted, never invented, when the envelope
+  cannot be parsed), ``integrity_method``;
+- then the fields of the event type, in the order the caller gives them;
+- then ``gate`` (who wrote it: ``sender``, ``orchestrator`` or ``receiver``), the
+  gate's own fields (``verdict``, ``receiver``...), ``integrity_value`` (the tag
+  checked), ``payload_sha256`` / ``envelope_sha256`` when known, and the tool that wrote
+  it (``verifier``, or ``emitter`` for ``emit``), then ``evidence`` (what a pass rests
+  on: ``unsigned``, ``hmac``...) or ``reason`` on a failure.
+
+A receiver tells a pass for *this* envelope from a pass for an older one by
+``integrity_value``, ``payload_sha256`` and ``envelope_sha256`` (ADR 0004).
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+
+from eidolons import __version__
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from eidolons.ecl.envelope import Envelope
+
+
+class EventType(StrEnum):
+    EMIT = "emit"
+    VERIFY_PASS = "verify_pass"
+    VERIFY_FAIL = "verify_fail"
+    RECEIVE = "receive"
+
+
+class GateName(StrEnum):
+    SENDER = "sender"
+    ORCHESTRATOR = "orchestrator"
+    RECEIVER = "receiver"
+
+
+#: ``verifier`` / ``emitter`` of every event this version writes.
+TOOL = f"eidolons@{__version__}"
+#: ``message_id`` / ``thread_id`` (and the trace file) of an event that has none.
+UNKNOWN = "unknown"
+UNKNOWN_AGENT = "unknown@n/a"
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC timestamp with millisecond precision and a ``Z`` suffix."""
+    ms = time.time_ns() // 1_000_000
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+def agent_label(eidolon: str | None, version: str | None) -> str:
+    """``<eidolon>@<version>``, ``unknown`` / ``n/a`` for what is missing."""
+    return f"{eidolon or 'unknown'}@{version or 'n/a'}"
+
+
+def trace_event(
+    event: EventType,
+    envelope: Envelope | None,
+    *,
+    gate: GateName,
+    to: str | None = None,
+    fields: Mapping[str, Any] | None = None,
+    gate_fields: Mapping[str, Any] | None = None,
+    payload_sha256: str | None = None,
+    envelope_sha256: str | None = None,
+    integrity_value: str | None = None,
+    reason: str | None = None,
+    evidence: str | None = None,
+    ts: str | None = None,
+) -> dict[str, Any]:
+    """One trace event, in the key order of the module docstring.
+
+    ``to`` overrides the envelope's recipient label (the receiver gate writes the
+    receiver it ran as). ``fields`` come after ``integrity_method``, ``gate_fields``
+    after ``gate``. ``integrity_value`` defaults to the envelope's tag."""
+    env = envelope
+    out: dict[str, Any] = {
+        "ts": ts or utc_now(),
+        "event": str(event),
+        "message_id": (env.message_id if env else None) or UNKNOWN,
+        "thread_id": (env.thread_id if env else None) or UNKNOWN,
+        "from": agent_label(env.sender.eidolon, env.sender.version) if env else UNKNOWN_AGENT,
+        "to": to
+        if to is not None
+        else (agent_label(env.recipient.eidolon, env.recipient.version) if env else UNKNOWN_AGENT),
+    }
+    if env is not None:  # unknown when the envelope cannot be parsed: omitted, not invented
+        out["performative"] = env.performative
+    out["integrity_method"] = env.integrity_method if env else UNKNOWN
+    if fields:
+        out.update(fields)
+    out["gate"] = str(gate)
+    if gate_fields:
+        out.update(gate_fields)
+    value = (
+        integrity_value if integrity_value is not None else (env.integrity_value if env else None)
+    )
+    if value is not None:
+        out["integrity_value"] = value
+    if payload_sha256 is not None:
+        out["payload_sha256"] = payload_sha256
+    if envelope_sha256 is not None:
+        out["envelope_sha256"] = envelope_sha256
+    out["emitter" if event is EventType.EMIT else "verifier"] = TOOL
+    if evidence is not None:
+        out["evidence"] = evidence
+    if reason is not None:
+        out["reason"] = reason
+    return out

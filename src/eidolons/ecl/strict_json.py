@@ -1,0 +1,111 @@
+"""Strict JSON: the only parser of untrusted JSON bytes (envelopes, ``--ise``).
+
+Pure. Rules (each failure raises :class:`~eidolons.errors.EnvelopeError`):
+
+1. At most ``Limits.max_envelope_bytes`` bytes; valid UTF-8 (a BOM is refused).
+2. No duplicate keys at any depth (a duplicate ``integrity.value`` would let an attacker
+   show one digest to one reader and another to the next), no ``NaN`` / ``Infinity``, no
+   lone surrogates, nesting at most ``Limits.max_json_depth``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from eidolons.ecl.limits import Limits
+from eidolons.errors import EnvelopeError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
+    """Parse untrusted JSON bytes under the rules in the module docstring (1 and 2)."""
+    limits = limits or Limits()
+    if len(data) > limits.max_envelope_bytes:
+        raise EnvelopeError(
+            f"envelope is {len(data)} bytes, above the {limits.max_envelope_bytes}-byte cap"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EnvelopeError(
+            f"envelope is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
+    if text.startswith("\ufeff"):
+        raise EnvelopeError("envelope starts with a byte-order mark")
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except _DuplicateKey as exc:
+        raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None
+    except RecursionError:
+        raise EnvelopeError("JSON nesting too deep") from None
+    except json.JSONDecodeError as exc:
+        raise EnvelopeError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+        ) from None
+    except ValueError as exc:
+        raise EnvelopeError(f"not valid JSON: {exc}") from None
+    _check_tree(value, limits.max_json_depth)
+    return value
+
+
+def _check_tree(value: Any, max_depth: int) -> None:
+    """Bound the nesting depth and refuse lone surrogates, iteratively."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > max_depth:
+                raise EnvelopeError(f"JSON nesting deeper than {max_depth}")
+            for key, child in node.items():
+                _check_text(key)
+                stack.append((child, depth + 1))
+        elif isinstance(node, list):
+            if depth > max_depth:
+                raise EnvelopeError(f"JSON nesting deeper than {max_depth}")
+            stack.extend((child, depth + 1) for child in node)
+        elif isinstance(node, str):
+            _check_text(node)
+
+
+def _check_text(text: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise EnvelopeError("JSON string holds a lone surrogate escape") from None
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed value (as ``jq type`` names it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
