@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "contracts": "contracts",
     "trace": "trace",
     "memory": "memory",
+    "keys": "keys",
 }
 
 EXIT_USAGE = 2

@@ -1,0 +1,349 @@
+"""``eidolons keys init|list|add|revoke|rotate|export|show|require-signature`` (ADR 0031).
+
+Exit codes: 0 done, 2 usage or a malformed trust store / key, 3 refused (an unsafe key
+file: readable by others, another user's, inside the project).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eidolons.keys.store import TrustedKey, TrustStore
+
+HELP = "manage signing keys and the project's trust store (.eidolons/trust.json)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+
+    def action(name: str, text: str) -> argparse.ArgumentParser:
+        a = sub.add_parser(name, help=text, description=text)
+        a.add_argument("--root", metavar="DIR")
+        a.add_argument("--json", action="store_true", help="print the result as JSON")
+        return a
+
+    init = action("init", "create a signing key outside the project and trust it (idempotent)")
+    init.add_argument(
+        "--role", default="orchestrator", help="orchestrator (default) or sender:EIDOLON"
+    )
+    init.add_argument("--not-after", metavar="WHEN", help="expiry: RFC 3339 UTC time or 90d/24h")
+    action("list", "list the trusted keys and their status")
+    add = action("add", "trust a public key (a file from `keys export`, PEM, or base64)")
+    add.add_argument("public_key", metavar="PUBLIC_KEY")
+    add.add_argument("--role", required=True, help="orchestrator or sender:EIDOLON")
+    add.add_argument("--not-after", metavar="WHEN")
+    revoke = action("revoke", "revoke a key: its signatures are refused from now on")
+    revoke.add_argument("keyid", metavar="KEYID")
+    revoke.add_argument("--reason", default="revoked")
+    rotate = action("rotate", "create a new key for a role and revoke the role's current keys")
+    rotate.add_argument("--role", default="orchestrator")
+    rotate.add_argument("--not-after", metavar="WHEN")
+    export = action("export", "print a key's public half (base64), for `keys add` elsewhere")
+    export.add_argument("keyid", metavar="KEYID")
+    show = action("show", "show one key")
+    show.add_argument("keyid", metavar="KEYID")
+    req = action("require-signature", "require sender signatures on an edge (--off: stop)")
+    req.add_argument("sender", metavar="FROM", help="sender eidolon or *")
+    req.add_argument("receiver", metavar="TO", help="receiver eidolon or *")
+    req.add_argument("--off", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from eidolons.commands._common import error
+    from eidolons.config import find_root
+    from eidolons.errors import EidolonsError, UsageError
+    from eidolons.keys.files import KeyFileError
+
+    try:
+        root = find_root(args.root)
+        handler = {
+            "init": _init,
+            "list": _list,
+            "add": _add,
+            "revoke": _revoke,
+            "rotate": _rotate,
+            "export": _export,
+            "show": _show,
+            "require-signature": _require,
+        }[args.keys_command]
+        return handler(args, root)
+    except KeyFileError as exc:
+        return error(str(exc), 3)
+    except UsageError as exc:
+        return error(str(exc))
+    except EidolonsError as exc:
+        return error(str(exc))
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _now() -> str:
+    from eidolons.trace import utc_now
+
+    return utc_now()
+
+
+def _when(raw: str | None, now: str) -> str | None:
+    import re
+    import time
+
+    from eidolons.errors import UsageError
+
+    if raw is None:
+        return None
+    m = re.fullmatch(r"(\d+)([dh])", raw)
+    if m:
+        seconds = int(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
+        base = time.mktime(time.strptime(now[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(base + seconds))
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z", raw):
+        return raw
+    raise UsageError(f"--not-after {raw!r}: give an RFC 3339 UTC time (…Z) or Nd / Nh")
+
+
+def _role(raw: str) -> str:
+    from eidolons.errors import UsageError
+    from eidolons.keys.store import valid_role
+
+    if not valid_role(raw):
+        raise UsageError(f"--role {raw!r}: orchestrator or sender:EIDOLON")
+    return raw
+
+
+def _store(root: Path, create: bool = False) -> TrustStore:
+    from eidolons.errors import UsageError
+    from eidolons.keys.store import TrustStore, load_trust_store, trust_store_path
+
+    store = load_trust_store(root)
+    if store is None:
+        if not create:
+            path = trust_store_path(root)
+            raise UsageError(f"no trust store at {path} (run `eidolons keys init`)")
+        store = TrustStore(trust_store_path(root))
+    return store
+
+
+def _private_path(role: str, keyid: str) -> Path | None:
+    from eidolons.keys.files import default_key_file, env_key_file
+
+    explicit = env_key_file(role)
+    if explicit is not None:
+        return explicit
+    path = default_key_file(keyid)
+    return path if path.exists() else None
+
+
+def _describe(key: TrustedKey, now: str) -> dict[str, Any]:
+    out = key.to_dict()
+    out["status"] = key.status(now)
+    private = _private_path(key.role, key.keyid)
+    out["private_key"] = str(private) if private is not None and private.exists() else None
+    return out
+
+
+def _emit(args: argparse.Namespace, doc: Any, text: str) -> int:
+    from eidolons.commands._common import print_json
+
+    if args.json:
+        print_json(doc)
+    else:
+        print(text)
+    return 0
+
+
+def _new_key(store: TrustStore, role: str, root: Path, not_after: str | None, now: str) -> Any:
+    """Create a signer: at the role's environment file if set and absent (or use it if
+    present), else in the key directory. Returns (signer, path)."""
+    from eidolons.keys.crypto import Signer
+    from eidolons.keys.files import check_location, default_key_file, env_key_file, write_key_file
+    from eidolons.keys.signer import load_signer_file
+    from eidolons.keys.store import TrustedKey
+
+    explicit = env_key_file(role)
+    if explicit is not None and explicit.exists():
+        signer = load_signer_file(explicit, root)
+        path = explicit
+    else:
+        signer = Signer.generate()
+        path = explicit or default_key_file(signer.keyid)
+        check_location(path, root)
+        write_key_file(path, signer.to_pem(), root)
+    if store.get(signer.keyid) is None:
+        store.add(TrustedKey(signer.public_raw, role, now, not_after))
+    return signer, path
+
+
+# ------------------------------------------------------------------------------ actions
+
+
+def _init(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.keys.files import env_key_file
+    from eidolons.keys.signer import NoSigner, find_signer
+
+    role, now = _role(args.role), _now()
+    store = _store(root, create=True)
+    doc: dict[str, Any] = {"role": role, "trust_store": str(store.path)}
+    try:
+        signer = find_signer(store, role, root, now)
+        path = _private_path(role, signer.keyid)
+        doc.update(status="exists", keyid=signer.keyid, private_key=str(path))
+        return _emit(args, doc, f"{role} key {signer.keyid[:16]} already set up ({path})")
+    except NoSigner as exc:
+        if role == "orchestrator" and store.active(role, now) and env_key_file(role) is None:
+            # a receiver-only host: the orchestrator's key lives elsewhere; never mint a rival
+            doc.update(status="no-private-key", keyid=store.active(role, now)[0].keyid)
+            doc.update(private_key=None, note=str(exc))
+            return _emit(args, doc, f"note: {exc}; this host can verify but not sign")
+    signer, path = _new_key(store, role, root, _when(args.not_after, now), now)
+    store.save()
+    doc.update(status="created", keyid=signer.keyid, private_key=str(path))
+    return _emit(
+        args,
+        doc,
+        f"created {role} key {signer.keyid[:16]}\n  private: {path}\n  trusted in: {store.path}",
+    )
+
+
+def _list(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.keys.store import trust_store_path
+
+    now = _now()
+    store = _store(root, create=True)
+    keys = [_describe(k, now) for k in store.keys]
+    if args.json:
+        doc = {
+            "trust_store": str(trust_store_path(root)),
+            "keys": keys,
+            "require_sender_signature": store.require_sender_signature,
+        }
+        return _emit(args, doc, "")
+    if not keys:
+        print(f"no keys in {trust_store_path(root)}")
+    for k in keys:
+        private = "private key here" if k["private_key"] else "public only"
+        print(
+            f"{k['keyid'][:16]}  {k['role']:<22} {k['status']:<8} created {k['created']}"
+            f"  not-after {k['not_after'] or '-'}  {private}"
+        )
+    for edge in store.require_sender_signature:
+        print(f"sender signature required on {edge}")
+    return 0
+
+
+def _parse_public(raw: str) -> bytes:
+    import base64
+    import binascii
+
+    from eidolons.errors import UsageError
+
+    path = Path(raw)
+    text = path.read_bytes() if path.is_file() else raw.encode()
+    if b"-----BEGIN PUBLIC KEY-----" in text:
+        from eidolons.keys.crypto import public_from_pem
+
+        return public_from_pem(text)
+    try:
+        public = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise UsageError("PUBLIC_KEY is neither a PEM public key nor base64") from None
+    if len(public) != 32:
+        raise UsageError("PUBLIC_KEY is not a 32-byte Ed25519 public key")
+    return public
+
+
+def _add(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.keys.store import TrustedKey
+
+    role, now = _role(args.role), _now()
+    store = _store(root, create=True)
+    key = TrustedKey(_parse_public(args.public_key), role, now, _when(args.not_after, now))
+    store.add(key)
+    store.save()
+    return _emit(args, _describe(key, now), f"trusted {role} key {key.keyid[:16]}")
+
+
+def _revoke(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.errors import UsageError
+
+    now = _now()
+    store = _store(root)
+    key = store.find(args.keyid)
+    if key.revoked is not None:
+        raise UsageError(f"key {key.keyid[:16]} was revoked at {key.revoked}")
+    key.revoked = now
+    key.extra["revoked_reason"] = args.reason
+    store.save()
+    return _emit(args, _describe(key, now), f"revoked {key.role} key {key.keyid[:16]} at {now}")
+
+
+def _rotate(args: argparse.Namespace, root: Path) -> int:
+    role, now = _role(args.role), _now()
+    store = _store(root, create=True)
+    old = store.active(role, now)
+    from eidolons.errors import UsageError
+    from eidolons.keys.files import env_key_file
+
+    explicit = env_key_file(role)
+    if explicit is not None and explicit.exists():
+        raise UsageError(f"rotate creates a new key; {explicit} exists (unset its variable)")
+    signer, path = _new_key(store, role, root, _when(args.not_after, now), now)
+    for key in old:
+        key.revoked = now
+        key.extra["revoked_reason"] = "rotated"
+    store.save()
+    doc = {
+        "keyid": signer.keyid,
+        "role": role,
+        "private_key": str(path),
+        "revoked": [k.keyid for k in old],
+    }
+    lines = [f"created {role} key {signer.keyid[:16]} ({path})"]
+    lines += [f"revoked {k.keyid[:16]} (rotated)" for k in old]
+    return _emit(args, doc, "\n".join(lines))
+
+
+def _export(args: argparse.Namespace, root: Path) -> int:
+    key = _store(root).find(args.keyid)
+    public = key.to_dict()["public_key"]
+    return _emit(args, {"keyid": key.keyid, "role": key.role, "public_key": public}, public)
+
+
+def _show(args: argparse.Namespace, root: Path) -> int:
+    import json
+
+    now = _now()
+    doc = _describe(_store(root).find(args.keyid), now)
+    return _emit(args, doc, json.dumps(doc, indent=2))
+
+
+def _require(args: argparse.Namespace, root: Path) -> int:
+    import re
+
+    from eidolons.errors import UsageError
+
+    for name in (args.sender, args.receiver):
+        if name != "*" and not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+            raise UsageError(f"{name!r} is not an eidolon slug or *")
+    store = _store(root, create=True)
+    edge = f"{args.sender}->{args.receiver}"
+    edges = set(store.require_sender_signature)
+    if args.off:
+        edges.discard(edge)
+    else:
+        edges.add(edge)
+    store.require_sender_signature = sorted(edges)
+    store.save()
+    state = "no longer required" if args.off else "required"
+    return _emit(
+        args,
+        {
+            "edge": edge,
+            "required": not args.off,
+            "require_sender_signature": store.require_sender_signature,
+        },
+        f"sender signature {state} on {edge}",
+    )

@@ -1,0 +1,104 @@
+"""Where private keys live, and which key files are refused (ADR 0031). No cryptography.
+
+Rules:
+
+- Default directory ``${XDG_CONFIG_HOME:-~/.config}/eidolons/keys/`` (mode 0700), one
+  PEM file per key, named ``<keyid>.pem``, mode 0600. ``EIDOLONS_SIGNING_KEY_FILE`` names
+  the orchestrator's key file instead; ``EIDOLONS_SENDER_KEY_FILE`` a sender's.
+- A private key file is refused (:class:`KeyFileError`) when it is not a regular file,
+  when group or others have any permission on it, when another user owns it, or when it
+  (symlinks resolved) lies inside the project tree, where every agent can read it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from eidolons.errors import EidolonsError
+
+SIGNING_KEY_ENV = "EIDOLONS_SIGNING_KEY_FILE"
+SENDER_KEY_ENV = "EIDOLONS_SENDER_KEY_FILE"
+
+
+class KeyFileError(EidolonsError):
+    """A private key file that must not be used (unsafe mode, owner or location)."""
+
+    code = "KEY_FILE"
+
+
+def key_dir(env: dict[str, str] | None = None) -> Path:
+    environ = os.environ if env is None else env
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "eidolons" / "keys"
+
+
+def env_key_file(role: str) -> Path | None:
+    """The key file named by the environment for this role, if any."""
+    name = SIGNING_KEY_ENV if role == "orchestrator" else SENDER_KEY_ENV
+    raw = os.environ.get(name)
+    return Path(raw) if raw else None
+
+
+def default_key_file(keyid: str) -> Path:
+    return key_dir() / f"{keyid}.pem"
+
+
+def inside(path: Path, root: Path) -> bool:
+    real = Path(os.path.realpath(path))
+    return real == Path(os.path.realpath(root)) or real.is_relative_to(os.path.realpath(root))
+
+
+def check_location(path: Path, root: Path) -> None:
+    """Refuse a key path inside the project tree (checked before creating a key, too)."""
+    if inside(path, root) or inside(path.parent, root):
+        raise KeyFileError(
+            f"refusing key file {path}: it lies inside the project {root}, where any agent "
+            "can read it (keep keys under ~/.config/eidolons/keys or set "
+            f"{SIGNING_KEY_ENV} to a file outside the project)"
+        )
+
+
+def read_key_file(path: Path, root: Path) -> bytes:
+    """The bytes of a private key file that passes every rule above."""
+    check_location(path, root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise KeyFileError(f"cannot read key file {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(f"refusing key file {path}: not a regular file")
+        if st.st_mode & 0o077:
+            raise KeyFileError(
+                f"refusing key file {path}: mode {stat.S_IMODE(st.st_mode):04o} lets group or "
+                f"others read it (chmod 600 {path})"
+            )
+        if st.st_uid != os.geteuid():
+            raise KeyFileError(f"refusing key file {path}: owned by another user")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(64 * 1024)
+    finally:
+        os.close(fd)
+
+
+def write_key_file(path: Path, data: bytes, root: Path) -> None:
+    """Create a new key file, mode 0600, in a 0700 directory; never overwrite one."""
+    check_location(path, root)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise KeyFileError(f"key file {path} already exists") from None
+    except OSError as exc:
+        raise KeyFileError(f"cannot create key file {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,67 @@
+"""Finding the private key a role signs with (imports ``cryptography``).
+
+The signer for a role is, in order: the file named by the role's environment variable
+(``EIDOLONS_SIGNING_KEY_FILE`` for the orchestrator, ``EIDOLONS_SENDER_KEY_FILE`` for a
+sender), else ``<key dir>/<keyid>.pem`` of the newest active key of that role in the
+trust store. A key file is refused on any rule of :mod:`eidolons.keys.files`, and a key
+that is not an active key of that role in the trust store signs nothing: receivers would
+refuse what it signs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from eidolons.keys.crypto import KeyFormatError, Signer
+from eidolons.keys.files import (
+    SENDER_KEY_ENV,
+    SIGNING_KEY_ENV,
+    KeyFileError,
+    default_key_file,
+    env_key_file,
+    read_key_file,
+)
+from eidolons.keys.store import TrustStore
+
+
+class NoSigner(Exception):
+    """No usable key for the role; ``str()`` says why (one line)."""
+
+
+def load_signer_file(path: Path, root: Path) -> Signer:
+    try:
+        return Signer.from_pem(read_key_file(path, root))
+    except KeyFormatError as exc:
+        raise KeyFileError(f"key file {path}: {exc}") from None
+
+
+def find_signer(store: TrustStore, role: str, root: Path, now: str) -> Signer:
+    """The signer for ``role``, or :class:`NoSigner` (a :class:`KeyFileError` for an unsafe
+    file propagates: the caller reports it, never signs with it)."""
+    active = store.active(role, now)
+    explicit = env_key_file(role)
+    if explicit is not None:
+        if not os.path.lexists(explicit):
+            raise NoSigner(f"the key file {explicit} does not exist")
+        signer = load_signer_file(explicit, root)
+        if signer.keyid not in {k.keyid for k in active}:
+            raise NoSigner(
+                f"the key in {explicit} ({signer.keyid[:16]}) is not an active {role} key "
+                f"in {store.path}"
+            )
+        return signer
+    if not active:
+        raise NoSigner(f"{store.path} lists no active {role} key")
+    for key in active:
+        path = default_key_file(key.keyid)
+        if path.exists():
+            signer = load_signer_file(path, root)
+            if signer.keyid == key.keyid:
+                return signer
+            raise KeyFileError(f"key file {path} holds key {signer.keyid[:16]}, not its name")
+    variable = SIGNING_KEY_ENV if role == "orchestrator" else SENDER_KEY_ENV
+    raise NoSigner(
+        f"no private key for the active {role} key {active[0].keyid[:16]} is reachable "
+        f"here ({default_key_file(active[0].keyid)} or ${variable})"
+    )

@@ -1,0 +1,306 @@
+"""The trust store: ``<root>/.eidolons/trust.json`` (ADR 0031).
+
+Rules:
+
+- It is the project's trust anchor: only keys listed here count, for the role listed
+  (``orchestrator`` signs gate receipts; ``sender:<eidolon>`` signs that eidolon's
+  envelopes). It holds public keys only.
+- A key counts at time ``now`` only if ``created <= now``, it is not expired
+  (``not_after`` unset or ``now < not_after``) and not revoked (``revoked`` unset or
+  ``now < revoked``): a revoked key's signatures are refused from the moment of revocation,
+  whenever they were made.
+- The file is parsed strictly (duplicate keys, unknown fields, bad values are errors): a
+  trust store that does not parse is :class:`TrustStoreError`, and every gate fails closed
+  on it (never "no trust store").
+- ``require_sender_signature`` lists edges ``FROM->TO`` (either side may be ``*``) on which
+  a hand-off needs a valid sender signature.
+- Saved atomically (temporary file, fsync, rename), so a reader never sees half a store.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from eidolons.errors import EidolonsError
+
+TRUST_FILE = Path(".eidolons") / "trust.json"
+ALGORITHM = "ed25519"
+ORCHESTRATOR = "orchestrator"
+SENDER_PREFIX = "sender:"
+VERSION = 1
+MAX_TRUST_BYTES = 1024 * 1024
+_ROLE_RE = re.compile(r"^(orchestrator|sender:[a-z][a-z0-9-]*)$")
+_EDGE_RE = re.compile(r"^([a-z][a-z0-9-]*|\*)->([a-z][a-z0-9-]*|\*)$")
+_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+_KEY_FIELDS = {"keyid", "algorithm", "public_key", "role", "created", "not_after", "revoked"}
+_OPTIONAL_FIELDS = {"revoked_reason", "comment"}
+
+
+class TrustStoreError(EidolonsError):
+    """The trust store exists but cannot be read or does not parse: fail closed."""
+
+    code = "TRUST_STORE"
+
+
+def key_id(public_raw: bytes) -> str:
+    """A key's id: the hex SHA-256 of its raw 32-byte public key."""
+    return hashlib.sha256(public_raw).hexdigest()
+
+
+def valid_role(role: str) -> bool:
+    return bool(_ROLE_RE.match(role))
+
+
+def sender_role(eidolon: str) -> str:
+    return SENDER_PREFIX + eidolon
+
+
+def _ts_ok(value: object) -> bool:
+    return isinstance(value, str) and bool(_TS_RE.match(value))
+
+
+def ts_key(value: str) -> str:
+    """Timestamps compare as strings once the fraction is padded (all are UTC ``Z``)."""
+    head, _, frac = value[:-1].partition(".")
+    return f"{head}.{frac.ljust(6, '0')}Z"
+
+
+class TrustedKey:
+    """One entry of the trust store."""
+
+    __slots__ = ("created", "extra", "keyid", "not_after", "public_raw", "revoked", "role")
+
+    def __init__(
+        self,
+        public_raw: bytes,
+        role: str,
+        created: str,
+        not_after: str | None = None,
+        revoked: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.public_raw = public_raw
+        self.keyid = key_id(public_raw)
+        self.role = role
+        self.created = created
+        self.not_after = not_after
+        self.revoked = revoked
+        self.extra = extra or {}
+
+    def __repr__(self) -> str:
+        return f"TrustedKey({self.keyid[:16]}, {self.role})"
+
+    def status(self, now: str) -> str:
+        """``active``, ``revoked``, ``expired`` or ``not-yet-valid`` at time ``now``."""
+        n = ts_key(now)
+        if self.revoked is not None and ts_key(self.revoked) <= n:
+            return "revoked"
+        if self.not_after is not None and ts_key(self.not_after) <= n:
+            return "expired"
+        if ts_key(self.created) > n:
+            return "not-yet-valid"
+        return "active"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "keyid": self.keyid,
+            "algorithm": ALGORITHM,
+            "public_key": base64.b64encode(self.public_raw).decode("ascii"),
+            "role": self.role,
+            "created": self.created,
+            "not_after": self.not_after,
+            "revoked": self.revoked,
+        }
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: object, where: str) -> TrustedKey:
+        if not isinstance(raw, dict):
+            raise TrustStoreError(f"{where}: not an object")
+        unknown = set(raw) - _KEY_FIELDS - _OPTIONAL_FIELDS
+        missing = _KEY_FIELDS - set(raw)
+        if unknown or missing:
+            raise TrustStoreError(
+                f"{where}: "
+                + "; ".join(
+                    [
+                        *(f"unknown field {k!r}" for k in sorted(unknown)),
+                        *(f"missing {k!r}" for k in sorted(missing)),
+                    ]
+                )
+            )
+        if raw["algorithm"] != ALGORITHM:
+            raise TrustStoreError(f"{where}: algorithm {raw['algorithm']!r} is not ed25519")
+        try:
+            public = base64.b64decode(str(raw["public_key"]), validate=True)
+        except ValueError:
+            raise TrustStoreError(f"{where}: public_key is not base64") from None
+        if len(public) != 32:
+            raise TrustStoreError(f"{where}: public_key is not a 32-byte Ed25519 key")
+        if raw["keyid"] != key_id(public):
+            raise TrustStoreError(f"{where}: keyid does not match public_key")
+        if not isinstance(raw["role"], str) or not valid_role(raw["role"]):
+            raise TrustStoreError(f"{where}: role {raw['role']!r} is not orchestrator/sender:X")
+        if not _ts_ok(raw["created"]):
+            raise TrustStoreError(f"{where}: created is not an RFC 3339 UTC time")
+        for name in ("not_after", "revoked"):
+            if raw[name] is not None and not _ts_ok(raw[name]):
+                raise TrustStoreError(f"{where}: {name} is not null or an RFC 3339 UTC time")
+        extra = {k: raw[k] for k in _OPTIONAL_FIELDS if k in raw}
+        for k, v in extra.items():
+            if not isinstance(v, str):
+                raise TrustStoreError(f"{where}: {k} is not a string")
+        return cls(public, raw["role"], raw["created"], raw["not_after"], raw["revoked"], extra)
+
+
+class TrustStore:
+    """The parsed trust store. ``path`` is where it was read from (or will be saved)."""
+
+    __slots__ = ("keys", "path", "require_sender_signature")
+
+    def __init__(
+        self,
+        path: Path,
+        keys: Iterable[TrustedKey] = (),
+        require_sender_signature: Iterable[str] = (),
+    ) -> None:
+        self.path = path
+        self.keys = list(keys)
+        self.require_sender_signature = sorted(set(require_sender_signature))
+
+    @classmethod
+    def parse(cls, data: bytes, path: Path) -> TrustStore:
+        from eidolons.envelope import loads_strict
+        from eidolons.errors import EnvelopeError
+
+        try:
+            doc = loads_strict(data)
+        except EnvelopeError as exc:
+            raise TrustStoreError(f"{path}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise TrustStoreError(f"{path}: not a JSON object")
+        unknown = set(doc) - {"version", "keys", "require_sender_signature"}
+        if unknown:
+            raise TrustStoreError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
+        if doc.get("version") != VERSION:
+            raise TrustStoreError(f"{path}: version must be {VERSION}")
+        raw_keys = doc.get("keys", [])
+        edges = doc.get("require_sender_signature", [])
+        if not isinstance(raw_keys, list) or not isinstance(edges, list):
+            raise TrustStoreError(f"{path}: keys and require_sender_signature must be lists")
+        keys = [TrustedKey.from_dict(k, f"{path}: keys[{i}]") for i, k in enumerate(raw_keys)]
+        ids = [k.keyid for k in keys]
+        if len(set(ids)) != len(ids):
+            raise TrustStoreError(f"{path}: a key is listed twice")
+        for edge in edges:
+            if not isinstance(edge, str) or not _EDGE_RE.match(edge):
+                raise TrustStoreError(f"{path}: edge {edge!r} is not FROM->TO")
+        return cls(path, keys, edges)
+
+    def to_bytes(self) -> bytes:
+        doc = {
+            "version": VERSION,
+            "keys": [k.to_dict() for k in self.keys],
+            "require_sender_signature": self.require_sender_signature,
+        }
+        return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+
+    def save(self) -> None:
+        atomic_write(self.path, self.to_bytes(), 0o644)
+
+    def get(self, keyid: str) -> TrustedKey | None:
+        for k in self.keys:
+            if k.keyid == keyid:
+                return k
+        return None
+
+    def find(self, prefix: str) -> TrustedKey:
+        """The one key whose id starts with ``prefix`` (at least 8 hex digits)."""
+        from eidolons.errors import UsageError
+
+        if len(prefix) < 8:
+            raise UsageError(f"key id {prefix!r}: give at least 8 hex digits")
+        found = [k for k in self.keys if k.keyid.startswith(prefix.lower())]
+        if len(found) != 1:
+            what = "no key" if not found else f"{len(found)} keys"
+            raise UsageError(f"{what} in {self.path} match {prefix!r}")
+        return found[0]
+
+    def add(self, key: TrustedKey) -> None:
+        from eidolons.errors import UsageError
+
+        if self.get(key.keyid) is not None:
+            raise UsageError(f"key {key.keyid[:16]} is already in {self.path}")
+        self.keys.append(key)
+
+    def active(self, role: str, now: str) -> list[TrustedKey]:
+        """The keys of ``role`` that count at ``now``, newest first."""
+        found = [k for k in self.keys if k.role == role and k.status(now) == "active"]
+        return sorted(found, key=lambda k: ts_key(k.created), reverse=True)
+
+    def has_role(self, role: str) -> bool:
+        return any(k.role == role for k in self.keys)
+
+    def requires_sender_signature(self, sender: str, receiver: str) -> bool:
+        return any(
+            edge in self.require_sender_signature
+            for edge in (f"{sender}->{receiver}", f"{sender}->*", f"*->{receiver}", "*->*")
+        )
+
+
+def trust_store_path(root: Path) -> Path:
+    return root / TRUST_FILE
+
+
+def load_trust_store(root: Path) -> TrustStore | None:
+    """The project's trust store, or None when the project has none. Anything else that
+    goes wrong (unreadable, not a regular file, too large, does not parse) raises
+    :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
+    path = trust_store_path(root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if os.path.lexists(path):  # a dangling symlink is not "no trust store"
+            raise TrustStoreError(f"{path}: dangling symlink") from None
+        return None
+    except OSError as exc:
+        raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TrustStoreError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_TRUST_BYTES + 1)
+    except OSError as exc:
+        raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TRUST_BYTES:
+        raise TrustStoreError(f"{path} is larger than {MAX_TRUST_BYTES} bytes")
+    return TrustStore.parse(data, path)
+
+
+def atomic_write(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
