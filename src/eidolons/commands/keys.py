@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _now() -> str:
-    from eidolons.trace import utc_now
+    from eidolons.ecl.events import utc_now
 
     return utc_now()
 

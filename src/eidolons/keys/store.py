@@ -179,7 +179,7 @@ class TrustStore:
 
     @classmethod
     def parse(cls, data: bytes, path: Path) -> TrustStore:
-        from eidolons.envelope import loads_strict
+        from eidolons.ecl.strict_json import loads_strict
         from eidolons.errors import EnvelopeError
 
         try:
