@@ -28,6 +28,28 @@ from eidolons.errors import EidolonsError, InputError
 ENVELOPE_SUFFIX = ".envelope.json"
 
 
+def find_envelopes(top: str) -> list[str]:
+    """Regular files named ``*.envelope.json`` below the directory ``top``, in
+    ``LC_ALL=C`` path order (as ``find -type f | sort``: links are neither followed nor
+    listed). A directory that cannot be listed raises :class:`InputError`: a silently
+    skipped envelope could hide a failure."""
+    found: list[str] = []
+    stack = [top]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError as exc:
+            raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif entry.name.endswith(ENVELOPE_SUFFIX) and entry.is_file(follow_symlinks=False):
+                found.append(entry.path)
+    return sorted(found, key=os.fsencode)
+
+
 class PayloadError(EidolonsError):
     """The payload cannot be resolved to a regular file inside the boundary."""
 

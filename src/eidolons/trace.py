@@ -233,3 +233,51 @@ def iter_reverse(
             yield line
     finally:
         os.close(fd)
+
+
+def list_threads(root: Path) -> list[str]:
+    """The ids of the threads with a trace in the project, sorted by name."""
+    directory = root / TRACE_DIR
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
+    return [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and is_safe_file_name(n[: -len(".jsonl")])]
+
+
+def read_thread(root: Path, thread_id: str) -> Iterator[TraceLine]:
+    """Every line of a thread's trace, in order (nothing when it has none)."""
+    return read_events(thread_trace_path(root, thread_id))
+
+
+def has_thread(root: Path, thread_id: str) -> bool:
+    return thread_file_name(thread_id) == thread_id and thread_trace_path(root, thread_id).is_file()
+
+
+def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
+    """The complete lines appended at or after byte ``offset``, and the offset to read
+    from next time (``trace show --follow``). A last line still being written (no newline
+    yet) is left for the next call; a missing file yields nothing."""
+    try:
+        fd = _open_trace(path)
+    except FileNotFoundError:
+        return [], offset
+    out: list[TraceLine] = []
+    with os.fdopen(fd, "rb") as fh:
+        fh.seek(offset)
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw.endswith(b"\n"):
+                if len(raw) <= MAX_LINE_BYTES:
+                    break  # nothing more, or a line not finished yet: read it next time
+                while raw and not raw.endswith(b"\n"):
+                    raw = fh.readline(MAX_LINE_BYTES)
+                offset = fh.tell()
+                out.append(TraceLine(0, None, f"line longer than {MAX_LINE_BYTES} bytes"))
+                continue
+            offset += len(raw)
+            if raw.strip():
+                out.append(_decode(raw, 0))
+    return out, offset

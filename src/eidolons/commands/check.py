@@ -90,7 +90,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -246,11 +246,17 @@ def _absolute(path: str) -> str:
 
 def _collect(targets: Sequence[str]) -> list[str]:
     """Every envelope under ``targets``, each directory's in ``LC_ALL=C`` path order."""
+    from eidolons.errors import InputError
+    from eidolons.payload import find_envelopes
+
     seen: set[str] = set()
     out: list[str] = []
     for target in targets:
         if os.path.isdir(target):
-            found = sorted(_walk(target), key=os.fsencode)
+            try:
+                found = find_envelopes(target)
+            except InputError as exc:
+                raise _Usage(str(exc)) from None
             if not found:
                 raise _Usage(f"No *{ENVELOPE_SUFFIX} files found under {target}")
         elif target.endswith(ENVELOPE_SUFFIX):
@@ -262,25 +268,6 @@ def _collect(targets: Sequence[str]) -> list[str]:
                 seen.add(path)
                 out.append(path)
     return out
-
-
-def _walk(top: str) -> Iterator[str]:
-    """Regular files named ``*.envelope.json`` below ``top`` (as ``find -type f``: links
-    are neither followed nor listed). A directory that cannot be listed is an error: a
-    silently skipped envelope could hide a failure."""
-    stack = [top]
-    while stack:
-        directory = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError as exc:
-            raise _Usage(f"cannot list {directory}: {exc.strerror or exc}") from None
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif entry.name.endswith(ENVELOPE_SUFFIX) and entry.is_file(follow_symlinks=False):
-                yield entry.path
 
 
 def _target_version(explicit: str | None, targets: Sequence[str]) -> str:

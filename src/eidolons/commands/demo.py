@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from eidolons.commands._common import use_color
-    from eidolons.commands.trace import _format
+    from eidolons.commands._trace_chain import event_line as _format
     from eidolons.ecl.verdict import Verdict
     from eidolons.emit import emit, parse_agent
     from eidolons.gates.orchestrator import run_gate, text_line

@@ -1,79 +1,84 @@
-"""``eidolons trace show THREAD_ID_OR_FILE``: a thread's events, in order."""
+"""``eidolons trace ACTION``: a thread's trace, and its hand-offs as a chain.
+
+- ``show PATH...``: with thread ids or ``.jsonl`` traces, the events in order (``!!``
+  marks verify failures; ``--follow`` keeps printing new ones); with envelope files or
+  directories, the upstream nexus's hop table.
+- ``graph|verify|cost|otel PATH...``: the nexus's chain verbs (same JSON shapes, flags
+  and exit codes for envelope PATHs; see :mod:`eidolons.commands._trace_chain`).
+- ``list``: the project's threads, newest first, with hop count and refusals.
+
+Exit codes: 0 done; 1 nothing found to read; 2 usage (no PATH, a bad option, only PATHs
+that are not valid thread ids); 3 ``verify`` failures in block mode, ``cost`` over
+``--budget``. Problems with single PATHs (missing, malformed envelope, damaged trace
+line) are reported on stderr and skipped.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-HELP = "show a thread's trace events"
+HELP = "a thread's trace: events, the hand-off chain, its graph, cost and report"
+
+CHAIN_VERBS = {
+    "show": "events of a thread or trace file; the hop table of envelope PATHs",
+    "graph": "who handed what to whom (text, JSON, Mermaid, DOT or SVG)",
+    "verify": "re-run the orchestrator gate on envelope PATHs (no trace written)",
+    "cost": "token ledger by sender (self-reported estimates)",
+    "otel": "print the chain as OpenTelemetry GenAI spans (JSON; nothing is sent)",
+}
+GRAPH_FORMATS = ("text", "json", "mermaid", "dot", "svg")
+
+
+def _nexus_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="envelope, directory, thread id or .jsonl trace"
+    )
+    p.add_argument("--json", action="store_true", help="machine output")
+    p.add_argument("--budget", type=int, metavar="N", help="cost: exit 3 when total tokens > N")
+    p.add_argument(
+        "--otel-version", default="1.30.0", metavar="V", help="otel: GenAI convention version"
+    )
+    p.add_argument("--mode", choices=("warn", "block"), help="verify: exit 3 on a failure in block")
+    p.add_argument("--block", action="store_true", help="verify: same as --mode block")
+    p.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
-    show = sub.add_parser("show", help="print a thread's events in order, verify failures flagged")
-    show.add_argument("thread", metavar="THREAD_ID_OR_FILE")
-    show.add_argument("--json", action="store_true", help="one JSON array of the events")
-    show.add_argument("--root", metavar="DIR")
-
-
-def _format(event: dict[str, object], color: bool) -> str:
-    from eidolons._text import printable
-
-    kind = str(event.get("event", "?"))
-    flag = "  "
-    if kind == "verify_fail":
-        flag = "!!"
-    elif kind == "verify_pass":
-        flag = "ok"
-    parts = [
-        flag,
-        str(event.get("ts", "?")),
-        f"{kind:<11}",
-        f"{event.get('from', '?')} -> {event.get('to', '?')}",
-        str(event.get("performative", "?")),
-        f"msg={event.get('message_id', '?')}",
-    ]
-    if "gate" in event:
-        parts.append(f"gate={event['gate']}")
-    if kind == "verify_fail":
-        parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
-    line = printable(" ".join(parts))
-    if color and kind == "verify_fail":
-        line = f"\x1b[31m{line}\x1b[0m"
-    return line
+    for verb, text in CHAIN_VERBS.items():
+        q = sub.add_parser(verb, help=text, description=text)
+        _nexus_flags(q)
+        if verb == "show":
+            q.add_argument("--follow", action="store_true", help="keep printing new events")
+            q.add_argument(
+                "--max-events", type=int, metavar="N", help="--follow: stop after N events"
+            )
+            q.add_argument(
+                "--idle-timeout",
+                type=float,
+                metavar="S",
+                help="--follow: stop after S seconds without a new event",
+            )
+        if verb == "graph":
+            q.add_argument(
+                "--format", choices=GRAPH_FORMATS, help="default: text (json with --json)"
+            )
+    q = sub.add_parser("list", help="the project's threads, newest first")
+    q.add_argument("--json", action="store_true", help="machine output")
+    q.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error, print_json, use_color
-    from eidolons.config import find_root
+    from eidolons.commands._common import error
     from eidolons.errors import EidolonsError
-    from eidolons.trace import read_events, thread_file_name, thread_trace_path
 
     try:
-        candidate = Path(args.thread)
-        if candidate.suffix == ".jsonl" or candidate.is_file():
-            path = candidate
-        else:
-            if thread_file_name(args.thread) != args.thread:
-                return error(f"{args.thread!r} is not a valid thread id")
-            path = thread_trace_path(find_root(args.root), args.thread)
-        if not path.is_file():
-            return error(f"no trace at {path}", 1)
-        events = []
-        color = use_color(sys.stdout)
-        for line in read_events(path):
-            if line.event is None:
-                print(
-                    f"eidolons: {path}:{line.lineno}: damaged line skipped: {line.error}",
-                    file=sys.stderr,
-                )
-                continue
-            events.append(line.event)
-            if not args.json:
-                print(_format(line.event, color))
-        if args.json:
-            print_json(events)
+        if args.trace_command == "list":
+            from eidolons.commands._trace_list import run_list
+
+            return run_list(args)
+        from eidolons.commands._trace_chain import run_chain
+
+        return run_chain(args)
     except EidolonsError as exc:
         return error(str(exc))
-    return 0

@@ -1,0 +1,279 @@
+"""The chain verbs of ``eidolons trace``: ``show``, ``graph``, ``verify``, ``cost``, ``otel``.
+
+For envelope PATHs, the upstream nexus's JSON shapes, flags and exit codes
+(``nexus-cli.md``), minus its bugs: a bad file is reported and skipped, hops are ordered
+by ``parent_id`` and time, ``otel`` ids are valid OpenTelemetry hex ids. ``show`` over
+thread ids or ``.jsonl`` traces keeps listing the events themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from eidolons._text import printable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from eidolons.chain import Hop
+    from eidolons.chain.sources import Collected
+
+EXIT_NOTHING = 1
+EXIT_BLOCKED = 3
+FOLLOW_POLL_S = 0.2
+OK_VERDICTS = ("pass", "unverifiable")  # as upstream: anything else is a failure
+
+
+def run_chain(args: argparse.Namespace) -> int:
+    from eidolons.chain import sources
+    from eidolons.commands._common import error
+    from eidolons.config import Limits, find_root, verify_mode
+
+    verb = args.trace_command
+    root = find_root(args.root)
+    mode = verify_mode("block" if args.block else args.mode)
+    if verb == "show" and not args.follow and (args.max_events is not None or args.idle_timeout):
+        return error("--max-events and --idle-timeout go with --follow")
+    collected = sources.collect(args.paths, root, Limits.from_env())
+    if verb == "show" and args.follow:
+        if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
+            _problems(collected)
+            return error("--follow takes one thread id or .jsonl trace")
+        return _follow(collected, root, args)
+    if verb == "show" and collected.trace_only:
+        return _show_events(collected, root, args.json)
+    if collected.empty:
+        _problems(collected)
+        return error("no trace or envelope found to read", _nothing_code(args))
+    hops = sources.hops(collected, root)
+    _problems(collected)
+    if verb == "verify":
+        return _verify(collected, hops, root, mode, args.json)
+    if not hops:
+        return error("no hand-off found in what was read", EXIT_NOTHING)
+    return _VIEWS[verb](hops, args)
+
+
+def _nothing_code(args: argparse.Namespace) -> int:
+    """2 when every PATH was neither a file nor a valid thread id (a usage slip), else 1."""
+    import os
+
+    from eidolons.trace import thread_file_name
+
+    def usage_slip(arg: str) -> bool:
+        return not os.path.exists(arg) and thread_file_name(arg) != arg
+
+    return 2 if all(usage_slip(a) for a in args.paths) else EXIT_NOTHING
+
+
+def _problems(collected: Collected) -> None:
+    for problem in collected.problems:
+        print(f"eidolons: {printable(problem)}", file=sys.stderr)
+    collected.problems.clear()
+
+
+def _out(lines: list[str]) -> None:
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+
+
+# -- show over traces: the events themselves
+def event_line(event: dict[str, Any], color: bool) -> str:
+    kind = str(event.get("event", "?"))
+    flag = {"verify_fail": "!!", "verify_pass": "ok"}.get(kind, "  ")
+    parts = [
+        flag,
+        str(event.get("ts", "?")),
+        f"{kind:<11}",
+        f"{event.get('from', '?')} -> {event.get('to', '?')}",
+        str(event.get("performative", "?")),
+        f"msg={event.get('message_id', '?')}",
+    ]
+    if "gate" in event:
+        parts.append(f"gate={event['gate']}")
+    if kind == "verify_fail":
+        parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
+    line = printable(" ".join(parts))
+    if color and kind == "verify_fail":
+        line = f"\x1b[31m{line}\x1b[0m"
+    return line
+
+
+def _show_events(collected: Collected, root: Path, as_json: bool) -> int:
+    from eidolons.chain.sources import trace_events
+    from eidolons.commands._common import print_json, use_color
+
+    events = trace_events(collected, root)
+    _problems(collected)
+    if as_json:
+        print_json(events)
+    else:
+        color = use_color(sys.stdout)
+        _out([event_line(e, color) for e in events])
+    return 0
+
+
+def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
+    """Print the trace's events, then new ones as they are appended, until ``--max-events``
+    events were printed, ``--idle-timeout`` seconds pass without one, or Ctrl-C."""
+    import json
+
+    from eidolons.commands._common import use_color
+    from eidolons.trace import read_new_events, thread_trace_path
+
+    path = collected.trace_files[0] if collected.trace_files else None
+    name = str(path) if path else collected.threads[0]
+    path = path or thread_trace_path(root, collected.threads[0])
+    color = use_color(sys.stdout)
+    printed, offset, idle_since = 0, 0, time.monotonic()
+    try:
+        while args.max_events is None or printed < args.max_events:
+            lines, offset = read_new_events(path, offset)
+            for line in lines:
+                if line.event is None:
+                    print(f"eidolons: {name}: damaged line skipped: {line.error}", file=sys.stderr)
+                    continue
+                if args.json:  # one event per line (JSON Lines), as it arrives
+                    sys.stdout.write(json.dumps(line.event, ensure_ascii=True) + "\n")
+                else:
+                    sys.stdout.write(event_line(line.event, color) + "\n")
+                printed += 1
+                if args.max_events is not None and printed >= args.max_events:
+                    break
+            sys.stdout.flush()
+            if lines:
+                idle_since = time.monotonic()
+            elif args.idle_timeout is not None and time.monotonic() - idle_since >= (
+                args.idle_timeout
+            ):
+                break
+            elif args.max_events is None or printed < args.max_events:
+                time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# -- the nexus's views
+def _show(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.chain.views import show_doc, show_text
+    from eidolons.commands._common import print_json
+
+    if args.json:
+        print_json(show_doc(hops))
+    else:
+        _out(show_text(hops))
+    return 0
+
+
+def _graph(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.chain import render
+    from eidolons.chain.views import graph_doc, graph_text
+    from eidolons.commands._common import print_json
+
+    fmt = args.format or ("json" if args.json else "text")
+    if fmt == "json":
+        print_json(graph_doc(hops))
+    elif fmt == "text":
+        _out(graph_text(hops))
+    else:
+        sys.stdout.write(render.RENDERERS[fmt](hops))
+    return 0
+
+
+def _cost(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.chain.views import cost_doc, cost_text
+    from eidolons.commands._common import print_json
+
+    doc = cost_doc(hops, args.budget)
+    if args.json:
+        print_json(doc)
+    else:
+        _out(cost_text(doc))
+    return EXIT_BLOCKED if doc["budget_exceeded"] else 0
+
+
+def _otel(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.chain.views import otel_doc
+    from eidolons.commands._common import print_json
+
+    print_json(otel_doc(hops, args.otel_version))
+    return 0
+
+
+_VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel}
+
+
+# -- verify
+def _verify(collected: Collected, hops: list[Hop], root: Path, mode: str, as_json: bool) -> int:
+    """Envelopes: the orchestrator gate in warn mode (no trace written, no contracts).
+    Hops known only from a trace: the latest orchestrator verdict on record."""
+    from eidolons.commands._common import print_json
+    from eidolons.config import Limits, hmac_key
+    from eidolons.verify import verify_parsed
+
+    limits, key = Limits.from_env(), hmac_key()
+    results: list[dict[str, Any]] = []
+    for env in collected.envelopes:
+        row: dict[str, Any] = {"verdict": "malformed", "from": "?", "to": "?", "envelope": env.path}
+        parsed = env.envelope
+        if parsed is None:
+            row["message"] = env.error
+        else:
+            result = verify_parsed(
+                parsed,
+                Path(env.path),
+                envelope_sha256=env.sha256 or "",
+                root=root,
+                limits=limits,
+                key=key,
+            )
+            row.update(
+                verdict=str(result.verdict),
+                **{"from": parsed.sender.eidolon, "to": parsed.recipient.eidolon},
+                message_id=parsed.message_id,
+                message=result.message,
+            )
+        results.append(row)
+    for hop in hops:
+        if hop.envelope is None:  # known from the trace only
+            latest = hop.latest("orchestrator")
+            results.append(
+                {
+                    "verdict": latest.verdict if latest else "unrecorded",
+                    "from": hop.sender or "?",
+                    "to": hop.recipient or "?",
+                    "envelope": None,
+                    "message_id": hop.message_id,
+                    "message": "latest orchestrator verdict on record"
+                    if latest
+                    else "no orchestrator verdict on record",
+                }
+            )
+    failed = sum(1 for r in results if r["verdict"] not in OK_VERDICTS)
+    doc = {
+        "mode": mode,
+        "total": len(results),
+        "failed": failed,
+        "all_pass": failed == 0,
+        "results": results,
+    }
+    if as_json:
+        print_json(doc)
+    else:
+        lines = []
+        for r in results:
+            glyph = "✓" if r["verdict"] in OK_VERDICTS else "✗"
+            where = r["envelope"] or f"msg={r.get('message_id')}"
+            lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
+        total = len(results)
+        lines.append(
+            f"all {total} envelopes verified"
+            if not failed
+            else f"{failed}/{total} envelopes failed integrity"
+        )
+        _out([printable(line) for line in lines])
+    return EXIT_BLOCKED if mode == "block" and failed else 0
