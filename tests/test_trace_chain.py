@@ -159,6 +159,12 @@ def test_verify_runs_the_gate_without_writing_the_trace(cli: Cli, project: Path)
         "z-scout.envelope.json": "pass",
     }
     assert all({"verdict", "from", "to", "envelope"} <= set(x) for x in doc["results"])
+    assert [Path(x["envelope"]).name for x in doc["results"]] == [  # chain order, bad file last
+        "z-scout.envelope.json",
+        "m-spec.envelope.json",
+        "a-fail.envelope.json",
+        "c-bad.envelope.json",
+    ]
     r = cli("trace", "verify", "handoffs", "--block")
     assert r.code == 3 and r.out.splitlines()[-1] == "2/4 envelopes failed integrity"
     assert cli("trace", "verify", str(envelopes[0]), "--block").code == 0

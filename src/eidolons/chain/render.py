@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from eidolons._text import printable
 from eidolons.chain import UNKNOWN, Hop
 
-_MERMAID_PLAIN = re.compile(r"[A-Za-z0-9 ._@/:,()+-]")
+_MERMAID_PLAIN = re.compile(r"[A-Za-z0-9 ._@/:,()+?-]")
 REFUSED = "#c0392b"
 PASSED = "#1e7d32"
 NEUTRAL = "#37474f"
@@ -56,7 +56,7 @@ def refusal(hop: Hop) -> str | None:
 def edge_label(seq: int, hop: Hop) -> str:
     label = f"{seq}. {hop.performative or UNKNOWN} {hop.kind or UNKNOWN}"
     code = refusal(hop)
-    return f"{label} ✗ {code}" if code else label
+    return f"{label} REFUSED {code}" if code else label
 
 
 def _mermaid_text(text: str) -> str:

@@ -119,7 +119,8 @@ def cost_text(doc: dict[str, Any]) -> list[str]:
     hops, total = doc["hops"], doc["total_tokens"]
     lines = [f"ECL token ledger ({hops} hops, total {total} tokens — estimate)"]
     for r in doc["by_eidolon"]:
-        lines.append(f"  {r['eidolon']:<16} {r['tokens']:>10}  ({r['hops']} hops)")
+        hops_word = "hop" if r["hops"] == 1 else "hops"
+        lines.append(f"  {r['eidolon']:<16} {r['tokens']:>10}  ({r['hops']} {hops_word})")
     budget = doc["budget"]
     if budget is not None:
         total = doc["total_tokens"]

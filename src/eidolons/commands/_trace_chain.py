@@ -217,7 +217,9 @@ def _verify(collected: Collected, hops: list[Hop], root: Path, mode: str, as_jso
 
     limits, key = Limits.from_env(), hmac_key()
     results: list[dict[str, Any]] = []
-    for env in collected.envelopes:
+    place = {h.envelope: i for i, h in enumerate(hops) if h.envelope is not None}
+    # in chain order; envelopes that did not parse last, in path order
+    for env in sorted(collected.envelopes, key=lambda e: place.get(e.path, len(place))):
         row: dict[str, Any] = {"verdict": "malformed", "from": "?", "to": "?", "envelope": env.path}
         parsed = env.envelope
         if parsed is None:
