@@ -244,7 +244,8 @@ def list_threads(root: Path) -> list[str]:
         return []
     except OSError as exc:
         raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
-    return [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl") and is_safe_file_name(n[: -len(".jsonl")])]
+    ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
+    return [i for i in ids if is_safe_file_name(i)]
 
 
 def read_thread(root: Path, thread_id: str) -> Iterator[TraceLine]:

@@ -9,6 +9,7 @@ thread ids or ``.jsonl`` traces keeps listing the events themselves.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ def run_chain(args: argparse.Namespace) -> int:
     mode = verify_mode("block" if args.block else args.mode)
     if verb == "show" and not args.follow and (args.max_events is not None or args.idle_timeout):
         return error("--max-events and --idle-timeout go with --follow")
-    collected = sources.collect(args.paths, root, Limits.from_env())
+    collected = sources.collect(args.paths, root, Limits.from_env(os.environ))
     if verb == "show" and args.follow:
         if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
             _problems(collected)
@@ -60,8 +61,6 @@ def run_chain(args: argparse.Namespace) -> int:
 
 def _nothing_code(args: argparse.Namespace) -> int:
     """2 when every PATH was neither a file nor a valid thread id (a usage slip), else 1."""
-    import os
-
     from eidolons.trace import thread_file_name
 
     def usage_slip(arg: str) -> bool:
@@ -215,7 +214,7 @@ def _verify(collected: Collected, hops: list[Hop], root: Path, mode: str, as_jso
     from eidolons.config import Limits, hmac_key
     from eidolons.verify import verify_parsed
 
-    limits, key = Limits.from_env(), hmac_key()
+    limits, key = Limits.from_env(os.environ), hmac_key()
     results: list[dict[str, Any]] = []
     place = {h.envelope: i for i, h in enumerate(hops) if h.envelope is not None}
     # in chain order; envelopes that did not parse last, in path order
