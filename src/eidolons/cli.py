@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "trace": "trace",
     "memory": "memory",
     "keys": "keys",
+    "skill": "skill",
+    "mcp": "mcp",
 }
 
 EXIT_USAGE = 2

@@ -1,0 +1,251 @@
+"""``eidolons skill install/uninstall``: where the skills go, and what is never overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from eidolons.contract import ContractSet
+from eidolons.skills.install import (
+    SkillConflict,
+    install_skills,
+    skill_targets,
+    uninstall_skills,
+)
+from eidolons.skills.render import render_skill
+from tests.conftest import Run
+from tests.skills.skill_helpers import contract, write_contract
+
+CLAUDE = ".claude/skills/{r}-verify-incoming/SKILL.md"
+AGENTS = ".agents/skills/{r}-verify-incoming/SKILL.md"
+EIIS3 = ".eidolons/{r}/skills/verify-incoming/SKILL.md"
+FLAT = ".eidolons/{r}/skills/verify-incoming.md"
+
+
+def rel(root: Path, template: str, receiver: str = "vigil") -> Path:
+    return root / template.format(r=receiver)
+
+
+def member(root: Path, receiver: str, **files: str) -> Path:
+    directory = root / ".eidolons" / receiver
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (directory / name.replace("__", ".")).write_text(content, encoding="utf-8")
+    return directory
+
+
+def expected(project: Path, receiver: str = "vigil") -> bytes:
+    return render_skill(receiver, ContractSet.load(project))
+
+
+def test_install_writes_host_layouts_when_no_member_is_installed(
+    cli: Callable[..., Run], project: Path
+) -> None:
+    r = cli("skill", "install", "vigil")
+    assert r.code == 0, r.err
+    assert rel(project, CLAUDE).read_bytes() == expected(project)
+    assert rel(project, AGENTS).read_bytes() == expected(project)
+    assert not (project / ".eidolons" / "vigil").exists()  # no member tree invented
+    assert r.out.splitlines() == [
+        "written   .claude/skills/vigil-verify-incoming/SKILL.md",
+        "written   .agents/skills/vigil-verify-incoming/SKILL.md",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("files", "layout"),
+    [
+        ({"EIIS_VERSION": "3.0.0\n"}, EIIS3),
+        ({"install.manifest.json": json.dumps({"eiis_version": "3.1.0"})}, EIIS3),
+        ({"EIIS_VERSION": "1.2\n"}, FLAT),
+        ({"PERSONA.md": "# VIGIL\n"}, FLAT),  # installed, no version recorded: older member
+        ({"install.manifest.json": json.dumps({"eiis_version": "2.0"})}, FLAT),
+    ],
+)
+def test_member_tree_layout_follows_the_member_version(
+    cli: Callable[..., Run], project: Path, files: dict[str, str], layout: str
+) -> None:
+    member(project, "vigil", **{k.replace(".", "__"): v for k, v in files.items()})
+    r = cli("skill", "install", "vigil")
+    assert r.code == 0, r.err
+    other = FLAT if layout == EIIS3 else EIIS3
+    assert rel(project, layout).read_bytes() == expected(project)
+    assert not rel(project, other).exists()
+    assert rel(project, CLAUDE).read_bytes() == rel(project, layout).read_bytes()
+
+
+def test_unversioned_member_with_a_skill_directory_is_eiis3(project: Path) -> None:
+    (member(project, "vigil") / "skills" / "verify-incoming").mkdir(parents=True)
+    layouts = [t.layout for t in skill_targets(project, "vigil")]
+    assert layouts == ["eiis-3", "claude-code", "agents"]
+
+
+def test_reinstall_changes_nothing(cli: Callable[..., Run], project: Path) -> None:
+    member(project, "vigil", EIIS_VERSION="3.0.0")
+    assert cli("skill", "install", "vigil").code == 0
+    paths = [rel(project, t) for t in (EIIS3, CLAUDE, AGENTS)]
+    before = [(p.read_bytes(), p.stat().st_mtime_ns) for p in paths]
+    r = cli("skill", "install", "vigil")
+    assert r.code == 0 and all(line.startswith("unchanged ") for line in r.out.splitlines())
+    assert [(p.read_bytes(), p.stat().st_mtime_ns) for p in paths] == before
+
+
+def test_install_all_covers_every_receiver(cli: Callable[..., Run], project: Path) -> None:
+    r = cli("skill", "install", "--all", "--json")
+    assert r.code == 0, r.err
+    receivers = {a["receiver"] for a in r.json()["actions"]}
+    assert {"vigil", "gilgamesh", "apivr", "atlas", "forge", "kupo"} <= receivers
+    for receiver in receivers:
+        assert rel(project, CLAUDE, receiver).is_file()
+
+
+def test_install_needs_receivers_or_all(cli: Callable[..., Run]) -> None:
+    assert cli("skill", "install").code == 2
+    assert cli("skill", "install", "vigil", "--all").code == 2
+
+
+def test_unknown_receiver_writes_nothing(cli: Callable[..., Run], project: Path) -> None:
+    r = cli("skill", "install", "vigil", "nobody")
+    assert r.code == 2 and "nobody" in r.err
+    assert not (project / ".claude").exists()
+
+
+def test_foreign_file_is_never_overwritten_without_force(
+    cli: Callable[..., Run], project: Path
+) -> None:
+    mine = rel(project, CLAUDE)
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: vigil-verify-incoming\n---\nmy own skill\n", encoding="utf-8")
+    r = cli("skill", "install", "vigil")
+    assert r.code == 3
+    assert "refused   .claude/skills/vigil-verify-incoming/SKILL.md" in r.err
+    assert "not generated by eidolons" in r.err and "--force" in r.err
+    assert mine.read_text(encoding="utf-8").endswith("my own skill\n")
+    assert rel(project, AGENTS).read_bytes() == expected(project)  # the others still written
+    r = cli("skill", "install", "vigil", "--force")
+    assert r.code == 0, r.err
+    assert mine.read_bytes() == expected(project)
+
+
+def test_edited_generated_file_is_refused_then_forced(
+    cli: Callable[..., Run], project: Path
+) -> None:
+    assert cli("skill", "install", "vigil").code == 0
+    path = rel(project, CLAUDE)
+    edited = path.read_bytes().replace(b"Do not process the payload.", b"Skim it.", 1)
+    path.write_bytes(edited)
+    r = cli("skill", "install", "vigil")
+    assert r.code == 3 and "edited since" in r.err
+    assert path.read_bytes() == edited
+    assert cli("skill", "install", "vigil", "--force").code == 0
+    assert path.read_bytes() == expected(project)
+
+
+def test_contract_change_updates_generated_files(cli: Callable[..., Run], project: Path) -> None:
+    assert cli("skill", "install", "vigil").code == 0
+    write_contract(
+        project / ".eidolons" / "contracts", contract("atlas", "vigil", ["INFORM"], "scout-report")
+    )
+    r = cli("skill", "install", "vigil")
+    assert r.code == 0 and r.out.splitlines()[0].startswith("updated ")
+    assert rel(project, CLAUDE).read_bytes() == expected(project)
+    assert b"| atlas | INFORM | scout-report |" in rel(project, CLAUDE).read_bytes()
+
+
+def test_dry_run_writes_nothing(cli: Callable[..., Run], project: Path) -> None:
+    r = cli("skill", "install", "vigil", "--dry-run")
+    assert r.code == 0 and r.out.startswith("would be written ")
+    assert not (project / ".claude").exists() and not (project / ".agents").exists()
+
+
+def test_nexus_symlink_to_the_member_skill_is_left_alone(
+    cli: Callable[..., Run], project: Path
+) -> None:
+    member(project, "vigil", EIIS_VERSION="3.0.0")
+    link = rel(project, CLAUDE)
+    link.parent.mkdir(parents=True)
+    link.symlink_to("../../../.eidolons/vigil/skills/verify-incoming/SKILL.md")
+    r = cli("skill", "install", "vigil")
+    assert r.code == 0, r.err
+    assert "linked    .claude/skills/vigil-verify-incoming/SKILL.md" in r.out
+    assert link.is_symlink() and link.read_bytes() == expected(project)
+
+
+def test_symlink_elsewhere_is_refused(
+    cli: Callable[..., Run], project: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("precious\n", encoding="utf-8")
+    link = rel(project, CLAUDE)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(outside)
+    r = cli("skill", "install", "vigil")
+    assert r.code == 3 and "symbolic link" in r.err
+    assert outside.read_text(encoding="utf-8") == "precious\n"
+    assert cli("skill", "install", "vigil", "--force").code == 0
+    assert outside.read_text(encoding="utf-8") == "precious\n"  # the link was replaced
+    assert not link.is_symlink() and link.read_bytes() == expected(project)
+
+
+def test_nothing_is_written_outside_the_root(
+    cli: Callable[..., Run], project: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".claude").mkdir()
+    (project / ".claude" / "skills").symlink_to(elsewhere)
+    r = cli("skill", "install", "vigil", "--force")
+    assert r.code == 3 and "outside the root" in r.err
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_library_install_and_uninstall(project: Path) -> None:
+    member(project, "gilgamesh", EIIS_VERSION="3.0.0")
+    written = install_skills(project, ["vigil", "gilgamesh"])
+    assert sorted(p.relative_to(project).as_posix() for p in written) == sorted(
+        [
+            CLAUDE.format(r="vigil"),
+            AGENTS.format(r="vigil"),
+            EIIS3.format(r="gilgamesh"),
+            CLAUDE.format(r="gilgamesh"),
+            AGENTS.format(r="gilgamesh"),
+        ]
+    )
+    assert install_skills(project, ["vigil"]) == []  # nothing changed
+    assert install_skills(project, ["vigil"], dry_run=True) == []
+    foreign = rel(project, AGENTS)
+    foreign.write_text("hand-written\n", encoding="utf-8")
+    with pytest.raises(SkillConflict) as info:
+        install_skills(project, ["vigil"])
+    assert [a.target.path for a in info.value.refused] == [foreign]
+    removed = uninstall_skills(project)
+    assert foreign not in removed and foreign.read_text(encoding="utf-8") == "hand-written\n"
+    assert len(removed) == 4
+    assert not rel(project, CLAUDE).parent.exists()  # emptied skill directory removed
+    assert (project / ".eidolons" / "gilgamesh" / "EIIS_VERSION").exists()
+
+
+def test_uninstall_keeps_edited_files_unless_forced(cli: Callable[..., Run], project: Path) -> None:
+    assert cli("skill", "install", "vigil").code == 0
+    path = rel(project, CLAUDE)
+    path.write_bytes(path.read_bytes() + b"local note\n")
+    r = cli("skill", "uninstall", "--dry-run")
+    assert r.code == 3 and rel(project, AGENTS).exists()
+    r = cli("skill", "uninstall", "vigil")
+    assert r.code == 3 and "edited since" in r.err
+    assert path.exists() and not rel(project, AGENTS).exists()
+    r = cli("skill", "uninstall", "vigil", "--force")
+    assert r.code == 0 and not path.exists()
+
+
+def test_installed_file_mode_follows_umask(cli: Callable[..., Run], project: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        assert cli("skill", "install", "vigil").code == 0
+    finally:
+        os.umask(old)
+    assert rel(project, CLAUDE).stat().st_mode & 0o777 == 0o640
