@@ -184,10 +184,9 @@ def skill_targets(root: Path, receiver: str) -> list[Target]:
     member = _member_dir(root, receiver)
     if member is not None:
         major = _eiis_major(member)
-        is_v3 = (
-            major >= 3 if major is not None else (member / "skills" / "verify-incoming").is_dir()
-        )
-        if is_v3:
+        if major is None:  # no version recorded: a skill directory says 3.x
+            major = 3 if (member / "skills" / "verify-incoming").is_dir() else 1
+        if major >= 3:
             targets.append(
                 Target(receiver, "eiis-3", member / "skills" / "verify-incoming" / "SKILL.md")
             )
