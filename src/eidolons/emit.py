@@ -39,7 +39,7 @@ from eidolons.payload import (
     default_envelope_path,
     open_payload,
 )
-from eidolons.trace import append_event, thread_trace_path
+from eidolons.tracestore import TraceStore
 
 __all__ = [
     "ContextDelta",
@@ -69,7 +69,7 @@ def uuid7() -> str:
 class EmitResult:
     envelope_path: Path
     envelope: dict[str, Any]
-    trace_path: Path | None
+    trace_path: str | None
 
 
 def _artifact_path(payload: Path, envelope_path: Path, root: Path) -> str:
@@ -110,8 +110,10 @@ def emit(
     trace_file: Path | None = None,
     env: Mapping[str, str] | None = None,
     limits: Limits | None = None,
+    store: TraceStore | None = None,
 ) -> EmitResult:
-    """Write the envelope for ``payload`` and record the ``emit`` event."""
+    """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``,
+    else ``trace_file``, else the project's configured store)."""
     env = os.environ if env is None else env
     limits = limits or Limits()
     if payload.name.endswith(ENVELOPE_SUFFIX):
@@ -174,7 +176,7 @@ def emit(
     except OSError as exc:
         raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
     tmp = Path(tmp_name)
-    trace_path: Path | None = None
+    trace_path: str | None = None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; receivers must read it
         with os.fdopen(fd, "wb") as fh:
@@ -182,8 +184,16 @@ def emit(
             fh.flush()
             os.fsync(fh.fileno())
         if write_trace:
-            trace_path = trace_file or thread_trace_path(root, envelope["thread_id"])
-            append_event(trace_path, emit_event(envelope, digest))
+            from eidolons.tracestore import open_store
+
+            target = store if store is not None else open_store(root, env, file=trace_file)
+            try:
+                trace_path = target.append(
+                    envelope["thread_id"], emit_event(envelope, digest)
+                ).location
+            finally:
+                if store is None:
+                    target.close()
         if force:
             os.replace(tmp, envelope_path)
         else:

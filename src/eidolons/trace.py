@@ -21,7 +21,7 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from eidolons.config import TRACE_DIR
@@ -65,9 +65,18 @@ def encode_event(event: Mapping[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), ensure_ascii=True) + "\n").encode("ascii")
 
 
-def append_event(path: Path, event: Mapping[str, Any]) -> None:
-    """Append one event as one line. Raises :class:`TraceWriteError` on any failure."""
-    line = encode_event(event)
+def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
+    """Append one event as one line; returns the line's bytes (without the newline).
+    Raises :class:`TraceWriteError` on any failure."""
+    line = encode_event(event)[:-1]
+    append_lines(path, [line])
+    return line
+
+
+def append_lines(path: Path, lines: Sequence[bytes]) -> None:
+    """Append exact line bytes (each without its newline) in one ``write`` under the lock.
+    Raises :class:`TraceWriteError` on any failure."""
+    line = b"".join(raw + b"\n" for raw in lines)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -112,7 +121,8 @@ class TraceLine:
         return f"TraceLine({self.lineno}, {self.event!r}, {self.error!r})"
 
 
-def _decode(raw: bytes, lineno: int) -> TraceLine:
+def decode_line(raw: bytes, lineno: int) -> TraceLine:
+    """One line's bytes as a :class:`TraceLine` (damage reported, never raised)."""
     if len(raw) > MAX_LINE_BYTES:
         return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
@@ -164,7 +174,21 @@ def read_events(path: Path) -> Iterator[TraceLine]:
                 yield TraceLine(lineno, None, "torn line (no newline at end of file)")
                 break
             if raw.strip():
-                yield _decode(raw, lineno)
+                yield decode_line(raw, lineno)
+
+
+def read_raw_lines(path: Path) -> Iterator[bytes]:
+    """Every non-blank line's exact bytes (without the newline), damaged lines included,
+    in order: what an export moves. A missing file yields nothing."""
+    try:
+        fd = _open_trace(path)
+    except FileNotFoundError:
+        return
+    with os.fdopen(fd, "rb") as fh:
+        for raw in fh:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            if line.strip():
+                yield line
 
 
 def iter_reverse(
@@ -203,7 +227,7 @@ def iter_reverse(
                 return TraceLine(lineno, None, "torn line (no newline at end of file)")
             if contains is not None and contains not in raw:
                 return None
-            return _decode(raw, lineno)
+            return decode_line(raw, lineno)
 
         while pos > 0:
             step = min(block, pos)
@@ -221,7 +245,7 @@ def iter_reverse(
                         continue
                     if raw.strip():
                         lineno -= 1
-                        yield _decode(raw, lineno)
+                        yield decode_line(raw, lineno)
             head = pieces[0]
             if not overlong:
                 parts.append(head)
@@ -236,25 +260,29 @@ def iter_reverse(
 
 
 def list_threads(root: Path) -> list[str]:
-    """The ids of the threads with a trace in the project, sorted by name."""
-    directory = root / TRACE_DIR
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
-    ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
-    return [i for i in ids if is_safe_file_name(i)]
+    """The ids of the threads with a trace in the project's configured store, sorted."""
+    from eidolons.tracestore import open_store
+
+    with open_store(root) as store:
+        return store.threads()
 
 
 def read_thread(root: Path, thread_id: str) -> Iterator[TraceLine]:
-    """Every line of a thread's trace, in order (nothing when it has none)."""
-    return read_events(thread_trace_path(root, thread_id))
+    """Every line of a thread's trace in the project's configured store, in order
+    (nothing when it has none)."""
+    from eidolons.tracestore import open_store
+
+    with open_store(root) as store:
+        yield from store.iter_thread(thread_id)
 
 
 def has_thread(root: Path, thread_id: str) -> bool:
-    return thread_file_name(thread_id) == thread_id and thread_trace_path(root, thread_id).is_file()
+    from eidolons.tracestore import open_store
+
+    if thread_file_name(thread_id) != thread_id:
+        return False
+    with open_store(root) as store:
+        return store.has_thread(thread_id)
 
 
 def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
@@ -280,5 +308,5 @@ def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
                 continue
             offset += len(raw)
             if raw.strip():
-                out.append(_decode(raw, 0))
+                out.append(decode_line(raw, 0))
     return out, offset

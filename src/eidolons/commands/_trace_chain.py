@@ -121,16 +121,16 @@ def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
     import json
 
     from eidolons.commands._common import use_color
-    from eidolons.trace import read_new_events, thread_trace_path
+    from eidolons.tracestore import open_store
 
     path = collected.trace_files[0] if collected.trace_files else None
     name = str(path) if path else collected.threads[0]
-    path = path or thread_trace_path(root, collected.threads[0])
+    store = open_store(root, file=path)  # a thread: the project's configured store
     color = use_color(sys.stdout)
     printed, offset, idle_since = 0, 0, time.monotonic()
     try:
         while args.max_events is None or printed < args.max_events:
-            lines, offset = read_new_events(path, offset)
+            lines, offset = store.read_new(name if path is None else None, offset)
             for line in lines:
                 if line.event is None:
                     print(f"eidolons: {name}: damaged line skipped: {line.error}", file=sys.stderr)
@@ -153,6 +153,8 @@ def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
                 time.sleep(FOLLOW_POLL_S)
     except KeyboardInterrupt:
         pass
+    finally:
+        store.close()
     return 0
 
 

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.ecl.verdict import Verdict
     from eidolons.emit import emit, parse_agent
     from eidolons.gates.orchestrator import run_gate, text_line
-    from eidolons.trace import read_events
+    from eidolons.tracestore.jsonl import JsonlStore
 
     color = use_color(sys.stdout)
 
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         root = Path(ctx.name).resolve()
     try:
         (root / ".eidolons").mkdir(exist_ok=True)
+        store = JsonlStore(root)  # the demo's own project, whatever store is configured
         payload = root / "handoff" / "scout-report.md"
         payload.parent.mkdir(parents=True, exist_ok=True)
         payload.write_text(PAYLOAD, encoding="utf-8")
@@ -73,13 +74,14 @@ def run(args: argparse.Namespace) -> int:
             objective="Hand the install.sh race scout report to VIGIL for debugging.",
             root=root,
             edge_origin="implicit",
+            store=store,
         )
         print(f"envelope: {result.envelope_path.relative_to(root)}")
         print(f"integrity: sha256 {result.envelope['integrity']['value']}")
 
         step("2. The orchestrator verifies it before dispatching VIGIL")
         print("$ eidolons verify-envelope handoff/scout-report.envelope.json --block")
-        first = run_gate(result.envelope_path, root=root, mode="block")
+        first = run_gate(result.envelope_path, root=root, mode="block", store=store)
         print(text_line(first, color), f"-> exit {first.exit_code}")
 
         step("3. An agent in the middle rewrites the payload in transit")
@@ -89,14 +91,13 @@ def run(args: argparse.Namespace) -> int:
 
         step("4. The gate recomputes the digest and refuses")
         print("$ eidolons verify-envelope handoff/scout-report.envelope.json --block")
-        second = run_gate(result.envelope_path, root=root, mode="block")
+        second = run_gate(result.envelope_path, root=root, mode="block", store=store)
         print(text_line(second, color), f"-> exit {second.exit_code}")
 
         step("5. The thread's trace records both decisions")
         thread = result.envelope["thread_id"]
         print(f"$ eidolons trace show {thread}")
-        assert result.trace_path is not None
-        for line in read_events(result.trace_path):
+        for line in store.iter_thread(thread):
             if line.event is not None:
                 print(_format(line.event, color))
 

@@ -6,6 +6,8 @@
 - ``graph|verify|cost|otel PATH...``: the nexus's chain verbs (same JSON shapes, flags
   and exit codes for envelope PATHs; see :mod:`eidolons.commands._trace_chain`).
 - ``list``: the project's threads, newest first, with hop count and refusals.
+- ``store init``, ``export --to postgres``, ``import``: the shared PostgreSQL store
+  (:mod:`eidolons.commands._trace_store`).
 
 Exit codes: 0 done; 1 nothing found to read; 2 usage (no PATH, a bad option, only PATHs
 that are not valid thread ids); 3 ``verify`` failures in block mode, ``cost`` over
@@ -66,6 +68,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q = sub.add_parser("list", help="the project's threads, newest first")
     q.add_argument("--json", action="store_true", help="machine output")
     q.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
+    _store_arguments(sub)
+
+
+def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dsn = "postgresql:// URI (default: $EIDOLONS_TRACE_DSN)"
+    store = sub.add_parser("store", help="manage the shared PostgreSQL trace store")
+    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    init = store_sub.add_parser(
+        "init", help="create or migrate the PostgreSQL trace schema and the gate roles"
+    )
+    init.add_argument("--dsn", help=f"an administrator's {dsn}")
+    init.add_argument(
+        "--grant-gate",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="grant eidolons_gate (INSERT and SELECT) to this login role; repeatable",
+    )
+    init.add_argument(
+        "--grant-orchestrator",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="grant eidolons_orchestrator (may record orchestrator verdicts); repeatable",
+    )
+    export = sub.add_parser("export", help="copy the project's JSONL trace to another store")
+    export.add_argument("--to", required=True, choices=["postgres"], help="the target store")
+    export.add_argument("threads", nargs="*", metavar="THREAD", help="default: every thread")
+    export.add_argument("--dsn", help=f"the target's {dsn}")
+    export.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
+    imp = sub.add_parser(
+        "import", help="copy threads from PostgreSQL into the project's JSONL trace"
+    )
+    imp.add_argument("threads", nargs="*", metavar="THREAD", help="default: every thread")
+    imp.add_argument("--dsn", help=f"the source's {dsn}")
+    imp.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.errors import EidolonsError
 
     try:
+        if args.trace_command in ("store", "export", "import"):
+            from eidolons.commands._trace_store import run_store
+
+            return run_store(args)
         if args.trace_command == "list":
             from eidolons.commands._trace_list import run_list
 

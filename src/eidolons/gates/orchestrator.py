@@ -23,7 +23,7 @@ from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
 from eidolons.evidence import HMAC, UNSIGNED_WARNING, combine
-from eidolons.trace import append_event, thread_trace_path
+from eidolons.tracestore import TraceStore, open_store
 from eidolons.verify import VerificationResult, verify_envelope_file
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -55,7 +55,7 @@ class GateOutcome:
         mode: str,
         strict: bool,
         exit_code: int,
-        trace_path: Path | None = None,
+        trace_path: str | None = None,
         trace_error: str | None = None,
     ) -> None:
         self.result = result
@@ -80,7 +80,7 @@ class GateOutcome:
             **out,
             "evidence": self.evidence,
             "evidence_notes": list(self.notes),
-            "trace": str(self.trace_path) if self.trace_path else None,
+            "trace": self.trace_path,
         }
         if self.trace_error:
             out["trace_error"] = self.trace_error
@@ -125,9 +125,11 @@ def run_gate(
     write_trace: bool = True,
     keep_payload: bool = False,
     sink: Writable | None = None,
+    store: TraceStore | None = None,
 ) -> GateOutcome:
     """Verify, record the event, decide the exit code. ``sink`` receives the exact bytes
-    hashed (the route gate hands COMMAND that snapshot, never the live file)."""
+    hashed (the route gate hands COMMAND that snapshot, never the live file). The event
+    goes to ``store``, else ``trace_file``, else the project's configured store."""
     result = verify_envelope_file(
         envelope_path,
         root=root,
@@ -146,14 +148,21 @@ def run_gate(
     if not write_trace:
         return outcome
     env = result.envelope
-    path = trace_file or thread_trace_path(root, env.thread_id if env else None)
+    own = store is None
+    store = store if store is not None else open_store(root, file=trace_file)
     try:
-        append_event(path, verify_event(result, gate=GATE, mode=mode, evidence=outcome.evidence))
-        outcome.trace_path = path
+        appended = store.append(
+            env.thread_id if env else None,
+            verify_event(result, gate=GATE, mode=mode, evidence=outcome.evidence),
+        )
+        outcome.trace_path = appended.location
     except TraceWriteError as exc:
         outcome.trace_error = str(exc)
         if mode == "block" and code == 0:
             outcome.exit_code = EXIT_BLOCKED
+    finally:
+        if own:
+            store.close()
     return outcome
 
 

@@ -43,7 +43,6 @@ Checks, in order (``--json`` reports every failed check; the refusal line names 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,35 +63,16 @@ from eidolons.payload import (
     locate_payload,
     read_envelope_bytes,
 )
-from eidolons.trace import append_event, iter_reverse, thread_trace_path
+from eidolons.tracestore import TraceStore, open_store
 from eidolons.verify import precheck, verify_parsed
 
 GATE = GateName.RECEIVER
-ORCHESTRATOR_GATE = GateName.ORCHESTRATOR
 
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 UNVERIFIED = RefusalCode.UNVERIFIED
 SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
 UNDECLARED_EDGE = RefusalCode.UNDECLARED_EDGE
 REFUSAL_CODES = tuple(RefusalCode)
-
-
-def find_record(trace: Path, message_id: str) -> dict[str, Any] | None:
-    """The latest orchestrator verification event for ``message_id``, reading from the end.
-
-    Lines are pre-filtered on the id as this tool writes it (compact ASCII JSON), so only
-    candidate lines are decoded; a line spelling the id another way is never evidence."""
-    needle = json.dumps(message_id)[1:-1].encode("ascii")
-    for line in iter_reverse(trace, contains=needle):
-        ev = line.event
-        if (
-            ev is not None
-            and ev.get("message_id") == message_id
-            and ev.get("event") in ("verify_pass", "verify_fail")
-            and ev.get("gate") == ORCHESTRATOR_GATE
-        ):
-            return ev
-    return None
 
 
 def judge_record(
@@ -152,7 +132,7 @@ class IncomingResult:
     reverified: bool = False
     payload: bytes | None = None  # the exact bytes hashed; set only on pass
     payload_path: Path | None = None
-    trace_path: Path | None = None
+    trace_path: str | None = None  # where the decision was recorded (a file, or the store)
     trace_error: str | None = None
     contract_source: str | None = None
     evidence: str | None = None  # what the pass rested on (ADR 0030); None unless pass
@@ -194,7 +174,7 @@ class IncomingResult:
             "reverified": self.reverified,
             "contract": self.contract_source,
             "payload": str(self.payload_path) if self.payload_path else None,
-            "trace": str(self.trace_path) if self.trace_path else None,
+            "trace": self.trace_path,
             "evidence": self.evidence,
             "evidence_notes": list(self.notes),
         }
@@ -244,6 +224,7 @@ def evaluate(
     reverify: bool = True,
     memory: Any = None,
     want_payload: bool = False,
+    store: TraceStore | None = None,
 ) -> IncomingResult:
     """Rules 1-5, without writing anything. ``want_payload``: on pass, ``payload`` holds
     the verified bytes even with ``reverify=False``. ``contracts`` is a ContractSet, or an exception
@@ -313,10 +294,11 @@ def evaluate(
         fail(Failure(UNVERIFIED, "record", "the envelope has no message_id to look up"))
         integrity_failed = True
     else:
-        try:
-            result.record = find_record(thread_trace_path(root, env.thread_id), env.message_id)
+        try:  # the configured store only: an unreadable one refuses, never a fallback
+            store = store if store is not None else open_store(root)
+            result.record = store.latest_verdict(env.thread_id, env.message_id)
             judged = judge_record(env, result.record, envelope_sha256)
-        except InputError as exc:  # the trace is not a readable regular file
+        except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
             judged = UNVERIFIED, f"the trace cannot be read: {exc}"
         if judged is not None:
             fail(Failure(judged[0], "record", judged[1]))
@@ -435,37 +417,35 @@ def verify_incoming(
     write_trace: bool = True,
     memory: Any = None,
     want_payload: bool = False,
+    store: TraceStore | None = None,
 ) -> IncomingResult:
-    """Rules 1-7: evaluate, then record the decision in the thread's trace. With a
+    """Rules 1-7: evaluate, then record the decision in the thread's trace (``store``,
+    else the project's configured store). With a
     ``memory``, recall happens before the verdict and the hand-off is ingested only after
     its pass is on record; a refused, skipped or unrecorded hand-off is never ingested."""
-    result = evaluate(
-        artefact,
-        receiver,
-        root=root,
-        contracts=contracts,
-        key=key,
-        limits=limits,
-        reverify=reverify,
-        memory=memory,
-        want_payload=want_payload,
-    )
+    own = store is None
+    store = open_store(root) if store is None else store
+    try:
+        result = evaluate(
+            artefact,
+            receiver,
+            root=root,
+            contracts=contracts,
+            key=key,
+            limits=limits,
+            reverify=reverify,
+            memory=memory,
+            want_payload=want_payload,
+            store=store,
+        )
+        if result.status != "skipped" and write_trace:
+            _record(result, store)
+    finally:
+        if own:
+            store.close()
     if result.status == "skipped" or not write_trace:
         return result
     env = result.envelope
-    path = thread_trace_path(root, env.thread_id if env else None)
-    try:
-        if result:
-            append_event(path, receiver_event(result, "verify_pass"))
-            append_event(path, receiver_event(result, "receive"))
-        else:
-            append_event(path, receiver_event(result, "verify_fail"))
-        result.trace_path = path
-    except TraceWriteError as exc:
-        result.trace_error = str(exc)
-        if result:  # fail closed: an unrecorded pass hands nothing over
-            result.status = "refused"
-            result.payload = None
     if memory is not None and result and env is not None:
         from eidolons.memory import ingest_after_pass
 
@@ -478,6 +458,24 @@ def verify_incoming(
                 "backend": memory.backend,
             }
     return result
+
+
+def _record(result: IncomingResult, store: TraceStore) -> None:
+    """Rules 6-7's records. Fail closed: an unrecorded pass hands nothing over."""
+    env = result.envelope
+    thread = env.thread_id if env else None
+    try:
+        if result:
+            store.append(thread, receiver_event(result, "verify_pass"))
+            appended = store.append(thread, receiver_event(result, "receive"))
+        else:
+            appended = store.append(thread, receiver_event(result, "verify_fail"))
+        result.trace_path = appended.location
+    except TraceWriteError as exc:
+        result.trace_error = str(exc)
+        if result:
+            result.status = "refused"
+            result.payload = None
 
 
 def verify_incoming_for_memory(envelope_path: Path, root: Path) -> tuple[bool, str, bytes | None]:

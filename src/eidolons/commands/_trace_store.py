@@ -1,0 +1,91 @@
+"""``eidolons trace store init``, ``trace export --to postgres``, ``trace import``: the
+shared PostgreSQL trace store (ADRs 0070-0074).
+
+Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id); 3 the store refused or
+failed (unreachable, permission, a target that diverged), nothing or only whole threads
+copied."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def run_store(args: argparse.Namespace) -> int:
+    from eidolons.commands._common import error
+    from eidolons.errors import EidolonsError, UsageError
+
+    try:
+        if args.trace_command == "store":
+            return _store_init(args)
+        return _copy(args)
+    except UsageError as exc:
+        return error(str(exc))
+    except EidolonsError as exc:  # the store refused or failed
+        return error(str(exc), 3)
+
+
+def _dsn(args: argparse.Namespace) -> str:
+    import os
+
+    from eidolons.errors import UsageError
+    from eidolons.tracestore import DSN_ENV, check_dsn
+
+    dsn = args.dsn or os.environ.get(DSN_ENV)
+    if not dsn:
+        raise UsageError(f"no PostgreSQL store: pass --dsn or set {DSN_ENV}")
+    return check_dsn(dsn)
+
+
+def _store_init(args: argparse.Namespace) -> int:
+    from eidolons.tracestore.postgres import init_schema, redact
+
+    dsn = _dsn(args)
+    version, applied = init_schema(dsn, tuple(args.grant_gate), tuple(args.grant_orchestrator))
+    done = ", ".join(str(v) for v in applied) or "none, already current"
+    print(f"trace store {redact(dsn)}: schema version {version} (migrations applied: {done})")
+    for role in args.grant_gate:
+        print(f"granted eidolons_gate to {role}")
+    for role in args.grant_orchestrator:
+        print(f"granted eidolons_orchestrator to {role}")
+    return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    """export: project JSONL -> PostgreSQL; import: PostgreSQL -> project JSONL. A thread
+    is copied only when the target holds a prefix of the source (resumable, never a
+    merge); a target that diverged is refused."""
+    from eidolons.commands._common import error
+    from eidolons.config import find_root
+    from eidolons.trace import append_lines, thread_file_name
+    from eidolons.tracestore import TraceStore
+    from eidolons.tracestore.jsonl import JsonlStore
+    from eidolons.tracestore.postgres import PostgresStore
+
+    root = find_root(args.root)
+    files = JsonlStore(root)
+    pg = PostgresStore(_dsn(args))
+    try:
+        source: TraceStore = files if args.trace_command == "export" else pg
+        target: TraceStore = pg if args.trace_command == "export" else files
+        threads = args.threads or source.threads()
+        for name in threads:
+            if thread_file_name(name) != name:
+                return error(f"{name!r} is not a valid thread id")
+        diverged = []
+        for name in threads:
+            have = list(target.iter_raw(name))
+            lines = list(source.iter_raw(name))
+            if lines[: len(have)] != have:
+                diverged.append(name)
+                print(f"{name}: refused, {target.describe()} holds other lines", file=sys.stderr)
+                continue
+            new = lines[len(have) :]
+            if new and args.trace_command == "export":
+                pg.append_lines(name, new)
+            elif new:
+                append_lines(files.path(name), new)
+            print(f"{name}: {len(new)} line(s) copied, {len(have)} already there")
+    finally:
+        pg.close()
+    return 3 if diverged else 0

@@ -1,0 +1,236 @@
+"""The trace store: the one way the gates, the ``trace`` verbs and memory reach a trace.
+
+Two implementations behind :class:`TraceStore`:
+
+- :class:`~eidolons.tracestore.jsonl.JsonlStore` (the default): the ECL JSONL files
+  ``<root>/.eidolons/.trace/<thread>.jsonl``, unchanged on disk (:mod:`eidolons.trace`).
+- :class:`~eidolons.tracestore.postgres.PostgresStore`: a shared, append-only table on
+  PostgreSQL, for pipelines whose agents run on several machines (ADR 0070).
+
+Which one is chosen by :func:`open_store` (ADR 0071):
+
+- ``EIDOLONS_TRACE_DSN=postgresql://...`` in the environment selects PostgreSQL. The DSN
+  (server, database, credentials) comes only from the environment, never from a project
+  file: an agent can write project files, and a store it chose could hold its own passes.
+- A project may record ``{"store": "postgresql"}`` in ``.eidolons/trace-store.json``. That
+  file can only make the choice stricter: with it and no DSN (or with a file that cannot
+  be read or parsed) every operation fails (a receiver refuses UNVERIFIED); it never
+  selects JSONL over a DSN, and never falls back to a file.
+
+psycopg is imported only when a DSN is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from eidolons.ecl.events import EventType, GateName
+from eidolons.errors import InputError, TraceWriteError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from eidolons.trace import TraceLine
+
+DSN_ENV = "EIDOLONS_TRACE_DSN"
+PROJECT_FILE = Path(".eidolons") / "trace-store.json"
+ORCHESTRATOR_GATE = GateName.ORCHESTRATOR
+VERDICT_EVENTS = (EventType.VERIFY_PASS, EventType.VERIFY_FAIL)
+
+
+class TraceReadError(InputError):
+    """The trace store cannot be read (unreachable server, unreadable file, bad config)."""
+
+    code = "TRACE_READ"
+
+
+class Appended:
+    """What :meth:`TraceStore.append` wrote: the event as stored (with any link the store
+    added), its exact line bytes (no newline) and where it went."""
+
+    __slots__ = ("event", "line", "location")
+
+    def __init__(self, event: dict[str, Any], line: bytes, location: str) -> None:
+        self.event = event
+        self.line = line
+        self.location = location
+
+
+def verdict_needle(message_id: str) -> bytes:
+    """The id as this tool writes it inside a line (compact ASCII JSON, no quotes)."""
+    return json.dumps(message_id)[1:-1].encode("ascii")
+
+
+def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) -> bool:
+    """The record rule (ADR 0005): a ``verify_pass``/``verify_fail`` for ``message_id``
+    written by the orchestrator gate. Events by receivers, senders, other tools or by hand
+    without ``gate: "orchestrator"`` are never integrity evidence."""
+    return (
+        event is not None
+        and event.get("message_id") == message_id
+        and event.get("event") in VERDICT_EVENTS
+        and event.get("gate") == ORCHESTRATOR_GATE
+    )
+
+
+def record_from_line(raw: bytes, message_id: str) -> dict[str, Any] | None:
+    """The event of ``raw`` when it is an orchestrator verdict for ``message_id`` as this
+    tool writes it (a line spelling the id another way is never evidence), else None."""
+    from eidolons.trace import decode_line
+
+    if verdict_needle(message_id) not in raw:
+        return None
+    event = decode_line(raw, 0).event
+    return event if is_orchestrator_verdict(event, message_id) else None
+
+
+class TraceStore:
+    """The interface. Thread ids are mapped as the JSONL files name them
+    (:func:`eidolons.trace.thread_file_name`): any unsafe id is the thread ``unknown``."""
+
+    kind = "abstract"
+
+    def describe(self) -> str:
+        """Where the trace lives, for humans (never a password)."""
+        raise NotImplementedError
+
+    def location(self, thread_id: str | None) -> str:
+        """Where ``thread_id``'s events live (a path, or the store and thread)."""
+        raise NotImplementedError
+
+    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        """Append one event to the thread. Raises :class:`TraceWriteError` on any failure."""
+        raise NotImplementedError
+
+    def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
+        """The latest orchestrator verdict for ``message_id`` in the thread (see
+        :func:`record_from_line`), or None. Raises :class:`TraceReadError`."""
+        raise NotImplementedError
+
+    def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
+        """The thread's lines in order, damaged ones reported (``event`` None)."""
+        raise NotImplementedError
+
+    def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
+        """The thread's exact line bytes (no newline) in order, damaged ones included."""
+        raise NotImplementedError
+
+    def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
+        """The complete lines appended after ``cursor`` (0: from the start) and the cursor
+        to pass next time (``trace show --follow``)."""
+        raise NotImplementedError
+
+    def has_thread(self, thread_id: str) -> bool:
+        raise NotImplementedError
+
+    def threads(self) -> list[str]:
+        """The thread names in the store, sorted."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class UnavailableStore(TraceStore):
+    """The store a configuration asked for but cannot give: every operation fails with
+    ``reason``. It exists so that a misconfiguration refuses instead of falling back."""
+
+    kind = "unavailable"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def describe(self) -> str:
+        return f"unavailable ({self.reason})"
+
+    def location(self, thread_id: str | None) -> str:
+        return self.describe()
+
+    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        raise TraceWriteError(f"trace store unavailable: {self.reason}")
+
+    def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+    def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+    def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+    def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+    def has_thread(self, thread_id: str) -> bool:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+    def threads(self) -> list[str]:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+
+def check_dsn(dsn: str) -> str:
+    """A PostgreSQL connection URI, or :class:`UsageError`."""
+    if not dsn.startswith(("postgresql://", "postgres://")):
+        raise UsageError(f"{DSN_ENV} must be a postgresql:// URI")
+    return dsn
+
+
+def project_requirement(root: Path) -> str | None:
+    """What ``.eidolons/trace-store.json`` requires: None (no file), ``"postgresql"``, or
+    ``"invalid: <why>"`` (a file that cannot be read or is not understood fails closed)."""
+    path = root / PROJECT_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"invalid: cannot read {PROJECT_FILE}: {exc.strerror or exc}"
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return f"invalid: {PROJECT_FILE} is not JSON"
+    if not isinstance(value, dict) or set(value) != {"store"}:
+        return f'invalid: {PROJECT_FILE} must be {{"store": "postgresql"}}'
+    if value["store"] != "postgresql":  # a project may require the shared store, only that
+        return f'invalid: {PROJECT_FILE} "store" must be "postgresql"'
+    return "postgresql"
+
+
+def open_store(
+    root: Path, env: Mapping[str, str] | None = None, *, file: Path | None = None
+) -> TraceStore:
+    """The project's configured store (module docstring); with ``file`` (``--trace
+    FILE``), that one JSONL file. Never raises: a configuration that cannot be honoured
+    gives an :class:`UnavailableStore`."""
+    if file is not None:
+        from eidolons.tracestore.jsonl import JsonlStore
+
+        return JsonlStore(root, file=file)
+    env = os.environ if env is None else env
+    dsn = env.get(DSN_ENV) or None
+    required = project_requirement(root)
+    if required is not None and required.startswith("invalid"):
+        return UnavailableStore(required[len("invalid: ") :])
+    if dsn is not None:
+        try:
+            check_dsn(dsn)
+        except UsageError as exc:
+            return UnavailableStore(str(exc))
+        from eidolons.tracestore.postgres import PostgresStore
+
+        return PostgresStore(dsn)
+    if required == "postgresql":
+        return UnavailableStore(f"{PROJECT_FILE} requires PostgreSQL and {DSN_ENV} is not set")
+    from eidolons.tracestore.jsonl import JsonlStore
+
+    return JsonlStore(root)

@@ -1,0 +1,102 @@
+"""The default store: one ECL JSONL file per thread (rules in :mod:`eidolons.trace`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from eidolons.config import TRACE_DIR
+from eidolons.errors import InputError
+from eidolons.trace import (
+    TraceLine,
+    append_event,
+    iter_reverse,
+    read_events,
+    read_new_events,
+    read_raw_lines,
+    thread_file_name,
+    thread_trace_path,
+)
+from eidolons.tracestore import (
+    Appended,
+    TraceReadError,
+    TraceStore,
+    is_orchestrator_verdict,
+    verdict_needle,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class JsonlStore(TraceStore):
+    """``<root>/.eidolons/.trace/<thread>.jsonl``; with ``file``, every thread is that one
+    file (``--trace FILE``)."""
+
+    kind = "jsonl"
+
+    def __init__(self, root: Path, file: Path | None = None) -> None:
+        self.root = root
+        self.file = file
+
+    def path(self, thread_id: str | None) -> Path:
+        return self.file if self.file is not None else thread_trace_path(self.root, thread_id)
+
+    def describe(self) -> str:
+        return str(self.file if self.file is not None else self.root / TRACE_DIR)
+
+    def location(self, thread_id: str | None) -> str:
+        return str(self.path(thread_id))
+
+    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        path = self.path(thread_id)
+        line = append_event(path, event)
+        return Appended(json.loads(line), line, str(path))
+
+    def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
+        # lines are pre-filtered on the id as this tool writes it, so only candidate lines
+        # are decoded; the decoded event is then judged by the one record rule
+        needle = verdict_needle(message_id)
+        try:
+            for line in iter_reverse(self.path(thread_id), contains=needle):
+                if is_orchestrator_verdict(line.event, message_id):
+                    return line.event
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+        return None
+
+    def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
+        try:
+            yield from read_events(self.path(thread_id))
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
+        try:
+            yield from read_raw_lines(self.path(thread_id))
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
+        try:
+            return read_new_events(self.path(thread_id), cursor)
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def has_thread(self, thread_id: str) -> bool:
+        return self.path(thread_id).is_file()
+
+    def threads(self) -> list[str]:
+        if self.file is not None:
+            return [self.file.stem]
+        try:
+            names = os.listdir(self.root / TRACE_DIR)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise TraceReadError(f"cannot list {self.root / TRACE_DIR}: {exc.strerror}") from None
+        ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
+        return sorted(i for i in ids if thread_file_name(i) == i)

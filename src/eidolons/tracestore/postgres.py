@@ -1,0 +1,291 @@
+"""The shared store: one append-only table on PostgreSQL (ADRs 0070, 0072, 0073).
+
+Each append runs in one transaction holding a per-thread advisory lock: it reads the
+thread's last line, links the event to it with :mod:`eidolons.chain`, and inserts the
+exact line bytes. The insert trigger checks the link again (so a writer using SQL
+directly cannot break the chain), lets only ``eidolons_orchestrator`` record
+orchestrator verdicts, and UPDATE/DELETE/TRUNCATE are revoked and refused by triggers.
+
+The receiver's lookup reads one index (``thread, verdict_for, seq DESC``) and judges the
+candidate line with the same rule as the JSONL store (:func:`record_from_line`).
+Reads run in autocommit, so every lookup sees every verdict committed before it began.
+Any connection or server error is a :class:`TraceReadError` / :class:`TraceWriteError`:
+a receiver refuses, it never falls back to a file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+
+from eidolons.ecl.tracechain import chained, next_link
+from eidolons.errors import TraceWriteError
+from eidolons.trace import TraceLine, decode_line, encode_event, thread_file_name
+from eidolons.tracestore import (
+    Appended,
+    TraceReadError,
+    TraceStore,
+    is_orchestrator_verdict,
+    record_from_line,
+)
+from eidolons.tracestore.pg_schema import CURRENT_VERSION, SCHEMA
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    import psycopg
+
+CONNECT_TIMEOUT_S = 5
+_PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
+
+LAST_LINE = (
+    f"SELECT seq, line FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq DESC LIMIT 1"
+)
+INSERT = (
+    f"INSERT INTO {SCHEMA}.trace_events (thread, seq, prev, line, verdict_for) "
+    "VALUES (%s, %s, %s, %s, %s)"
+)
+LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+VERDICTS = (
+    f"SELECT line FROM {SCHEMA}.trace_events WHERE thread = %s AND verdict_for = %s "
+    "ORDER BY seq DESC"
+)
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    text = _PASSWORD.sub(r"\1:***@", dsn)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", text)
+
+
+def message_key(message_id: str) -> bytes:
+    return message_id.encode("utf-8", "surrogatepass")
+
+
+def verdict_key(event: Mapping[str, Any]) -> bytes | None:
+    """The index key of an event: its message id when it is an orchestrator verdict."""
+    mid = event.get("message_id")
+    if isinstance(mid, str) and is_orchestrator_verdict(event, mid):
+        return message_key(mid)
+    return None
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    """An autocommit connection, or :class:`TraceReadError` with the reason."""
+    import psycopg
+
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in dsn:
+        kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
+    try:
+        return psycopg.connect(dsn, **kwargs)
+    except psycopg.Error as exc:
+        raise TraceReadError(f"cannot connect to {redact(dsn)}: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or exc.__class__.__name__
+
+
+class PostgresStore(TraceStore):
+    kind = "postgresql"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def describe(self) -> str:
+        return redact(self.dsn)
+
+    def location(self, thread_id: str | None) -> str:
+        return f"{redact(self.dsn)} thread={thread_file_name(thread_id)}"
+
+    def connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = connect(self.dsn)
+            try:
+                version = self._schema_version(conn)
+            except BaseException:
+                conn.close()
+                raise
+            if version != CURRENT_VERSION:
+                conn.close()
+                found = "not initialised" if version is None else f"at version {version}"
+                raise TraceReadError(
+                    f"trace schema on {redact(self.dsn)} is {found}; this eidolons needs "
+                    f"version {CURRENT_VERSION} (run: eidolons trace store init)"
+                )
+            self._conn = conn
+        return self._conn
+
+    @staticmethod
+    def _schema_version(conn: psycopg.Connection[Any]) -> int | None:
+        import psycopg
+
+        try:
+            if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.trace_events",)).fetchone() == (
+                None,
+            ):
+                return None
+            row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
+        except psycopg.Error as exc:
+            raise TraceReadError(f"cannot read the trace schema: {_reason(exc)}") from None
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+        import psycopg
+
+        try:
+            with self.connection().cursor() as cur:
+                cur.execute(sql, params)
+                yield from cur
+        except psycopg.Error as exc:
+            self.close()
+            raise TraceReadError(f"trace store {self.describe()}: {_reason(exc)}") from None
+
+    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        import psycopg
+
+        thread = thread_file_name(thread_id)
+        try:
+            conn = self.connection()
+        except TraceReadError as exc:
+            raise TraceWriteError(str(exc)) from None
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(LOCK, (thread,))
+                row = cur.execute(LAST_LINE, (thread,)).fetchone()
+                seq, prev = next_link(bytes(row[1]) if row else None, row[0] if row else 0)
+                linked = chained(event, seq, prev)
+                line = encode_event(linked)[:-1]
+                cur.execute(INSERT, (thread, seq, prev, line, verdict_key(linked)))
+        except psycopg.Error as exc:
+            self.close()
+            raise TraceWriteError(
+                f"cannot append to trace store {self.describe()}: {_reason(exc)}"
+            ) from None
+        return Appended(linked, line, self.location(thread_id))
+
+    def append_lines(self, thread_id: str, lines: list[bytes]) -> int:
+        """Append exact line bytes (an import), continuing the thread's chain; each line
+        is indexed as :meth:`append` would. Returns the number appended."""
+        import psycopg
+
+        thread = thread_file_name(thread_id)
+        try:
+            conn = self.connection()
+        except TraceReadError as exc:
+            raise TraceWriteError(str(exc)) from None
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(LOCK, (thread,))
+                row = cur.execute(LAST_LINE, (thread,)).fetchone()
+                last, last_seq = (bytes(row[1]), row[0]) if row else (None, 0)
+                rows = []
+                for raw in lines:
+                    seq, prev = next_link(last, last_seq)
+                    event = decode_line(raw, seq).event
+                    rows.append((thread, seq, prev, raw, verdict_key(event) if event else None))
+                    last, last_seq = raw, seq
+                cur.executemany(INSERT, rows)
+        except psycopg.Error as exc:
+            self.close()
+            raise TraceWriteError(f"cannot import into {self.describe()}: {_reason(exc)}") from None
+        return len(lines)
+
+    def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
+        params = (thread_file_name(thread_id), message_key(message_id))
+        for (line,) in self._read(VERDICTS, params):
+            record = record_from_line(bytes(line), message_id)
+            if record is not None:
+                return record
+        return None
+
+    def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
+        sql = f"SELECT line FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq"
+        for (line,) in self._read(sql, (thread_file_name(thread_id),)):
+            yield bytes(line)
+
+    def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
+        for n, raw in enumerate(self.iter_raw(thread_id), 1):
+            yield decode_line(raw, n)
+
+    def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
+        sql = (
+            f"SELECT seq, line FROM {SCHEMA}.trace_events WHERE thread = %s AND seq > %s "
+            "ORDER BY seq"
+        )
+        out = []
+        for seq, line in self._read(sql, (thread_file_name(thread_id), cursor)):
+            out.append(decode_line(bytes(line), seq))
+            cursor = seq
+        return out, cursor
+
+    def has_thread(self, thread_id: str) -> bool:
+        sql = f"SELECT 1 FROM {SCHEMA}.trace_events WHERE thread = %s LIMIT 1"
+        return any(True for _ in self._read(sql, (thread_file_name(thread_id),)))
+
+    def threads(self) -> list[str]:
+        sql = f"SELECT DISTINCT thread FROM {SCHEMA}.trace_events ORDER BY thread"
+        return [name for (name,) in self._read(sql, ())]
+
+
+def init_schema(
+    dsn: str, grant_gate: tuple[str, ...] = (), grant_orchestrator: tuple[str, ...] = ()
+) -> tuple[int, list[int]]:
+    """Create or migrate the schema, as a role that may create schemas and roles; grant
+    the gate roles to the given login roles. Returns (version, migrations applied)."""
+    import psycopg
+    from psycopg import sql
+
+    from eidolons.tracestore.pg_schema import (
+        BOOTSTRAP,
+        GATE_ROLE,
+        MIGRATIONS,
+        ORCHESTRATOR_ROLE,
+        ROLES,
+    )
+
+    conn = connect(dsn)
+    applied: list[int] = []
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('eidolons-init', 0))")
+            conn.execute(ROLES)
+            conn.execute(BOOTSTRAP)
+            row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
+            have = (row[0] if row else None) or 0
+            if have > CURRENT_VERSION:
+                raise TraceWriteError(
+                    f"the trace schema is at version {have}, newer than this eidolons "
+                    f"({CURRENT_VERSION}): upgrade eidolons"
+                )
+            for version, script in MIGRATIONS:
+                if version > have:
+                    conn.execute(script)
+                    conn.execute(
+                        f"INSERT INTO {SCHEMA}.schema_version (version) VALUES (%s)", (version,)
+                    )
+                    applied.append(version)
+            for role_name, members in (
+                (GATE_ROLE, grant_gate),
+                (ORCHESTRATOR_ROLE, grant_orchestrator),
+            ):
+                for member in members:
+                    conn.execute(
+                        sql.SQL("GRANT {} TO {}").format(
+                            sql.Identifier(role_name), sql.Identifier(member)
+                        )
+                    )
+    except psycopg.Error as exc:
+        raise TraceWriteError(f"trace store init on {redact(dsn)} failed: {_reason(exc)}") from None
+    finally:
+        conn.close()
+    return CURRENT_VERSION, applied

@@ -1,0 +1,36 @@
+"""Fixtures for the trace-store tests: one real PostgreSQL per session (skipped with a
+reason when the Debian package is absent, except under ``CI=true``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.tracestore.pgserver import PgServer, find_bindir
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgServer]:
+    bindir = find_bindir()
+    missing = None
+    if bindir is None:
+        missing = "PostgreSQL server binaries not found (apt-get install postgresql)"
+    else:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            missing = "psycopg is not installed (pip install -e '.[dev]')"
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(missing)
+        pytest.skip(missing)
+    assert bindir is not None
+    server = PgServer(bindir)
+    server.start()
+    try:
+        server.prepare_template()
+        yield server
+    finally:
+        server.stop()

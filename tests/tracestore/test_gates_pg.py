@@ -1,0 +1,195 @@
+"""The gates on the shared PostgreSQL store: the orchestrator on host A records, the
+receiver on host B finds it; misconfiguration and an unreachable store refuse, never fall
+back to a local file; only the orchestrator role can record orchestrator verdicts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run, clean_env, emit_cmd, trace_files
+from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
+
+Cli = Callable[..., Run]
+
+
+@pytest.fixture(scope="module")
+def db(pg: PgServer) -> str:
+    return pg.new_database()
+
+
+@pytest.fixture
+def orch(pg: PgServer, db: str) -> dict[str, str]:
+    return clean_env(EIDOLONS_TRACE_DSN=pg.dsn(ORCH_LOGIN, db))
+
+
+@pytest.fixture
+def gate(pg: PgServer, db: str) -> dict[str, str]:
+    return clean_env(EIDOLONS_TRACE_DSN=pg.dsn(GATE_LOGIN, db))
+
+
+def handoff(cli: Cli, project: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    payload = project / "handoff" / "scout-report.md"
+    payload.parent.mkdir(parents=True, exist_ok=True)
+    payload.write_text("# Report\n\n## Decision target\nx\n", encoding="utf-8")
+    r = cli(
+        *emit_cmd(
+            payload, "--json", sender="atlas@1.4.2", to="vigil@1.9.0", performative="PROPOSE"
+        ),
+        env=env,
+    )
+    assert r.code == 0, r.err
+    return payload, Path(r.json()["envelope_path"])
+
+
+def incoming(cli: Cli, payload: Path, env: dict[str, str]) -> Run:
+    return cli("verify-incoming", payload, "--as", "vigil", "--json", env=env)
+
+
+def test_pipeline_across_hosts_on_postgres(
+    cli: Cli, project: Path, orch: dict[str, str], gate: dict[str, str]
+) -> None:
+    payload, envelope = handoff(cli, project, gate)
+    r = cli("verify-envelope", envelope, "--block", "--json", env=orch)
+    assert r.code == 0, r.err
+    assert r.json()["trace"].startswith("postgresql://")
+    r = incoming(cli, payload, gate)
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["status"] == "pass" and doc["record"]["gate"] == "orchestrator"
+    assert trace_files(project) == []  # nothing went to a local file
+    r = cli("trace", "show", doc["thread_id"], "--json", env=gate)
+    assert r.code == 0, r.err
+    events = r.json()
+    assert [e["event"] for e in events] == ["emit", "verify_pass", "verify_pass", "receive"]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+
+
+def test_a_pass_in_a_local_file_is_not_evidence_on_postgres(
+    cli: Cli, project: Path, gate: dict[str, str]
+) -> None:
+    payload, envelope = handoff(cli, project, gate)
+    r = cli("verify-envelope", envelope, "--block")  # no DSN: the pass goes to a local file
+    assert r.code == 0 and trace_files(project)
+    r = incoming(cli, payload, gate)
+    assert r.code == 3
+    assert r.json()["failure_code"] == "UNVERIFIED"
+
+
+def test_unreachable_store_refuses_unverified_never_a_file(
+    cli: Cli, project: Path, tmp_path: Path
+) -> None:
+    payload, envelope = handoff(cli, project, clean_env())
+    assert cli("verify-envelope", envelope, "--block").code == 0  # a valid local pass
+    down = clean_env(EIDOLONS_TRACE_DSN=f"postgresql://nobody@/x?host={tmp_path}")
+    r = incoming(cli, payload, down)
+    assert r.code == 3, r.out
+    doc = r.json()
+    assert doc["failure_code"] == "UNVERIFIED"
+    assert "cannot connect" in doc["failures"][0]["message"]
+    r = cli("verify-incoming", payload, "--as", "vigil", env=down)
+    assert r.code == 3 and "REFUSE: UNVERIFIED from atlas" in r.err + r.out
+    r = cli("verify-envelope", envelope, "--block", env=down)  # the pass cannot be recorded
+    assert r.code == 3
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"store": "postgresql"}',  # required, and no DSN in the environment
+        b'{"store": "jsonl"}',  # a project file cannot choose the file store
+        b'{"store": "postgresql", "dsn": "postgresql://evil@/x"}',  # nor the server
+        b"not json",
+    ],
+)
+def test_project_file_only_narrows(cli: Cli, project: Path, content: bytes) -> None:
+    payload, envelope = handoff(cli, project, clean_env())
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    (project / ".eidolons" / "trace-store.json").write_bytes(content)
+    r = incoming(cli, payload, clean_env())
+    assert r.code == 3
+    assert r.json()["failure_code"] == "UNVERIFIED"
+    assert "trace-store.json" in r.json()["failures"][0]["message"]
+
+
+def test_project_file_requiring_postgres_with_a_dsn_uses_it(
+    cli: Cli, project: Path, orch: dict[str, str], gate: dict[str, str]
+) -> None:
+    (project / ".eidolons" / "trace-store.json").write_text('{"store": "postgresql"}')
+    payload, envelope = handoff(cli, project, gate)
+    assert cli("verify-envelope", envelope, "--block", env=orch).code == 0
+    assert incoming(cli, payload, gate).code == 0
+
+
+def test_a_gate_role_cannot_record_an_orchestrator_verdict(
+    cli: Cli, project: Path, gate: dict[str, str]
+) -> None:
+    """An agent holding the receiver host's credentials cannot self-mint a pass."""
+    payload, envelope = handoff(cli, project, gate)
+    r = cli("verify-envelope", envelope, "--block", "--json", env=gate)
+    assert r.code == 3
+    assert "only eidolons_orchestrator" in r.json()["trace_error"]
+    r = incoming(cli, payload, gate)
+    assert r.code == 3 and r.json()["failure_code"] == "UNVERIFIED"
+
+
+def test_uninitialised_database_refuses_and_says_how_to_fix(
+    cli: Cli, project: Path, pg: PgServer
+) -> None:
+    env = clean_env(EIDOLONS_TRACE_DSN=pg.dsn(db=pg.new_database(initialised=False)))
+    payload, envelope = handoff(cli, project, clean_env())
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    r = incoming(cli, payload, env)
+    assert r.code == 3
+    assert "eidolons trace store init" in r.json()["failures"][0]["message"]
+
+
+def test_store_init_is_idempotent(cli: Cli, pg: PgServer) -> None:
+    dsn = pg.dsn(db=pg.new_database(initialised=False))
+    r = cli("trace", "store", "init", "--dsn", dsn, "--grant-gate", GATE_LOGIN)
+    assert r.code == 0, r.err
+    assert "schema version 1 (migrations applied: 1)" in r.out
+    r = cli("trace", "store", "init", env=clean_env(EIDOLONS_TRACE_DSN=dsn))
+    assert r.code == 0 and "already current" in r.out
+    r = cli("trace", "store", "init")
+    assert r.code == 2 and "--dsn" in r.err
+    r = cli("trace", "store", "init", "--dsn", "mysql://x")
+    assert r.code == 2
+
+
+def test_bad_dsn_refuses(cli: Cli, project: Path) -> None:
+    payload, envelope = handoff(cli, project, clean_env())
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    r = incoming(cli, payload, clean_env(EIDOLONS_TRACE_DSN="host=elsewhere"))
+    assert r.code == 3 and "postgresql://" in r.json()["failures"][0]["message"]
+
+
+def test_psycopg_is_imported_only_when_a_dsn_is_set(project: Path) -> None:
+    code = f"""
+import sys, io, contextlib
+from eidolons.cli import main
+payload = {str(project / "p.md")!r}
+open(payload, "w").write("# x\\n")
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["emit", payload, "--from", "atlas", "--to", "vigil", "--performative", "INFORM",
+          "--kind", "scout-report", "--objective", "o", "--root", {str(project)!r}])
+    main(["verify-envelope", payload[:-3] + ".envelope.json", "--block"])
+    main(["verify-incoming", payload, "--as", "vigil"])
+    main(["trace", "show", "unknown"])
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "psycopg")))
+""".replace("print(json", "import json; print(json")
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert json.loads(out.splitlines()[-1]) == []
