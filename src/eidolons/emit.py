@@ -222,7 +222,6 @@ def emit_event(envelope: Mapping[str, Any], digest: Digest) -> dict[str, Any]:
         Envelope.from_dict(envelope),
         gate=GateName.SENDER,
         fields={
-            "context_tokens": envelope["context_delta"]["tokens_used"],
             "model": envelope["trace"]["model"],
             "tier": envelope["trace"]["tier"],
         },

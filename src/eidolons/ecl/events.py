@@ -9,9 +9,14 @@ shares are spelled and ordered once (the schema is
   parsed), ``thread_id`` (likewise ``unknown``), ``from`` and ``to`` as
   ``<eidolon>@<version>``, ``performative`` (omitted, never invented, when the envelope
   cannot be parsed), ``integrity_method``;
+- then what a chain view needs to describe the hop, from the envelope (omitted with it
+  when it cannot be parsed): ``parent_id`` (null on a thread's first hand-off),
+  ``artifact_kind``, ``artifact_path`` and ``context_tokens`` (``context_delta.tokens_used``
+  when it is a count);
 - then the fields of the event type, in the order the caller gives them;
 - then ``gate`` (who wrote it: ``sender``, ``orchestrator`` or ``receiver``), the
-  gate's own fields (``verdict``, ``receiver``...), ``integrity_value`` (the tag
+  gate's own fields (``verdict``, ``receiver``...), ``duration_ms`` (how long the gate
+  took to decide, on gate events), ``integrity_value`` (the tag
   checked), ``payload_sha256`` / ``envelope_sha256`` when known, and the tool that wrote
   it (``verifier``, or ``emitter`` for ``emit``), then ``evidence`` (what a pass rests
   on: ``unsigned``, ``hmac``...) or ``reason`` on a failure.
@@ -80,6 +85,7 @@ def trace_event(
     integrity_value: str | None = None,
     reason: str | None = None,
     evidence: str | None = None,
+    duration_ms: int | None = None,
     ts: str | None = None,
 ) -> dict[str, Any]:
     """One trace event, in the key order of the module docstring.
@@ -101,11 +107,15 @@ def trace_event(
     if env is not None:  # unknown when the envelope cannot be parsed: omitted, not invented
         out["performative"] = env.performative
     out["integrity_method"] = env.integrity_method if env else UNKNOWN
+    if env is not None:
+        out.update(hop_fields(env))
     if fields:
         out.update(fields)
     out["gate"] = str(gate)
     if gate_fields:
         out.update(gate_fields)
+    if duration_ms is not None:
+        out["duration_ms"] = duration_ms
     value = (
         integrity_value if integrity_value is not None else (env.integrity_value if env else None)
     )
@@ -121,3 +131,21 @@ def trace_event(
     if reason is not None:
         out["reason"] = reason
     return out
+
+
+def hop_fields(env: Envelope) -> dict[str, Any]:
+    """What the envelope says about the hop, for chain views of the trace (ADR 0061)."""
+    out: dict[str, Any] = {"parent_id": env.parent_id}
+    if env.artifact_kind is not None:
+        out["artifact_kind"] = env.artifact_kind
+    out["artifact_path"] = env.artifact_path
+    cd = env.context_delta
+    tokens = cd.get("tokens_used") if cd is not None else None
+    if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+        out["context_tokens"] = tokens
+    return out
+
+
+def elapsed_ms(start_ns: int) -> int:
+    """Whole milliseconds since ``time.monotonic_ns()`` returned ``start_ns``."""
+    return max(0, (time.monotonic_ns() - start_ns) // 1_000_000)

@@ -15,10 +15,11 @@ It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from eidolons._text import printable
-from eidolons.ecl.events import EventType, GateName, trace_event
+from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
@@ -88,7 +89,12 @@ class GateOutcome:
 
 
 def verify_event(
-    result: VerificationResult, *, gate: str, mode: str, evidence: str | None = None
+    result: VerificationResult,
+    *,
+    gate: str,
+    mode: str,
+    evidence: str | None = None,
+    duration_ms: int | None = None,
 ) -> dict[str, Any]:
     """The trace event for one verification (seed shapes plus gate, verdict, digests)."""
     passed = bool(result)
@@ -110,6 +116,7 @@ def verify_event(
         envelope_sha256=result.envelope_sha256,
         reason=None if passed else result.message,
         evidence=evidence if passed else None,
+        duration_ms=duration_ms,
     )
 
 
@@ -130,6 +137,7 @@ def run_gate(
     """Verify, record the event, decide the exit code. ``sink`` receives the exact bytes
     hashed (the route gate hands COMMAND that snapshot, never the live file). The event
     goes to ``store``, else ``trace_file``, else the project's configured store."""
+    start = time.monotonic_ns()
     result = verify_envelope_file(
         envelope_path,
         root=root,
@@ -151,10 +159,10 @@ def run_gate(
     own = store is None
     store = store if store is not None else open_store(root, file=trace_file)
     try:
-        appended = store.append(
-            env.thread_id if env else None,
-            verify_event(result, gate=GATE, mode=mode, evidence=outcome.evidence),
+        event = verify_event(
+            result, gate=GATE, mode=mode, evidence=outcome.evidence, duration_ms=elapsed_ms(start)
         )
+        appended = store.append(env.thread_id if env else None, event)
         outcome.trace_path = appended.location
     except TraceWriteError as exc:
         outcome.trace_error = str(exc)

@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eidolons._text import printable
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.events import EventType, GateName, agent_label, trace_event
+from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, trace_event
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
@@ -190,17 +191,15 @@ def _receiver_label(env: Envelope | None, receiver: str) -> str:
     return agent_label(receiver, None)
 
 
-def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
+def receiver_event(
+    result: IncomingResult, kind: str, duration_ms: int | None = None
+) -> dict[str, Any]:
     env = result.envelope
     fields: dict[str, Any] = {}
     if kind == EventType.VERIFY_FAIL:
         fields["verify_failure_code"] = result.failure_code
         fields["decision"] = "refused"
         fields["failures"] = [f.code for f in result.failures]
-    if kind == EventType.RECEIVE and env is not None:
-        cd = env.context_delta
-        if cd is not None and isinstance(cd.get("tokens_used"), int):
-            fields["context_tokens"] = cd["tokens_used"]
     return trace_event(
         EventType(kind),
         env,
@@ -210,6 +209,7 @@ def receiver_event(result: IncomingResult, kind: str) -> dict[str, Any]:
         gate_fields={"receiver": result.receiver},
         reason=result.failures[0].message if kind == EventType.VERIFY_FAIL else None,
         evidence=result.evidence if kind == EventType.VERIFY_PASS else None,
+        duration_ms=duration_ms,
     )
 
 
@@ -425,6 +425,7 @@ def verify_incoming(
     its pass is on record; a refused, skipped or unrecorded hand-off is never ingested."""
     own = store is None
     store = open_store(root) if store is None else store
+    start = time.monotonic_ns()
     try:
         result = evaluate(
             artefact,
@@ -439,7 +440,7 @@ def verify_incoming(
             store=store,
         )
         if result.status != "skipped" and write_trace:
-            _record(result, store)
+            _record(result, store, elapsed_ms(start))
     finally:
         if own:
             store.close()
@@ -460,16 +461,17 @@ def verify_incoming(
     return result
 
 
-def _record(result: IncomingResult, store: TraceStore) -> None:
-    """Rules 6-7's records. Fail closed: an unrecorded pass hands nothing over."""
+def _record(result: IncomingResult, store: TraceStore, took: int) -> None:
+    """Rules 6-7's records (``took``: the decision's duration in milliseconds). Fail
+    closed: an unrecorded pass hands nothing over."""
     env = result.envelope
     thread = env.thread_id if env else None
     try:
         if result:
-            store.append(thread, receiver_event(result, "verify_pass"))
-            appended = store.append(thread, receiver_event(result, "receive"))
+            store.append(thread, receiver_event(result, "verify_pass", took))
+            appended = store.append(thread, receiver_event(result, "receive", took))
         else:
-            appended = store.append(thread, receiver_event(result, "verify_fail"))
+            appended = store.append(thread, receiver_event(result, "verify_fail", took))
         result.trace_path = appended.location
     except TraceWriteError as exc:
         result.trace_error = str(exc)
