@@ -6,12 +6,13 @@ A PATH is, in this order of precedence:
    ``LC_ALL=C`` path order;
 2. an existing file ending ``.jsonl``: a trace file;
 3. any other existing file: an envelope, taken as given (as the upstream nexus does);
-4. a thread id with a trace in the project (read through :mod:`eidolons.trace`).
+4. a thread id with a trace in the project's trace store (:mod:`eidolons.tracestore`:
+   the JSONL files by default, PostgreSQL when configured).
 
 Anything else is warned about and skipped. One unreadable or malformed envelope, or a
 damaged trace line, is a problem reported beside the result; it never sinks the run
-(the upstream nexus fails as a whole on one invalid file). The trace is read only through
-the functions of :mod:`eidolons.trace`.
+(the upstream nexus fails as a whole on one invalid file). Threads are read only through
+the store interface; a ``.jsonl`` file named on the command line is read as that file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from eidolons.config import Limits
     from eidolons.ecl.envelope import Envelope
+    from eidolons.tracestore import TraceStore
 
 
 class EnvelopeFile:
@@ -87,10 +89,10 @@ def read_envelope(path: str, limits: Limits) -> EnvelopeFile:
     return EnvelopeFile(path, env, hashlib.sha256(raw).hexdigest())
 
 
-def collect(paths: Sequence[str], root: Path, limits: Limits) -> Collected:
+def collect(paths: Sequence[str], store: TraceStore, limits: Limits) -> Collected:
     from eidolons.errors import InputError
     from eidolons.payload import find_envelopes
-    from eidolons.trace import has_thread, thread_file_name
+    from eidolons.trace import thread_file_name
 
     out = Collected()
     seen: set[str] = set()
@@ -109,7 +111,7 @@ def collect(paths: Sequence[str], root: Path, limits: Limits) -> Collected:
             continue
         elif os.path.isfile(arg):
             names = [arg]
-        elif has_thread(root, arg):
+        elif thread_file_name(arg) == arg and store.has_thread(arg):
             if arg not in out.threads:
                 out.threads.append(arg)
             continue
@@ -146,34 +148,34 @@ def _read(name: str, lines: Any, problems: list[str]) -> list[dict[str, Any]]:
     return events
 
 
-def trace_events(collected: Collected, root: Path) -> list[dict[str, Any]]:
+def trace_events(collected: Collected, store: TraceStore) -> list[dict[str, Any]]:
     """The events of every trace named (files, then threads), then, for envelope PATHs,
     the events their own threads recorded for them (so their verdicts can be shown).
     Damaged lines are reported in ``collected.problems``."""
-    from eidolons.trace import has_thread, read_events, read_thread
+    from eidolons.trace import read_events
 
     problems = collected.problems
     events: list[dict[str, Any]] = []
     for path in collected.trace_files:
         events += _read(str(path), read_events(path), problems)
     for thread in collected.threads:
-        events += _read(thread, read_thread(root, thread), problems)
+        events += _read(thread, store.iter_thread(thread), problems)
     wanted: dict[str, set[str]] = {}
     for env in collected.envelopes:
         tid, mid = (env.data.get("thread_id"), env.data.get("message_id")) if env.data else (0, 0)
         if isinstance(tid, str) and isinstance(mid, str) and tid not in collected.threads:
             wanted.setdefault(tid, set()).add(mid)
     for thread, ids in wanted.items():
-        if has_thread(root, thread):
-            own = _read(thread, read_thread(root, thread), problems)
+        if store.has_thread(thread):
+            own = _read(thread, store.iter_thread(thread), problems)
             events += [e for e in own if e.get("message_id") in ids]
     return events
 
 
-def hops(collected: Collected, root: Path) -> list[Hop]:
+def hops(collected: Collected, store: TraceStore) -> list[Hop]:
     """Every hop the PATHs describe, ordered by parent and time."""
     described = [
         Hop.from_envelope(env.data, env.path) for env in collected.envelopes if env.data is not None
     ]
-    recorded = hops_from_events(trace_events(collected, root))
+    recorded = hops_from_events(trace_events(collected, store))
     return order_hops(merge(described, recorded))

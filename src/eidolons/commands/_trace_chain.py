@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from eidolons.chain import Hop
     from eidolons.chain.sources import Collected
+    from eidolons.tracestore import TraceStore
 
 EXIT_NOTHING = 1
 EXIT_BLOCKED = 3
@@ -39,18 +40,21 @@ def run_chain(args: argparse.Namespace) -> int:
     mode = verify_mode("block" if args.block else args.mode)
     if verb == "show" and not args.follow and (args.max_events is not None or args.idle_timeout):
         return error("--max-events and --idle-timeout go with --follow")
-    collected = sources.collect(args.paths, root, Limits.from_env(os.environ))
-    if verb == "show" and args.follow:
-        if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
+    from eidolons.tracestore import open_store
+
+    with open_store(root) as store:
+        collected = sources.collect(args.paths, store, Limits.from_env(os.environ))
+        if verb == "show" and args.follow:
+            if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
+                _problems(collected)
+                return error("--follow takes one thread id or .jsonl trace")
+            return _follow(collected, root, args)
+        if verb == "show" and collected.trace_only:
+            return _show_events(collected, store, args.json)
+        if collected.empty:
             _problems(collected)
-            return error("--follow takes one thread id or .jsonl trace")
-        return _follow(collected, root, args)
-    if verb == "show" and collected.trace_only:
-        return _show_events(collected, root, args.json)
-    if collected.empty:
-        _problems(collected)
-        return error("no trace or envelope found to read", _nothing_code(args))
-    hops = sources.hops(collected, root)
+            return error("no trace or envelope found to read", _nothing_code(args))
+        hops = sources.hops(collected, store)
     _problems(collected)
     if verb == "verify":
         return _verify(collected, hops, root, mode, args.json)
@@ -101,11 +105,11 @@ def event_line(event: dict[str, Any], color: bool) -> str:
     return line
 
 
-def _show_events(collected: Collected, root: Path, as_json: bool) -> int:
+def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
     from eidolons.chain.sources import trace_events
     from eidolons.commands._common import print_json, use_color
 
-    events = trace_events(collected, root)
+    events = trace_events(collected, store)
     _problems(collected)
     if as_json:
         print_json(events)

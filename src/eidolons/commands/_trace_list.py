@@ -43,19 +43,19 @@ def thread_summary(thread_id: str, events: list[dict[str, Any]], damaged: int) -
 def run_list(args: argparse.Namespace) -> int:
     from eidolons.commands._common import print_json
     from eidolons.config import find_root
-    from eidolons.trace import list_threads, read_thread
+    from eidolons.tracestore import open_store
 
-    root = find_root(args.root)
     rows = []
-    for thread in list_threads(root):
-        events: list[dict[str, Any]] = []
-        damaged = 0
-        for line in read_thread(root, thread):
-            if line.event is None:
-                damaged += 1
-            else:
-                events.append(line.event)
-        rows.append(thread_summary(thread, events, damaged))
+    with open_store(find_root(args.root)) as store:
+        for thread in store.threads():
+            events: list[dict[str, Any]] = []
+            damaged = 0
+            for line in store.iter_thread(thread):
+                if line.event is None:
+                    damaged += 1
+                else:
+                    events.append(line.event)
+            rows.append(thread_summary(thread, events, damaged))
     rows.sort(key=lambda r: r["thread_id"])
     rows.sort(key=lambda r: r["last_ts"] or "", reverse=True)
     if args.json:
