@@ -34,3 +34,10 @@ def pg() -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_db(pg: PgServer) -> str:
+    """One initialised database for every test that isolates itself by thread id (a
+    database costs about 0.3 s to create)."""
+    return pg.new_database()

@@ -19,8 +19,8 @@ Cli = Callable[..., Run]
 
 
 @pytest.fixture(scope="module")
-def db(pg: PgServer) -> str:
-    return pg.new_database()
+def db(shared_db: str) -> str:
+    return shared_db
 
 
 @pytest.fixture

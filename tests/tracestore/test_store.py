@@ -21,9 +21,8 @@ THREAD = "2f1e7c60-0000-4000-8000-00000000aaaa"  # the events' thread_id field o
 
 
 @pytest.fixture(scope="module")
-def pg_db(pg: PgServer) -> str:
-    """One initialised database for the module; tests isolate by thread id."""
-    return pg.dsn(ORCH_LOGIN, pg.new_database())
+def pg_db(pg: PgServer, shared_db: str) -> str:
+    return pg.dsn(ORCH_LOGIN, shared_db)
 
 
 @pytest.fixture(params=["jsonl", "postgres"])

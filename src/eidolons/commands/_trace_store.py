@@ -63,15 +63,16 @@ def _copy(args: argparse.Namespace) -> int:
     from eidolons.tracestore.postgres import PostgresStore
 
     root = find_root(args.root)
+    for name in args.threads:
+        if thread_file_name(name) != name:
+            return error(f"{name!r} is not a valid thread id")
     files = JsonlStore(root)
     pg = PostgresStore(_dsn(args))
     try:
+        pg.connection()  # reachable and initialised, or nothing is attempted
         source: TraceStore = files if args.trace_command == "export" else pg
         target: TraceStore = pg if args.trace_command == "export" else files
         threads = args.threads or source.threads()
-        for name in threads:
-            if thread_file_name(name) != name:
-                return error(f"{name!r} is not a valid thread id")
         diverged = []
         for name in threads:
             have = list(target.iter_raw(name))
@@ -82,7 +83,7 @@ def _copy(args: argparse.Namespace) -> int:
                 continue
             new = lines[len(have) :]
             if new and args.trace_command == "export":
-                pg.append_lines(name, new)
+                pg.append_lines(name, new, after=len(have))
             elif new:
                 append_lines(files.path(name), new)
             print(f"{name}: {len(new)} line(s) copied, {len(have)} already there")

@@ -173,9 +173,11 @@ class PostgresStore(TraceStore):
             ) from None
         return Appended(linked, line, self.location(thread_id))
 
-    def append_lines(self, thread_id: str, lines: list[bytes]) -> int:
+    def append_lines(self, thread_id: str, lines: list[bytes], after: int | None = None) -> int:
         """Append exact line bytes (an import), continuing the thread's chain; each line
-        is indexed as :meth:`append` would. Returns the number appended."""
+        is indexed as :meth:`append` would. With ``after``, refuse unless the thread still
+        holds exactly that many lines (nobody appended since the caller looked). Returns
+        the number appended."""
         import psycopg
 
         thread = thread_file_name(thread_id)
@@ -188,6 +190,11 @@ class PostgresStore(TraceStore):
                 cur.execute(LOCK, (thread,))
                 row = cur.execute(LAST_LINE, (thread,)).fetchone()
                 last, last_seq = (bytes(row[1]), row[0]) if row else (None, 0)
+                if after is not None and last_seq != after:
+                    raise TraceWriteError(
+                        f"thread {thread} changed while it was copied ({last_seq} lines, "
+                        f"expected {after}); run the copy again"
+                    )
                 rows = []
                 for raw in lines:
                     seq, prev = next_link(last, last_seq)
