@@ -167,7 +167,8 @@ SEED_TRACE_KEYS = {
 
 
 def norm(text: str) -> str:
-    return " ".join(text.replace("`", "").replace("**", "").split())
+    # word for word; the two seeds differ only in "confirmed, proceed" / "confirmed; proceed"
+    return " ".join(text.replace("`", "").replace("**", "").replace(";", ",").split())
 
 
 def seed_text(receiver: str) -> str | None:
