@@ -349,7 +349,14 @@ def test_control_characters_forge_verdict_lines(cli: Cli, project: Path, gate: s
     else:
         r = incoming(cli, payload, "vigil")
     assert r.code in (2, 3)
-    assert r.err.count("\n") == 1 and "\x1b" not in r.err, r.err
+    assert "\x1b" not in r.err, r.err
+    if gate == "verify-envelope":
+        assert r.err.count("\n") == 1, r.err
+    else:  # the REFUSE line and its reason line, each the receiver's own
+        lines = r.err.splitlines()
+        assert len(lines) == 2, r.err
+        assert lines[0].startswith("[vigil-verify-incoming] REFUSE: SCHEMA_INVALID from atlas")
+        assert lines[1].startswith("[vigil-verify-incoming] reason: ")
 
 
 # ============================================================ refused attacks (regression)
@@ -604,14 +611,23 @@ def test_payload_grown_after_the_pass_is_refused_with_print_payload(
     assert r.code == 3 and r.out == ""
 
 
-def test_envelope_removed_in_transit_prints_nothing(cli: Cli, project: Path) -> None:
-    """Documented: an artefact without an envelope is not an ECL hand-off (exit 0); the
-    gate still never hands its bytes over."""
+def test_envelope_removed_in_transit_is_refused(cli: Cli, project: Path) -> None:
+    """An agent in the middle deletes the envelope and rewrites the payload: the trace
+    names the payload (emit and verify events), so the receiver refuses UNVERIFIED."""
     payload = verified(cli, project)
+    thread = load(envelope_of(payload))["thread_id"]
     envelope_of(payload).unlink()
     payload.write_bytes(EVIL)
     r = incoming(cli, payload, "vigil", "--print-payload")
-    assert r.code == 0 and r.out == ""
+    assert r.code == 3 and r.out == ""
+    lines = r.err.splitlines()
+    assert lines[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+    assert lines[1].startswith("[vigil-verify-incoming] reason: ")
+    assert "has no envelope" in lines[1] and "the trace names it" in lines[1]
+    event = read_trace(project / ".eidolons" / ".trace" / f"{thread}.jsonl")[-1]
+    assert event["event"] == "verify_fail" and event["verify_failure_code"] == "UNVERIFIED"
+    assert event["gate"] == "receiver"
+    assert event["payload_path"] == payload.relative_to(project).as_posix()
 
 
 def test_junk_memory_store_does_not_change_the_verdict(cli: Cli, project: Path) -> None:

@@ -60,7 +60,10 @@ def test_unsigned_receiver_pass_says_so_once(cli: Cli, project: Path) -> None:
     payload, env_path, env = emit_payload(cli, project)
     assert cli("verify-envelope", env_path, "--mode", "block").code == 0
     r = cli("verify-incoming", payload, "--as", "vigil")
-    assert r.code == 0 and r.err == f"eidolons: {UNSIGNED_WARNING}\n"
+    assert r.code == 0 and r.err == (
+        f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']})\n"
+        f"eidolons: {UNSIGNED_WARNING}\n"
+    )
     events = _trace(project, env)
     assert events[-2]["event"] == "verify_pass" and events[-2]["evidence"] == "unsigned"
     doc = cli("verify-incoming", payload, "--as", "vigil", "--json").json()

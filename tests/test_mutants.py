@@ -51,7 +51,11 @@ def test_record_for_another_digest_is_refused_even_over_the_same_envelope_bytes(
         r = incoming(cli, payload, "vigil", *extra, "--print-payload")
         assert r.code == 3, r.err
         assert r.out == ""
-        assert r.err == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n"
+        assert r.err == (
+            "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n"
+            "[vigil-verify-incoming] reason: the pass on record is for another digest "
+            "(envelope swapped)\n"
+        )
 
 
 @pytest.mark.parametrize("hmac", [False, True])
@@ -105,7 +109,10 @@ def test_only_verification_events_are_records_even_from_the_orchestrator(
     for extra in ([], ["--no-reverify"]):
         r = incoming(cli, payload, "vigil", *extra, "--print-payload")
         assert r.code == 3 and r.out == ""
-        assert r.err == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n"
+        assert r.err.startswith(
+            "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n"
+            "[vigil-verify-incoming] reason: the orchestrator gate recorded verify_fail"
+        )
 
 
 def test_payload_swapped_for_a_symlink_after_it_was_located_is_not_opened(

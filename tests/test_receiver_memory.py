@@ -169,8 +169,9 @@ def test_unreachable_server_never_changes_the_verdict(cli: Cli, project: Path) -
     bad = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report", name="b.md")
     bad.write_text("tampered")
     r = cli("verify-incoming", bad, "--as", "vigil", env=env)
-    assert (
-        r.code == 3 and r.err == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n"
+    assert r.code == 3 and r.err == (
+        "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n"
+        "[vigil-verify-incoming] reason: [tamper] payload SHA-256 does not match integrity tag\n"
     )
 
 

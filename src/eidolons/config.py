@@ -17,10 +17,24 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from eidolons.ecl.limits import Limits
+from eidolons.ecl.limits import MAX_PAYLOAD_CAP, Limits, MiB, _int_env
 from eidolons.errors import UsageError
 
-__all__ = ["TRACE_DIR", "Limits", "find_root", "hmac_key", "verify_mode"]
+__all__ = [
+    "CONFIG_FILE",
+    "HANDOFF_DIR",
+    "TRACE_DIR",
+    "Limits",
+    "find_handoff",
+    "find_root",
+    "handoff_dirs",
+    "handoff_reason",
+    "hmac_key",
+    "is_handoff_path",
+    "payload_key",
+    "trace_scan_bound",
+    "verify_mode",
+]
 
 TRACE_DIR = Path(".eidolons") / ".trace"
 
@@ -44,6 +58,20 @@ def find_root(explicit: str | os.PathLike[str] | None = None, cwd: Path | None =
         if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
             return candidate
     return here
+
+
+DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
+
+
+def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:
+    """The most bytes one search of the trace reads (``EIDOLONS_MAX_TRACE_SCAN_BYTES``,
+    default 256 MiB): a gate's backward scan for a record, or the search of every thread
+    for a payload. A trace made huge (a sparse hole of a terabyte) then costs a bounded
+    read, and past the bound the search fails with a reason (fail closed)."""
+    env = os.environ if env is None else env
+    return _int_env(
+        env, "EIDOLONS_MAX_TRACE_SCAN_BYTES", DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP
+    )
 
 
 def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
@@ -72,3 +100,117 @@ def verify_mode(explicit: str | None, env: Mapping[str, str] | None = None) -> s
     if raw not in VERIFY_MODES:
         raise UsageError(f"EIDOLONS_ECL_VERIFY_MODE must be warn or block, got {raw!r}")
     return raw
+
+
+# --------------------------------------------------------------------------- hand-offs
+
+#: Where hand-off payloads live by default; always protected (ADR 0021).
+HANDOFF_DIR = Path(".eidolons") / "handoffs"
+#: The project's configuration file (TOML); only ever read to *add* protection.
+CONFIG_FILE = Path(".eidolons") / "config.toml"
+HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
+
+
+def handoff_dirs(root: Path, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Every hand-off directory of the project: ``<root>/.eidolons/handoffs`` first and
+    always, then ``[handoffs] dirs`` of ``<root>/.eidolons/config.toml``, then the
+    ``os.pathsep``-separated ``EIDOLONS_HANDOFF_DIRS``. Relative entries are relative to
+    the root. Configuration can only add directories, never remove the default: any
+    project file can be written by an agent, so no project setting may loosen a gate.
+    A configuration file that cannot be read or parsed is a :class:`UsageError`."""
+    env = os.environ if env is None else env
+    dirs = [root / HANDOFF_DIR]
+    for raw in [
+        *_configured_handoff_dirs(root),
+        *(env.get(HANDOFF_DIRS_ENV) or "").split(os.pathsep),
+    ]:
+        if raw.strip():
+            dirs.append(root / raw)  # an absolute entry replaces root (Path semantics)
+    return tuple(dict.fromkeys(dirs))
+
+
+def _configured_handoff_dirs(root: Path) -> list[str]:
+    path = root / CONFIG_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    section = doc.get("handoffs", {})
+    dirs = section.get("dirs", []) if isinstance(section, dict) else None
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise UsageError(f"{path}: [handoffs] dirs must be a list of strings")
+    return dirs
+
+
+def _spellings(path: Path) -> list[Path]:
+    """``path`` as written (made absolute, ``..`` folded), with its directory resolved,
+    and fully resolved: a link swapped in for the file or a directory must not move a
+    hand-off out of protection, so every spelling is checked."""
+    lexical = Path(os.path.abspath(path))
+    parent = Path(os.path.realpath(lexical.parent)) / lexical.name
+    return list(dict.fromkeys([lexical, parent, Path(os.path.realpath(lexical))]))
+
+
+def payload_key(path: Path, root: Path) -> str | None:
+    """How events name a payload (``payload_path``): its path relative to the resolved
+    root, with its directory resolved, POSIX separators; None outside the root."""
+    lexical = Path(os.path.abspath(path))
+    full = Path(os.path.realpath(lexical.parent)) / lexical.name
+    real_root = Path(os.path.realpath(root))
+    if not full.is_relative_to(real_root):
+        return None
+    return full.relative_to(real_root).as_posix()
+
+
+def find_handoff(
+    path: Path, root: Path, env: Mapping[str, str] | None = None, *, trace: bool = True
+) -> tuple[str, dict[str, object] | None] | None:
+    """Why the project knows ``path`` to be a hand-off payload, and the trace event that
+    names it if any; None when it does not. ``path`` is a hand-off when it lies under a
+    hand-off directory (:func:`handoff_dirs`), or (``trace=True``) when an ``emit`` or
+    verification event in the trace names it (``payload_path``). A trace too large to
+    search within the bound is not evidence of absence: the path is then reported as a
+    possible hand-off (fail closed)."""
+    spellings = _spellings(path)
+    for directory in handoff_dirs(root, env):
+        bases = dict.fromkeys([Path(os.path.abspath(directory)), Path(os.path.realpath(directory))])
+        if any(p.is_relative_to(base) for base in bases for p in spellings):
+            return f"it lies under the hand-off directory {directory}", None
+    if not trace:
+        return None
+    from eidolons.errors import InputError
+    from eidolons.tracestore import open_store
+
+    real_root = Path(os.path.realpath(root))
+    keys = [p.relative_to(real_root).as_posix() for p in spellings if p.is_relative_to(real_root)]
+    try:
+        with open_store(root, env) as store:
+            event = store.find_payload(keys)
+    except InputError as exc:  # TraceReadError included: unreadable is not "absent"
+        return f"the trace cannot rule it out ({exc})", None
+    if event is None:
+        return None
+    return (
+        f"the trace names it ({event.get('event')} of message {event.get('message_id')})",
+        event,
+    )
+
+
+def handoff_reason(path: Path, root: Path, env: Mapping[str, str] | None = None) -> str | None:
+    """:func:`find_handoff`'s reason alone."""
+    found = find_handoff(path, root, env)
+    return found[0] if found else None
+
+
+def is_handoff_path(path: Path, root: Path, env: Mapping[str, str] | None = None) -> bool:
+    """The one answer to "is this path a hand-off path?" (hooks call it on every read):
+    a receiver must not read its bytes except through the gate."""
+    return handoff_reason(path, root, env) is not None

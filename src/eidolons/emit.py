@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eidolons.config import HANDOFF_DIR, find_handoff, payload_key
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
@@ -122,8 +123,12 @@ def emit(
     if not envelope_path.name.endswith(ENVELOPE_SUFFIX):
         raise UsageError(f"--out {envelope_path} must be named *{ENVELOPE_SUFFIX}")
     state = Path(os.path.realpath(root)) / ".eidolons"
-    if Path(os.path.realpath(envelope_path)).is_relative_to(state):
-        raise UsageError(f"{envelope_path} lies in {state}, the gates' own state (trace, memory)")
+    in_state = Path(os.path.realpath(envelope_path)).is_relative_to(state)
+    if in_state and find_handoff(envelope_path, root, trace=False) is None:
+        raise UsageError(
+            f"{envelope_path} lies in {state}, the gates' own state (trace, memory); "
+            f"hand-offs belong in {Path(root) / HANDOFF_DIR}"
+        )
     if envelope_path.exists() and not force:
         raise UsageError(f"{envelope_path} exists; use --force to replace it")
     artifact_path = _artifact_path(payload, envelope_path, root)
@@ -189,7 +194,7 @@ def emit(
             target = store if store is not None else open_store(root, env, file=trace_file)
             try:
                 trace_path = target.append(
-                    envelope["thread_id"], emit_event(envelope, digest)
+                    envelope["thread_id"], emit_event(envelope, digest, payload_key(payload, root))
                 ).location
             finally:
                 if store is None:
@@ -215,8 +220,12 @@ def _umask() -> int:
     return mask
 
 
-def emit_event(envelope: Mapping[str, Any], digest: Digest) -> dict[str, Any]:
-    """The ``emit`` trace event (the bash SDK's keys plus gate and digests)."""
+def emit_event(
+    envelope: Mapping[str, Any], digest: Digest, payload_path: str | None = None
+) -> dict[str, Any]:
+    """The ``emit`` trace event (the bash SDK's keys plus gate, digests and, when the
+    payload lies in the project, ``payload_path``: the receiver then knows the file is a
+    hand-off even if its envelope is deleted, ADR 0021)."""
     return trace_event(
         EventType.EMIT,
         Envelope.from_dict(envelope),
@@ -227,4 +236,5 @@ def emit_event(envelope: Mapping[str, Any], digest: Digest) -> dict[str, Any]:
         },
         integrity_value=digest.value,
         payload_sha256=digest.sha256,
+        payload_path=payload_path,
     )

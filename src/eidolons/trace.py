@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from eidolons.config import TRACE_DIR
+from eidolons.config import TRACE_DIR, trace_scan_bound
 from eidolons.ecl.events import TOOL, agent_label, utc_now
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
 from eidolons.ecl.grammar import is_safe_file_name
@@ -43,6 +43,7 @@ __all__ = [
     "agent_label",
     "append_event",
     "encode_event",
+    "find_payload_event",
     "iter_reverse",
     "read_events",
     "thread_file_name",
@@ -192,19 +193,24 @@ def read_raw_lines(path: Path) -> Iterator[bytes]:
 
 
 def iter_reverse(
-    path: Path, block: int = 64 * 1024, contains: bytes | None = None
+    path: Path,
+    block: int = 64 * 1024,
+    contains: bytes | None = None,
+    max_bytes: int | None = None,
 ) -> Iterator[TraceLine]:
     """The trace's lines from last to first, reading backwards in blocks. With
     ``contains``, lines whose raw bytes lack it are skipped without being decoded (and
     are not reported even if damaged): a cheap filter for a search by id. The cost is
     linear in the bytes read; a line longer than :data:`MAX_LINE_BYTES` is reported as
-    damaged and its bytes are not accumulated."""
+    damaged and its bytes are not accumulated. With ``max_bytes``, reading further back
+    than that raises :class:`InputError` instead of going on."""
     try:
         fd = _open_trace(path)
     except FileNotFoundError:
         return
     try:
         pos = os.fstat(fd).st_size
+        floor = 0 if max_bytes is None else max(0, pos - max_bytes)
         parts: list[bytes] = []  # pieces of the current (partial) line, last piece first
         size = 0  # bytes in parts
         overlong = False
@@ -230,7 +236,12 @@ def iter_reverse(
             return decode_line(raw, lineno)
 
         while pos > 0:
-            step = min(block, pos)
+            if pos <= floor:
+                raise InputError(
+                    f"trace {path}: nothing found in its last {max_bytes} bytes (the scan "
+                    "bound); refusing rather than reading on"
+                )
+            step = min(block, pos - floor)
             pos -= step
             chunk = os.pread(fd, step, pos)
             pieces = chunk.split(b"\n")
@@ -310,3 +321,37 @@ def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
             if raw.strip():
                 out.append(decode_line(raw, 0))
     return out, offset
+
+
+def find_payload_event(root: Path, keys: list[str]) -> dict[str, Any] | None:
+    """The JSONL search behind :meth:`TraceStore.find_payload`: every thread file of
+    ``root``, each file's size checked before it is read, at most
+    :func:`eidolons.config.trace_scan_bound` bytes in all; past that raises
+    :class:`InputError`."""
+    from eidolons.tracestore import is_payload_event, payload_needle
+
+    if not keys:
+        return None
+    needles = [payload_needle(k) for k in keys]
+    try:
+        files = sorted((root / TRACE_DIR).glob("*.jsonl"))
+    except OSError:
+        return None
+    bound = trace_scan_bound()
+    budget = bound
+    for path in files:
+        try:
+            fd = _open_trace(path)
+        except FileNotFoundError:
+            continue
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > budget:
+                raise InputError(f"the traces exceed the {bound}-byte scan bound")
+            budget -= size
+            while raw := fh.readline(MAX_LINE_BYTES + 1):
+                if any(n in raw for n in needles):
+                    event = decode_line(raw, 0).event
+                    if is_payload_event(event, keys):
+                        return event
+    return None

@@ -19,8 +19,23 @@ def use_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+def say(*lines: str) -> None:
+    """Write status lines to stderr. A closed or broken stderr never changes the outcome:
+    a refusal still ends in its refusal exit code (and nothing falls back to stdout, as
+    ``print(file=None)`` would when Python starts with fd 2 closed)."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        for line in lines:
+            stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def error(message: str, code: int = 2) -> int:
-    print(f"eidolons: {message}", file=sys.stderr)
+    say(f"eidolons: {message}")
     return code
 
 

@@ -49,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--show-recall", action="store_true", help="print the recalled records on stderr"
     )
     p.add_argument(
+        "--require-envelope",
+        action="store_true",
+        help="refuse (UNVERIFIED) an artefact without an envelope instead of skipping it",
+    )
+    p.add_argument(
         "--print-payload",
         action="store_true",
         help="on pass, write to stdout exactly the bytes that were verified",
@@ -56,8 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error, print_json
-    from eidolons.config import Limits, find_root, hmac_key
+
+    from eidolons._text import printable
+    from eidolons.commands._common import error, print_json, say
+    from eidolons.config import Limits, find_handoff, find_root, hmac_key
     from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
     from eidolons.payload import AmbiguousEnvelope, find_envelope
@@ -73,15 +80,25 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         return error(str(exc))
     artefact = Path(args.artefact)
+    if artefact.is_dir():
+        return error(f"{artefact} is a directory, not a hand-off artefact")
     try:  # most artefacts an agent reads are not hand-offs: decide that before any loading
         if find_envelope(artefact) is None:
-            if args.json:
+            if not os.path.lexists(artefact):
+                return error(f"{artefact} does not exist")
+            if not args.require_envelope and find_handoff(artefact, root) is None:
                 from eidolons.gates.receiver import IncomingResult
 
-                print_json(IncomingResult("skipped", receiver, artefact).to_json())
-            return 0
+                skipped = IncomingResult("skipped", receiver, artefact)
+                if args.json:
+                    print_json(skipped.to_json())
+                else:
+                    say(*skipped.status_lines())
+                return 0
     except AmbiguousEnvelope:
         pass  # the gate refuses it, with the reason
+    except UsageError as exc:  # an unreadable hand-off configuration
+        return error(str(exc))
     contracts = _load_contracts(root, args.contracts)
     memory, memory_note = _open_memory(root, args.no_memory)
     try:
@@ -97,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             reverify=not args.no_reverify,
             memory=memory,
             want_payload=args.print_payload,
+            require_envelope=args.require_envelope,
         )
     finally:
         if memory is not None:
@@ -104,22 +122,21 @@ def run(args: argparse.Namespace) -> int:
     result.extra["memory"] = memory_note or (memory.backend if memory is not None else "off")
     if args.show_recall and not args.json and "recall" in result.extra:
         _print_recall(result.extra["recall"])
-    if result.status == "skipped":
-        if args.json:
-            print_json(result.to_json())
-        return 0
     if args.json:
         print_json(result.to_json())
-    if not result:
+    if result.status == "skipped":
         if not args.json:
-            if result.failures:
-                print(result.refusal_line(), file=sys.stderr)
-            if result.trace_error:
-                print(f"eidolons: trace not written: {result.trace_error}", file=sys.stderr)
+            say(*result.status_lines())
+        return 0
+    if not result:
+        # the REFUSE line goes to stderr in every mode (--json and redirected stdout too)
+        if result.failures:
+            say(*result.status_lines())
+        if result.trace_error:
+            say(f"eidolons: trace not written: {printable(result.trace_error)}")
         return 3
     if not args.json:
-        for note in result.notes:
-            print(f"eidolons: {note}", file=sys.stderr)
+        say(*result.status_lines(), *(f"eidolons: {note}" for note in result.notes))
     if args.print_payload and result.payload is not None:
         sys.stdout.buffer.write(result.payload)
         sys.stdout.buffer.flush()

@@ -17,7 +17,8 @@ shares are spelled and ordered once (the schema is
 - then ``gate`` (who wrote it: ``sender``, ``orchestrator`` or ``receiver``), the
   gate's own fields (``verdict``, ``receiver``...), ``duration_ms`` (how long the gate
   took to decide, on gate events), ``integrity_value`` (the tag
-  checked), ``payload_sha256`` / ``envelope_sha256`` when known, and the tool that wrote
+  checked), ``payload_sha256`` / ``envelope_sha256`` / ``payload_path`` (where the
+  payload lies, relative to the root: ADR 0021) when known, and the tool that wrote
   it (``verifier``, or ``emitter`` for ``emit``), then ``evidence`` (what a pass rests
   on: ``unsigned``, ``hmac``...) or ``reason`` on a failure.
 
@@ -83,22 +84,26 @@ def trace_event(
     payload_sha256: str | None = None,
     envelope_sha256: str | None = None,
     integrity_value: str | None = None,
+    payload_path: str | None = None,
     reason: str | None = None,
     evidence: str | None = None,
     duration_ms: int | None = None,
     ts: str | None = None,
+    ids: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
     """One trace event, in the key order of the module docstring.
 
     ``to`` overrides the envelope's recipient label (the receiver gate writes the
     receiver it ran as). ``fields`` come after ``integrity_method``, ``gate_fields``
-    after ``gate``. ``integrity_value`` defaults to the envelope's tag."""
+    after ``gate``. ``integrity_value`` defaults to the envelope's tag. ``ids`` are the
+    (message_id, thread_id) to use when the envelope has none (an envelope-less hand-off
+    refused with the ids of the trace event that named it)."""
     env = envelope
     out: dict[str, Any] = {
         "ts": ts or utc_now(),
         "event": str(event),
-        "message_id": (env.message_id if env else None) or UNKNOWN,
-        "thread_id": (env.thread_id if env else None) or UNKNOWN,
+        "message_id": (env.message_id if env else None) or ids[0] or UNKNOWN,
+        "thread_id": (env.thread_id if env else None) or ids[1] or UNKNOWN,
         "from": agent_label(env.sender.eidolon, env.sender.version) if env else UNKNOWN_AGENT,
         "to": to
         if to is not None
@@ -125,6 +130,8 @@ def trace_event(
         out["payload_sha256"] = payload_sha256
     if envelope_sha256 is not None:
         out["envelope_sha256"] = envelope_sha256
+    if payload_path is not None:
+        out["payload_path"] = payload_path
     out["emitter" if event is EventType.EMIT else "verifier"] = TOOL
     if evidence is not None:
         out["evidence"] = evidence

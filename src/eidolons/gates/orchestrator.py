@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from eidolons._text import printable
+from eidolons.config import payload_key
 from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
@@ -95,8 +96,11 @@ def verify_event(
     mode: str,
     evidence: str | None = None,
     duration_ms: int | None = None,
+    root: Path | None = None,
 ) -> dict[str, Any]:
-    """The trace event for one verification (seed shapes plus gate, verdict, digests)."""
+    """The trace event for one verification (seed shapes plus gate, verdict, digests).
+    With ``root``, ``payload_path`` names the payload so that it stays known as a
+    hand-off even if its envelope is deleted (ADR 0021)."""
     passed = bool(result)
     fields = (
         None
@@ -114,6 +118,9 @@ def verify_event(
         gate_fields={"verdict": str(result.verdict)},
         payload_sha256=result.digest.sha256 if result.digest is not None else None,
         envelope_sha256=result.envelope_sha256,
+        payload_path=payload_key(result.payload_path, root)
+        if root is not None and result.payload_path is not None
+        else None,
         reason=None if passed else result.message,
         evidence=evidence if passed else None,
         duration_ms=duration_ms,
@@ -160,7 +167,12 @@ def run_gate(
     store = store if store is not None else open_store(root, file=trace_file)
     try:
         event = verify_event(
-            result, gate=GATE, mode=mode, evidence=outcome.evidence, duration_ms=elapsed_ms(start)
+            result,
+            gate=GATE,
+            mode=mode,
+            evidence=outcome.evidence,
+            duration_ms=elapsed_ms(start),
+            root=root,
         )
         appended = store.append(env.thread_id if env else None, event)
         outcome.trace_path = appended.location

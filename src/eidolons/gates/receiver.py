@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from eidolons._text import printable
+from eidolons.config import find_handoff, payload_key
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, trace_event
 from eidolons.ecl.limits import Limits
@@ -136,6 +137,7 @@ class IncomingResult:
     trace_path: str | None = None  # where the decision was recorded (a file, or the store)
     trace_error: str | None = None
     contract_source: str | None = None
+    known_handoff: dict[str, Any] | None = None  # the event naming an envelope-less payload
     evidence: str | None = None  # what the pass rested on (ADR 0030); None unless pass
     notes: list[str] = field(default_factory=list)  # warnings about the evidence
     extra: dict[str, Any] = field(default_factory=dict)
@@ -149,11 +151,41 @@ class IncomingResult:
 
     @property
     def sender(self) -> str:
-        return self.envelope.sender.eidolon if self.envelope else "unknown"
+        """The envelope's sender; with the envelope gone, the one the trace names."""
+        if self.envelope is not None:
+            return self.envelope.sender.eidolon
+        known = (self.known_handoff or {}).get("from")
+        return known.partition("@")[0] or "unknown" if isinstance(known, str) else "unknown"
 
     def refusal_line(self) -> str:
+        """The seeds' line exactly: ``[<receiver>-verify-incoming] REFUSE: <CODE> from <sender>``"""
         sender = printable(self.sender)
         return f"[{self.receiver}-verify-incoming] REFUSE: {self.failure_code} from {sender}"
+
+    def reason_line(self) -> str:
+        """The line printed after the REFUSE line: why, in words (escaped)."""
+        first, *others = self.failures or [Failure(UNVERIFIED, "gate", "refused")]
+        line = f"[{self.receiver}-verify-incoming] reason: {printable(first.message)}"
+        if others:
+            also = ", ".join(f"{f.code} ({f.check})" for f in others)
+            line += f" (also: {printable(also)})"
+        return line
+
+    def status_lines(self) -> list[str]:
+        """What text mode prints on stderr: the REFUSE line and its reason, one PASS line,
+        or one line saying the artefact was skipped and why."""
+        tag = f"[{self.receiver}-verify-incoming]"
+        if self.status == "skipped":
+            return [
+                f"{tag} SKIP: {printable(str(self.artefact))} has no envelope and is not a "
+                "known hand-off (not an ECL hand-off; --require-envelope refuses it)"
+            ]
+        if self.status == "pass" and self.envelope is not None:
+            env = self.envelope
+            kind = printable(env.artifact_kind or "?")
+            line = f"{tag} PASS: {kind} from {printable(self.sender)}"
+            return [line + f" (message {printable(env.message_id or '?')})"]
+        return [self.refusal_line(), self.reason_line()]
 
     def to_json(self) -> dict[str, Any]:
         env = self.envelope
@@ -191,8 +223,20 @@ def _receiver_label(env: Envelope | None, receiver: str) -> str:
     return agent_label(receiver, None)
 
 
+def _ids(result: IncomingResult) -> tuple[str, str]:
+    """(message_id, thread_id) of the hand-off: the envelope's, else (envelope gone) those
+    of the trace event that named the payload, else unknown."""
+    env, known = result.envelope, result.known_handoff or {}
+    message = (env.message_id if env else None) or known.get("message_id")
+    thread = (env.thread_id if env else None) or known.get("thread_id")
+    return (
+        message if isinstance(message, str) and message else "unknown",
+        thread if isinstance(thread, str) and thread else "unknown",
+    )
+
+
 def receiver_event(
-    result: IncomingResult, kind: str, duration_ms: int | None = None
+    result: IncomingResult, kind: str, duration_ms: int | None = None, root: Path | None = None
 ) -> dict[str, Any]:
     env = result.envelope
     fields: dict[str, Any] = {}
@@ -200,10 +244,13 @@ def receiver_event(
         fields["verify_failure_code"] = result.failure_code
         fields["decision"] = "refused"
         fields["failures"] = [f.code for f in result.failures]
+    payload = result.payload_path or (result.artefact if env is None else None)
     return trace_event(
         EventType(kind),
         env,
         gate=GateName.RECEIVER,
+        ids=_ids(result),
+        payload_path=payload_key(payload, root) if root and payload else None,
         to=_receiver_label(env, result.receiver),
         fields=fields,
         gate_fields={"receiver": result.receiver},
@@ -225,9 +272,13 @@ def evaluate(
     memory: Any = None,
     want_payload: bool = False,
     store: TraceStore | None = None,
+    require_envelope: bool = False,
 ) -> IncomingResult:
-    """Rules 1-5, without writing anything. ``want_payload``: on pass, ``payload`` holds
-    the verified bytes even with ``reverify=False``. ``contracts`` is a ContractSet, or an exception
+    """Rules 1-5, without writing anything. An artefact without an envelope is skipped
+    only when the project does not know it as a hand-off
+    (:func:`eidolons.config.find_handoff`) and ``require_envelope`` is off; otherwise it is
+    refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the verified bytes
+    even with ``reverify=False``. ``contracts`` is a ContractSet, or an exception
     raised while loading one (then every hand-off is refused). With a ``memory``
     (:mod:`eidolons.memory`), related prior context is recalled once the envelope parses,
     before any verdict; the recall can never change the verdict."""
@@ -251,7 +302,13 @@ def evaluate(
         fail(Failure(SCHEMA_INVALID, "trigger", str(exc)))
         return result
     if envelope_path is None:
-        result.status = "skipped"
+        known = find_handoff(artefact, root)
+        if known is None and not require_envelope:
+            result.status = "skipped"
+            return result
+        why = known[0] if known else "--require-envelope is set"
+        result.known_handoff = known[1] if known else None
+        fail(Failure(UNVERIFIED, "envelope", f"{artefact} has no envelope and {why}"))
         return result
     result.envelope_path = envelope_path
     try:  # the one read of the envelope: everything below judges these bytes
@@ -418,6 +475,7 @@ def verify_incoming(
     memory: Any = None,
     want_payload: bool = False,
     store: TraceStore | None = None,
+    require_envelope: bool = False,
 ) -> IncomingResult:
     """Rules 1-7: evaluate, then record the decision in the thread's trace (``store``,
     else the project's configured store). With a
@@ -438,9 +496,10 @@ def verify_incoming(
             memory=memory,
             want_payload=want_payload,
             store=store,
+            require_envelope=require_envelope,
         )
         if result.status != "skipped" and write_trace:
-            _record(result, store, elapsed_ms(start))
+            _record(result, store, elapsed_ms(start), root)
     finally:
         if own:
             store.close()
@@ -461,17 +520,16 @@ def verify_incoming(
     return result
 
 
-def _record(result: IncomingResult, store: TraceStore, took: int) -> None:
+def _record(result: IncomingResult, store: TraceStore, took: int, root: Path) -> None:
     """Rules 6-7's records (``took``: the decision's duration in milliseconds). Fail
     closed: an unrecorded pass hands nothing over."""
-    env = result.envelope
-    thread = env.thread_id if env else None
+    thread = _ids(result)[1]
     try:
         if result:
-            store.append(thread, receiver_event(result, "verify_pass", took))
-            appended = store.append(thread, receiver_event(result, "receive", took))
+            store.append(thread, receiver_event(result, "verify_pass", took, root))
+            appended = store.append(thread, receiver_event(result, "receive", took, root))
         else:
-            appended = store.append(thread, receiver_event(result, "verify_fail", took))
+            appended = store.append(thread, receiver_event(result, "verify_fail", took, root))
         result.trace_path = appended.location
     except TraceWriteError as exc:
         result.trace_error = str(exc)

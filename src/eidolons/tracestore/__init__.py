@@ -77,6 +77,20 @@ def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) ->
     )
 
 
+def payload_needle(key: str) -> bytes:
+    """``"payload_path":"<key>"`` as this tool writes it (compact ASCII JSON)."""
+    return b'"payload_path":' + json.dumps(key, ensure_ascii=True).encode("ascii")
+
+
+def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
+    """An emit or verification event naming one of ``keys`` as its payload (ADR 0021)."""
+    return (
+        event is not None
+        and event.get("event") in (EventType.EMIT, *VERDICT_EVENTS)
+        and event.get("payload_path") in keys
+    )
+
+
 def record_from_line(raw: bytes, message_id: str) -> dict[str, Any] | None:
     """The event of ``raw`` when it is an orchestrator verdict for ``message_id`` as this
     tool writes it (a line spelling the id another way is never evidence), else None."""
@@ -127,6 +141,31 @@ class TraceStore:
     def has_thread(self, thread_id: str) -> bool:
         raise NotImplementedError
 
+    def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
+        """An ``emit``/``verify_pass``/``verify_fail`` event of any thread whose
+        ``payload_path`` is one of ``keys`` (ADR 0021), or None. Reads at most
+        :func:`eidolons.config.trace_scan_bound` bytes; past that raises
+        :class:`TraceReadError` (the caller cannot tell, so must not conclude "no")."""
+        from eidolons.config import trace_scan_bound
+        from eidolons.trace import decode_line
+
+        if not keys:
+            return None
+        needles = [payload_needle(k) for k in keys]
+        budget = trace_scan_bound()
+        for thread in self.threads():
+            for raw in self.iter_raw(thread):
+                budget -= len(raw) + 1
+                if budget < 0:
+                    raise TraceReadError(
+                        f"the traces exceed the {trace_scan_bound()}-byte scan bound"
+                    )
+                if any(n in raw for n in needles):
+                    event = decode_line(raw, 0).event
+                    if is_payload_event(event, keys):
+                        return event
+        return None
+
     def threads(self) -> list[str]:
         """The thread names in the store, sorted."""
         raise NotImplementedError
@@ -175,6 +214,9 @@ class UnavailableStore(TraceStore):
         raise TraceReadError(f"trace store unavailable: {self.reason}")
 
     def threads(self) -> list[str]:
+        raise TraceReadError(f"trace store unavailable: {self.reason}")
+
+    def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         raise TraceReadError(f"trace store unavailable: {self.reason}")
 
 

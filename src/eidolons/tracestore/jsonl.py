@@ -7,11 +7,12 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from eidolons.config import TRACE_DIR
+from eidolons.config import TRACE_DIR, trace_scan_bound
 from eidolons.errors import InputError
 from eidolons.trace import (
     TraceLine,
     append_event,
+    find_payload_event,
     iter_reverse,
     read_events,
     read_new_events,
@@ -61,7 +62,8 @@ class JsonlStore(TraceStore):
         # are decoded; the decoded event is then judged by the one record rule
         needle = verdict_needle(message_id)
         try:
-            for line in iter_reverse(self.path(thread_id), contains=needle):
+            bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0021)
+            for line in iter_reverse(self.path(thread_id), contains=needle, max_bytes=bound):
                 if is_orchestrator_verdict(line.event, message_id):
                     return line.event
         except InputError as exc:
@@ -88,6 +90,12 @@ class JsonlStore(TraceStore):
 
     def has_thread(self, thread_id: str) -> bool:
         return self.path(thread_id).is_file()
+
+    def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
+        try:  # checks each file's size before reading it: a sparse hole is never read
+            return find_payload_event(self.root, keys)
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
 
     def threads(self) -> list[str]:
         if self.file is not None:
