@@ -15,7 +15,7 @@ verified last. Then, interleaved R times (default 20, after one warm-up round):
 (a) ``eidolons verify-incoming SHORT --as vigil --no-memory`` (subprocess),
 (b) the same on the long thread,
 
-and, in-process, the record lookup alone (:func:`eidolons.gates.receiver.find_record`)
+and, in-process, the record lookup alone (the JSONL store's ``latest_verdict``)
 on each trace. Reported: medians and the ratio (b)/(a), target <= 1.5: the gate reads the
 trace backwards and stops at the first record for the message, so its cost must not grow
 with the thread. For information, the lookup of a message that is *not* on record in the
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import child_env, console_script, fmt_ms, interleave, load_note, run_timed
 from eidolons.emit import emit, parse_agent
 from eidolons.gates.orchestrator import run_gate
-from eidolons.gates.receiver import find_record
 from eidolons.trace import thread_trace_path
+from eidolons.tracestore.jsonl import JsonlStore
 
 BODY = b"# Scout report\n\n## Decision target\nWhere does install.sh race?\n"
 
@@ -86,6 +86,10 @@ def make_thread(root: Path, name: str, events: int) -> Path:
     outcome = run_gate(result.envelope_path, root=root, mode="block")
     assert outcome.exit_code == 0, outcome.result.message
     return payload
+
+
+def find_record(trace: Path, message_id: str) -> dict[str, object] | None:
+    return JsonlStore(trace.parent, file=trace).latest_verdict(None, message_id)
 
 
 def time_lookup(trace: Path, message_id: str, repeat: int) -> float:

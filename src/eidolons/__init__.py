@@ -19,8 +19,9 @@ Sending
     event; ``eidolons.emit.emit``),
     :func:`build_envelope` (the pure part).
 Trace
-    :func:`append_event`, :func:`read_events`, :func:`iter_reverse`,
-    :func:`thread_trace_path`.
+    :func:`open_store` (the project's configured :class:`TraceStore`: JSONL files, or
+    PostgreSQL with ``EIDOLONS_TRACE_DSN``), :func:`append_event`, :func:`read_events`,
+    :func:`iter_reverse`, :func:`thread_trace_path` (the JSONL files).
 Configuration
     :class:`Limits`, :func:`find_root`.
 """
@@ -54,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "read_events": "eidolons.trace",
     "iter_reverse": "eidolons.trace",
     "thread_trace_path": "eidolons.trace",
+    "TraceStore": "eidolons.tracestore",
+    "open_store": "eidolons.tracestore",
     "Limits": "eidolons.ecl.limits",
     "find_root": "eidolons.config",
 }
@@ -65,6 +68,7 @@ __all__ = [
     "Envelope",
     "EnvelopeError",
     "Limits",
+    "TraceStore",
     "Verdict",
     "VerificationResult",
     "__version__",
@@ -76,6 +80,7 @@ __all__ = [
     "emit_envelope",
     "find_root",
     "iter_reverse",
+    "open_store",
     "parse_envelope",
     "read_events",
     "run_gate",
@@ -107,4 +112,5 @@ if TYPE_CHECKING:
     from eidolons.gates.orchestrator import run_gate
     from eidolons.gates.receiver import verify_incoming
     from eidolons.trace import append_event, iter_reverse, read_events, thread_trace_path
+    from eidolons.tracestore import TraceStore, open_store
     from eidolons.verify import VerificationResult, verify_envelope_file

@@ -27,8 +27,12 @@ def find_bindir() -> Path | None:
 
 
 class PgServer:
-    def __init__(self, bindir: Path) -> None:
+    """``durable=False`` (the tests): ``fsync=off``, ``synchronous_commit=off``;
+    ``durable=True`` (the benchmark): PostgreSQL's own defaults."""
+
+    def __init__(self, bindir: Path, durable: bool = False) -> None:
         self.bindir = bindir
+        self.durable = durable
         self.base = Path(tempfile.mkdtemp(prefix="eidolons-pg-", dir="/tmp"))
         self.data = self.base / "data"
         self.socket_dir = self.base
@@ -57,13 +61,12 @@ class PgServer:
             "--no-sync",
             "--no-instructions",
         )
+        fast = ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         options = " ".join(
             [
                 "-c listen_addresses=''",
                 f"-c unix_socket_directories={self.socket_dir}",
-                "-c fsync=off",
-                "-c synchronous_commit=off",
-                "-c full_page_writes=off",
+                *([] if self.durable else fast),
                 "-c max_connections=60",
                 "-c shared_buffers=64MB",
             ]

@@ -128,3 +128,31 @@ def test_the_latest_verdict_wins_on_postgres_as_on_jsonl(pg: PgServer, db: str) 
     with PostgresStore(pg.dsn(GATE_LOGIN, db)) as store:
         record = store.latest_verdict(THREAD, MID)
     assert record is not None and record["event"] == "verify_pass"
+
+
+def test_a_stuck_store_times_out_instead_of_hanging(
+    pg: PgServer, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gate whose hook would be killed by the host's timeout (and fail open) must fail
+    by itself first: lock waits and statements are bounded."""
+    from eidolons.errors import TraceWriteError
+
+    monkeypatch.setenv("EIDOLONS_TRACE_TIMEOUT_S", "0.3")
+    with psycopg.connect(pg.dsn(db=db)) as holder:  # another writer, stuck mid-append
+        holder.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (THREAD,))
+        with PostgresStore(pg.dsn(ORCH_LOGIN, db)) as store:
+            with pytest.raises(TraceWriteError, match="timeout"):
+                store.append(THREAD, {"event": "emit"})
+        holder.rollback()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "1e9"])
+def test_a_bad_timeout_refuses(
+    pg: PgServer, db: str, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from eidolons.tracestore import TraceReadError
+
+    monkeypatch.setenv("EIDOLONS_TRACE_TIMEOUT_S", value)
+    with PostgresStore(pg.dsn(GATE_LOGIN, db)) as store:
+        with pytest.raises(TraceReadError, match="EIDOLONS_TRACE_TIMEOUT_S"):
+            store.latest_verdict(THREAD, MID)

@@ -351,12 +351,15 @@ def evaluate(
         fail(Failure(UNVERIFIED, "record", "the envelope has no message_id to look up"))
         integrity_failed = True
     else:
+        lookup = store if store is not None else open_store(root)
         try:  # the configured store only: an unreadable one refuses, never a fallback
-            store = store if store is not None else open_store(root)
-            result.record = store.latest_verdict(env.thread_id, env.message_id)
+            result.record = lookup.latest_verdict(env.thread_id, env.message_id)
             judged = judge_record(env, result.record, envelope_sha256)
         except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
             judged = UNVERIFIED, f"the trace cannot be read: {exc}"
+        finally:
+            if lookup is not store:
+                lookup.close()
         if judged is not None:
             fail(Failure(judged[0], "record", judged[1]))
             integrity_failed = True

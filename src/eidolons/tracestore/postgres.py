@@ -15,6 +15,8 @@ a receiver refuses, it never falls back to a file.
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 
@@ -36,7 +38,8 @@ if TYPE_CHECKING:
 
     import psycopg
 
-CONNECT_TIMEOUT_S = 5
+TIMEOUT_ENV = "EIDOLONS_TRACE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 10.0
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
 
 LAST_LINE = (
@@ -71,13 +74,34 @@ def verdict_key(event: Mapping[str, Any]) -> bytes | None:
     return None
 
 
-def connect(dsn: str) -> psycopg.Connection[Any]:
-    """An autocommit connection, or :class:`TraceReadError` with the reason."""
+def timeout_s(env: Mapping[str, str] | None = None) -> float:
+    """``EIDOLONS_TRACE_TIMEOUT_S`` (default 10): the longest a gate waits for the store to
+    connect, for a lock or for a statement; past it the operation fails (closed)."""
+    env = os.environ if env is None else env
+    raw = env.get(TIMEOUT_ENV) or ""
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise TraceReadError(f"{TIMEOUT_ENV}={raw!r} must be a number of seconds in (0, 3600]")
+    return value
+
+
+def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
+    """An autocommit connection, or :class:`TraceReadError` with the reason. ``bounded``:
+    statements and lock waits time out too (the gates; not ``store init``)."""
     import psycopg
 
+    limit = timeout_s()
     kwargs: dict[str, Any] = {"autocommit": True}
     if "connect_timeout" not in dsn:
-        kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
+        kwargs["connect_timeout"] = max(2, math.ceil(limit))  # libpq's minimum is 2 s
+    if bounded and "options" not in dsn:
+        ms = max(1, round(limit * 1000))
+        kwargs["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
     try:
         return psycopg.connect(dsn, **kwargs)
     except psycopg.Error as exc:
@@ -260,7 +284,7 @@ def init_schema(
         ROLES,
     )
 
-    conn = connect(dsn)
+    conn = connect(dsn, bounded=False)
     applied: list[int] = []
     try:
         with conn.transaction():
