@@ -193,3 +193,15 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "psycopg"))
         check=True,
     ).stdout
     assert json.loads(out.splitlines()[-1]) == []
+
+
+def test_the_password_never_appears_in_a_refusal(cli: Cli, project: Path, tmp_path: Path) -> None:
+    payload, envelope = handoff(cli, project, clean_env())
+    dsn = f"postgresql://gate:s3cr3t-pw@/x?host={tmp_path}"
+    r = incoming(cli, payload, clean_env(EIDOLONS_TRACE_DSN=dsn))
+    assert r.code == 3 and "gate:***@" in r.out
+    assert "s3cr3t-pw" not in r.out + r.err
+    r = cli("verify-envelope", envelope, "--block", "--json", env=clean_env(EIDOLONS_TRACE_DSN=dsn))
+    assert r.code == 3 and "s3cr3t-pw" not in r.out + r.err
+    r = cli("trace", "export", "--to", "postgres", "--dsn", dsn + "&password=other-pw")
+    assert r.code == 3 and "s3cr3t-pw" not in r.err and "other-pw" not in r.err

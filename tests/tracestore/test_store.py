@@ -179,3 +179,15 @@ def test_postgres_lines_carry_the_hash_chain(store: TraceStore, thread: str) -> 
     b = store.append(thread, verdict(n=2))
     assert (a.event["seq"], a.event["prev"]) == (1, GENESIS)
     assert (b.event["seq"], b.event["prev"]) == (2, line_hash(a.line))
+
+
+def test_read_new_returns_only_what_was_appended_since(store: TraceStore, thread: str) -> None:
+    """``trace show --follow`` on either store."""
+    store.append(thread, verdict(n=1))
+    store.append(thread, verdict(n=2))
+    lines, cursor = store.read_new(thread, 0)
+    assert [ln.event["n"] for ln in lines if ln.event] == [1, 2]
+    assert store.read_new(thread, cursor) == ([], cursor)
+    store.append(thread, verdict(n=3))
+    lines, cursor = store.read_new(thread, cursor)
+    assert [ln.event["n"] for ln in lines if ln.event] == [3]

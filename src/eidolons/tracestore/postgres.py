@@ -264,7 +264,15 @@ class PostgresStore(TraceStore):
         return any(True for _ in self._read(sql, (thread_file_name(thread_id),)))
 
     def threads(self) -> list[str]:
-        sql = f"SELECT DISTINCT thread FROM {SCHEMA}.trace_events ORDER BY thread"
+        # a skip scan over the (thread, seq) index: one probe per thread, not per row
+        sql = f"""
+            WITH RECURSIVE t(thread) AS (
+              SELECT min(thread) FROM {SCHEMA}.trace_events
+              UNION ALL
+              SELECT (SELECT min(e.thread) FROM {SCHEMA}.trace_events e WHERE e.thread > t.thread)
+              FROM t WHERE t.thread IS NOT NULL
+            )
+            SELECT thread FROM t WHERE thread IS NOT NULL"""
         return [name for (name,) in self._read(sql, ())]
 
 
