@@ -153,7 +153,7 @@ def test_store_init_is_idempotent(cli: Cli, pg: PgServer) -> None:
     dsn = pg.dsn(db=pg.new_database(initialised=False))
     r = cli("trace", "store", "init", "--dsn", dsn, "--grant-gate", GATE_LOGIN)
     assert r.code == 0, r.err
-    assert "schema version 1 (migrations applied: 1)" in r.out
+    assert "schema version 2 (migrations applied: 1, 2)" in r.out
     r = cli("trace", "store", "init", env=clean_env(EIDOLONS_TRACE_DSN=dsn))
     assert r.code == 0 and "already current" in r.out
     r = cli("trace", "store", "init")
@@ -205,3 +205,65 @@ def test_the_password_never_appears_in_a_refusal(cli: Cli, project: Path, tmp_pa
     assert r.code == 3 and "s3cr3t-pw" not in r.out + r.err
     r = cli("trace", "export", "--to", "postgres", "--dsn", dsn + "&password=other-pw")
     assert r.code == 3 and "s3cr3t-pw" not in r.err and "other-pw" not in r.err
+
+
+def test_a_hand_off_named_by_the_shared_trace_is_refused_without_its_envelope(
+    cli: Cli, project: Path, orch: dict[str, str], gate: dict[str, str]
+) -> None:
+    """No silent skip (ADR 0021) across hosts: the emit event in PostgreSQL names it."""
+    payload = project / "out" / "report.md"
+    payload.parent.mkdir(parents=True)
+    payload.write_text("# Report\n\n## Decision target\nx\n", encoding="utf-8")
+    r = cli(*emit_cmd(payload, "--json", sender="atlas@1.4.2", to="vigil@1.9.0"), env=gate)
+    assert r.code == 0, r.err
+    Path(r.json()["envelope_path"]).unlink()
+    r = cli("verify-incoming", payload, "--as", "vigil", env=gate)
+    assert r.code == 3 and "REFUSE: UNVERIFIED" in r.err + r.out
+    assert "the trace names it (emit of message" in r.err + r.out
+    assert cli("verify-incoming", payload, "--as", "vigil", env=clean_env()).code == 0  # JSONL
+
+
+def test_migrating_an_older_store_keeps_every_row_findable(
+    pg: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store at schema 1 (no payload index) gets the column from its rows' bytes."""
+    import psycopg
+
+    from eidolons.ecl.tracechain import next_link
+    from eidolons.trace import encode_event
+    from eidolons.tracestore import pg_schema, postgres
+
+    dsn = pg.dsn(db=pg.new_database(initialised=False))
+    monkeypatch.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+    monkeypatch.setattr(postgres, "CURRENT_VERSION", 1)
+    postgres.init_schema(dsn)
+    with psycopg.connect(dsn) as conn:  # what a version-1 eidolons wrote
+        last, seq = None, 0
+        for kind in ("emit", "receive", "verify_pass"):
+            seq, prev = next_link(last, seq)
+            event = {"event": kind, "message_id": "m", "payload_path": "out/old.md", "n": seq}
+            last = encode_event({**event, "seq": seq, "prev": prev})[:-1]
+            conn.execute(
+                "INSERT INTO eidolons.trace_events (thread, seq, prev, line) "
+                "VALUES (%s, %s, %s, %s)",
+                ("old", seq, prev, last),
+            )
+    monkeypatch.undo()
+    assert postgres.init_schema(dsn) == (2, [2])
+    with postgres.PostgresStore(dsn) as store:
+        found = store.find_payload(["out/old.md"])
+        assert found is not None and found["n"] == 1
+        store.append("old", {"event": "emit", "payload_path": "out/new.md"})  # chain goes on
+        assert store.find_payload(["out/new.md"]) is not None
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the append-only trigger is back
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM eidolons.trace_events")
+        keys = conn.execute(
+            "SELECT payload_key FROM eidolons.trace_events WHERE thread = 'old' ORDER BY seq"
+        ).fetchall()
+    assert [k[0] and bytes(k[0]) for k in keys] == [
+        b"out/old.md",
+        None,
+        b"out/old.md",
+        b"out/new.md",
+    ]

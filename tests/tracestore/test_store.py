@@ -191,3 +191,20 @@ def test_read_new_returns_only_what_was_appended_since(store: TraceStore, thread
     store.append(thread, verdict(n=3))
     lines, cursor = store.read_new(thread, cursor)
     assert [ln.event["n"] for ln in lines if ln.event] == [3]
+
+
+def test_find_payload_names_the_hand_off(store: TraceStore, thread: str) -> None:
+    """ADR 0021's "does the trace name this payload?" on either store."""
+    key = f"out/{thread}.md"
+    assert store.find_payload([key]) is None
+    store.append(thread, verdict("receive", payload_path=key))  # a receive does not count
+    assert store.find_payload([key]) is None
+    raw = json.dumps(verdict("emit", payload_path=key), separators=(",", ":"))
+    add_raw(store, thread, raw.replace('"payload_path":', '"payload_path": ').encode())
+    assert store.find_payload([key]) is None  # spelled another way: not this tool's line
+    store.append(thread, verdict("emit", payload_path=key, n=1))
+    store.append(thread, verdict("verify_pass", payload_path=key, n=2))
+    found = store.find_payload(["other.md", key])
+    assert found is not None and found["n"] == 1  # the thread's first naming event
+    assert store.find_payload(["other.md"]) is None
+    assert store.find_payload([]) is None

@@ -107,6 +107,20 @@ GRANT SELECT ON {SCHEMA}.schema_version TO {GATE_ROLE};
 REVOKE UPDATE, DELETE, TRUNCATE ON {SCHEMA}.trace_events FROM {GATE_ROLE};
 """,
     ),
+    (
+        2,
+        f"""
+-- is this path a hand-off? (ADR 0021): the events naming a payload, by its key
+ALTER TABLE {SCHEMA}.trace_events ADD COLUMN payload_key bytea;
+COMMENT ON COLUMN {SCHEMA}.trace_events.payload_key IS
+  'UTF-8 payload_path of an emit/verify_pass/verify_fail event (index only)';
+CREATE INDEX trace_events_payload
+  ON {SCHEMA}.trace_events (payload_key, thread, seq) WHERE payload_key IS NOT NULL;
+""",
+    ),
 )
+# rows written before a migration that adds an index column get it from their line bytes,
+# by the same Python rule as an append (the one UPDATE the schema ever makes, as owner)
+BACKFILL = {2: "payload_key"}
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

@@ -28,6 +28,8 @@ from eidolons.tracestore import (
     TraceReadError,
     TraceStore,
     is_orchestrator_verdict,
+    is_payload_event,
+    payload_needle,
     record_from_line,
 )
 from eidolons.tracestore.pg_schema import CURRENT_VERSION, SCHEMA
@@ -46,8 +48,11 @@ LAST_LINE = (
     f"SELECT seq, line FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq DESC LIMIT 1"
 )
 INSERT = (
-    f"INSERT INTO {SCHEMA}.trace_events (thread, seq, prev, line, verdict_for) "
-    "VALUES (%s, %s, %s, %s, %s)"
+    f"INSERT INTO {SCHEMA}.trace_events (thread, seq, prev, line, verdict_for, payload_key) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+PAYLOADS = (
+    f"SELECT line FROM {SCHEMA}.trace_events WHERE payload_key = ANY(%s) ORDER BY thread, seq"
 )
 LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 VERDICTS = (
@@ -88,6 +93,14 @@ def timeout_s(env: Mapping[str, str] | None = None) -> float:
     if not 0 < value <= 3600:
         raise TraceReadError(f"{TIMEOUT_ENV}={raw!r} must be a number of seconds in (0, 3600]")
     return value
+
+
+def payload_key(event: Mapping[str, Any]) -> bytes | None:
+    """The index key of an event naming a payload (ADR 0021): its ``payload_path``."""
+    key = event.get("payload_path")
+    if isinstance(key, str) and is_payload_event(event, [key]):
+        return key.encode("utf-8", "surrogatepass")
+    return None
 
 
 def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
@@ -189,7 +202,8 @@ class PostgresStore(TraceStore):
                 seq, prev = next_link(bytes(row[1]) if row else None, row[0] if row else 0)
                 linked = chained(event, seq, prev)
                 line = encode_event(linked)[:-1]
-                cur.execute(INSERT, (thread, seq, prev, line, verdict_key(linked)))
+                keys = verdict_key(linked), payload_key(linked)
+                cur.execute(INSERT, (thread, seq, prev, line, *keys))
         except psycopg.Error as exc:
             self.close()
             raise TraceWriteError(
@@ -223,7 +237,8 @@ class PostgresStore(TraceStore):
                 for raw in lines:
                     seq, prev = next_link(last, last_seq)
                     event = decode_line(raw, seq).event
-                    rows.append((thread, seq, prev, raw, verdict_key(event) if event else None))
+                    keys = (verdict_key(event), payload_key(event)) if event else (None, None)
+                    rows.append((thread, seq, prev, raw, *keys))
                     last, last_seq = raw, seq
                 cur.executemany(INSERT, rows)
         except psycopg.Error as exc:
@@ -247,6 +262,20 @@ class PostgresStore(TraceStore):
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         for n, raw in enumerate(self.iter_raw(thread_id), 1):
             yield decode_line(raw, n)
+
+    def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
+        """As the JSONL store (threads in order, first line first), by one index."""
+        if not keys:
+            return None
+        needles = [payload_needle(k) for k in keys]
+        params = ([k.encode("utf-8", "surrogatepass") for k in keys],)
+        for (line,) in self._read(PAYLOADS, params):
+            raw = bytes(line)
+            if any(n in raw for n in needles):
+                event = decode_line(raw, 0).event
+                if is_payload_event(event, keys):
+                    return event
+        return None
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         sql = (
@@ -285,6 +314,7 @@ def init_schema(
     from psycopg import sql
 
     from eidolons.tracestore.pg_schema import (
+        BACKFILL,
         BOOTSTRAP,
         GATE_ROLE,
         MIGRATIONS,
@@ -309,6 +339,8 @@ def init_schema(
             for version, script in MIGRATIONS:
                 if version > have:
                     conn.execute(script)
+                    if version in BACKFILL and have:
+                        _backfill(conn, BACKFILL[version])
                     conn.execute(
                         f"INSERT INTO {SCHEMA}.schema_version (version) VALUES (%s)", (version,)
                     )
@@ -328,3 +360,22 @@ def init_schema(
     finally:
         conn.close()
     return CURRENT_VERSION, applied
+
+
+def _backfill(conn: psycopg.Connection[Any], column: str) -> None:
+    """Give the rows written before a migration its new index column, by the Python rule
+    an append uses; the append-only trigger is lifted for this one UPDATE, in the
+    migration's transaction."""
+    derive = {"payload_key": payload_key}[column]
+    table = f"{SCHEMA}.trace_events"
+    conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER trace_events_no_change")
+    rows = conn.execute(f"SELECT id, line FROM {table}").fetchall()
+    updates = []
+    for row_id, line in rows:
+        event = decode_line(bytes(line), 0).event
+        key = derive(event) if event else None
+        if key is not None:
+            updates.append((key, row_id))
+    with conn.cursor() as cur:
+        cur.executemany(f"UPDATE {table} SET {column} = %s WHERE id = %s", updates)
+    conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER trace_events_no_change")
