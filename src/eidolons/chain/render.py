@@ -101,16 +101,22 @@ def _x(text: str) -> str:
 
 
 LANE_W, ROW_H, TOP, SIDE = 190, 46, 58, 30
+SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'
 
 
-def svg(hops: Sequence[Hop], *, title: str | None = None) -> str:
-    """The swim-lane picture, as a standalone ``<svg>`` element."""
+def svg_document(hops: Sequence[Hop]) -> str:
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + svg(hops)
+
+
+def svg(hops: Sequence[Hop], *, title: str | None = None, standalone: bool = True) -> str:
+    """The swim-lane picture as an ``<svg>`` element: a standalone document (with the SVG
+    namespace) or, with ``standalone=False``, for inlining in HTML (no namespace URL)."""
     names = agents(hops)
     col = {name: SIDE + LANE_W // 2 + i * LANE_W for i, name in enumerate(names)}
     width = max(2 * SIDE + LANE_W * len(names), 420)
     height = TOP + ROW_H * (len(hops) + 1)
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'<svg{SVG_NS if standalone else ""} width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" class="ecl-chain" '
         'font-family="sans-serif" font-size="12">',
         f"<title>{_x(title or 'ECL hand-off chain')}</title>",
@@ -173,4 +179,8 @@ def svg(hops: Sequence[Hop], *, title: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-RENDERERS: dict[str, Callable[[Sequence[Hop]], str]] = {"mermaid": mermaid, "dot": dot, "svg": svg}
+RENDERERS: dict[str, Callable[[Sequence[Hop]], str]] = {
+    "mermaid": mermaid,
+    "dot": dot,
+    "svg": svg_document,
+}

@@ -37,7 +37,7 @@ def run_chain(args: argparse.Namespace) -> int:
 
     verb = args.trace_command
     root = find_root(args.root)
-    mode = verify_mode("block" if args.block else args.mode)
+    mode = verify_mode("block" if getattr(args, "block", False) else getattr(args, "mode", None))
     if verb == "show" and not args.follow and (args.max_events is not None or args.idle_timeout):
         return error("--max-events and --idle-timeout go with --follow")
     from eidolons.tracestore import open_store
@@ -209,7 +209,27 @@ def _otel(hops: list[Hop], args: argparse.Namespace) -> int:
     return 0
 
 
-_VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel}
+def _report(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.chain.report import render_report
+    from eidolons.chain.views import thread_of
+    from eidolons.ecl.events import TOOL, utc_now
+
+    page = render_report(hops, thread=thread_of(hops), generated=utc_now(), tool=TOOL)
+    if not args.output:
+        sys.stdout.write(page)
+        return 0
+    try:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(page)
+    except OSError as exc:
+        from eidolons.commands._common import error
+
+        return error(f"cannot write {args.output}: {exc.strerror or exc}")
+    print(f"report: {printable(args.output)} ({len(hops)} hops)", file=sys.stderr)
+    return 0
+
+
+_VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel, "report": _report}
 
 
 # -- verify

@@ -6,6 +6,7 @@
 - ``graph|verify|cost|otel PATH...``: the nexus's chain verbs (same JSON shapes, flags
   and exit codes for envelope PATHs; see :mod:`eidolons.commands._trace_chain`).
 - ``list``: the project's threads, newest first, with hop count and refusals.
+- ``report PATH...``: one self-contained HTML page of the chain (``-o FILE``).
 - ``store init``, ``export --to postgres``, ``import``: the shared PostgreSQL store
   (:mod:`eidolons.commands._trace_store`).
 
@@ -65,6 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             q.add_argument(
                 "--format", choices=GRAPH_FORMATS, help="default: text (json with --json)"
             )
+    q = sub.add_parser("report", help="one self-contained HTML page of a chain")
+    q.add_argument("paths", nargs="+", metavar="THREAD", help="thread id (or any chain PATH)")
+    q.add_argument("-o", "--output", metavar="FILE", help="write the page here (default: stdout)")
+    q.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
     q = sub.add_parser("list", help="the project's threads, newest first")
     q.add_argument("--json", action="store_true", help="machine output")
     q.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
