@@ -118,8 +118,8 @@ def test_only_verification_events_are_records_even_from_the_orchestrator(
 def test_payload_swapped_for_a_symlink_after_it_was_located_is_not_opened(
     tmp_path: Path,
 ) -> None:
-    """The file located is opened without following a final symlink: swapping it for a
-    link to a file outside the boundary between locate and open reads nothing."""
+    """The file located is opened (by descriptor) when it is located: swapping it for a
+    link to a file outside the boundary afterwards never makes the gate read the link."""
     root = tmp_path / "proj"
     (root / "handoff").mkdir(parents=True)
     secret = tmp_path / "outside-secret.txt"
@@ -131,9 +131,9 @@ def test_payload_swapped_for_a_symlink_after_it_was_located_is_not_opened(
     location = locate_payload(envelope, "r.md", root)
     assert location.real == payload.resolve()
     payload.unlink()
-    payload.symlink_to(secret)  # the race: after the boundary check, before the open
-    with pytest.raises(PayloadError):
-        open_payload(location).close()
+    payload.symlink_to(secret)  # the race: after the boundary check, before the read
+    with open_payload(location) as stream:  # the descriptor located is the one read
+        assert stream.read() == b"# r\n"
 
 
 def test_dangling_symlink_candidate_stops_the_search(tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ def read_payload_facts(
     try:
         location = locate_payload(envelope_path, artifact_path, root)
     except PayloadError as exc:
+        if exc.unreadable is not None:
+            raise PayloadUnavailable(str(exc), unresolved=False, path=str(exc.unreadable)) from None
         envelope_real = Path(os.path.realpath(envelope_path))
         root_real = Path(os.path.realpath(root))
         exists = any(

@@ -11,18 +11,20 @@ The first candidate that exists (even as a dangling symlink) must resolve to a r
 file inside the boundary, or the payload is refused; later candidates are not tried, so
 a planted file cannot be reached by making an earlier one fail. The boundary is the
 project root when the envelope (after resolving symlinks) lies inside it, else the
-envelope's own directory. Files are opened with ``O_NONBLOCK`` and checked with
-``fstat`` on the open descriptor, so a FIFO, device or directory is never read and never
-hangs the gate.
+envelope's own directory. Every file (envelope and payload) is opened beneath its
+boundary by descriptor, component by component (:mod:`eidolons.beneath`): a directory
+swapped for a link between the check and the open is never followed out, and a FIFO,
+device or directory is never read and never hangs the gate.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
-import stat
 from pathlib import Path
 
+from eidolons.beneath import BeneathError, Opened, open_path_beneath
 from eidolons.errors import EidolonsError, InputError
 
 ENVELOPE_SUFFIX = ".envelope.json"
@@ -55,52 +57,64 @@ class PayloadError(EidolonsError):
 
     code = "MISSING_PAYLOAD"
 
+    def __init__(self, message: str, *, unreadable: Path | None = None) -> None:
+        super().__init__(message)
+        #: the candidate found that is not a regular file (a FIFO, device or directory)
+        self.unreadable = unreadable
+
 
 class PayloadLocation:
-    """A resolved payload: ``path`` as named, ``real`` after resolving symlinks, and the
-    resolution ``rule`` that found it."""
+    """A resolved and opened payload: ``path`` as named (the candidate), ``real`` (the
+    boundary joined with the components opened), the resolution ``rule`` that found it,
+    and ``opened``, the descriptor checked to be a regular file beneath the boundary
+    (:mod:`eidolons.beneath`). What is hashed is read from that descriptor."""
 
-    __slots__ = ("path", "real", "rule")
+    __slots__ = ("opened", "path", "real", "rule")
 
-    def __init__(self, path: Path, real: Path, rule: str) -> None:
+    def __init__(self, path: Path, real: Path, rule: str, opened: Opened | None = None) -> None:
         self.path = path
         self.real = real
         self.rule = rule
+        self.opened = opened
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """``(st_dev, st_ino)`` of the file opened."""
+        return self.opened.identity if self.opened is not None else None
 
     def __repr__(self) -> str:
         return f"PayloadLocation({str(self.path)!r}, rule={self.rule!r})"
 
 
-def _open_regular(path: Path) -> io.FileIO:
-    """Open ``path`` read-only without following a final symlink or blocking on a FIFO,
-    and refuse anything but a regular file."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+def read_envelope_bytes(path: Path, max_bytes: int, root: Path | None = None) -> bytes:
+    """Read an envelope file once (a regular file, at most ``max_bytes``), opened beneath
+    its boundary by descriptor: the project ``root`` when the envelope lies in it, else
+    the envelope's own directory. Raises :class:`InputError`."""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise PayloadError(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-        return io.FileIO(fd, "rb", closefd=True)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def read_envelope_bytes(path: Path, max_bytes: int) -> bytes:
-    """Read an envelope file (a regular file, at most ``max_bytes``). Raises InputError."""
-    try:
-        with _open_regular(Path(os.path.realpath(path))) as fh:
+        opened = open_envelope(path, root)
+        with opened.file() as fh:
             data = fh.read(max_bytes + 1)
-    except PayloadError:
-        raise InputError(f"envelope {path} is not a regular file") from None
+        opened.close()
     except FileNotFoundError:
         raise InputError(f"envelope {path} does not exist") from None
+    except BeneathError as exc:
+        raise InputError(f"envelope {exc}") from None
     except OSError as exc:
         raise InputError(f"cannot read envelope {path}: {exc.strerror}") from None
     if len(data) > max_bytes:
         raise InputError(f"envelope {path} is larger than the {max_bytes}-byte cap")
     return data
+
+
+def open_envelope(path: Path, root: Path | None = None) -> Opened:
+    """The envelope file, opened beneath its boundary (see :func:`read_envelope_bytes`).
+    Raises :class:`FileNotFoundError` when it does not exist, :class:`BeneathError`."""
+    real = Path(os.path.realpath(path))
+    boundary = boundary_for(real, Path(os.path.realpath(root))) if root is not None else real.parent
+    opened = open_path_beneath(real, boundary)
+    if opened is None:
+        raise FileNotFoundError(path)
+    return opened
 
 
 def boundary_for(envelope_real: Path, root_real: Path) -> Path:
@@ -124,35 +138,50 @@ def candidates(envelope_real: Path, artifact_path: str, root_real: Path) -> list
 
 
 def locate_payload(envelope_path: Path, artifact_path: str, root: Path) -> PayloadLocation:
-    """Resolve the payload per the module rules. Raises :class:`PayloadError`."""
+    """Resolve the payload per the module rules and open it beneath the boundary by
+    descriptor. Raises :class:`PayloadError`."""
     envelope_real = Path(os.path.realpath(envelope_path))
     root_real = Path(os.path.realpath(root))
     boundary = boundary_for(envelope_real, root_real)
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for rule, candidate in candidates(envelope_real, artifact_path, root_real):
-        if candidate in seen:
+        key = os.path.normpath(candidate)
+        if key in seen:
             continue
-        seen.add(candidate)
-        if not os.path.lexists(candidate):
-            continue
+        seen.add(key)
         try:
-            real = Path(os.path.realpath(candidate, strict=True))
-        except OSError:
-            raise PayloadError(f"payload {candidate} is a dangling or looping symlink") from None
-        if not real.is_relative_to(boundary):
-            raise PayloadError(f"payload {candidate} resolves outside {boundary}")
-        return PayloadLocation(candidate, real, rule)
+            opened = open_path_beneath(candidate, boundary)
+        except BeneathError as exc:
+            if exc.not_regular:
+                raise PayloadError(
+                    f"{candidate} is not a regular file", unreadable=candidate
+                ) from None
+            raise PayloadError(f"payload {exc}") from None
+        except OSError as exc:
+            raise PayloadError(
+                f"cannot open payload {candidate}: {exc.strerror}", unreadable=candidate
+            ) from None
+        if opened is None:
+            continue
+        return PayloadLocation(candidate, opened.real, rule, opened)
     raise PayloadError(
         f"artifact.path={artifact_path} not found next to the envelope or under {root_real}"
     )
 
 
 def open_payload(location: PayloadLocation) -> io.FileIO:
-    """Open a located payload (regular file only). Raises :class:`PayloadError`."""
+    """A reader over a located payload, from the descriptor that was checked (a location
+    built by hand, without one, is opened as a regular file first). Raises
+    :class:`PayloadError`."""
+    if location.opened is None:
+        try:
+            location.opened = open_path_beneath(location.real, location.real.parent)
+        except (BeneathError, OSError) as exc:
+            raise PayloadError(f"cannot open payload {location.path}: {exc}") from None
+        if location.opened is None:
+            raise PayloadError(f"cannot open payload {location.path}: {os.strerror(errno.ENOENT)}")
     try:
-        return _open_regular(location.real)
-    except PayloadError:
-        raise
+        return location.opened.file()
     except OSError as exc:
         raise PayloadError(f"cannot open payload {location.path}: {exc.strerror}") from None
 

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from eidolons.beneath import BeneathError, open_state_path
 from eidolons.config import TRACE_DIR, trace_scan_bound
 from eidolons.ecl.events import TOOL, agent_label, utc_now
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
@@ -66,6 +67,29 @@ def encode_event(event: Mapping[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), ensure_ascii=True) + "\n").encode("ascii")
 
 
+def _state_parts(path: Path) -> tuple[Path, tuple[str, ...]]:
+    """Where the link-free part of a trace path starts: below the project root for a path
+    through ``.eidolons/.trace/`` (the default), else only the file itself."""
+    parts = path.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i : i + 2] == TRACE_DIR.parts:
+            return Path(*parts[:i]) if i else Path("."), parts[i:]
+    return path.parent, (path.name,)
+
+
+def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
+    """Open a trace file by descriptor: a path through ``<root>/.eidolons/.trace/`` is
+    opened component by component below the root with no link followed (a symlinked
+    ``.eidolons/``, trace directory or trace file is refused, never followed out of the
+    project); an explicit ``--trace FILE`` is opened without following a final link.
+    ``create`` makes missing directories and the file. Raises :class:`BeneathError` or
+    :class:`OSError`."""
+    anchor, parts = _state_parts(path)
+    if create and len(parts) == 1:
+        anchor.mkdir(parents=True, exist_ok=True)
+    return open_state_path(anchor, parts, flags | os.O_NONBLOCK, create=create)
+
+
 def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
     """Append one event as one line; returns the line's bytes (without the newline).
     Raises :class:`TraceWriteError` on any failure."""
@@ -79,9 +103,9 @@ def append_lines(path: Path, lines: Sequence[bytes]) -> None:
     Raises :class:`TraceWriteError` on any failure."""
     line = b"".join(raw + b"\n" for raw in lines)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(path, flags, 0o644)
+        fd = open_trace_fd(path, os.O_RDWR | os.O_APPEND, create=True)
+    except BeneathError as exc:
+        raise TraceWriteError(f"cannot open trace: {exc}") from None
     except OSError as exc:
         raise TraceWriteError(f"cannot open trace {path}: {exc.strerror or exc}") from None
     try:
@@ -141,9 +165,11 @@ def decode_line(raw: bytes, lineno: int) -> TraceLine:
 
 def _open_trace(path: Path) -> int:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_trace_fd(path, os.O_RDONLY, create=False)
     except FileNotFoundError:
         raise
+    except BeneathError as exc:
+        raise InputError(f"cannot read trace: {exc}") from None
     except OSError as exc:
         raise InputError(f"cannot read trace {path}: {exc.strerror}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
