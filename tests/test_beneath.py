@@ -131,7 +131,7 @@ def test_a_symlinked_state_directory_leaving_the_project_is_refused(
     cli: Cli, project: Path, tmp_path: Path, linked: str
 ) -> None:
     """A trace directory linked out of the project: the gate must not append there."""
-    payload, envelope, doc = emit_payload(cli, project, "--no-trace")
+    _payload, envelope, _doc = emit_payload(cli, project, "--no-trace")
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / ".trace").mkdir(parents=True)
     target = project / linked
@@ -146,7 +146,7 @@ def test_a_symlinked_state_directory_leaving_the_project_is_refused(
 
 
 def test_a_symlinked_trace_file_is_refused(cli: Cli, project: Path, tmp_path: Path) -> None:
-    payload, envelope, doc = emit_payload(cli, project, "--no-trace")
+    _payload, envelope, doc = emit_payload(cli, project, "--no-trace")
     outside = tmp_path / "outside.jsonl"
     outside.write_bytes(b"")
     trace_dir = project / ".eidolons" / ".trace"
