@@ -19,6 +19,7 @@ from eidolons.payload import locate_payload, open_payload
 from tests.conftest import Run, emit_payload, read_trace
 
 Cli = Callable[..., Run]
+NAME, BODY = "handoff/scout-report.md", "# Report\n\n## Decision target\nx\n"
 
 
 # ------------------------------------------------------------------ the resolver itself
@@ -131,7 +132,7 @@ def test_a_symlinked_state_directory_leaving_the_project_is_refused(
     cli: Cli, project: Path, tmp_path: Path, linked: str
 ) -> None:
     """A trace directory linked out of the project: the gate must not append there."""
-    _payload, envelope, _doc = emit_payload(cli, project, "--no-trace")
+    _payload, envelope, _doc = emit_payload(cli, project, NAME, BODY, "--no-trace")
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / ".trace").mkdir(parents=True)
     target = project / linked
@@ -146,7 +147,7 @@ def test_a_symlinked_state_directory_leaving_the_project_is_refused(
 
 
 def test_a_symlinked_trace_file_is_refused(cli: Cli, project: Path, tmp_path: Path) -> None:
-    _payload, envelope, doc = emit_payload(cli, project, "--no-trace")
+    _payload, envelope, doc = emit_payload(cli, project, NAME, BODY, "--no-trace")
     outside = tmp_path / "outside.jsonl"
     outside.write_bytes(b"")
     trace_dir = project / ".eidolons" / ".trace"

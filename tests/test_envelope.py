@@ -237,7 +237,7 @@ def test_not_placeholders() -> None:
     [
         ("a.md", True),
         ("dir/a.md", True),
-        ("a..b.md", True),
+        ("a..b.md", False),
         ("..", False),
         ("a/..", False),
         ("/a", False),

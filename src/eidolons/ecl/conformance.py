@@ -392,7 +392,7 @@ def envelope_results(env: Mapping[str, Any], *, target: str | None = None) -> li
         rec.fail("E-6", "MUST", "artifact_path_relative", f"not a string: {shown}")
     elif path.startswith("/"):
         rec.fail("E-6", "MUST", "artifact_path_relative", f"absolute path: {path}")
-    elif ".." in path:
+    elif grammar.has_dotdot(path):
         rec.fail("E-6", "MUST", "artifact_path_relative", f"contains '..': {path}")
     else:
         rec.ok("E-6", "MUST", "artifact_path_relative")

@@ -14,7 +14,8 @@ which the gates report as the ``malformed`` verdict):
    ``from.eidolon``, ``to.eidolon``, ``performative``, ``artifact.path`` (strings),
    ``integrity.method`` and ``integrity.value`` (strings; a placeholder value is allowed
    here and judged later), and ``artifact.path`` is a safe relative path (no leading
-   ``/``, no ``..`` component, no NUL, no backslash, not empty).
+   ``/``, no ``..`` anywhere, no control character or backslash, no empty or ``.``
+   component, not empty: :func:`eidolons.ecl.grammar.is_safe_relative_path`).
 
 Every other rule of the schema (digest section 2) is reported by
 :meth:`Envelope.schema_problems` as a list of strings; the orchestrator gate lists them as
@@ -165,7 +166,8 @@ class Envelope:
         if not is_safe_relative_path(path):
             raise EnvelopeError(
                 f"artifact.path {path!r} is not a safe relative path "
-                "(no leading '/', no '..', no NUL, no backslash)"
+                "(no leading '/', no '..', no control character or backslash, "
+                "no empty or '.' component)"
             )
         integrity = _need_obj(data, "integrity")
         method = _need_str(integrity, "method", "integrity.method")

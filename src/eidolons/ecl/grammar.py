@@ -17,7 +17,7 @@ Rules:
 - extension field: ``x_[a-z][a-z0-9_]*``;
 - RFC 3339 date-time; ``ecl://thread/<uuid>/message/<uuid>`` handles;
 - placeholder digest: empty, ``PARENT_FILLS_*``, ``<...>``, ``TODO*`` (case-insensitive);
-- safe relative path (see :func:`is_safe_relative_path`);
+- safe relative path and the one ``..`` rule (see :func:`is_safe_relative_path`);
 - safe file name for a thread's trace: ``[A-Za-z0-9][A-Za-z0-9._-]{0,199}``.
 """
 
@@ -113,16 +113,23 @@ def is_placeholder(value: str) -> bool:
     )
 
 
-def has_dotdot_component(path: str) -> bool:
-    """The one ``..`` rule: a path climbs only through a component that is exactly
-    ``..``. ``notes..v2.md`` is an ordinary file name."""
-    return ".." in path.split("/")
+def has_dotdot(path: str) -> bool:
+    """The one ``..`` rule, the spec's (``artifact.path`` ``^(?!/)(?!.*\\.\\.).+$``): no
+    ``..`` anywhere. ``notes..v2.md`` is refused by every gate and by ``check`` alike:
+    one rule, and the spec's, rather than a more permissive per-component one."""
+    return ".." in path
 
 
 def is_safe_relative_path(value: Any) -> bool:
-    """A relative POSIX path with no ``..`` component, NUL or backslash."""
+    """A relative POSIX path every reader resolves to the same file, with nothing to
+    normalise away: not empty, no leading ``/``, no ``..`` (:func:`has_dotdot`), no
+    backslash, NUL or other control character, and no empty or ``.`` component (so
+    ``r.md/``, ``r.md/.``, ``r.md//`` and ``./r.md`` are refused as malformed, rather
+    than resolving to ``r.md`` for one reader and to nothing for another)."""
     if not isinstance(value, str) or not value:
         return False
-    if value.startswith("/") or "\x00" in value or "\\" in value:
+    if value.startswith("/") or "\\" in value or has_dotdot(value):
         return False
-    return not has_dotdot_component(value)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return False
+    return all(part not in ("", ".") for part in value.split("/"))
