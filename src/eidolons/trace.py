@@ -147,7 +147,9 @@ class TraceLine:
 
 
 def decode_line(raw: bytes, lineno: int) -> TraceLine:
-    """One line's bytes as a :class:`TraceLine` (damage reported, never raised)."""
+    """One line's bytes, without its newline, as a :class:`TraceLine` (damage reported,
+    never raised). At most :data:`MAX_LINE_BYTES` bytes: the one length rule of every
+    reader, forwards and backwards."""
     if len(raw) > MAX_LINE_BYTES:
         return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
@@ -201,7 +203,7 @@ def read_events(path: Path) -> Iterator[TraceLine]:
                 yield TraceLine(lineno, None, "torn line (no newline at end of file)")
                 break
             if raw.strip():
-                yield decode_line(raw, lineno)
+                yield decode_line(raw[:-1], lineno)  # the limit does not count the newline
 
 
 def read_raw_lines(path: Path) -> Iterator[bytes]:
