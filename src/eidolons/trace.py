@@ -347,7 +347,7 @@ def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
                 continue
             offset += len(raw)
             if raw.strip():
-                out.append(decode_line(raw, 0))
+                out.append(decode_line(raw[:-1], 0))
     return out, offset
 
 

@@ -230,11 +230,25 @@ def check_dsn(dsn: str) -> str:
 def project_requirement(root: Path) -> str | None:
     """What ``.eidolons/trace-store.json`` requires: None (no file), ``"postgresql"``, or
     ``"invalid: <why>"`` (a file that cannot be read or is not understood fails closed)."""
-    path = root / PROJECT_FILE
-    try:
-        raw = path.read_bytes()
+    import stat
+
+    from eidolons.beneath import BeneathError, open_state_path
+
+    try:  # never through a link, never blocking on a FIFO planted under that name
+        fd = open_state_path(
+            root, Path(PROJECT_FILE).parts, os.O_RDONLY | os.O_NONBLOCK, create=False
+        )
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return f"invalid: {PROJECT_FILE} is not a regular file"
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                raw = fh.read(1024 * 1024)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return None
+    except BeneathError as exc:
+        return f"invalid: {exc}"
     except OSError as exc:
         return f"invalid: cannot read {PROJECT_FILE}: {exc.strerror or exc}"
     try:
