@@ -140,8 +140,8 @@ def test_sender_slug_with_a_newline_is_refused_by_receiver_and_check(
     payload, envelope, _ = emit_payload(cli, project)
     _rewrite(envelope, from__eidolon="atlas\n")
     r = cli("verify-incoming", payload, "--as", "vigil")
-    assert r.code == 3 and r.err.count("\n") == 1  # one line, the newline escaped
-    assert "REFUSE: SCHEMA_INVALID from atlas\\n" in r.err
+    first = r.err.splitlines()[0]  # the refusal line stays one line: the newline escaped
+    assert r.code == 3 and first == "[vigil-verify-incoming] REFUSE: SCHEMA_INVALID from atlas\\n"
     r = cli("check", envelope, "--json")
     e5 = [g for g in r.json()["results"] if g["id"] == "E-5"]
     assert e5 and e5[0]["status"] == "fail"
