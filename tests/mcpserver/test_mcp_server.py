@@ -90,6 +90,29 @@ def test_unverified_handoff_is_refused(bound: McpSession, mcp_root: Path) -> Non
     assert h.secret not in dump(r)
 
 
+def test_missing_section_refusal_does_not_echo_the_payload(
+    bound: McpSession, mcp_root: Path
+) -> None:
+    h = make_handoff(mcp_root, sender="forge@1.0.0", performative="INFORM", kind="reasoning-report")
+    r = bound.call("read_verified", {"artifact": h.rel})
+    assert texts(r).startswith(
+        "[vigil-verify-incoming] REFUSE: MISSING_REQUIRED_SECTION from forge\n"
+    )
+    assert h.secret not in dump(r) and "Decision target" not in dump(r)
+
+
+def test_oversized_payload_is_refused_before_it_is_read(bound: McpSession, mcp_root: Path) -> None:
+    from eidolons.mcp_server.tools import MAX_READ_BYTES
+
+    h = make_handoff(mcp_root, verify=False)
+    before = h.trace()
+    with h.payload.open("ab") as handle:
+        handle.truncate(MAX_READ_BYTES + 1)
+    r = bound.call("read_verified", {"artifact": h.rel})
+    assert r.is_error is True and "more than this tool hands over" in texts(r)
+    assert h.secret not in dump(r) and h.trace() == before
+
+
 def test_bound_server_refuses_another_receiver(bound: McpSession, mcp_root: Path) -> None:
     h = make_handoff(
         mcp_root,

@@ -170,11 +170,23 @@ class Toolbox:
         ]
         if result.trace_error:
             lines.append(f"- trace not written: {printable(result.trace_error)}")
+        handback = result.extra.get("handback")
+        if handback:
+            lines.append(f"hand-back for the orchestrator: {printable(str(handback))}")
         lines.append("Do not process the payload; hand the refusal back to the orchestrator.")
         data = result.to_json()
         for key in ("payload", "recall", "ingest"):  # nothing read from payloads
             data.pop(key, None)
         return _error("\n".join(lines), data)
+
+    @staticmethod
+    def _check_size(size: int, receiver: str) -> None:
+        if size > MAX_READ_BYTES:
+            raise ToolInputError(
+                f"the payload is {size} bytes, more than this tool hands over "
+                f"({MAX_READ_BYTES}); read it with eidolons verify-incoming --as {receiver} "
+                "--print-payload"
+            )
 
     # ------------------------------------------------------------------ tools
 
@@ -182,7 +194,7 @@ class Toolbox:
         return self.call("read_verified", self._read_verified, artifact=artifact, receiver=receiver)
 
     def _read_verified(self, artifact: str, receiver: str | None) -> Reply:
-        from eidolons.payload import AmbiguousEnvelope, find_envelope
+        from eidolons.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope
 
         name = self.receiver_for(receiver)
         path = self.resolve(artifact, "artifact")
@@ -194,16 +206,13 @@ class Toolbox:
                 )
         except AmbiguousEnvelope:
             pass  # the gate refuses it with its reason
+        if not path.name.endswith(ENVELOPE_SUFFIX) and path.is_file():
+            self._check_size(path.stat().st_size, name)  # before the gate reads it whole
         result = self._gate(path, name, want_payload=True)
         if not result or result.payload is None:
             return self._refusal(result)
         payload: bytes = result.payload
-        if len(payload) > MAX_READ_BYTES:
-            return _error(
-                f"read_verified: the verified payload is {len(payload)} bytes, more than this "
-                f"tool hands over ({MAX_READ_BYTES}); read it with eidolons verify-incoming "
-                f"--as {name} --print-payload"
-            )
+        self._check_size(len(payload), name)
         env = result.envelope
         structured = {
             "status": "pass",
