@@ -156,3 +156,12 @@ def test_a_bad_timeout_refuses(
     with PostgresStore(pg.dsn(GATE_LOGIN, db)) as store:
         with pytest.raises(TraceReadError, match="EIDOLONS_TRACE_TIMEOUT_S"):
             store.latest_verdict(THREAD, MID)
+
+
+@pytest.mark.parametrize("size", [0, 1024 * 1024 + 1])
+def test_empty_or_overlong_lines_are_refused_at_the_door(pg: PgServer, db: str, size: int) -> None:
+    from eidolons.errors import TraceWriteError
+
+    with PostgresStore(pg.dsn(GATE_LOGIN, db)) as store:
+        with pytest.raises(TraceWriteError, match="line_size"):
+            store.append_lines(f"{THREAD}-size-{size}", [b"x" * size])

@@ -153,7 +153,7 @@ def test_store_init_is_idempotent(cli: Cli, pg: PgServer) -> None:
     dsn = pg.dsn(db=pg.new_database(initialised=False))
     r = cli("trace", "store", "init", "--dsn", dsn, "--grant-gate", GATE_LOGIN)
     assert r.code == 0, r.err
-    assert "schema version 2 (migrations applied: 1, 2)" in r.out
+    assert "schema version 3 (migrations applied: 1, 2, 3)" in r.out
     r = cli("trace", "store", "init", env=clean_env(EIDOLONS_TRACE_DSN=dsn))
     assert r.code == 0 and "already current" in r.out
     r = cli("trace", "store", "init")
@@ -249,7 +249,7 @@ def test_migrating_an_older_store_keeps_every_row_findable(
                 ("old", seq, prev, last),
             )
     monkeypatch.undo()
-    assert postgres.init_schema(dsn) == (2, [2])
+    assert postgres.init_schema(dsn) == (3, [2, 3])
     with postgres.PostgresStore(dsn) as store:
         found = store.find_payload(["out/old.md"])
         assert found is not None and found["n"] == 1

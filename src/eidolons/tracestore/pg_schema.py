@@ -118,6 +118,15 @@ CREATE INDEX trace_events_payload
   ON {SCHEMA}.trace_events (payload_key, thread, seq) WHERE payload_key IS NOT NULL;
 """,
     ),
+    (
+        3,
+        f"""
+-- a line longer than readers accept (eidolons.trace.MAX_LINE_BYTES) is damage: refused
+-- at the door, so a writer cannot make every reader fetch a gigabyte
+ALTER TABLE {SCHEMA}.trace_events ADD CONSTRAINT trace_events_line_size
+  CHECK (octet_length(line) BETWEEN 1 AND 1048576) NOT VALID;
+""",
+    ),
 )
 # rows written before a migration that adds an index column get it from their line bytes,
 # by the same Python rule as an append (the one UPDATE the schema ever makes, as owner)

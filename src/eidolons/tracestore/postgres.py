@@ -176,13 +176,20 @@ class PostgresStore(TraceStore):
             self._conn.close()
             self._conn = None
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+    def _read(
+        self, sql: str, params: tuple[Any, ...], stream: bool = False
+    ) -> Iterator[tuple[Any, ...]]:
+        """Rows of one query. ``stream``: row by row (a whole thread is never held in
+        memory; single-row mode costs milliseconds, so the lookups fetch at once)."""
         import psycopg
 
         try:
             with self.connection().cursor() as cur:
-                cur.execute(sql, params)
-                yield from cur
+                if stream:
+                    yield from cur.stream(sql, params)
+                else:
+                    cur.execute(sql, params)
+                    yield from cur
         except psycopg.Error as exc:
             self.close()
             raise TraceReadError(f"trace store {self.describe()}: {_reason(exc)}") from None
@@ -256,7 +263,7 @@ class PostgresStore(TraceStore):
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         sql = f"SELECT line FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq"
-        for (line,) in self._read(sql, (thread_file_name(thread_id),)):
+        for (line,) in self._read(sql, (thread_file_name(thread_id),), stream=True):
             yield bytes(line)
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
