@@ -61,7 +61,8 @@ def test_unsigned_receiver_pass_says_so_once(cli: Cli, project: Path) -> None:
     assert cli("verify-envelope", env_path, "--mode", "block").code == 0
     r = cli("verify-incoming", payload, "--as", "vigil")
     assert r.code == 0 and r.err == (
-        f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']})\n"
+        f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']}, "
+        "evidence: unsigned)\n"
         f"eidolons: {UNSIGNED_WARNING}\n"
     )
     events = _trace(project, env)

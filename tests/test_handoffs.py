@@ -171,7 +171,8 @@ def test_pass_line_names_kind_sender_and_message(cli: Cli, project: Path) -> Non
     first = r.err.splitlines()[0]
     assert (
         first
-        == f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']})"
+        == f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']}, "
+        "evidence: unsigned)"
     )
 
 

@@ -137,9 +137,14 @@ def refused_with(err: str, receiver: str, code: str, sender: str) -> bool:
 
 
 def passed_with(err: str, receiver: str, kind: str, sender: str, message_id: str) -> bool:
-    """stderr is one PASS line, then the unsigned-evidence warning."""
+    """stderr is one PASS line, then the unsigned-evidence warning (HMAC edges recompute
+    the keyed tag: unsigned+hmac)."""
+    contract = ContractSet.builtin().get(sender, receiver)
+    keyed = contract is not None and contract.trust_level == "high"  # handoff() used --hmac
+    evidence = "unsigned+hmac" if keyed else "unsigned"
     assert err == (
-        f"[{receiver}-verify-incoming] PASS: {kind} from {sender} (message {message_id})\n"
+        f"[{receiver}-verify-incoming] PASS: {kind} from {sender} (message {message_id}, "
+        f"evidence: {evidence})\n"
         f"eidolons: {UNSIGNED_WARNING}\n"
     ), err
     return True

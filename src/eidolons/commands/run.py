@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700
         snapshot = Path(private) / "payload"
         with snapshot.open("wb") as sink:
-            outcome = run_gate(envelope, root=root, mode=mode, key=key, limits=limits, sink=sink)
+            outcome = run_gate(
+                envelope, root=root, mode=mode, key=key, limits=limits, sink=sink, command="run"
+            )
         return _route(args, command, receiver, root, key, limits, outcome, snapshot)
 
 
@@ -93,6 +95,9 @@ def _route(
         )
     if args.json:
         print_json(decision.to_json())
+    if not args.json:
+        for note in decision.outcome.notes:
+            print(f"eidolons: {note}", file=sys.stderr)
     if not decision.allowed:
         if not args.json:
             print(f"eidolons run: route blocked: {decision.reason()}", file=sys.stderr)

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from eidolons._text import printable
 from eidolons.config import payload_key
-from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event
+from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event, utc_now
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
 from eidolons.evidence import HMAC, UNSIGNED_WARNING, combine
+from eidolons.receipts import build_statement, sign_statement, signing_state, write_receipt
 from eidolons.tracestore import TraceStore, open_store
 from eidolons.verify import VerificationResult, verify_envelope_file
 
@@ -45,6 +46,8 @@ class GateOutcome:
         "exit_code",
         "mode",
         "notes",
+        "receipt",
+        "receipt_path",
         "result",
         "strict",
         "trace_error",
@@ -68,6 +71,8 @@ class GateOutcome:
         self.trace_error = trace_error
         self.evidence: str | None = None  # what a pass rested on (ADR 0030); None if no pass
         self.notes: list[str] = []  # warning lines about the evidence (stderr in text mode)
+        self.receipt: dict[str, Any] | None = None  # the signed DSSE receipt (ADR 0032)
+        self.receipt_path: Path | None = None
 
     @property
     def blocked(self) -> bool:
@@ -82,6 +87,8 @@ class GateOutcome:
             **out,
             "evidence": self.evidence,
             "evidence_notes": list(self.notes),
+            "receipt": str(self.receipt_path) if self.receipt_path else None,
+            "receipt_keyid": self.receipt["signatures"][0]["keyid"] if self.receipt else None,
             "trace": self.trace_path,
         }
         if self.trace_error:
@@ -140,10 +147,13 @@ def run_gate(
     keep_payload: bool = False,
     sink: Writable | None = None,
     store: TraceStore | None = None,
+    command: str = "verify-envelope",
 ) -> GateOutcome:
-    """Verify, record the event, decide the exit code. ``sink`` receives the exact bytes
-    hashed (the route gate hands COMMAND that snapshot, never the live file). The event
-    goes to ``store``, else ``trace_file``, else the project's configured store."""
+    """Verify, sign the verdict's receipt, record the event, decide the exit code.
+    ``sink`` receives the exact bytes hashed (the route gate hands COMMAND that snapshot,
+    never the live file). The event goes to ``store``, else ``trace_file``, else the
+    project's configured store. In a project with a trust store the gate must sign:
+    without a reachable orchestrator key it says so, and block mode exits 3 (ADR 0032)."""
     start = time.monotonic_ns()
     result = verify_envelope_file(
         envelope_path,
@@ -156,13 +166,32 @@ def run_gate(
     )
     code = exit_code(result.verdict, mode, strict)
     outcome = GateOutcome(result, mode, strict, code, None)
+    now = utc_now()
+    signing = signing_state(root, now)
+    env = result.envelope
     if result:
-        env = result.envelope
         outcome.evidence = combine(HMAC if env and env.integrity_method == "hmac-sha256" else "")
-        outcome.notes.append(UNSIGNED_WARNING)
+        if signing.unsigned_mode:
+            outcome.notes.append(UNSIGNED_WARNING)
+    if signing.problem is not None:
+        outcome.notes.append(
+            f"warning: no signed receipt: {signing.problem}; receivers will refuse this "
+            "hand-off (UNVERIFIED)" + ("" if mode == "block" else "; block mode exits 3")
+        )
+        if mode == "block":
+            outcome.exit_code = EXIT_BLOCKED
+    elif signing.signer is not None:
+        doc = build_statement(result, command=command, time=now)
+        if doc is not None:
+            outcome.receipt = sign_statement(doc, signing.signer)
+            try:
+                outcome.receipt_path = write_receipt(result.envelope_path, outcome.receipt)
+            except OSError as exc:
+                outcome.notes.append(f"warning: receipt not written beside the envelope: {exc}")
+                if mode == "block":
+                    outcome.exit_code = EXIT_BLOCKED
     if not write_trace:
         return outcome
-    env = result.envelope
     own = store is None
     store = store if store is not None else open_store(root, file=trace_file)
     try:
@@ -174,6 +203,8 @@ def run_gate(
             duration_ms=elapsed_ms(start),
             root=root,
         )
+        if outcome.receipt is not None:
+            event["receipt"] = outcome.receipt
         appended = store.append(env.thread_id if env else None, event)
         outcome.trace_path = appended.location
     except TraceWriteError as exc:
@@ -201,6 +232,8 @@ def text_line(outcome: GateOutcome, color: bool = False) -> str:
     line = f"ecl verify [{verdict}] {printable(who)}: {printable(r.message)}"
     if outcome.evidence is not None:
         line += f" (evidence: {outcome.evidence})"
+    if outcome.receipt is not None:
+        line += f" [receipt {outcome.receipt['signatures'][0]['keyid'][:16]}]"
     if outcome.blocked:
         line += " [blocked]"
     if outcome.trace_error:

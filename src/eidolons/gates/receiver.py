@@ -52,11 +52,12 @@ from typing import Any
 from eidolons._text import printable
 from eidolons.config import find_handoff, payload_key
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, trace_event
+from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, trace_event, utc_now
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
-from eidolons.evidence import HMAC, UNSIGNED, UNSIGNED_WARNING, combine
+from eidolons.evidence import HMAC, SIGNED_RECEIPT, UNSIGNED, UNSIGNED_WARNING, combine
+from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
@@ -184,7 +185,8 @@ class IncomingResult:
             env = self.envelope
             kind = printable(env.artifact_kind or "?")
             line = f"{tag} PASS: {kind} from {printable(self.sender)}"
-            return [line + f" (message {printable(env.message_id or '?')})"]
+            evidence = f", evidence: {self.evidence}" if self.evidence else ""
+            return [line + f" (message {printable(env.message_id or '?')}{evidence})"]
         return [self.refusal_line(), self.reason_line()]
 
     def to_json(self) -> dict[str, Any]:
@@ -346,22 +348,44 @@ def evaluate(
         }.get(verdict, INTEGRITY_MISMATCH)
         fail(Failure(code, "integrity", message))
         integrity_failed = True
-    # 3. integrity on record
-    if env.message_id is None:
+    # 3. integrity evidence: a signed receipt with a trust store, else the record
+    try:
+        trust = load_trust_store(root)
+        store_error = None
+    except TrustStoreError as exc:
+        trust, store_error = None, str(exc)
+    receipt: Any = None  # the receipt the decision rests on (trust store only)
+    if store_error is not None:
+        fail(Failure(UNVERIFIED, "receipt", f"trust store unusable: {store_error}"))
+        integrity_failed = True
+    elif env.message_id is None:
         fail(Failure(UNVERIFIED, "record", "the envelope has no message_id to look up"))
         integrity_failed = True
     else:
         lookup = store if store is not None else open_store(root)
         try:  # the configured store only: an unreadable one refuses, never a fallback
             result.record = lookup.latest_verdict(env.thread_id, env.message_id)
-            judged = judge_record(env, result.record, envelope_sha256)
+            judged = judge_record(env, result.record, envelope_sha256) if trust is None else None
         except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
             judged = UNVERIFIED, f"the trace cannot be read: {exc}"
+            result.record = None
         finally:
             if lookup is not store:
                 lookup.close()
+        if trust is not None:
+            from eidolons.receipts import receiver_evidence
+
+            receipt, judged, seen = receiver_evidence(
+                envelope_path,
+                result.record,
+                trust,
+                utc_now(),
+                message_id=env.message_id,
+                envelope_sha256=envelope_sha256,
+            )
+            result.extra["receipts"] = [j.to_dict() for j in seen]
         if judged is not None:
-            fail(Failure(judged[0], "record", judged[1]))
+            fail(Failure(judged[0], "receipt" if trust is not None else "record", judged[1]))
             integrity_failed = True
 
     # 4. recompute now. Whatever bytes the gate reads it hashes, and only bytes that match
@@ -397,6 +421,10 @@ def evaluate(
         result.payload_path = check.payload_path
         if check.verdict is not Verdict.PASS or check.digest is None:
             fail(Failure(INTEGRITY_MISMATCH, check_name, f"[{check.verdict}] {check.message}"))
+            return None
+        if receipt is not None and receipt.subject_sha256 != check.digest.sha256:
+            why = "the signed receipt is for other payload bytes"
+            fail(Failure(INTEGRITY_MISMATCH, "receipt", why))
             return None
         return check.digest.data if is_the_artefact(check.payload_real) else None
 
@@ -460,8 +488,10 @@ def evaluate(
         result.status = "pass"
         result.payload = payload
         hmac_checked = env.integrity_method == "hmac-sha256" and payload is not None
-        result.evidence = combine(UNSIGNED, HMAC if hmac_checked else "")
-        result.notes.append(UNSIGNED_WARNING)
+        record_kind = SIGNED_RECEIPT if receipt is not None else UNSIGNED
+        result.evidence = combine(record_kind, HMAC if hmac_checked else "")
+        if trust is None:
+            result.notes.append(UNSIGNED_WARNING)
     return result
 
 

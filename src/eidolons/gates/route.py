@@ -46,6 +46,8 @@ class RouteDecision:
             self.outcome.mode == "block" and not self.outcome.result
         ):
             r = self.outcome.result
+            if r and self.outcome.receipt is None and self.outcome.notes:
+                return f"orchestrator gate [{r.verdict}] but {self.outcome.notes[-1]}"
             return f"orchestrator gate [{r.verdict}] {r.message}"
         if self.incoming is not None and not self.incoming:
             if self.incoming.failures:

@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -294,6 +293,8 @@ def load_trust_store(root: Path) -> TrustStore | None:
 
 def atomic_write(path: Path, data: bytes, mode: int) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename (never half a file)."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=path.parent)
     try:

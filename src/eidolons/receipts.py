@@ -1,0 +1,290 @@
+"""Signed gate receipts: signing a verdict, and deciding on the receipts a receiver finds
+(ADRs 0032, 0033). The statement itself is :mod:`eidolons.ecl.receipt` (pure).
+
+Rules:
+
+- The orchestrator gate signs each verdict with the newest active orchestrator key it can
+  reach (:mod:`eidolons.keys.signer`); the receipt goes into the trace event (``receipt``)
+  and beside the envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
+- A receiver with a trust store accepts as integrity evidence only a receipt whose DSSE
+  signature verifies under an orchestrator key of the trust store that is active *now*
+  (not revoked, not expired), and whose statement vouches for this envelope's exact bytes
+  and this payload's digest (:func:`eidolons.ecl.receipt.judge_statement`). It looks at the
+  sidecar receipt and at the receipt of the latest orchestrator event for the message in
+  the trace; among the receipts that verify and name these envelope bytes, the one signed
+  latest decides. Nothing else is evidence: an unsigned line, a receipt signed by any other
+  key, a receipt for other bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from eidolons.ecl.receipt import (
+    PAYLOAD_TYPE,
+    RECEIPT_GATE,
+    judge_statement,
+    parse_statement,
+    statement,
+    statement_bytes,
+)
+from eidolons.keys.store import ORCHESTRATOR, TrustStore, ts_key
+
+RECEIPT_SUFFIX = ".receipt.json"
+MAX_RECEIPT_BYTES = 256 * 1024
+UNVERIFIED = "UNVERIFIED"
+INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
+
+
+def receipt_path(envelope_path: Path) -> Path:
+    """``<stem>.receipt.json`` beside ``<stem>.envelope.json``."""
+    from eidolons.payload import ENVELOPE_SUFFIX
+
+    name = envelope_path.name
+    stem = name[: -len(ENVELOPE_SUFFIX)] if name.endswith(ENVELOPE_SUFFIX) else name
+    return envelope_path.with_name(stem + RECEIPT_SUFFIX)
+
+
+def build_statement(result: Any, *, command: str, time: str) -> dict[str, Any] | None:
+    """The statement for one :class:`eidolons.verify.VerificationResult`; None when there
+    are no bytes to attest (an envelope that could not even be read)."""
+    from eidolons.ecl.events import TOOL, agent_label
+
+    env = result.envelope
+    if result.digest is not None and env is not None:
+        name, sha = env.artifact_path, result.digest.sha256
+    elif result.envelope_sha256 is not None:
+        name, sha = str(result.envelope_path), result.envelope_sha256
+    else:
+        return None
+    predicate = {
+        "message_id": env.message_id if env else None,
+        "thread_id": env.thread_id if env else None,
+        "from": agent_label(env.sender.eidolon, env.sender.version) if env else None,
+        "to": agent_label(env.recipient.eidolon, env.recipient.version) if env else None,
+        "performative": env.performative if env else None,
+        "integrity": {
+            "method": env.integrity_method if env else None,
+            "value": env.integrity_value if env else None,
+        },
+        "envelope_sha256": result.envelope_sha256,
+        "verdict": str(result.verdict),
+        "failure_code": result.failure_code,
+        "gate": RECEIPT_GATE,
+        "command": command,
+        "time": time,
+        "verifier": TOOL,
+    }
+    return statement(subject_name=name, subject_sha256=sha, predicate=predicate)
+
+
+def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
+    from eidolons.keys.dsse import sign_envelope
+
+    return sign_envelope(PAYLOAD_TYPE, statement_bytes(doc), signer)
+
+
+def write_receipt(envelope_path: Path, receipt: dict[str, Any]) -> Path:
+    import json
+
+    from eidolons.keys.store import atomic_write
+
+    path = receipt_path(envelope_path)
+    data = (json.dumps(receipt, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+    atomic_write(path, data, 0o666 & ~_umask())
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def read_receipt(envelope_path: Path) -> tuple[Any, str | None]:
+    """(document, None), (None, None) when there is no sidecar receipt, or (None, why)."""
+    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.errors import EnvelopeError, InputError
+    from eidolons.payload import read_envelope_bytes
+
+    path = receipt_path(envelope_path)
+    if not os.path.lexists(path):
+        return None, None
+    try:
+        return loads_strict(read_envelope_bytes(path, MAX_RECEIPT_BYTES)), None
+    except (InputError, EnvelopeError) as exc:
+        return None, f"receipt {path.name} unreadable: {exc}"
+
+
+class Judged:
+    """One receipt judged: ``problem`` is None when it vouches for this hand-off."""
+
+    __slots__ = ("keyid", "names_envelope", "problem", "source", "subject_sha256", "time")
+
+    def __init__(
+        self,
+        source: str,
+        problem: tuple[str, str] | None,
+        keyid: str | None = None,
+        time: str | None = None,
+        names_envelope: bool = False,
+    ) -> None:
+        self.source = source
+        self.problem = problem
+        self.keyid = keyid
+        self.time = time
+        self.names_envelope = names_envelope  # trusted, and for these exact envelope bytes
+        self.subject_sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "keyid": self.keyid,
+            "time": self.time,
+            "ok": self.problem is None,
+            "code": self.problem[0] if self.problem else None,
+            "reason": self.problem[1] if self.problem else None,
+        }
+
+
+def judge_receipt(
+    doc: Any,
+    source: str,
+    store: TrustStore,
+    now: str,
+    *,
+    message_id: str | None,
+    envelope_sha256: str,
+    payload_sha256: str | None,
+) -> Judged:
+    """Verify one receipt against the trust store and judge its statement."""
+    from eidolons.keys.dsse import DsseError, verify_envelope
+
+    known = {k.keyid: k.public_raw for k in store.keys if k.role == ORCHESTRATOR}
+    try:
+        body, accepted = verify_envelope(doc, known, [PAYLOAD_TYPE])
+    except DsseError as exc:
+        return Judged(source, (UNVERIFIED, f"the {source} receipt is malformed: {exc}"))
+    if not accepted:
+        return Judged(
+            source,
+            (UNVERIFIED, f"the {source} receipt is not signed by any orchestrator key "
+             "in the trust store (self-minted or forged)"),
+        )  # fmt: skip
+    live = [k for k in accepted if store.get(k).status(now) == "active"]  # type: ignore[union-attr]
+    if not live:
+        key = store.get(accepted[0])
+        status = key.status(now) if key else "unknown"
+        when = (key.revoked if status == "revoked" else key.not_after) if key else None
+        return Judged(
+            source,
+            (UNVERIFIED, f"the {source} receipt is signed by orchestrator key "
+             f"{accepted[0][:16]}, {status}" + (f" since {when}" if when else "")),
+            accepted[0],
+        )  # fmt: skip
+    doc_stmt = parse_statement(body)
+    if doc_stmt is None:
+        return Judged(source, (UNVERIFIED, f"the {source} receipt holds no eidolons statement"))
+    pred = doc_stmt["predicate"]
+    time = pred.get("time")
+    problem = judge_statement(
+        doc_stmt,
+        message_id=message_id,
+        envelope_sha256=envelope_sha256,
+        payload_sha256=payload_sha256,
+    )
+    names = (
+        pred.get("gate") == RECEIPT_GATE
+        and pred.get("envelope_sha256") == envelope_sha256
+        and pred.get("message_id") == message_id
+    )
+    judged = Judged(source, problem, live[0], time if isinstance(time, str) else None, names)
+    judged.subject_sha256 = doc_stmt["subject"][0]["digest"]["sha256"]
+    return judged
+
+
+def decide(judged: list[Judged]) -> tuple[Judged | None, tuple[str, str] | None]:
+    """(the receipt that decides, None) or (None, the refusal). Among the trusted receipts
+    for these exact envelope bytes the one signed latest decides (a signed fail, or a
+    receipt for other payload bytes, refuses); failing that, a trusted receipt for other
+    bytes (INTEGRITY_MISMATCH) tells more than an untrusted one (UNVERIFIED)."""
+    relevant = [j for j in judged if j.names_envelope]
+    if relevant:
+        latest = max(relevant, key=lambda j: ts_key(j.time) if j.time else "")
+        return (latest, None) if latest.problem is None else (None, latest.problem)
+    problems = [j.problem for j in judged if j.problem is not None]
+    if not problems:
+        return None, (UNVERIFIED, "no signed receipt for this hand-off (sidecar or trace)")
+    problems.sort(key=lambda p: 0 if p[0] == INTEGRITY_MISMATCH else 1)
+    return None, problems[0]
+
+
+class SigningState:
+    """What the orchestrator gate can sign with in this project.
+
+    ``store`` None and ``problem`` None: no trust store (unsigned mode). ``signer`` None
+    with a ``problem``: a trust store the gate cannot produce evidence for (no reachable
+    key, an unsafe key file, a broken store): say so, and block mode exits 3."""
+
+    __slots__ = ("problem", "signer", "store")
+
+    def __init__(self, store: TrustStore | None, signer: Any = None, problem: str | None = None):
+        self.store = store
+        self.signer = signer
+        self.problem = problem
+
+    @property
+    def unsigned_mode(self) -> bool:
+        return self.store is None and self.problem is None
+
+
+def signing_state(root: Path, now: str) -> SigningState:
+    """Load the trust store and, only if there is one, the orchestrator's signer (the
+    ``cryptography`` import happens here, never in unsigned mode)."""
+    from eidolons.errors import EidolonsError
+    from eidolons.keys.store import TrustStoreError, load_trust_store
+
+    try:
+        store = load_trust_store(root)
+    except TrustStoreError as exc:
+        return SigningState(None, None, f"trust store unusable: {exc}")
+    if store is None:
+        return SigningState(None)
+    from eidolons.keys.signer import NoSigner, find_signer
+
+    try:
+        return SigningState(store, find_signer(store, ORCHESTRATOR, root, now))
+    except NoSigner as exc:
+        return SigningState(store, None, str(exc))
+    except EidolonsError as exc:  # an unsafe or unreadable key file: never signed with
+        return SigningState(store, None, str(exc))
+
+
+def receiver_evidence(
+    envelope_path: Path,
+    record: dict[str, Any] | None,
+    store: TrustStore,
+    now: str,
+    *,
+    message_id: str | None,
+    envelope_sha256: str,
+) -> tuple[Judged | None, tuple[str, str] | None, list[Judged]]:
+    """Judge the sidecar receipt and the trace record's receipt; then :func:`decide`."""
+    judged: list[Judged] = []
+    sidecar, problem = read_receipt(envelope_path)
+    if problem is not None:
+        judged.append(Judged("sidecar", (UNVERIFIED, problem)))
+    kw: dict[str, Any] = {"message_id": message_id, "envelope_sha256": envelope_sha256}
+    if sidecar is not None:
+        judged.append(judge_receipt(sidecar, "sidecar", store, now, payload_sha256=None, **kw))
+    if record is not None and record.get("receipt") is not None:
+        judged.append(
+            judge_receipt(record["receipt"], "trace", store, now, payload_sha256=None, **kw)
+        )
+    elif record is not None and not judged:
+        why = "the verify_pass on record is unsigned (hand-written, or minted without the key)"
+        judged.append(Judged("trace", (UNVERIFIED, why)))
+    chosen, refusal = decide(judged)
+    return chosen, refusal, judged

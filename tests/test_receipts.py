@@ -1,0 +1,356 @@
+"""Signed gate receipts (ADR 0032) and the receiver that accepts only evidence it can check
+(ADR 0033). Every attack of issue 9 that a receipt answers is here, refused."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eidolons.ecl.receipt import PREDICATE_TYPE, STATEMENT_TYPE, statement_bytes
+from eidolons.evidence import UNSIGNED_WARNING
+from eidolons.keys.crypto import Signer
+from eidolons.keys.dsse import sign_envelope, verify_envelope
+from eidolons.keys.store import load_trust_store
+from tests.conftest import Run, clean_env, emit_cmd, read_trace, run_cli
+
+BODY = "# Report\n\n## Decision target\nWhere does install.sh race?\n"
+
+
+class Project:
+    """A signed project: the orchestrator's key under XDG_CONFIG_HOME, outside the root."""
+
+    def __init__(self, root: Path, config: Path) -> None:
+        self.root = root
+        self.env = clean_env(XDG_CONFIG_HOME=str(config))
+        self.keyless = clean_env(XDG_CONFIG_HOME=str(config.parent / "agent-config"))
+
+    def cli(
+        self, *args: str | Path, env: dict[str, str] | None = None, root: Path | None = None
+    ) -> Run:
+        where = root or self.root
+        return run_cli(*args, "--root", where, cwd=where, env=env or self.env)
+
+    def emit(
+        self, name: str = "handoff/scout-report.md", body: str = BODY, *extra: str
+    ) -> tuple[Path, Path]:
+        payload = self.root / name
+        payload.parent.mkdir(parents=True, exist_ok=True)
+        payload.write_text(body)
+        r = self.cli(*emit_cmd(payload, "--json", *extra, performative="PROPOSE"), env=self.keyless)
+        assert r.code == 0, r.err
+        return payload, Path(r.json()["envelope_path"])
+
+    def verify(self, envelope: Path, *extra: str, env: dict[str, str] | None = None) -> Run:
+        return self.cli("verify-envelope", envelope, *extra, env=env)
+
+    def incoming(self, payload: Path, *extra: str, root: Path | None = None) -> Run:
+        return self.cli(
+            "verify-incoming", payload, "--as", "vigil", "--no-memory", *extra, root=root
+        )
+
+
+@pytest.fixture
+def signed(project: Path, tmp_path: Path) -> Project:
+    p = Project(project, tmp_path / "orchestrator-config")
+    assert p.cli("keys", "init").code == 0
+    return p
+
+
+def refusal(code: str) -> str:
+    return f"[vigil-verify-incoming] REFUSE: {code} from atlas"
+
+
+def receipt_file(envelope: Path) -> Path:
+    return envelope.with_name(envelope.name.replace(".envelope.json", ".receipt.json"))
+
+
+def statement_of(receipt: dict[str, object]) -> dict[str, object]:
+    return json.loads(base64.b64decode(str(receipt["payload"])))  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------------ the orchestrator
+
+
+def test_each_verdict_is_a_signed_in_toto_receipt(signed: Project) -> None:
+    _, envelope = signed.emit()
+    r = signed.verify(envelope, "--mode", "block")
+    assert r.code == 0, r.err
+    lines = r.err.splitlines()
+    assert len(lines) == 1 and "(evidence: unsigned) [receipt " in lines[0]  # no warning line
+    event = read_trace(next((signed.root / ".eidolons/.trace").glob("*.jsonl")))[-1]
+    receipt = event["receipt"]
+    assert receipt == json.loads(receipt_file(envelope).read_text())
+    assert receipt["payloadType"] == "application/vnd.in-toto+json"
+    store = load_trust_store(signed.root)
+    assert store is not None
+    keys = {k.keyid: k.public_raw for k in store.keys}
+    body, accepted = verify_envelope(receipt, keys, ["application/vnd.in-toto+json"])
+    assert accepted == [store.keys[0].keyid]
+    st = json.loads(body)
+    env = json.loads(envelope.read_bytes())
+    assert st["_type"] == STATEMENT_TYPE and st["predicateType"] == PREDICATE_TYPE
+    assert st["subject"] == [
+        {"name": env["artifact"]["path"], "digest": {"sha256": env["integrity"]["value"]}}
+    ]
+    pred = st["predicate"]
+    import hashlib
+
+    assert pred["envelope_sha256"] == hashlib.sha256(envelope.read_bytes()).hexdigest()
+    assert pred["message_id"] == env["message_id"] and pred["thread_id"] == env["thread_id"]
+    assert pred["from"] == "atlas@n/a" and pred["to"] == "vigil@n/a"
+    assert pred["performative"] == "PROPOSE"
+    assert pred["integrity"] == {"method": "sha256", "value": env["integrity"]["value"]}
+    assert pred["verdict"] == "pass" and pred["failure_code"] is None
+    assert pred["gate"] == "orchestrator" and pred["command"] == "verify-envelope"
+    assert pred["time"].endswith("Z") and pred["verifier"].startswith("eidolons@")
+    doc = signed.verify(envelope, "--mode", "block", "--json").json()
+    assert doc["receipt"] == str(receipt_file(envelope)) and doc["receipt_keyid"] in keys
+
+
+def test_a_refusal_is_signed_too(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    payload.write_text("rewritten\n")
+    assert signed.verify(envelope, "--mode", "block").code == 3
+    pred = statement_of(json.loads(receipt_file(envelope).read_text()))["predicate"]
+    assert pred["verdict"] == "tamper" and pred["failure_code"] == "INTEGRITY_MISMATCH"  # type: ignore[index]
+
+
+def test_route_gate_signs_its_verdict(signed: Project) -> None:
+    _, envelope = signed.emit()
+    r = signed.cli("run", "--verify", envelope, "--mode", "block", "--json")
+    assert r.code == 0, r.err
+    pred = statement_of(json.loads(receipt_file(envelope).read_text()))["predicate"]
+    assert pred["command"] == "run" and pred["verdict"] == "pass"  # type: ignore[index]
+
+
+def test_trust_store_without_a_reachable_key_says_so_and_blocks(signed: Project) -> None:
+    _, envelope = signed.emit()
+    for _ in range(2):  # on every run
+        r = signed.verify(envelope, "--mode", "block", env=signed.keyless)
+        assert r.code == 3 and "no signed receipt" in r.err and "UNVERIFIED" in r.err
+    assert not receipt_file(envelope).exists()
+    warn = signed.verify(envelope, "--mode", "warn", env=signed.keyless)
+    assert warn.code == 0 and "no signed receipt" in warn.err and "block mode exits 3" in warn.err
+    blocked = signed.cli("run", "--verify", envelope, "--mode", "block", env=signed.keyless)
+    assert blocked.code == 3 and "route blocked" in blocked.err
+
+
+def test_unreadable_trust_store_fails_closed_at_both_gates(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    (signed.root / ".eidolons/trust.json").write_text("{not json")
+    assert signed.verify(envelope, "--mode", "block").code == 3
+    r = signed.incoming(payload)
+    assert r.code == 3 and r.err.splitlines()[0] == refusal("UNVERIFIED")
+    assert "trust store unusable" in r.err.splitlines()[1]
+
+
+# ------------------------------------------------------------------------------ the receiver
+
+
+def test_receiver_accepts_a_signed_receipt(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    r = signed.incoming(payload)
+    assert r.code == 0 and r.err.splitlines() == [  # signed: no unsigned warning
+        f"[vigil-verify-incoming] PASS: scout-report from atlas (message "
+        f"{json.loads(envelope.read_bytes())['message_id']}, evidence: signed-receipt)"
+    ], r.err
+    doc = signed.incoming(payload, "--json").json()
+    assert doc["evidence"] == "signed-receipt" and doc["evidence_notes"] == []
+    assert [j["ok"] for j in doc["receipts"]] == [True, True]  # sidecar and trace agree
+    events = read_trace(next((signed.root / ".eidolons/.trace").glob("*.jsonl")))
+    assert events[-2]["event"] == "verify_pass" and events[-2]["evidence"] == "signed-receipt"
+
+
+def _attack_trace_line(signed: Project, envelope: Path) -> None:
+    """What an agent can write: a perfect copy of a pass line, minus the signature."""
+    import hashlib
+
+    env = json.loads(envelope.read_bytes())
+    line = {
+        "ts": "2026-12-01T00:00:00.000Z", "event": "verify_pass",
+        "message_id": env["message_id"], "thread_id": env["thread_id"],
+        "from": "atlas@n/a", "to": "vigil@n/a", "performative": "PROPOSE",
+        "integrity_method": "sha256", "gate": "orchestrator", "verdict": "pass",
+        "integrity_value": env["integrity"]["value"], "payload_sha256": env["integrity"]["value"],
+        "envelope_sha256": hashlib.sha256(envelope.read_bytes()).hexdigest(),
+        "verifier": "eidolons@0.1.0", "evidence": "unsigned",
+    }  # fmt: skip
+    trace = signed.root / ".eidolons/.trace" / f"{env['thread_id']}.jsonl"
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    with trace.open("a") as fh:
+        fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+def test_attack_hand_written_pass_is_refused(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    _attack_trace_line(signed, envelope)
+    r = signed.incoming(payload, "--print-payload")
+    assert r.code == 3 and r.out == ""
+    assert r.err.splitlines() == [
+        refusal("UNVERIFIED"),
+        "[vigil-verify-incoming] reason: the verify_pass on record is unsigned "
+        "(hand-written, or minted without the key)",
+    ]
+
+
+def test_attack_self_minted_pass_is_refused(signed: Project) -> None:
+    """The agent in the middle rewrites the payload, re-emits the envelope and runs the
+    orchestrator gate itself: without the key it mints an unsigned pass, refused."""
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    payload.write_text(BODY + "\nrm -rf / # injected\n")
+    signed.cli(*emit_cmd(payload, "--force", performative="PROPOSE"), env=signed.keyless)
+    minted = signed.verify(envelope, "--mode", "warn", env=signed.keyless)
+    assert minted.code == 0  # the agent's own run "passes"...
+    r = signed.incoming(payload, "--print-payload")
+    assert r.code == 3 and r.out == ""  # ...and the receiver refuses it
+    assert r.err.splitlines()[0] == refusal("INTEGRITY_MISMATCH")
+    assert "other envelope bytes" in r.err.splitlines()[1]
+    receipt_file(envelope).unlink()  # no old receipt at all: the unsigned pass alone
+    r = signed.incoming(payload)
+    assert r.err.splitlines()[0] == refusal("UNVERIFIED") and "unsigned" in r.err.splitlines()[1]
+
+
+def test_attack_receipt_signed_by_an_untrusted_key_is_refused(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    genuine = json.loads(receipt_file(envelope).read_text())
+    forged = sign_envelope(
+        genuine["payloadType"], base64.b64decode(genuine["payload"]), Signer.generate()
+    )
+    receipt_file(envelope).write_text(json.dumps(forged))
+    trace = next((signed.root / ".eidolons/.trace").glob("*.jsonl"))
+    trace.write_text("")  # only the forged sidecar is left
+    r = signed.incoming(payload)
+    assert r.code == 3 and r.err.splitlines()[0] == refusal("UNVERIFIED")
+    assert "not signed by any orchestrator key in the trust store" in r.err.splitlines()[1]
+
+
+def test_attack_receipt_for_other_bytes_is_refused(signed: Project) -> None:
+    _, first_env = signed.emit("a/one.md")
+    other, other_env = signed.emit("b/two.md", BODY + "other\n")
+    assert signed.verify(first_env, "--mode", "block").code == 0
+    shutil.copy(receipt_file(first_env), receipt_file(other_env))  # a genuine receipt, wrong bytes
+    r = signed.incoming(other)
+    assert r.code == 3 and r.err.splitlines()[0] == refusal("INTEGRITY_MISMATCH")
+    assert "other envelope bytes" in r.err.splitlines()[1]
+
+
+def test_attack_receipt_naming_other_payload_bytes_is_refused(
+    signed: Project, tmp_path: Path
+) -> None:
+    """A receipt signed by the real key for these envelope bytes but another payload digest
+    (as no gate writes for a pass) still does not vouch for the payload read."""
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    genuine = json.loads(receipt_file(envelope).read_text())
+    st = statement_of(genuine)
+    st["subject"][0]["digest"]["sha256"] = "0" * 64  # type: ignore[index]
+    key_file = next((tmp_path / "orchestrator-config/eidolons/keys").glob("*.pem"))
+    resigned = sign_envelope(
+        genuine["payloadType"], statement_bytes(st), Signer.from_pem(key_file.read_bytes())
+    )
+    receipt_file(envelope).write_text(json.dumps(resigned))
+    (next((signed.root / ".eidolons/.trace").glob("*.jsonl"))).write_text("")
+    r = signed.incoming(payload)
+    assert r.code == 3 and r.err.splitlines() == [
+        refusal("INTEGRITY_MISMATCH"),
+        "[vigil-verify-incoming] reason: the signed receipt is for other payload bytes",
+    ]
+
+
+def test_attack_revoked_key_is_refused_from_the_moment_of_revocation(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    assert signed.incoming(payload).code == 0
+    keyid = load_trust_store(signed.root).keys[0].keyid  # type: ignore[union-attr]
+    assert signed.cli("keys", "revoke", keyid).code == 0
+    r = signed.incoming(payload)
+    assert r.code == 3 and r.err.splitlines()[0] == refusal("UNVERIFIED")
+    assert f"orchestrator key {keyid[:16]}, revoked since" in r.err.splitlines()[1]
+    # and a revoked key signs nothing new
+    assert signed.verify(envelope, "--mode", "block").code == 3
+
+
+def test_attack_expired_key_is_refused(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    store = load_trust_store(signed.root)
+    assert store is not None
+    store.keys[0].not_after = "2026-01-01T00:00:00Z"
+    store.keys[0].created = "2025-01-01T00:00:00Z"
+    store.save()
+    r = signed.incoming(payload)
+    assert r.code == 3 and r.err.splitlines()[0] == refusal("UNVERIFIED")
+    assert "expired since 2026-01-01T00:00:00Z" in r.err.splitlines()[1]
+
+
+def test_rotation_keeps_new_receipts_valid(signed: Project) -> None:
+    payload, envelope = signed.emit()
+    assert signed.cli("keys", "rotate").code == 0
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    assert signed.incoming(payload).code == 0
+
+
+# ------------------------------------------------------------------------------ cross-host
+
+
+def _ship(signed: Project, payload: Path, envelope: Path, dest: Path) -> Path:
+    """A fresh root on another host: payload, envelope, receipt and trust store only."""
+    (dest / ".eidolons").mkdir(parents=True)
+    for f in (payload, envelope, receipt_file(envelope)):
+        target = dest / f.relative_to(signed.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, target)
+    shutil.copy(signed.root / ".eidolons/trust.json", dest / ".eidolons/trust.json")
+    return dest / payload.relative_to(signed.root)
+
+
+@pytest.mark.parametrize("attack", ["none", "payload", "envelope", "receipt", "revoked"])
+def test_cross_host_decides_as_on_the_orchestrator_host(
+    signed: Project, tmp_path: Path, attack: str
+) -> None:
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    if attack == "payload":
+        payload.write_text("rewritten\n")
+    elif attack == "envelope":
+        doc = json.loads(envelope.read_text())
+        doc["performative"] = "INFORM"
+        envelope.write_text(json.dumps(doc, indent=2))
+    elif attack == "receipt":  # the agent rewrites every copy it can reach: sidecar and trace
+        for f in (receipt_file(envelope), *(signed.root / ".eidolons/.trace").glob("*.jsonl")):
+            text = f.read_text().replace('"sig": "', '"sig": "AA').replace('"sig":"', '"sig":"AA')
+            f.write_text(text)
+    elif attack == "revoked":
+        keyid = load_trust_store(signed.root).keys[0].keyid  # type: ignore[union-attr]
+        assert signed.cli("keys", "revoke", keyid).code == 0
+    remote = _ship(signed, payload, envelope, tmp_path / "receiver-host")
+    here = signed.incoming(payload, "--json", "--no-reverify").json()
+    there_run = signed.incoming(remote, "--json", "--no-reverify", root=tmp_path / "receiver-host")
+    there = there_run.json()
+    for key in ("status", "failure_code", "evidence"):
+        assert here[key] == there[key], (key, here, there)
+    here_full = signed.incoming(payload, "--json").json()
+    there_full = signed.incoming(remote, "--json", root=tmp_path / "receiver-host").json()
+    assert (here_full["status"], here_full["failure_code"]) == (
+        there_full["status"],
+        there_full["failure_code"],
+    )
+    assert (there_full["status"] == "pass") == (attack == "none")
+
+
+def test_unsigned_project_keeps_todays_mode(project: Path) -> None:
+    p = Project(project, project.parent / "no-keys")
+    payload, envelope = p.emit()
+    assert p.verify(envelope, "--mode", "block").code == 0
+    r = p.incoming(payload)
+    assert r.code == 0 and r.err.splitlines()[1:] == [f"eidolons: {UNSIGNED_WARNING}"]
+    assert "evidence: unsigned)" in r.err.splitlines()[0]
+    assert not receipt_file(envelope).exists()
