@@ -7,6 +7,8 @@
   and exit codes for envelope PATHs; see :mod:`eidolons.commands._trace_chain`).
 - ``list``: the project's threads, newest first, with hop count and refusals.
 - ``report PATH...``: one self-contained HTML page of the chain (``-o FILE``).
+- ``export --otlp URL [THREAD...]``: one OpenTelemetry span per hand-off over OTLP/HTTP
+  (:mod:`eidolons.commands._trace_export`).
 - ``store init``, ``export --to postgres``, ``import``: the shared PostgreSQL store
   (:mod:`eidolons.commands._trace_store`).
 
@@ -98,8 +100,21 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="ROLE",
         help="grant eidolons_orchestrator (may record orchestrator verdicts); repeatable",
     )
-    export = sub.add_parser("export", help="copy the project's JSONL trace to another store")
-    export.add_argument("--to", required=True, choices=["postgres"], help="the target store")
+    export = sub.add_parser(
+        "export",
+        help="copy the project's JSONL trace to another store, or send it as OTLP spans",
+    )
+    target = export.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to", choices=["postgres"], help="the target store")
+    target.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="send one span per hand-off to this OTLP/HTTP traces endpoint "
+        "(e.g. http://127.0.0.1:4318/v1/traces)",
+    )
+    export.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="--otlp: seconds (default 10)"
+    )
     export.add_argument("threads", nargs="*", metavar="THREAD", help="default: every thread")
     export.add_argument("--dsn", help=f"the target's {dsn}")
     export.add_argument("--root", metavar="DIR", help="project root (default: discovered)")
@@ -116,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.errors import EidolonsError
 
     try:
+        if args.trace_command == "export" and args.otlp is not None:
+            from eidolons.commands._trace_export import run_export
+
+            return run_export(args)
         if args.trace_command in ("store", "export", "import"):
             from eidolons.commands._trace_store import run_store
 
