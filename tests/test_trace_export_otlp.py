@@ -23,7 +23,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # a [dev
 from tests.conftest import Run, clean_env
 from tests.test_trace_chain import IDS, THREAD, build_chain
 
-
 Cli = Callable[..., Run]
 
 
