@@ -51,14 +51,14 @@ def mcp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _session(root: Path, *options: str) -> Iterator[McpSession]:
+def _session(root: Path, *options: str, **env: str) -> Iterator[McpSession]:
     from anyio.from_thread import start_blocking_portal
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "eidolons", "mcp", "serve", "--root", str(root), *options],
-        env={"EIDOLONS_MEMORY": "local"},
+        env={"EIDOLONS_MEMORY": "local", **env},
     )
     with start_blocking_portal() as portal:
         client_cm = Client(params, read_timeout_seconds=CALL_TIMEOUT)
@@ -73,7 +73,7 @@ def bound(mcp_root: Path) -> Iterator[McpSession]:
 
 @pytest.fixture(scope="module")
 def unbound(mcp_root: Path) -> Iterator[McpSession]:
-    yield from _session(mcp_root)
+    yield from _session(mcp_root, ECL_HMAC_KEY="the-orchestrators-key")
 
 
 class Handoff:

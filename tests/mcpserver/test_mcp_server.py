@@ -261,6 +261,25 @@ def test_emit_as_the_bound_receiver(bound: McpSession, mcp_root: Path) -> None:
     assert again.is_error is True and "exists" in texts(again)
 
 
+def test_unbound_emit_never_tags_with_the_servers_hmac_key(
+    unbound: McpSession, mcp_root: Path
+) -> None:
+    payload = mcp_root / "handoffs" / "forged.md"
+    payload.write_text("# Forged\n", encoding="utf-8")
+    arguments = {
+        "payload": "handoffs/forged.md",
+        "to": "vigil@1.9.0",
+        "performative": "INFORM",
+        "kind": "scout-report",
+        "objective": "o",
+        "sender": "atlas@1.4.2",
+        "hmac": True,
+    }
+    r = unbound.call("emit", arguments)
+    assert r.is_error is True and "only a server bound to the sender" in texts(r)
+    assert not (mcp_root / "handoffs" / "forged.envelope.json").exists()
+
+
 def test_trace_check_and_contracts_tools(unbound: McpSession, mcp_root: Path) -> None:
     h = make_handoff(mcp_root)
     r = unbound.call("trace_show", {"thread": h.thread})

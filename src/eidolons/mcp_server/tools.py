@@ -19,9 +19,11 @@ public method takes the tool's arguments as the client sent them and returns a
    record, only for an ECL hand-off (a file without an envelope is refused: this tool is
    not a general file reader), and at most :data:`MAX_READ_BYTES`. A refusal is an error
    whose text starts with the gate's REFUSE line and contains none of the payload.
-5. **verify_envelope is read-only**: it computes the orchestrator gate's verdict but never
-   records it, so no agent can use this server to mint the orchestrator's ``verify_pass``
-   (ADR 0053). The orchestrator records with ``eidolons verify-envelope --block``.
+5. **No evidence for the caller** (ADR 0053): verify_envelope computes the orchestrator
+   gate's verdict but never records it, so no agent can use this server to mint the
+   orchestrator's ``verify_pass`` (the orchestrator records with ``eidolons verify-envelope
+   --block``); emit tags with ``ECL_HMAC_KEY`` only when bound, as the bound sender; the
+   server signs nothing.
 6. **Errors are replies** (``is_error``), one line, never a traceback; an unexpected
    exception is an error too (fail closed), logged on stderr.
 """
@@ -340,6 +342,11 @@ class Toolbox:
             )
         recipient = parse_agent(to, "to")
         key = None
+        if hmac and self.bound is None:  # ADR 0053: the key must not tag for any caller
+            raise ToolInputError(
+                "hmac: only a server bound to the sender (--as) tags with ECL_HMAC_KEY; an "
+                "unbound server would tag any caller's payload"
+            )
         if hmac:
             key = hmac_key(os.environ)
             if key is None:
