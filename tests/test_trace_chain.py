@@ -4,10 +4,8 @@ shapes, flags and exit codes for envelope PATHs) minus its bugs, and the thread 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -294,24 +292,33 @@ def test_follow_is_bounded_by_events_and_idle_time(cli: Cli, project: Path) -> N
 
 
 def test_follow_prints_events_appended_while_it_runs(cli: Cli, project: Path) -> None:
+    """A real process: the events on file are printed first, then one appended after
+    they were read, and only then does it stop (after that many events)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import clean_env
+
     thread = _verified_thread(cli, project)
     trace = project / ".eidolons" / ".trace" / f"{thread}.jsonl"
     before = len(read_trace(trace))
-    got: dict[str, Any] = {}
-
-    def follow() -> None:
-        got["run"] = cli(
-            "trace", "show", str(trace), "--follow", "--json", "--max-events", str(before + 1),
-            "--idle-timeout", "30",
-        )  # fmt: skip
-
-    worker = threading.Thread(target=follow)
-    worker.start()
-    append_event(trace, {"event": "note", "message_id": "late", "ts": "x"})
-    worker.join(30)
-    assert not worker.is_alive()
-    lines = got["run"].out.splitlines()
-    assert len(lines) == before + 1 and json.loads(lines[-1])["message_id"] == "late"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eidolons", "trace", "show", thread, "--follow", "--json",
+         "--max-events", str(before + 1), "--idle-timeout", "20"],
+        cwd=project, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = [json.loads(proc.stdout.readline()) for _ in range(before)]
+        assert [e["event"] for e in seen] == ["emit", "verify_pass", "verify_pass", "receive"]
+        assert proc.poll() is None  # still following
+        append_event(trace, {"event": "note", "message_id": "late", "ts": "x"})
+        assert json.loads(proc.stdout.readline())["message_id"] == "late"
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("verb", ["show", "graph", "verify", "cost", "otel"])
