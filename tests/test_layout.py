@@ -9,6 +9,7 @@ sockets, databases or processes; a call to the builtin ``open`` is refused too.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,7 +145,9 @@ def test_no_import_cycle_in_the_package() -> None:
 
 
 def test_the_cycle_check_finds_one_through_an_importlib_string() -> None:
-    modules = package_modules()
+    # only the planted modules: the package's own known cycle (xfail above) must not be
+    # the one found first, whatever the visiting order
+    modules: dict[str, Any] = {}
     a, b = f"{PACKAGE}._a", f"{PACKAGE}._b"
     modules[a] = parse_module(a, SRC / "a.py", f"def f():\n    import {b}\n")
     source_b = f"import importlib\nimportlib.import_module('{a}')\n"

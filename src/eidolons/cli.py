@@ -6,18 +6,21 @@ import only the standard library at module level; heavy imports happen inside ``
 
 Start-up time is most of a single verification, so only the module of the command being
 run is imported: the full parser (every command) is built only for ``--help`` or an
-unknown command.
+unknown command. ``eidolons hook HOST`` runs on every tool call an agent makes: it is
+dispatched before anything else is imported (argparse included; ADR 0040).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
-from types import ModuleType
 
 from eidolons import __version__
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from types import ModuleType
 
 # command name -> module under eidolons.commands (order = order in --help)
 COMMANDS: dict[str, str] = {
@@ -33,17 +36,16 @@ COMMANDS: dict[str, str] = {
     "keys": "keys",
     "skill": "skill",
     "mcp": "mcp",
+    "hook": "hook",
 }
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: never 0, so a crash can never read as a pass
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage, which is our usage exit code too."""
-
-
 def _load(name: str) -> ModuleType | None:
+    import importlib
+
     try:
         return importlib.import_module(f"eidolons.commands.{COMMANDS[name]}")
     except ModuleNotFoundError as exc:  # a command not built in this version
@@ -52,8 +54,10 @@ def _load(name: str) -> ModuleType | None:
         raise
 
 
-def _root_parser() -> _Parser:
-    parser = _Parser(
+def _root_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    parser = argparse.ArgumentParser(
         prog="eidolons",
         description="Mechanical integrity and contract gates for ECL hand-offs between agents.",
     )
@@ -61,7 +65,7 @@ def _root_parser() -> _Parser:
     return parser
 
 
-def build_parser(only: str | None = None) -> _Parser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _root_parser()
     parser.set_defaults(_parsers={})
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -78,6 +82,10 @@ def build_parser(only: str | None = None) -> _Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
+        from eidolons.hooks.fast import main as hook_main
+
+        return hook_main(args_list[1:])
     only = args_list[0] if args_list and args_list[0] in COMMANDS else None
     parser = build_parser(only)
     try:

@@ -255,11 +255,18 @@ def receiver_event(
         payload_path=payload_key(payload, root) if root and payload else None,
         to=_receiver_label(env, result.receiver),
         fields=fields,
-        gate_fields={"receiver": result.receiver},
+        gate_fields={"receiver": result.receiver, **_handback_field(result, kind)},
         reason=result.failures[0].message if kind == EventType.VERIFY_FAIL else None,
         evidence=result.evidence if kind == EventType.VERIFY_PASS else None,
         duration_ms=duration_ms,
     )
+
+
+def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
+    written = result.extra.get("handback")
+    if kind != EventType.VERIFY_FAIL or not written:
+        return {}
+    return {"handback": str(written)}
 
 
 def evaluate(
@@ -509,11 +516,16 @@ def verify_incoming(
     want_payload: bool = False,
     store: TraceStore | None = None,
     require_envelope: bool = False,
+    handback: bool = True,
 ) -> IncomingResult:
     """Rules 1-7: evaluate, then record the decision in the thread's trace (``store``,
     else the project's configured store). With a
     ``memory``, recall happens before the verdict and the hand-off is ingested only after
-    its pass is on record; a refused, skipped or unrecorded hand-off is never ingested."""
+    its pass is on record; a refused, skipped or unrecorded hand-off is never ingested.
+    ``require_envelope``: an artefact without an envelope is refused (UNVERIFIED), not
+    skipped (the hook: a file in the hand-off directory whose envelope was deleted).
+    ``handback``: a refusal also writes the hand-back for the orchestrator
+    (:mod:`eidolons.gates.handback`), whose envelope path is ``extra["handback"]``."""
     own = store is None
     store = open_store(root) if store is None else store
     start = time.monotonic_ns()
@@ -532,6 +544,14 @@ def verify_incoming(
             require_envelope=require_envelope,
         )
         if result.status != "skipped" and write_trace:
+            if not result and handback and result.failures:
+                # before the verify_fail event, which names it: the refusal stays the
+                # thread's last word, and whoever reads it finds the hand-back
+                from eidolons.gates.handback import write_handback
+
+                written = write_handback(result, root, store)
+                if written is not None:
+                    result.extra["handback"] = str(written)
             _record(result, store, elapsed_ms(start), root)
     finally:
         if own:

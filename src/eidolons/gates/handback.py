@@ -1,0 +1,154 @@
+"""The refusal hand-back: what a receiver's refusal leaves for the orchestrator.
+
+The seeds: a refusal is "never a silent retry, never a silent process-anyway"; the
+orchestrator routes it to VIGIL or to the human. So every refusal of the receiver gate
+writes, beside nothing of the refused payload:
+
+- a short Markdown **refusal report** (receiver, sender, message and thread ids, the
+  REFUSE line, each failed check), and
+- its **ECL envelope** from the receiver to ``orchestrator``: performative ``REFUSE``,
+  ``assumptions: ["refused: <CODE>"]`` (the spec's "refused: <capability>"; the capability
+  refused is processing this hand-off, named by its refusal code),
+  ``expected_response.performative: DECIDE``, ``parent_id`` the refused message, the
+  refused thread, a SHA-256 integrity tag, and an ``emit`` event in the thread's trace.
+
+Location (ADR 0044): ``<root>/.eidolons/handoffs/refusals/<receiver>-<message_id>-<code>.md``
+and ``….envelope.json``: inside the hand-off directory, so the hook protects it like any
+hand-off and the orchestrator verifies it before reading it. One hand-back per
+(receiver, message, code): a repeated refusal reports the existing one and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eidolons._text import printable
+from eidolons.ecl.envelope import AgentRef
+from eidolons.ecl.grammar import is_slug
+from eidolons.ecl.integrity import digest_bytes
+from eidolons.errors import TraceWriteError
+from eidolons.trace import thread_file_name
+
+if TYPE_CHECKING:
+    from eidolons.gates.receiver import IncomingResult
+    from eidolons.tracestore import TraceStore
+
+REFUSALS_DIR = Path(".eidolons") / "handoffs" / "refusals"
+ORCHESTRATOR = "orchestrator"
+KIND = "refusal-report"
+
+
+def handback_paths(result: IncomingResult, root: Path) -> tuple[Path, Path]:
+    env = result.envelope
+    receiver = result.receiver if is_slug(result.receiver) else "receiver"
+    if env is not None and env.message_id and thread_file_name(env.message_id) != "unknown":
+        ident = env.message_id
+    else:
+        ident = "unknown-" + hashlib.sha256(os.fsencode(result.artefact)).hexdigest()[:16]
+    code = (result.failure_code or "UNVERIFIED").lower().replace("_", "-")
+    stem = f"{receiver}-{ident}-{code}"
+    directory = root / REFUSALS_DIR
+    return directory / f"{stem}.md", directory / f"{stem}.envelope.json"
+
+
+def report_bytes(result: IncomingResult) -> bytes:
+    env = result.envelope
+    lines = [
+        f"# Refusal: {result.receiver} refused a hand-off",
+        "",
+        "```",
+        result.refusal_line(),
+        "```",
+        "",
+        f"- receiver: {result.receiver}",
+        f"- sender: {printable(result.sender)}",
+        f"- message_id: {printable(env.message_id) if env and env.message_id else 'unknown'}",
+        f"- thread_id: {printable(env.thread_id) if env and env.thread_id else 'unknown'}",
+        f"- artefact: {printable(str(result.artefact))}",
+        f"- code: {result.failure_code}",
+        "",
+        "## Failed checks",
+        "",
+    ]
+    lines += [f"- {f.code} ({f.check}): {printable(f.message)}" for f in result.failures]
+    lines += [
+        "",
+        "## Decision target",
+        "",
+        "Route this refusal to VIGIL or to the human: never a silent retry, never a silent "
+        "process-anyway. The refused payload was not processed.",
+        "",
+    ]
+    return "\n".join(lines).encode("utf-8")
+
+
+def write_handback(result: IncomingResult, root: Path, store: TraceStore) -> Path | None:
+    """Write the hand-back for a refusal; return the envelope's path (None if it could not
+    be written: the refusal stands either way)."""
+    from eidolons.ecl.builder import ContextDelta, build_envelope
+    from eidolons.emit import emit_event, uuid7
+
+    report_path, envelope_path = handback_paths(result, root)
+    if envelope_path.exists():
+        return envelope_path
+    env = result.envelope
+    data = report_bytes(result)
+    digest = digest_bytes(data, "sha256")
+    version = (
+        env.recipient.version
+        if env is not None and env.recipient.eidolon == result.receiver
+        else "n/a"
+    )
+    sender = AgentRef(result.receiver if is_slug(result.receiver) else "receiver", version)
+    code = result.failure_code or "UNVERIFIED"
+    message_id = uuid7()
+    thread = env.thread_id if env is not None and env.thread_id else message_id
+    objective = f"{result.receiver} refused a hand-off from {result.sender}: {code}"[:240]
+    envelope = build_envelope(
+        digest=digest,
+        artifact_path=report_path.name,
+        sender=sender,
+        recipient=AgentRef(ORCHESTRATOR, "n/a"),
+        performative="REFUSE",
+        kind=KIND,
+        objective=printable(objective),
+        message_id=message_id,
+        thread_id=thread,
+        parent_id=env.message_id if env is not None else None,
+        context_delta=ContextDelta(
+            token_budget=4000, tokens_used=(len(data) + 3) // 4, summary=result.refusal_line()
+        ),
+    )
+    envelope["assumptions"] = [f"refused: {code}"]
+    envelope["expected_response"] = {
+        "performative": "DECIDE",
+        "shape_hint": "route to VIGIL or to the human; never a silent retry or process-anyway",
+    }
+    try:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        _write_new(report_path, data)
+        store.append(thread, emit_event(envelope, digest))
+        text = json.dumps(envelope, indent=2, ensure_ascii=False) + "\n"
+        _write_new(envelope_path, text.encode("utf-8"))
+    except (OSError, TraceWriteError):
+        return envelope_path if envelope_path.exists() else None
+    return envelope_path
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write atomically; an existing file is replaced only if it is ours to replace (the
+    report of a hand-back whose envelope was never written)."""
+    fd, tmp = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,345 @@
+"""The hook's full decision for a tool call that touches something of ECL's.
+
+Rules (ADR 0040), for the calling agent R (the host's identity; none = the main loop):
+
+1. A signing key: never readable, never writable, by any agent (reads of the memory
+   store, which holds hand-off bytes, are denied too).
+2. A write (Write, Edit, a patch, or a shell command naming the path) to the gate's
+   state (``.eidolons/`` outside the hand-off directories: trace, trust store, contracts,
+   memory, keys) or to the hook wiring is denied for every agent.
+3. A hand-off (a file in a hand-off directory, an envelope, or a file with a sibling
+   envelope) read by a receiver R: allowed only when the receiver gate
+   (:func:`eidolons.gates.receiver.verify_incoming`, in-process) passes for R; else
+   denied with ``[R-verify-incoming] REFUSE: <CODE> from <sender>``. A file in a hand-off
+   directory without an envelope (deleted) is refused ``UNVERIFIED``.
+4. The same read by the main loop: allowed only with an orchestrator ``verify_pass`` on
+   record for these exact envelope bytes and a digest recomputed now that matches; else
+   denied with ``[orchestrator-verify-incoming] REFUSE: <CODE> from <sender>``. Envelopes
+   themselves are readable by the main loop (it routes on them).
+5. Grep of a hand-off directory (or of a directory above one, unless ripgrep's
+   ``.eidolons/.ignore`` written by ``eidolons init`` hides it) is denied: it would show
+   the bytes of every payload at once. Glob (names only) of a hand-off directory is denied
+   to receivers.
+6. Shell: the words a command names are judged as above (any hand-off named is gated as
+   a read); naming the hand-off directory itself, or a hand-off's name that does not
+   resolve, is denied; for a receiver, a command this module cannot read
+   (:mod:`eidolons.hooks.shell`) is denied.
+7. Anything else is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from eidolons.hooks.events import (
+    HANDOFF,
+    KEY,
+    LIST,
+    OTHER,
+    PASS,
+    READ,
+    SEARCH,
+    SHELL,
+    STATE,
+    STORE,
+    WIRING,
+    WRITE,
+    Layout,
+    ToolCall,
+)
+
+ORCHESTRATOR = "orchestrator"
+IGNORE_FILE = os.path.join(".eidolons", ".ignore")
+IGNORE_LINES = ("handoffs/", "keys/", "memory/")
+
+
+class Decision:
+    """Allow or deny, with the reason shown to the model (deny) and, on a verified read,
+    context for the model. ``handback``: the refusal hand-back written for the
+    orchestrator (section 7 of issue 10), when there is one."""
+
+    __slots__ = ("allow", "context", "handback", "reason")
+
+    def __init__(
+        self,
+        allow: bool,
+        reason: str = "",
+        context: str | None = None,
+        handback: str | None = None,
+    ) -> None:
+        self.allow = allow
+        self.reason = reason
+        self.context = context
+        self.handback = handback
+
+    def __repr__(self) -> str:
+        return f"Decision(allow={self.allow}, reason={self.reason!r})"
+
+
+ALLOW = Decision(True)
+
+
+def deny(reason: str, handback: str | None = None) -> Decision:
+    return Decision(False, reason, handback=handback)
+
+
+_WRITE_REASONS = {
+    KEY: "the signing keys are out of every agent's reach",
+    STATE: "the gate's state (trace, trust store, contracts, memory) is written only by "
+    "eidolons itself",
+    WIRING: "the hook wiring is not editable by agents",
+}
+
+
+class Decider:
+    """Decides tool calls for one project. Loads the contract set at most once."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.root = Path(layout.root)
+        self._contracts: Any = None
+
+    # --- entry ----------------------------------------------------------------------
+
+    def decide(self, call: ToolCall) -> Decision:
+        kind = call.kind
+        if kind == PASS:
+            return ALLOW
+        if kind == WRITE:
+            return self._writes(call.paths)
+        if kind == READ:
+            return self._reads(call, call.paths)
+        if kind == SEARCH or kind == LIST:
+            return self._search(call)
+        if kind == SHELL:
+            return self._shell(call)
+        if kind == OTHER:
+            written = self._writes(call.paths)
+            if not written.allow:
+                return written
+            return self._reads(call, call.paths)
+        return deny(f"eidolons hook: unknown tool kind {kind!r}")
+
+    # --- reads ----------------------------------------------------------------------
+
+    def _reads(self, call: ToolCall, paths: list[str]) -> Decision:
+        contexts = []
+        for path in paths:
+            cls = self.layout.classify_read(path)
+            if cls == KEY:
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+            if cls == STORE:
+                return deny(
+                    f"eidolons hook: {path} is the memory store (it holds hand-off bytes); "
+                    "use `eidolons memory recall`"
+                )
+            if cls == HANDOFF:
+                decision = self.gate(call.receiver, path)
+                if not decision.allow:
+                    return decision
+                if decision.context:
+                    contexts.append(decision.context)
+        if contexts:
+            return Decision(True, context="\n".join(contexts))
+        return ALLOW
+
+    def _writes(self, paths: list[str]) -> Decision:
+        for path in paths:
+            cls = self.layout.classify_write(path)
+            if cls is not None:
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[cls]}")
+        return ALLOW
+
+    def contracts(self) -> Any:
+        if self._contracts is None:
+            from eidolons.contract import ContractError, ContractSet
+
+            try:
+                self._contracts = ContractSet.load(self.root)
+            except ContractError as exc:  # every hand-off is then refused
+                self._contracts = exc
+        return self._contracts
+
+    def gate(self, receiver: str | None, path: str) -> Decision:
+        if receiver is None:
+            return self._orchestrator_read(path)
+        return self._receiver_read(receiver, path)
+
+    def _receiver_read(self, receiver: str, path: str) -> Decision:
+        from eidolons.config import Limits, hmac_key
+        from eidolons.gates.receiver import verify_incoming
+
+        result = verify_incoming(
+            Path(path),
+            receiver,
+            root=self.root,
+            contracts=self.contracts(),
+            key=hmac_key(),
+            limits=Limits.from_env(os.environ),
+            require_envelope=True,
+        )
+        if result:
+            env = result.envelope
+            assert env is not None
+            return Decision(
+                True,
+                context=(
+                    f"ECL verify_pass on record: message_id {env.message_id}, "
+                    f"{env.integrity_method} {env.integrity_value}, "
+                    f"{env.sender.eidolon} -> {receiver} {env.performative} {env.artifact_kind}"
+                ),
+            )
+        lines = [result.refusal_line()]
+        if result.failures:
+            lines.append(f"reason: {result.failures[0].message}")
+        if result.trace_error:
+            lines.append(f"trace not written: {result.trace_error}")
+        handback = result.extra.get("handback")
+        if handback:
+            lines.append(f"hand-back for the orchestrator: {handback}")
+        lines.append("Do not process this payload; hand the refusal back to the orchestrator.")
+        return deny("\n".join(lines), handback=handback)
+
+    def _orchestrator_read(self, path: str) -> Decision:
+        from eidolons.hooks.orchestrator_read import check_orchestrator_read
+
+        refusal = check_orchestrator_read(Path(path), self.root)
+        if refusal is None:
+            return ALLOW
+        code, sender, message = refusal
+        from eidolons._text import printable
+
+        return deny(
+            f"[{ORCHESTRATOR}-verify-incoming] REFUSE: {code} from {printable(sender)}\n"
+            f"reason: {message}\n"
+            "Run `eidolons verify-envelope ENVELOPE --block` before reading a hand-off."
+        )
+
+    # --- search and list ------------------------------------------------------------
+
+    def _protected_by_ignore(self) -> bool:
+        try:
+            with open(os.path.join(self.layout.root, IGNORE_FILE), encoding="utf-8") as fh:
+                lines = {line.strip() for line in fh}
+        except OSError:
+            return False
+        return all(line in lines for line in IGNORE_LINES)
+
+    def _search(self, call: ToolCall) -> Decision:
+        layout = self.layout
+        for pattern in call.patterns:
+            if ".eidolons" in pattern or any(
+                os.path.basename(d) in pattern for d in layout.handoff_dirs
+            ):
+                if call.kind == SEARCH or call.receiver is not None:
+                    return deny(
+                        f"eidolons hook: {call.tool} pattern {pattern!r} names the hand-off "
+                        "directory; read a hand-off through the gate"
+                    )
+        for path in call.paths:
+            real = os.path.realpath(path)
+            if os.path.isfile(real):
+                if call.kind == SEARCH:
+                    decision = self._reads(call, [path])
+                    if not decision.allow:
+                        return decision
+                continue
+            inside = [d for d in (*layout.key_dirs, layout.store_dir) if _under(real, d)]
+            if inside:
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+            if layout.handoff_dir(real):
+                if call.kind == SEARCH or call.receiver is not None:
+                    return deny(
+                        f"eidolons hook: {call.tool} of {path} would show hand-offs without "
+                        "the gate; read each hand-off with Read, through the gate"
+                    )
+                continue
+            if call.kind == SEARCH and self._above_protected(real):
+                return deny(
+                    f"eidolons hook: Grep of {path} would search the hand-off directory "
+                    f"({IGNORE_FILE} is missing; run `eidolons init`), search a narrower path"
+                )
+        return ALLOW
+
+    def _above_protected(self, real: str) -> bool:
+        layout = self.layout
+        protected = [*layout.handoff_dirs, layout.store_dir, layout.key_dirs[0]]
+        above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
+        if not above:
+            return False
+        inside_state = all(_under(d, layout.state_dir) for d in above)
+        return not (inside_state and self._protected_by_ignore())
+
+    # --- shell ----------------------------------------------------------------------
+
+    def _shell(self, call: ToolCall) -> Decision:
+        from eidolons.hooks.shell import expand_word, read_command
+
+        assert call.command is not None
+        reading = read_command(call.command)
+        layout = self.layout
+        names = self._handoff_names()
+        gated: list[str] = []
+        for word in reading.words:
+            paths = expand_word(word, call.cwd)
+            resolved = False
+            for path in paths:
+                write_cls = layout.classify_write(path)
+                if write_cls is not None:
+                    return deny(
+                        f"eidolons hook: the command names {path}: {_WRITE_REASONS[write_cls]}"
+                    )
+                read_cls = layout.classify_read(path)
+                if read_cls in (KEY, STORE):
+                    return deny(f"eidolons hook: the command names {path}: {_WRITE_REASONS[KEY]}")
+                if read_cls == HANDOFF:
+                    real = os.path.realpath(path)
+                    if not os.path.isfile(real) and os.path.isdir(real):
+                        return deny(
+                            f"eidolons hook: the command names the hand-off directory {path}; "
+                            "read each hand-off with Read, through the gate"
+                        )
+                    gated.append(path)
+                if os.path.lexists(path):
+                    resolved = True
+            if not resolved and self._mentions(word, names):
+                return deny(
+                    f"eidolons hook: the command mentions a hand-off ({word!r}) in a way "
+                    "the hook cannot resolve; read it with Read, through the gate"
+                )
+        if call.receiver is not None and reading.opaque is not None:
+            return deny(
+                f"eidolons hook: cannot tell what this command reads ({reading.opaque}); "
+                f"{call.receiver} reads hand-offs with Read, through the gate "
+                f"([{call.receiver}-verify-incoming] fails closed when in doubt)"
+            )
+        if gated:
+            return self._reads(call, gated)
+        return ALLOW
+
+    def _handoff_names(self) -> set[str]:
+        out: set[str] = set()
+        for directory in self.layout.handoff_dirs:
+            try:
+                with os.scandir(directory) as it:
+                    for entry in it:
+                        if len(entry.name) >= 4:
+                            out.add(entry.name)
+                            if len(out) > 10000:
+                                return out
+            except OSError:
+                continue
+        return out
+
+    def _mentions(self, word: str, names: set[str]) -> bool:
+        if ".eidolons" in word:
+            return True
+        if any(d in word for d in self.layout.handoff_dirs):
+            return True
+        return any(name in word for name in names)
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)

@@ -1,0 +1,239 @@
+"""``eidolons hook HOST [EVENT] [--root DIR] [--as RECEIVER]``: one hook event in, one
+decision out, in the host's dialect.
+
+The path for a call that touches nothing of ECL's (most calls: a Read of a source file)
+imports only ``os``, ``sys`` and ``_json``; the rest loads only when a hand-off, a key or
+the gate's state is involved, or for a shell command, a search or an unknown tool.
+
+Answers (ADR 0040, facts in ``shared/hosts/README.md``):
+
+- claude-code: allow = exit 0, no output (JSON ``additionalContext`` on a verified
+  hand-off); deny = exit 2, the reason on stderr.
+- codex, gemini: allow = exit 0, no output; deny = exit 2, the reason on stderr (Codex
+  blocks on exit 2 only with a non-empty stderr).
+- cursor: allow = exit 0, ``{"permission":"allow"}`` (``failClosed`` blocks on silence);
+  deny = exit 0, ``{"permission":"deny","user_message":…,"agent_message":…}``.
+- copilot: allow = exit 0, no output; deny = exit 0,
+  ``{"permissionDecision":"deny","permissionDecisionReason":…}``.
+
+Fail closed: malformed input, a usage error, an internal error or the time budget
+(``EIDOLONS_HOOK_TIMEOUT`` seconds, default 10, kept under the registered timeout) all
+answer deny, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HOSTS = ("claude-code", "codex", "cursor", "gemini", "copilot")
+EVENTS = ("pre-tool-use", "before-read-file", "before-tool")
+DEFAULT_BUDGET = 10.0
+MAX_REASON = 9000  # hosts cap hook output at 10,000 characters
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, TextIO
+
+    from eidolons.hooks.decide import Decision
+
+
+# What the host runs (``eidolons init`` registers it): this interpreter, isolated (``-I``:
+# no PYTHONPATH, no user site, no current directory on sys.path), straight into the CLI's
+# hook dispatch. Not the console script: setuptools' shim imports ``re`` (half an
+# interpreter start) and ``-m`` costs ``runpy``.
+BOOTSTRAP = "import sys; from eidolons.cli import main; sys.exit(main(['hook', *sys.argv[1:]]))"
+
+
+def command_argv(host: str, root: str, python: str | None = None) -> list[str]:
+    """The hook command for ``host`` in the project at ``root``, as an argv."""
+    return [python or sys.executable, "-I", "-c", BOOTSTRAP, host, "--root", root]
+
+
+class HookTimeout(Exception):
+    pass
+
+
+class _Usage(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
+    """HOST [EVENT] [--root DIR] [--as RECEIVER] (by hand: argparse is not on this path)."""
+    host = None
+    root = receiver = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("--root", "--as"):
+            if i + 1 >= len(argv) or not argv[i + 1]:
+                raise _Usage(f"{arg} needs a value")
+            if arg == "--root":
+                root = argv[i + 1]
+            else:
+                receiver = argv[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--root="):
+            root = arg.partition("=")[2]
+        elif arg.startswith("--as="):
+            receiver = arg.partition("=")[2]
+        elif host is None and arg in HOSTS:
+            host = arg
+        elif host is not None and arg in EVENTS:
+            pass
+        else:
+            raise _Usage(f"unexpected argument {arg!r}")
+        i += 1
+    if host is None:
+        raise _Usage(f"HOST must be one of {', '.join(HOSTS)}")
+    return host, root, receiver
+
+
+def _budget() -> float:
+    raw = os.environ.get("EIDOLONS_HOOK_TIMEOUT")
+    if not raw:
+        return DEFAULT_BUDGET
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _Usage(f"EIDOLONS_HOOK_TIMEOUT={raw!r} is not a number") from None
+    if not 0 < value <= 600:
+        raise _Usage("EIDOLONS_HOOK_TIMEOUT must be between 0 and 600 seconds")
+    return value
+
+
+def _alarm(seconds: float) -> Any:
+    # the C module: ``signal`` builds enums (imports enum, 5 ms)
+    import _signal as signal  # type: ignore[import-not-found]
+
+    def expired(signum: int, frame: Any) -> None:
+        raise HookTimeout(f"the hook's {seconds:g}-second budget ran out")
+
+    try:
+        previous = signal.signal(signal.SIGALRM, expired)
+    except ValueError:  # not the main thread: the host's own timeout still applies
+        return None
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return previous
+
+
+def _disarm(previous: Any) -> None:
+    if previous is None:
+        return
+    import _signal as signal
+
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def main(
+    argv: list[str],
+    stdin: BinaryIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    host = argv[0] if argv and argv[0] in HOSTS else "claude-code"
+    previous = None
+    try:
+        host, root_arg, as_arg = parse_args(argv)
+        previous = _alarm(_budget())
+        from eidolons.hooks.events import MAX_EVENT_BYTES, PARSERS, Layout, find_root, loads_event
+
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        call = PARSERS[host](loads_event(stream.read(MAX_EVENT_BYTES + 1)))
+        if as_arg is not None:
+            if call.receiver is not None and call.receiver != as_arg:
+                return answer(
+                    host, _deny(f"the host says {call.receiver}, --as says {as_arg}"), out, err
+                )
+            call.receiver = as_arg
+        root = root_arg or os.environ.get("EIDOLONS_ROOT") or _host_project_dir(host)
+        layout = Layout(root if root else find_root(call.cwd))
+        if quick_allow(call, layout):
+            return answer(host, None, out, err)
+        from eidolons.hooks.decide import Decider
+
+        decision = Decider(layout).decide(call)
+        return answer(host, decision, out, err)
+    except _Usage as exc:
+        return answer(host, _deny(f"usage: {exc}"), out, err)
+    except HookTimeout as exc:
+        return answer(host, _deny(str(exc)), out, err)
+    except Exception as exc:
+        from eidolons.hooks.events import HookInputError
+
+        if isinstance(exc, HookInputError):
+            return answer(host, _deny(f"malformed hook input: {exc}"), out, err)
+        return answer(host, _deny(f"internal error: {exc.__class__.__name__}: {exc}"), out, err)
+    finally:
+        _disarm(previous)
+
+
+def _host_project_dir(host: str) -> str | None:
+    if host == "claude-code":
+        return os.environ.get("CLAUDE_PROJECT_DIR") or None
+    if host == "cursor":
+        return os.environ.get("CURSOR_PROJECT_DIR") or os.environ.get("CLAUDE_PROJECT_DIR") or None
+    return None
+
+
+def quick_allow(call: Any, layout: Any) -> bool:
+    """True when the call touches no hand-off, key, store or gate state: allow at once."""
+    from eidolons.hooks.events import PASS, READ, WRITE
+
+    if call.kind == PASS:
+        return True
+    if call.kind == READ:
+        return all(layout.classify_read(p) is None for p in call.paths)
+    if call.kind == WRITE:
+        return all(layout.classify_write(p) is None for p in call.paths)
+    return False
+
+
+def _deny(reason: str) -> Decision:
+    from eidolons.hooks.decide import Decision
+
+    return Decision(False, f"eidolons hook: denied ({reason})")
+
+
+def answer(host: str, decision: Decision | None, out: TextIO, err: TextIO) -> int:
+    """Write the host's answer; return the exit code. ``None`` is a plain allow."""
+    if decision is None or decision.allow:
+        context = decision.context if decision is not None else None
+        if host == "cursor":
+            out.write('{"permission":"allow"}\n')
+        elif host == "claude-code" and context:
+            out.write(
+                _dumps(
+                    {
+                        "hookSpecificOutput": {
+                            "hookEventName": "PreToolUse",
+                            "additionalContext": context[:MAX_REASON],
+                        }
+                    }
+                )
+            )
+        out.flush()
+        return 0
+    reason = decision.reason[:MAX_REASON]
+    if host == "cursor":
+        out.write(_dumps({"permission": "deny", "user_message": reason, "agent_message": reason}))
+        out.flush()
+        err.write(reason + "\n")
+        return 0
+    if host == "copilot":
+        out.write(_dumps({"permissionDecision": "deny", "permissionDecisionReason": reason}))
+        out.flush()
+        return 0
+    err.write(reason + "\n")
+    err.flush()
+    return 2
+
+
+def _dumps(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n"

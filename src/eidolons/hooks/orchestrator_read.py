@@ -1,0 +1,83 @@
+"""May the main loop (the orchestrator) read this hand-off? Only what the orchestrator gate
+passed: unverified content is never laundered into the orchestrator's prompt.
+
+The rules are the receiver gate's, called, not copied: the trigger
+(:func:`eidolons.payload.find_envelope`), the record (the trace store's ``latest_verdict``,
+:func:`judge_record`: the latest orchestrator event for the ``message_id`` is a
+``verify_pass`` for this method, tag and these exact envelope bytes), the digest
+recomputed now (:func:`eidolons.verify.verify_parsed`), and the file hashed is the file
+about to be read. Envelopes themselves are readable (the orchestrator routes on them).
+Nothing is written to the trace: reading is not a verification.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from eidolons.config import Limits, hmac_key
+from eidolons.ecl.envelope import parse_envelope
+from eidolons.ecl.verdict import Verdict
+from eidolons.errors import EnvelopeError, InputError
+from eidolons.gates.receiver import (
+    INTEGRITY_MISMATCH,
+    SCHEMA_INVALID,
+    UNVERIFIED,
+    judge_record,
+)
+from eidolons.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope, read_envelope_bytes
+from eidolons.tracestore import open_store
+from eidolons.verify import verify_parsed
+
+
+def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | None:
+    """None when the main loop may read ``path``; else (code, sender, reason)."""
+    if path.name.endswith(ENVELOPE_SUFFIX):
+        return None
+    try:
+        envelope_path = find_envelope(path)
+    except AmbiguousEnvelope as exc:
+        return SCHEMA_INVALID, "unknown", str(exc)
+    if envelope_path is None:
+        return UNVERIFIED, "unknown", f"{path.name} is in a hand-off directory but has no envelope"
+    limits = Limits.from_env(os.environ)
+    try:
+        data = read_envelope_bytes(envelope_path, limits.max_envelope_bytes)
+        env = parse_envelope(data, limits)
+    except (EnvelopeError, InputError) as exc:
+        return SCHEMA_INVALID, "unknown", str(exc)
+    sender = env.sender.eidolon
+    if env.message_id is None:
+        return UNVERIFIED, sender, "the envelope has no message_id to look up"
+    try:
+        with open_store(root) as store:
+            record = store.latest_verdict(env.thread_id, env.message_id)
+    except InputError as exc:
+        return UNVERIFIED, sender, f"the trace cannot be read: {exc}"
+    judged = judge_record(env, record, hashlib.sha256(data).hexdigest())
+    if judged is not None:
+        return judged[0], sender, judged[1]
+    check = verify_parsed(
+        env,
+        envelope_path,
+        envelope_sha256=hashlib.sha256(data).hexdigest(),
+        root=root,
+        limits=limits,
+        key=hmac_key(),
+    )
+    if check.verdict is not Verdict.PASS:
+        return INTEGRITY_MISMATCH, sender, f"[{check.verdict}] {check.message}"
+    if not _same_file(path, check.payload_real):
+        return INTEGRITY_MISMATCH, sender, f"{path} is not the payload the envelope names"
+    return None
+
+
+def _same_file(a: Path, b: Path | None) -> bool:
+    if b is None:
+        return False
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)

@@ -1,0 +1,378 @@
+"""``eidolons hook claude-code``: golden stdin from a real Claude Code 2.1.328 (the samples),
+exact stdout, stderr and exit code. Claude Code blocks on exit 2 (reason on stderr) and
+lets everything else through, so every refusal here must be exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import clean_env
+from tests.hosts.conftest import SECRET, Handoff, needs_samples, sample
+
+pytestmark = needs_samples
+
+VIGIL_READ = "hook_stdin_read_subagent_vigil"
+MAIN_READ = "hook_stdin_read_main"
+MAIN_BASH = "hook_stdin_bash_main"
+
+
+def as_vigil(doc: dict[str, object]) -> dict[str, object]:
+    return {**doc, "agent_id": "ae03233dc7de3192d", "agent_type": "vigil"}
+
+
+def first_line(err: str) -> str:
+    return err.splitlines()[0] if err else ""
+
+
+# --- the receiver (subagent vigil) ---------------------------------------------------
+
+
+def test_vigil_reads_a_verified_handoff(handoff: Handoff) -> None:
+    handoff.verify()
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    env = handoff.doc
+    context = (
+        f"ECL verify_pass on record: message_id {env['message_id']}, "
+        f"sha256 {env['integrity']['value']}, atlas -> vigil PROPOSE scout-report"
+    )
+    assert r.code == 0 and r.err == ""
+    assert json.loads(r.out) == {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}
+    }
+    assert r.out.endswith("\n") and "\n" not in r.out[:-1]
+
+
+def test_vigil_is_refused_a_tampered_handoff(handoff: Handoff) -> None:
+    handoff.verify()
+    handoff.payload.write_text(handoff.payload.read_text() + "rewritten in transit\n")
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    assert r.code == 2 and r.out == ""
+    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
+    assert SECRET not in r.err
+
+
+def test_vigil_is_refused_an_unverified_handoff(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    assert r.code == 2 and r.out == ""
+    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+
+
+def test_the_receiver_is_the_hosts_agent_type_not_the_envelopes_recipient(
+    handoff: Handoff,
+) -> None:
+    handoff.verify()
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root, agent_type="general-purpose"))
+    assert r.code == 2
+    assert (
+        first_line(r.err) == "[general-purpose-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas"
+    )
+
+
+def test_a_handoff_whose_envelope_was_deleted_is_refused(handoff: Handoff) -> None:
+    handoff.move_into_handoff_dir()
+    handoff.envelope.unlink()
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(handoff.payload)}
+    r = handoff.hook("claude-code", doc)
+    assert r.code == 2 and r.out == ""
+    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from unknown"
+
+
+def test_a_symlink_to_a_handoff_is_refused(handoff: Handoff) -> None:
+    handoff.verify()
+    link = handoff.root / "notes.md"
+    link.symlink_to(handoff.payload)
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(link)}
+    r = handoff.hook("claude-code", doc)
+    assert r.code == 2 and first_line(r.err).startswith("[vigil-verify-incoming] REFUSE: ")
+
+
+def test_a_file_that_is_not_a_handoff_is_allowed_silently(handoff: Handoff) -> None:
+    other = handoff.root / "src.py"
+    other.write_text("print('hello')\n")
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(other)}
+    r = handoff.hook("claude-code", doc)
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_the_refusal_hands_back_a_refuse_envelope(handoff: Handoff) -> None:
+    handoff.payload.write_text("rewritten\n")
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    line = next(x for x in r.err.splitlines() if x.startswith("hand-back for the orchestrator: "))
+    path = Path(line.partition(": ")[2])
+    assert path.is_file() and path.is_relative_to(handoff.root / ".eidolons" / "handoffs")
+    back = json.loads(path.read_text())
+    assert back["performative"] == "REFUSE"
+    assert back["from"]["eidolon"] == "vigil" and back["to"]["eidolon"] == "orchestrator"
+
+
+# --- the main loop (the orchestrator) --------------------------------------------------
+
+
+def test_main_loop_read_of_an_unverified_handoff_is_refused(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", sample(MAIN_READ, handoff.root))
+    assert r.code == 2 and r.out == ""
+    assert first_line(r.err) == "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
+
+
+def test_main_loop_read_of_a_verified_handoff_is_allowed(handoff: Handoff) -> None:
+    handoff.verify()
+    r = handoff.hook("claude-code", sample(MAIN_READ, handoff.root))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_main_loop_read_after_tampering_is_refused(handoff: Handoff) -> None:
+    handoff.verify()
+    handoff.payload.write_text("rewritten\n")
+    r = handoff.hook("claude-code", sample(MAIN_READ, handoff.root))
+    assert r.code == 2
+    assert (
+        first_line(r.err) == "[orchestrator-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
+    )
+
+
+def test_main_loop_may_read_an_envelope(handoff: Handoff) -> None:
+    doc = sample(MAIN_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(handoff.envelope)}
+    r = handoff.hook("claude-code", doc)
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_main_loop_bash_cat_of_an_unverified_handoff_is_refused(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", sample(MAIN_BASH, handoff.root))
+    assert r.code == 2
+    assert first_line(r.err) == "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
+
+
+def test_main_loop_bash_cat_of_a_verified_handoff_is_allowed(handoff: Handoff) -> None:
+    handoff.verify()
+    r = handoff.hook("claude-code", sample(MAIN_BASH, handoff.root))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+# --- shell, search and list --------------------------------------------------------------
+
+
+def bash(handoff: Handoff, command: str, receiver: bool = True) -> dict[str, object]:
+    doc = sample(MAIN_BASH, handoff.root)
+    doc["tool_input"] = {"command": command, "description": "x"}
+    return as_vigil(doc) if receiver else doc
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat handoff.md",
+        "head -n 3 ./handoff.md",
+        "cat < handoff.md",
+        "grep -r race . ; cat handoff.md",
+        "cat hand*.md",
+        "true && tail handoff.md | wc -l",
+        "cat '{root}/handoff.md'",
+    ],
+)
+def test_receiver_bash_reading_a_tampered_handoff_is_refused(
+    handoff: Handoff, command: str
+) -> None:
+    handoff.verify()
+    handoff.payload.write_text("rewritten\n")
+    r = handoff.hook("claude-code", bash(handoff, command.format(root=handoff.root)))
+    assert r.code == 2
+    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 -c 'print(open(\"x\").read())'",
+        'cat "$(ls | head -1)"',
+        "cat `echo x`",
+        "eval cat x",
+        "awk '{print}' x",
+        "cat 'unclosed",
+        "bash -c 'cat x'",
+    ],
+)
+def test_receiver_shell_the_hook_cannot_read_is_refused(handoff: Handoff, command: str) -> None:
+    r = handoff.hook("claude-code", bash(handoff, command))
+    assert r.code == 2
+    assert "cannot tell what this command reads" in r.err
+
+
+@pytest.mark.parametrize("command", ["ls src", "npm test", "git status"])
+def test_main_loop_ordinary_shell_is_allowed(handoff: Handoff, command: str) -> None:
+    r = handoff.hook("claude-code", bash(handoff, command, receiver=False))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_receiver_ordinary_shell_is_allowed(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", bash(handoff, "ls src && wc -l README.md"))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_shell_running_the_gate_itself_is_allowed(handoff: Handoff) -> None:
+    command = f"eidolons verify-incoming {handoff.payload} --as vigil --print-payload"
+    r = handoff.hook("claude-code", bash(handoff, command))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_shell_naming_the_handoff_dir_is_refused(handoff: Handoff) -> None:
+    handoff.move_into_handoff_dir()
+    for receiver in (True, False):
+        r = handoff.hook("claude-code", bash(handoff, "ls .eidolons/handoffs/", receiver))
+        assert r.code == 2, r
+
+
+def test_shell_mentioning_a_handoff_name_it_cannot_resolve_is_refused(handoff: Handoff) -> None:
+    handoff.move_into_handoff_dir()
+    r = handoff.hook("claude-code", bash(handoff, "cd /tmp; cat handoff.md", receiver=False))
+    assert r.code == 2 and "cannot resolve" in r.err
+
+
+def grep(handoff: Handoff, path: str | None, receiver: bool = True) -> dict[str, object]:
+    doc = sample(MAIN_READ, handoff.root, tool_name="Grep")
+    doc["tool_input"] = {"pattern": "race", **({"path": path} if path else {})}
+    return as_vigil(doc) if receiver else doc
+
+
+def test_grep_of_the_project_is_refused_unless_ignore_hides_the_handoffs(
+    handoff: Handoff,
+) -> None:
+    handoff.move_into_handoff_dir()
+    r = handoff.hook("claude-code", grep(handoff, None))
+    assert r.code == 2 and ".eidolons/.ignore" in r.err
+    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
+    r = handoff.hook("claude-code", grep(handoff, None))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_grep_of_the_handoff_dir_is_refused_to_everyone(handoff: Handoff) -> None:
+    handoff.move_into_handoff_dir()
+    for receiver in (True, False):
+        r = handoff.hook("claude-code", grep(handoff, ".eidolons/handoffs", receiver))
+        assert r.code == 2
+
+
+def test_grep_of_a_handoff_file_is_gated_like_a_read(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", grep(handoff, str(handoff.payload)))
+    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+
+
+def test_glob_of_the_handoff_dir_main_loop_yes_receiver_no(handoff: Handoff) -> None:
+    handoff.move_into_handoff_dir()
+    doc = sample(MAIN_READ, handoff.root, tool_name="Glob")
+    doc["tool_input"] = {"pattern": "**/*.md", "path": str(handoff.payload.parent)}
+    assert handoff.hook("claude-code", doc).code == 0
+    assert handoff.hook("claude-code", as_vigil(doc)).code == 2
+
+
+# --- keys, trace, trust store, wiring ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "rel"),
+    [
+        ("Write", ".eidolons/.trace/t.jsonl"),
+        ("Edit", ".eidolons/trust.json"),
+        ("Write", ".eidolons/keys/signing.key"),
+        ("Write", ".eidolons/contracts/atlas-to-vigil.yaml"),
+        ("Edit", ".claude/settings.json"),
+        ("MultiEdit", ".eidolons/.ignore"),
+    ],
+)
+def test_no_agent_writes_the_gates_state_or_wiring(handoff: Handoff, tool: str, rel: str) -> None:
+    for receiver in (True, False):
+        doc = sample(MAIN_READ, handoff.root, tool_name=tool)
+        doc["tool_input"] = {"file_path": str(handoff.root / rel), "content": "x"}
+        r = handoff.hook("claude-code", as_vigil(doc) if receiver else doc)
+        assert r.code == 2 and r.out == "", (tool, rel, receiver)
+
+
+def test_no_agent_reads_the_signing_keys(handoff: Handoff, tmp_path: Path) -> None:
+    keys = handoff.root / ".eidolons" / "keys"
+    keys.mkdir()
+    (keys / "signing.key").write_text("k")
+    for receiver in (True, False):
+        doc = sample(MAIN_READ, handoff.root)
+        doc["tool_input"] = {"file_path": str(keys / "signing.key")}
+        r = handoff.hook("claude-code", as_vigil(doc) if receiver else doc)
+        assert r.code == 2 and "signing keys" in r.err
+        r = handoff.hook("claude-code", bash(handoff, "cat .eidolons/keys/signing.key", receiver))
+        assert r.code == 2
+
+
+def test_writing_a_handoff_payload_is_allowed(handoff: Handoff) -> None:
+    doc = sample(MAIN_READ, handoff.root, tool_name="Write")
+    doc["tool_input"] = {
+        "file_path": str(handoff.root / ".eidolons/handoffs/new.md"),
+        "content": "x",
+    }
+    assert handoff.hook("claude-code", doc).code == 0
+
+
+# --- fail closed -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"{",
+        b"[]",
+        b'{"a": 1, "a": 2}',
+        b'{"x": NaN}',
+        b"\xef\xbb\xbf{}",
+        b'{"x": "\xff"}',
+        b"{} {}",
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Read", "cwd": "/"}',
+        b'{"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": {}, "cwd": "/"}',
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": 3},'
+        b' "cwd": "/"}',
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": "/x"},'
+        b' "cwd": "relative"}',
+        b'{"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": "/x"},'
+        b' "cwd": "/", "agent_type": 7}',
+        b"[" * 100 + b"]" * 100,
+        b'{"k": "' + b"x" * (1024 * 1024) + b'"}',
+    ],
+)
+def test_malformed_input_denies(handoff: Handoff, raw: bytes) -> None:
+    r = handoff.hook("claude-code", raw)
+    assert r.code == 2 and r.out == ""
+    assert r.err.startswith("eidolons hook: denied (malformed hook input: ")
+
+
+def test_an_internal_error_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
+    from eidolons.hooks import decide
+
+    def boom(self: object, call: object) -> object:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(decide.Decider, "decide", boom)
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    assert r.code == 2 and r.err == "eidolons hook: denied (internal error: RuntimeError: bug)\n"
+
+
+def test_running_out_of_time_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from eidolons.hooks import decide
+
+    def hang(self: object, call: object) -> object:
+        threading.Event().wait(30)
+        raise AssertionError("the budget did not fire")
+
+    monkeypatch.setattr(decide.Decider, "decide", hang)
+    env = clean_env(EIDOLONS_HOOK_TIMEOUT="0.05")
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root), env=env)
+    assert r.code == 2 and "budget ran out" in r.err
+
+
+def test_usage_errors_deny(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", "{}", "--bogus")
+    assert r.code == 2 and "usage" in r.err
