@@ -35,7 +35,7 @@ def test_a_refusal_writes_a_refuse_envelope_for_the_orchestrator(cli: Cli, proje
     assert back["performative"] == "REFUSE"
     assert back["assumptions"] == ["refused: INTEGRITY_MISMATCH"]
     assert back["expected_response"]["performative"] == "DECIDE"
-    assert back["parent_id"] == doc["message_id"] and back["thread_id"] == doc["thread_id"]
+    assert back["parent_id"] == doc["message_id"] and back["thread_id"] == back["message_id"]
     report = path.parent / back["artifact"]["path"]
     text = report.read_text()
     assert "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas" in text
@@ -67,7 +67,14 @@ def test_the_receivers_verify_fail_names_the_handback_and_stays_last(
     events = read_trace(trace)
     assert events[-1]["event"] == "verify_fail" and events[-1]["gate"] == "receiver"
     assert events[-1]["handback"] == r.json()["handback"]
-    assert events[-2]["event"] == "emit" and events[-2]["from"].startswith("vigil@")
+    assert [e["event"] for e in events] == ["emit", "verify_pass", "verify_fail"]
+    (own,) = [
+        t
+        for t in trace_files(project)
+        if t.stem == json.loads(Path(r.json()["handback"]).read_text())["thread_id"]
+    ]
+    (emitted,) = read_trace(own)
+    assert emitted["event"] == "emit" and emitted["from"].startswith("vigil@")
 
 
 def test_a_repeated_refusal_writes_no_second_handback(cli: Cli, project: Path) -> None:

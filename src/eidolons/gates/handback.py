@@ -9,8 +9,10 @@ writes, beside nothing of the refused payload:
 - its **ECL envelope** from the receiver to ``orchestrator``: performative ``REFUSE``,
   ``assumptions: ["refused: <CODE>"]`` (the spec's "refused: <capability>"; the capability
   refused is processing this hand-off, named by its refusal code),
-  ``expected_response.performative: DECIDE``, ``parent_id`` the refused message, the
-  refused thread, a SHA-256 integrity tag, and an ``emit`` event in the thread's trace.
+  ``expected_response.performative: DECIDE``, ``parent_id`` the refused message, a
+  SHA-256 integrity tag, and an ``emit`` event in its own thread (the hand-back's
+  message id), so the refused thread's record ends with the receiver's ``verify_fail``,
+  which names the hand-back.
 
 Location (ADR 0044): ``<root>/.eidolons/handoffs/refusals/<receiver>-<message_id>-<code>.md``
 and ``….envelope.json``: inside the hand-off directory, so the hook protects it like any
@@ -107,7 +109,7 @@ def write_handback(result: IncomingResult, root: Path, store: TraceStore) -> Pat
     sender = AgentRef(result.receiver if is_slug(result.receiver) else "receiver", version)
     code = result.failure_code or "UNVERIFIED"
     message_id = uuid7()
-    thread = env.thread_id if env is not None and env.thread_id else message_id
+    thread = message_id  # its own thread, linked by parent_id: the refused thread is untouched
     objective = f"{result.receiver} refused a hand-off from {result.sender}: {code}"[:240]
     envelope = build_envelope(
         digest=digest,
