@@ -27,7 +27,7 @@ def refused(cli: Cli, project: Path) -> tuple[Run, Path, dict[str, object]]:
 def test_a_refusal_writes_a_refuse_envelope_for_the_orchestrator(cli: Cli, project: Path) -> None:
     r, _, doc = refused(cli, project)
     path = Path(r.json()["handback"])
-    assert path.parent == project / ".eidolons" / "handoffs" / "refusals"
+    assert path.parent == project / ".eidolons" / "refusals"
     assert path.name == f"vigil-{doc['message_id']}-integrity-mismatch.envelope.json"
     back = json.loads(path.read_text())
     assert back["from"] == {"eidolon": "vigil", "version": "1.9.0"}
@@ -89,5 +89,15 @@ def test_a_repeated_refusal_writes_no_second_handback(cli: Cli, project: Path) -
 def test_the_text_refusal_is_still_exactly_the_seeds_line(cli: Cli, project: Path) -> None:
     payload, _, _ = emit_payload(cli, project, "handoff/t.md")
     r = cli("verify-incoming", payload, "--as", "vigil", "--no-memory")
-    assert r.code == 3 and r.err == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas\n"
-    assert list((project / ".eidolons" / "handoffs" / "refusals").glob("*.envelope.json"))
+    assert r.code == 3
+    assert r.err.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+    assert list((project / ".eidolons" / "refusals").glob("*.envelope.json"))
+
+
+def test_run_says_where_the_handback_was_written(cli: Cli, project: Path) -> None:
+    _, envelope, _ = emit_payload(cli, project, "handoff/u.md")
+    r = cli("run", "--verify", envelope, "--as", "gilgamesh")
+    assert r.code == 3
+    (line,) = [x for x in r.err.splitlines() if "hand-back for the orchestrator" in x]
+    path = Path(line.rpartition(": ")[2])
+    assert path.is_file() and json.loads(path.read_text())["performative"] == "REFUSE"

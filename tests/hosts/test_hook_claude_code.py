@@ -105,7 +105,7 @@ def test_the_refusal_hands_back_a_refuse_envelope(handoff: Handoff) -> None:
     r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
     line = next(x for x in r.err.splitlines() if x.startswith("hand-back for the orchestrator: "))
     path = Path(line.partition(": ")[2])
-    assert path.is_file() and path.is_relative_to(handoff.root / ".eidolons" / "handoffs")
+    assert path.is_file() and path.is_relative_to(handoff.root / ".eidolons" / "refusals")
     back = json.loads(path.read_text())
     assert back["performative"] == "REFUSE"
     assert back["from"]["eidolon"] == "vigil" and back["to"]["eidolon"] == "orchestrator"

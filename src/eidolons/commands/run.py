@@ -101,6 +101,10 @@ def _route(
     if not decision.allowed:
         if not args.json:
             print(f"eidolons run: route blocked: {decision.reason()}", file=sys.stderr)
+            incoming = decision.incoming  # falsy when refused: compare with None
+            handback = incoming.extra.get("handback") if incoming is not None else None
+            if handback:
+                print(f"eidolons run: hand-back for the orchestrator: {handback}", file=sys.stderr)
         return 3
     warning = warning_line(decision.outcome)
     if warning is not None:  # warn mode let a non-pass through: say so before anything runs

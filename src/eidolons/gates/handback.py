@@ -14,9 +14,10 @@ writes, beside nothing of the refused payload:
   message id), so the refused thread's record ends with the receiver's ``verify_fail``,
   which names the hand-back.
 
-Location (ADR 0044): ``<root>/.eidolons/handoffs/refusals/<receiver>-<message_id>-<code>.md``
-and ``….envelope.json``: inside the hand-off directory, so the hook protects it like any
-hand-off and the orchestrator verifies it before reading it. One hand-back per
+Location (ADR 0044): ``<root>/.eidolons/refusals/<receiver>-<message_id>-<code>.md``
+and ``….envelope.json``: in the gate's own state, which no agent may write (the hook
+denies it), so a hand-back there was written by a gate; the orchestrator may read it
+(it quotes no payload byte) and verifies it like any envelope. One hand-back per
 (receiver, message, code): a repeated refusal reports the existing one and writes nothing.
 """
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from eidolons.gates.receiver import IncomingResult
     from eidolons.tracestore import TraceStore
 
-REFUSALS_DIR = Path(".eidolons") / "handoffs" / "refusals"
+REFUSALS_DIR = Path(".eidolons") / "refusals"
 ORCHESTRATOR = "orchestrator"
 KIND = "refusal-report"
 
