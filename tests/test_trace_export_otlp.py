@@ -158,7 +158,9 @@ def test_every_thread_by_default(cli: Cli, project: Path, otlp: Receiver) -> Non
     assert cli("emit", "other.md", "--from", "atlas", "--to", "vigil", "--performative",
                "INFORM", "--kind", "scout-report", "--objective", "o").code == 0  # fmt: skip
     assert cli("trace", "export", "--otlp", otlp.url).code == 0
-    assert len({s.trace_id for s in otlp.spans()}) == 2 and len(otlp.spans()) == 4
+    # three threads: the chain, other.md, and the refusal's hand-back (its own thread, one
+    # REFUSE span apivr -> orchestrator; ADR 0044)
+    assert len({s.trace_id for s in otlp.spans()}) == 3 and len(otlp.spans()) == 5
 
 
 def test_a_refusing_or_absent_collector_exits_3(cli: Cli, project: Path, otlp: Receiver) -> None:
