@@ -67,17 +67,27 @@ def test_concurrent_gate_processes_on_one_thread(cli: Cli, project: Path) -> Non
 
 
 def test_torn_line_is_reported_skipped_and_not_glued_to(tmp_path: Path) -> None:
+    import hashlib
+
+    def unlinked(event: dict[str, object] | None) -> dict[str, object] | None:
+        return (
+            None if event is None else {k: v for k, v in event.items() if k not in ("seq", "prev")}
+        )
+
     path = tmp_path / "t.jsonl"
     append_event(path, {"event": "emit", "n": 1})
+    torn = b'{"event": "verify_pass", "message_id": "m", "tor'
     with path.open("ab") as fh:
-        fh.write(b'{"event": "verify_pass", "message_id": "m", "tor')  # a writer died mid-line
+        fh.write(torn)  # a writer died mid-line
     lines = list(read_events(path))
-    assert [ln.event for ln in lines[:1]] == [{"event": "emit", "n": 1}]
+    assert [unlinked(ln.event) for ln in lines[:1]] == [{"event": "emit", "n": 1}]
     assert lines[1].event is None and "torn" in (lines[1].error or "")
     append_event(path, {"event": "emit", "n": 2})
-    good = [ln.event for ln in read_events(path) if ln.event is not None]
+    good = [unlinked(ln.event) for ln in read_events(path) if ln.event is not None]
     assert good == [{"event": "emit", "n": 1}, {"event": "emit", "n": 2}]
-    assert b'"tor\n{"event":"emit","n":2}' in path.read_bytes()  # old bytes kept, never rewritten
+    # old bytes kept, never rewritten; the new line is the third, linked to the torn one
+    link = f'"seq":3,"prev":"{hashlib.sha256(torn).hexdigest()}"'.encode()
+    assert torn + b'\n{"event":"emit","n":2,' + link + b"}\n" in path.read_bytes()
 
 
 def test_damaged_lines_are_skipped_in_both_directions(tmp_path: Path) -> None:

@@ -335,7 +335,7 @@ def test_read_new_events_leaves_an_unfinished_line_for_next_time(tmp_path: Path)
 
     path = tmp_path / "t.jsonl"
     assert read_new_events(path, 0) == ([], 0)
-    append_event(path, {"n": 1})
+    path.write_bytes(b'{"n":1}\n')
     with path.open("ab") as fh:
         fh.write(b'{"n": 2')  # a writer mid-line
     lines, offset = read_new_events(path, 0)

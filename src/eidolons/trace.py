@@ -21,7 +21,7 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from eidolons.beneath import BeneathError, open_state_path
@@ -91,15 +91,71 @@ def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
 
 
 def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
-    """Append one event as one line; returns the line's bytes (without the newline).
-    Raises :class:`TraceWriteError` on any failure."""
-    line = encode_event(event)[:-1]
-    append_lines(path, [line])
-    return line
+    """Append one event as one line, linked into the thread's hash chain (``seq``,
+    ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
+    bytes (without the newline). Raises :class:`TraceWriteError` on any failure."""
+    from eidolons.ecl.tracechain import chained, next_link
+
+    written: list[bytes] = []
+
+    def link(fd: int, size: int) -> list[bytes]:
+        last, last_seq = _last_link(fd, size)
+        seq, prev = next_link(last, last_seq)
+        written.append(encode_event(chained(event, seq, prev))[:-1])
+        return written
+
+    append_lines(path, [], under_lock=link)
+    return written[0]
 
 
-def append_lines(path: Path, lines: Sequence[bytes]) -> None:
-    """Append exact line bytes (each without its newline) in one ``write`` under the lock.
+def _last_link(fd: int, size: int) -> tuple[bytes | None, int]:
+    """The file's last non-blank line (exact bytes, no newline) and its position: the
+    ``seq`` it carries when it is a chained line of ours, else the count of non-blank
+    lines (a trace begun by an upstream tool, or a torn or hand-written last line).
+
+    Bounded: at most one line's worth is read back; a last line longer than
+    :data:`MAX_LINE_BYTES` is damage, and so is a file past the trace scan bound whose
+    last line is unchained: the new line then starts a new segment (``seq`` 1), which
+    ``trace verify`` reports as the break it is."""
+    end, block, limit = size, 64 * 1024, MAX_LINE_BYTES + 64 * 1024
+    tail = b""
+    while end > 0 and len(tail) <= limit:  # read back until the last line is whole
+        start = max(0, end - block)
+        tail = os.pread(fd, end - start, start) + tail
+        end = start
+        body = tail.rstrip(b" \t\r\n")
+        if body and b"\n" in body:
+            break
+    lines = [x for x in tail.split(b"\n") if x.strip()]
+    if not lines:
+        return None, 0
+    if end > 0 and len(lines) == 1:  # no line start found within the bound: overlong
+        return b"", 0
+    last = lines[-1]
+    if len(last) <= MAX_LINE_BYTES:
+        try:
+            seq = json.loads(last).get("seq")
+        except (ValueError, RecursionError, AttributeError):
+            seq = None
+        if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1:
+            return last, seq
+    if size > trace_scan_bound():
+        return last, 0
+    count, pos = 0, 0
+    while pos < size:  # unchained last line: its position is the count of non-blank lines
+        chunk = os.pread(fd, min(1024 * 1024, size - pos), pos)
+        pos += len(chunk)
+        count += sum(1 for x in chunk.split(b"\n") if x.strip())
+    return last, count
+
+
+def append_lines(
+    path: Path,
+    lines: Sequence[bytes],
+    under_lock: Callable[[int, int], Sequence[bytes]] | None = None,
+) -> None:
+    """Append exact line bytes (each without its newline) in one ``write`` under the lock;
+    with ``under_lock(fd, size)``, the lines it returns, computed while the lock is held.
     Raises :class:`TraceWriteError` on any failure."""
     line = b"".join(raw + b"\n" for raw in lines)
     try:
@@ -114,6 +170,8 @@ def append_lines(path: Path, lines: Sequence[bytes]) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             size = os.fstat(fd).st_size
+            if under_lock is not None:
+                line = b"".join(raw + b"\n" for raw in under_lock(fd, size))
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line
             view = memoryview(line)

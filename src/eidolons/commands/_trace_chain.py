@@ -55,9 +55,10 @@ def run_chain(args: argparse.Namespace) -> int:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))
         hops = sources.hops(collected, store)
+        chains = _chains(collected, store, root) if verb == "verify" else []
     _problems(collected)
     if verb == "verify":
-        return _verify(collected, hops, root, mode, args.json)
+        return _verify(collected, hops, root, mode, args.json, chains)
     if not hops:
         return error("no hand-off found in what was read", EXIT_NOTHING)
     return _VIEWS[verb](hops, args)
@@ -233,9 +234,36 @@ _VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel, "report"
 
 
 # -- verify
-def _verify(collected: Collected, hops: list[Hop], root: Path, mode: str, as_json: bool) -> int:
+def _chains(collected: Collected, store: TraceStore, root: Path) -> list[dict[str, Any]]:
+    """Traces named (files, threads): the hash chain and each verdict's receipt."""
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.store import TrustStoreError, load_trust_store
+    from eidolons.trace import read_raw_lines
+    from eidolons.traceverify import verify_trace
+
+    try:
+        trust = load_trust_store(root)
+    except TrustStoreError as exc:
+        collected.problems.append(f"{exc}; receipts not checked")
+        trust = None
+    now = utc_now()
+    out = [verify_trace(str(p), read_raw_lines(p), trust, now) for p in collected.trace_files]
+    out += [verify_trace(t, store.iter_raw(t), trust, now) for t in collected.threads]
+    return out
+
+
+def _verify(
+    collected: Collected,
+    hops: list[Hop],
+    root: Path,
+    mode: str,
+    as_json: bool,
+    chains: list[dict[str, Any]] | None = None,
+) -> int:
     """Envelopes: the orchestrator gate in warn mode (no trace written, no contracts).
-    Hops known only from a trace: the latest orchestrator verdict on record."""
+    Hops known only from a trace: the latest orchestrator verdict on record. Traces: their
+    hash chain and receipts (a break or an invalid receipt is a failure)."""
+    chains = chains or []
     from eidolons.commands._common import print_json
     from eidolons.config import Limits, hmac_key
     from eidolons.verify import verify_parsed
@@ -281,12 +309,14 @@ def _verify(collected: Collected, hops: list[Hop], root: Path, mode: str, as_jso
                 }
             )
     failed = sum(1 for r in results if r["verdict"] not in OK_VERDICTS)
+    broken = sum(1 for c in chains if not c["ok"])
     doc = {
         "mode": mode,
         "total": len(results),
         "failed": failed,
-        "all_pass": failed == 0,
+        "all_pass": failed == 0 and broken == 0,
         "results": results,
+        "chains": chains,
     }
     if as_json:
         print_json(doc)
@@ -302,5 +332,23 @@ def _verify(collected: Collected, hops: list[Hop], root: Path, mode: str, as_jso
             if not failed
             else f"{failed}/{total} envelopes failed integrity"
         )
+        lines += _chain_lines(chains)
         _out([printable(line) for line in lines])
-    return EXIT_BLOCKED if mode == "block" and failed else 0
+    return EXIT_BLOCKED if mode == "block" and (failed or broken) else 0
+
+
+def _chain_lines(chains: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for c in chains:
+        brk = c["first_break"]
+        if brk is not None:
+            out.append(f"  ✗ chain BROKEN at line {brk['line']}: {brk['reason']}  {c['trace']}")
+        else:
+            out.append(f"  ✓ chain {c['state']} ({c['lines']} lines)  {c['trace']}")
+        for r in c["receipts"]:
+            glyph = "✗" if r["receipt"].startswith("invalid") else " "
+            out.append(
+                f"    {glyph} line {r['line']} [{r['verdict']}] msg={r['message_id']}: "
+                f"receipt {r['receipt']}"
+            )
+    return out

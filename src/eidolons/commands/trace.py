@@ -27,7 +27,8 @@ HELP = "a thread's trace: events, the hand-off chain, its graph, cost and report
 CHAIN_VERBS = {
     "show": "events of a thread or trace file; the hop table of envelope PATHs",
     "graph": "who handed what to whom (text, JSON, Mermaid, DOT or SVG)",
-    "verify": "re-run the orchestrator gate on envelope PATHs (no trace written)",
+    "verify": "re-run the orchestrator gate on envelope PATHs (no trace written); check a "
+    "trace's hash chain and receipts",
     "cost": "token ledger by sender (self-reported estimates)",
     "otel": "print the chain as OpenTelemetry GenAI spans (JSON; nothing is sent)",
 }

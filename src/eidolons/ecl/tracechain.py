@@ -11,7 +11,7 @@ event.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,3 +41,100 @@ def chained(event: Mapping[str, Any], seq: int, prev: str) -> dict[str, Any]:
     out["seq"] = seq
     out["prev"] = prev
     return out
+
+
+class ChainReport:
+    """What :func:`verify_chain` found. ``state``: ``intact`` (every line linked),
+    ``unchained`` (no line carries a link: a trace written by an upstream tool),
+    ``partial`` (an unchained prefix, then an intact chain: a trace continued by this
+    tool), ``broken`` (``first_break`` says where and why), ``empty``."""
+
+    __slots__ = ("chained", "first_break", "lines", "state", "unchained_prefix")
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.chained = 0
+        self.unchained_prefix = 0
+        self.first_break: tuple[int, str] | None = None
+        self.state = "empty"
+
+    @property
+    def ok(self) -> bool:
+        return self.first_break is None
+
+    def to_dict(self) -> dict[str, Any]:
+        brk = self.first_break
+        return {
+            "state": self.state,
+            "lines": self.lines,
+            "chained": self.chained,
+            "unchained_prefix": self.unchained_prefix,
+            "first_break": {"line": brk[0], "reason": brk[1]} if brk else None,
+        }
+
+
+def _link_of(raw: bytes) -> tuple[bool, object, object]:
+    """(is a JSON object, seq, prev) of one line; absent fields are None."""
+    import json
+
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False, None, None
+    if not isinstance(value, dict):
+        return False, None, None
+    return True, value.get("seq"), value.get("prev")
+
+
+def verify_chain(lines: Iterable[bytes]) -> ChainReport:
+    """Walk a thread's non-blank lines (exact bytes, in order) and find the first break:
+    line ``n`` must carry ``seq == n`` and ``prev`` = SHA-256 of line ``n-1`` (64 zeros
+    for line 1). Lines before the first linked line are an unchained prefix (an upstream
+    trace); after it, a line without a link, a damaged line, a wrong ``seq`` (a line
+    removed, inserted or reordered) or a wrong ``prev`` (the line before it edited) is a
+    break. An edit of the very last line, or a truncated tail, leaves no later line to
+    notice it: the signed receipts cover what a verdict said (ADR 0035)."""
+    report = ChainReport()
+    previous: bytes | None = None
+    started = False
+    for n, raw in enumerate(lines, start=1):
+        report.lines = n
+        is_obj, seq, prev = _link_of(raw)
+        linked = is_obj and (seq is not None or prev is not None)
+        if report.first_break is None:
+            if not linked:
+                if started:
+                    why = "damaged line" if not is_obj else "line carries no seq/prev"
+                    report.first_break = (n, f"{why} inside the chain (inserted or rewritten)")
+                else:
+                    report.unchained_prefix += 1
+            else:
+                started = True
+                expected = GENESIS if previous is None else line_hash(previous)
+                if seq != n or isinstance(seq, bool):
+                    report.first_break = (
+                        n,
+                        f"seq {seq!r} at line {n} (a line was removed, inserted or reordered)",
+                    )
+                elif prev != expected:
+                    report.first_break = (
+                        n,
+                        f"prev does not match line {n - 1} (line {n - 1} was edited, or a "
+                        "line was removed)"
+                        if n > 1
+                        else "prev of line 1 is not 64 zeros",
+                    )
+                else:
+                    report.chained += 1
+        previous = raw
+    if report.first_break is not None:
+        report.state = "broken"
+    elif report.lines == 0:
+        report.state = "empty"
+    elif report.chained == 0:
+        report.state = "unchained"
+    elif report.unchained_prefix:
+        report.state = "partial"
+    else:
+        report.state = "intact"
+    return report
