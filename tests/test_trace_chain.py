@@ -11,7 +11,15 @@ import pytest
 
 from eidolons.chain import Hop, order_hops
 from eidolons.trace import append_event
-from tests.conftest import Run, emit_cmd, read_trace
+from tests.conftest import (
+    FIXTURE_HMAC_KEY,
+    FIXTURES,
+    Run,
+    clean_env,
+    emit_cmd,
+    needs_fixtures,
+    read_trace,
+)
 
 Cli = Callable[..., Run]
 THREAD = "0190a0b0-0000-7000-8000-000000000001"
@@ -344,3 +352,23 @@ def test_read_new_events_leaves_an_unfinished_line_for_next_time(tmp_path: Path)
         fh.write(b"}\nnot json\n")
     lines, offset = read_new_events(path, offset)
     assert [ln.event for ln in lines] == [{"n": 2}, None] and offset == path.stat().st_size
+
+
+@needs_fixtures
+def test_verify_over_the_upstream_fixtures(cli: Cli, project: Path) -> None:
+    """The nexus's verify on the conformance fixtures: only integrity counts (no contracts),
+    so the undeclared edge and the over-budget hand-off pass; the bad digest fails, and the
+    HMAC fixture fails without its key and passes with it."""
+    r = cli("trace", "verify", FIXTURES, "--json", "--mode", "warn")
+    assert r.code == 0, r.err
+    doc = r.json()
+    failed = {Path(x["envelope"]).parent.name: x["verdict"] for x in doc["results"]}
+    failed = {k: v for k, v in failed.items() if v not in ("pass", "unverifiable")}
+    assert doc["total"] == 12 and failed == {
+        "missing-integrity": "tamper",
+        "conformant-high-trust-v2.1": "no_key",
+    }
+    keyed = clean_env(ECL_HMAC_KEY=FIXTURE_HMAC_KEY)
+    r = cli("trace", "verify", FIXTURES, "--json", "--block", env=keyed)
+    assert r.code == 3 and r.json()["failed"] == 1
+    assert cli("trace", "show", FIXTURES, "--json").json()[0]["tokens"] is not None
