@@ -372,3 +372,27 @@ def test_verify_over_the_upstream_fixtures(cli: Cli, project: Path) -> None:
     r = cli("trace", "verify", FIXTURES, "--json", "--block", env=keyed)
     assert r.code == 3 and r.json()["failed"] == 1
     assert cli("trace", "show", FIXTURES, "--json").json()[0]["tokens"] is not None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("cost", "handoffs", "--budget", "-1"),
+        ("cost", "handoffs", "--budget", "many"),
+        ("show", "THREAD", "--follow", "--max-events", "0"),
+        ("show", "THREAD", "--follow", "--idle-timeout", "-1"),
+        ("show", "THREAD", "--follow", "--idle-timeout", "nan"),
+        ("show", "THREAD", "--idle-timeout", "0"),
+        ("graph", "handoffs", "--format", "png"),
+        ("verify", "handoffs", "--mode", "lenient"),
+        ("report", "THREAD", "-o", "no/such/dir/r.html"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(
+    cli: Cli, project: Path, args: tuple[str, ...]
+) -> None:
+    build_chain(cli, project)
+    thread = _verified_thread(cli, project)
+    r = cli("trace", *(thread if a == "THREAD" else a for a in args))
+    assert r.code == 2, (args, r.err)
+    assert "Traceback" not in r.err and r.out == ""

@@ -38,8 +38,15 @@ def run_chain(args: argparse.Namespace) -> int:
     verb = args.trace_command
     root = find_root(args.root)
     mode = verify_mode("block" if getattr(args, "block", False) else getattr(args, "mode", None))
-    if verb == "show" and not args.follow and (args.max_events is not None or args.idle_timeout):
-        return error("--max-events and --idle-timeout go with --follow")
+    if verb == "show":
+        if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
+            return error("--max-events and --idle-timeout go with --follow")
+        if args.max_events is not None and args.max_events < 1:
+            return error("--max-events must be at least 1")
+        if args.idle_timeout is not None and not args.idle_timeout >= 0:
+            return error("--idle-timeout must be a number of seconds, 0 or more")
+    if getattr(args, "budget", None) is not None and args.budget < 0:
+        return error("--budget must be 0 or more")
     from eidolons.tracestore import open_store
 
     with open_store(root) as store:
