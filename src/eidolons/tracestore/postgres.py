@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import psycopg
 
 TIMEOUT_ENV = "EIDOLONS_TRACE_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = 5.0
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
 
 LAST_LINE = (
@@ -80,7 +80,7 @@ def verdict_key(event: Mapping[str, Any]) -> bytes | None:
 
 
 def timeout_s(env: Mapping[str, str] | None = None) -> float:
-    """``EIDOLONS_TRACE_TIMEOUT_S`` (default 10): the longest a gate waits for the store to
+    """``EIDOLONS_TRACE_TIMEOUT_S`` (default 5): the longest a gate waits for the store to
     connect, for a lock or for a statement; past it the operation fails (closed)."""
     env = os.environ if env is None else env
     raw = env.get(TIMEOUT_ENV) or ""
