@@ -396,3 +396,34 @@ def test_bad_options_are_one_line_and_exit_2(
     r = cli("trace", *(thread if a == "THREAD" else a for a in args))
     assert r.code == 2, (args, r.err)
     assert "Traceback" not in r.err and r.out == ""
+
+
+def test_verify_thread_with_a_trust_store_fails_an_unsigned_latest_pass(
+    project: Path, tmp_path: Path
+) -> None:
+    """In a project with a trust store a receiver accepts only a signed receipt, so
+    ``trace verify THREAD`` must not call a hop verified on a hand-written pass appended
+    after the signed verdict (chain re-linked, so only the receipt tells them apart)."""
+    from tests.conftest import run_cli
+
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+
+    def cli(*args: str | Path) -> Run:
+        return run_cli(*args, cwd=project, env=env)
+
+    assert cli("keys", "init").code == 0
+    thread = _verified_thread(cli, project)
+    r = cli("trace", "verify", thread, "--block", "--json")
+    assert r.code == 0, r.out
+    (row,) = r.json()["results"]
+    assert row["verdict"] == "pass" and row["receipt"] == "valid"
+    trace = project / ".eidolons" / ".trace" / f"{thread}.jsonl"
+    signed = next(e for e in read_trace(trace) if e.get("gate") == "orchestrator")
+    forged = {k: v for k, v in signed.items() if k not in ("seq", "prev", "receipt")}
+    append_event(trace, forged)  # an agent's own pass line, correctly chained
+    r = cli("trace", "verify", thread, "--block", "--json")
+    assert r.code == 3
+    (row,) = r.json()["results"]
+    assert row["receipt"] == "none" and r.json()["all_pass"] is False
+    text = cli("trace", "verify", thread, "--mode", "warn").out
+    assert "receipt none" in text and "1/1" in text

@@ -62,10 +62,10 @@ def run_chain(args: argparse.Namespace) -> int:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))
         hops = sources.hops(collected, store)
-        chains = _chains(collected, store, root) if verb == "verify" else []
+        chains, trusted = _chains(collected, store, root) if verb == "verify" else ([], False)
     _problems(collected)
     if verb == "verify":
-        return _verify(collected, hops, root, mode, args.json, chains)
+        return _verify(collected, hops, root, mode, args.json, chains, trusted)
     if not hops:
         return error("no hand-off found in what was read", EXIT_NOTHING)
     return _VIEWS[verb](hops, args)
@@ -241,8 +241,11 @@ _VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel, "report"
 
 
 # -- verify
-def _chains(collected: Collected, store: TraceStore, root: Path) -> list[dict[str, Any]]:
-    """Traces named (files, threads): the hash chain and each verdict's receipt."""
+def _chains(
+    collected: Collected, store: TraceStore, root: Path
+) -> tuple[list[dict[str, Any]], bool]:
+    """Traces named (files, threads): the hash chain and each verdict's receipt; and
+    whether the project has a trust store (then only a valid receipt is evidence)."""
     from eidolons.ecl.events import utc_now
     from eidolons.keys.store import TrustStoreError, load_trust_store
     from eidolons.trace import read_raw_lines
@@ -256,7 +259,7 @@ def _chains(collected: Collected, store: TraceStore, root: Path) -> list[dict[st
     now = utc_now()
     out = [verify_trace(str(p), read_raw_lines(p), trust, now) for p in collected.trace_files]
     out += [verify_trace(t, store.iter_raw(t), trust, now) for t in collected.threads]
-    return out
+    return out, trust is not None
 
 
 def _verify(
@@ -266,11 +269,18 @@ def _verify(
     mode: str,
     as_json: bool,
     chains: list[dict[str, Any]] | None = None,
+    trusted: bool = False,
 ) -> int:
     """Envelopes: the orchestrator gate in warn mode (no trace written, no contracts).
-    Hops known only from a trace: the latest orchestrator verdict on record. Traces: their
-    hash chain and receipts (a break or an invalid receipt is a failure)."""
+    Hops known only from a trace: the latest orchestrator verdict on record, and the
+    receipt of that line; in a project with a trust store only a ``valid`` receipt makes
+    it evidence (as for a receiver). Traces: their hash chain and receipts (a break or an
+    invalid receipt is a failure)."""
     chains = chains or []
+    receipts: dict[str, str] = {}  # message id -> receipt of its latest verdict line
+    for c in chains:
+        for entry in c["receipts"]:
+            receipts[str(entry["message_id"])] = str(entry["receipt"])
     from eidolons.commands._common import print_json
     from eidolons.config import Limits, hmac_key
     from eidolons.verify import verify_parsed
@@ -303,19 +313,26 @@ def _verify(
     for hop in hops:
         if hop.envelope is None:  # known from the trace only
             latest = hop.latest("orchestrator")
-            results.append(
-                {
-                    "verdict": latest.verdict if latest else "unrecorded",
-                    "from": hop.sender or "?",
-                    "to": hop.recipient or "?",
-                    "envelope": None,
-                    "message_id": hop.message_id,
-                    "message": "latest orchestrator verdict on record"
-                    if latest
-                    else "no orchestrator verdict on record",
-                }
-            )
-    failed = sum(1 for r in results if r["verdict"] not in OK_VERDICTS)
+            receipt = receipts.get(hop.message_id) if latest else None
+            row = {
+                "verdict": latest.verdict if latest else "unrecorded",
+                "from": hop.sender or "?",
+                "to": hop.recipient or "?",
+                "envelope": None,
+                "message_id": hop.message_id,
+                "message": "latest orchestrator verdict on record"
+                if latest
+                else "no orchestrator verdict on record",
+                "evidence": (latest.evidence or "unsigned") if latest else None,
+                "receipt": receipt,
+            }
+            if trusted and latest and receipt != "valid":
+                row["ok"] = False
+                row["message"] = f"latest orchestrator verdict on record, receipt {receipt}"
+            results.append(row)
+    for row in results:
+        row.setdefault("ok", row["verdict"] in OK_VERDICTS)
+    failed = sum(1 for r in results if not r["ok"])
     broken = sum(1 for c in chains if not c["ok"])
     doc = {
         "mode": mode,
@@ -330,8 +347,10 @@ def _verify(
     else:
         lines = []
         for r in results:
-            glyph = "✓" if r["verdict"] in OK_VERDICTS else "✗"
+            glyph = "✓" if r["ok"] else "✗"
             where = r["envelope"] or f"msg={r.get('message_id')}"
+            if r["envelope"] is None and r.get("evidence"):
+                where += f" (on record, evidence {r['evidence']}, receipt {r['receipt']})"
             lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
         total = len(results)
         lines.append(
