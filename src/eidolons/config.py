@@ -82,6 +82,19 @@ def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
     return os.fsencode(raw) if raw else None
 
 
+MIN_HMAC_KEY_BYTES = 32
+
+
+def hmac_key_warning(key: bytes | None) -> str | None:
+    """A warning for an HMAC key shorter than ECL section 6.4's 32 random bytes."""
+    if key is None or len(key) >= MIN_HMAC_KEY_BYTES:
+        return None
+    return (
+        f"warning: ECL_HMAC_KEY is {len(key)} bytes; ECL 6.4 asks for at least "
+        f"{MIN_HMAC_KEY_BYTES} random bytes (a short key can be guessed)"
+    )
+
+
 VERIFY_MODES = ("warn", "block")
 
 

@@ -112,9 +112,11 @@ def emit(
     env: Mapping[str, str] | None = None,
     limits: Limits | None = None,
     store: TraceStore | None = None,
+    signer: Any = None,
 ) -> EmitResult:
     """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``,
-    else ``trace_file``, else the project's configured store)."""
+    else ``trace_file``, else the project's configured store). With ``signer`` (the
+    sender's key), ``<stem>.envelope.sig`` signs the exact envelope bytes (ADR 0034)."""
     env = os.environ if env is None else env
     limits = limits or Limits()
     if payload.name.endswith(ENVELOPE_SUFFIX):
@@ -170,6 +172,7 @@ def emit(
         ise=ise,
         host=env.get("ECL_HOST") or "raw",
         model=env.get("ECL_MODEL") or "unknown",
+        sender_signed=signer is not None,
     )
     import json
 
@@ -188,6 +191,11 @@ def emit(
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if signer is not None:  # the signature is in place before the envelope appears
+            from eidolons.keys.store import atomic_write
+            from eidolons.senders import sign_bytes, signature_path
+
+            atomic_write(signature_path(envelope_path), sign_bytes(data, signer), 0o644)
         if write_trace:
             from eidolons.tracestore import open_store
 

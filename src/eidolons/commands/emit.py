@@ -45,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--hmac", action="store_true", help="integrity via HMAC-SHA-256 keyed with $ECL_HMAC_KEY"
     )
     p.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign the envelope with the sender's key (<stem>.envelope.sig)",
+    )
+    p.add_argument(
         "--out", metavar="FILE", help="envelope path (default: ${PAYLOAD%%.*}.envelope.json)"
     )
     p.add_argument("--force", action="store_true", help="replace an existing envelope")
@@ -56,9 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eidolons.commands._common import error, print_json
-    from eidolons.config import Limits, find_root, hmac_key
+    from eidolons.config import Limits, find_root, hmac_key, hmac_key_warning
     from eidolons.emit import emit, parse_agent
     from eidolons.errors import EidolonsError, UsageError
+    from eidolons.keys.files import KeyFileError
 
     try:
         key = None
@@ -66,12 +72,16 @@ def run(args: argparse.Namespace) -> int:
             key = hmac_key()
             if key is None:
                 raise UsageError("--hmac needs ECL_HMAC_KEY to be set")
+            short = hmac_key_warning(key)
+            if short is not None:
+                print(f"eidolons: {short}", file=sys.stderr)
         root = find_root(args.root)
         sender = parse_agent(args.sender, "--from")
         recipient = parse_agent(args.recipient, "--to")
         edge_origin, token_budget = _contract_defaults(
             root, args.contracts, sender.eidolon, recipient.eidolon
         )
+        signer = _signer(root, sender.eidolon) if args.sign else None
         result = emit(
             Path(args.payload),
             sender=sender,
@@ -97,7 +107,10 @@ def run(args: argparse.Namespace) -> int:
             write_trace=not args.no_trace,
             trace_file=Path(args.trace) if args.trace else None,
             limits=Limits.from_env(os.environ),
+            signer=signer,
         )
+    except KeyFileError as exc:
+        return error(str(exc), 3)
     except EidolonsError as exc:
         return error(str(exc), 2 if isinstance(exc, UsageError) else 1)
     if args.json:
@@ -114,6 +127,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"trace: {result.trace_path}")
     sys.stdout.flush()
     return 0
+
+
+def _signer(root: Path, sender: str) -> object:
+    """The sender's signing key for --sign (imports cryptography: only with --sign)."""
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.store import load_trust_store
+    from eidolons.senders import sender_signer
+
+    return sender_signer(load_trust_store(root), sender, root, utc_now())
 
 
 def _ise(raw: str | None) -> dict[str, object] | None:

@@ -79,11 +79,13 @@ def build_envelope(
     model: str = "unknown",
     tier: str = "standard",
     ts: str | None = None,
+    sender_signed: bool = False,
 ) -> dict[str, Any]:
     """The envelope as a dict. Pure. Refuses (:class:`UsageError`) to build an envelope
     that violates the schema, or that the receivers would refuse for a conformance MUST:
     at ECL 2.1, ``trust_level: high`` needs HMAC integrity (I-5) and an ``ise`` block
-    (S-3)."""
+    (S-3). ``sender_signed``: the envelope will carry the sender's signature, which this
+    tool's receivers accept in place of HMAC at high trust (ADR 0034)."""
     if performative not in PERFORMATIVES:
         raise UsageError(f"--performative {performative!r} is not one of {sorted(PERFORMATIVES)}")
     if not grammar.is_slug(kind):
@@ -141,9 +143,10 @@ def build_envelope(
     envelope["integrity"] = {"method": digest.method, "value": digest.value}
     envelope["trace"] = {"ts": ts or utc_now(), "host": host, "model": model, "tier": tier}
     if trust_level == "high" and envelope_version.startswith("2.1"):
-        if digest.method != "hmac-sha256":
+        if digest.method != "hmac-sha256" and not sender_signed:
             raise UsageError(
-                "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac"
+                "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac "
+                "(or --sign, which this tool's receivers accept instead)"
             )
         if ise is None:
             raise UsageError(

@@ -12,7 +12,12 @@ no_key              INTEGRITY_MISMATCH
 unverifiable        UNVERIFIED
 malformed           SCHEMA_INVALID
 unsupported_algo    SCHEMA_INVALID
+sender_unverified   UNVERIFIED
+sender_mismatch     INTEGRITY_MISMATCH
 ==================  ====================
+
+``sender_*``: a sender signature the trust store requires is missing, untrusted
+(unverified) or over other envelope bytes (mismatch), ADR 0034.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class Verdict(StrEnum):
     MISSING_PAYLOAD = "missing_payload"
     NO_KEY = "no_key"
     TAMPER = "tamper"
+    SENDER_UNVERIFIED = "sender_unverified"
+    SENDER_MISMATCH = "sender_mismatch"
 
     @property
     def failure_code(self) -> RefusalCode | None:
@@ -57,6 +64,8 @@ _FAILURE_CODES: dict[Verdict, RefusalCode] = {
     Verdict.UNVERIFIABLE: RefusalCode.UNVERIFIED,
     Verdict.MALFORMED: RefusalCode.SCHEMA_INVALID,
     Verdict.UNSUPPORTED_ALGO: RefusalCode.SCHEMA_INVALID,
+    Verdict.SENDER_UNVERIFIED: RefusalCode.UNVERIFIED,
+    Verdict.SENDER_MISMATCH: RefusalCode.INTEGRITY_MISMATCH,
 }
 
 # Verdicts that block in block mode without --strict (unverifiable is let through: the
@@ -68,6 +77,8 @@ BLOCKING: frozenset[Verdict] = frozenset(
         Verdict.MISSING_PAYLOAD,
         Verdict.UNSUPPORTED_ALGO,
         Verdict.NO_KEY,
+        Verdict.SENDER_UNVERIFIED,
+        Verdict.SENDER_MISMATCH,
     }
 )
 

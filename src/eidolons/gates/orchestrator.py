@@ -18,13 +18,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from eidolons import senders
 from eidolons._text import printable
-from eidolons.config import payload_key
+from eidolons.config import hmac_key_warning, payload_key
 from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event, utc_now
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
-from eidolons.evidence import HMAC, UNSIGNED_WARNING, combine
+from eidolons.evidence import HMAC, SENDER_SIGNATURE, UNSIGNED_WARNING, combine
 from eidolons.receipts import build_statement, sign_statement, signing_state, write_receipt
 from eidolons.tracestore import TraceStore, open_store
 from eidolons.verify import VerificationResult, verify_envelope_file
@@ -164,13 +165,39 @@ def run_gate(
         keep_payload=keep_payload,
         sink=sink,
     )
-    code = exit_code(result.verdict, mode, strict)
-    outcome = GateOutcome(result, mode, strict, code, None)
     now = utc_now()
     signing = signing_state(root, now)
     env = result.envelope
+    signed_sender = False
+    if (
+        result
+        and env is not None
+        and senders.required(signing.store, env.sender.eidolon, env.recipient.eidolon)
+    ):
+        assert signing.store is not None and result.envelope_sha256 is not None
+        problem = senders.check(
+            result.envelope_path, result.envelope_sha256, env.sender.eidolon, signing.store, now
+        )
+        if problem is None:
+            signed_sender = True
+        else:
+            result.verdict = (
+                Verdict.SENDER_MISMATCH
+                if problem[0] == "INTEGRITY_MISMATCH"
+                else Verdict.SENDER_UNVERIFIED
+            )
+            result.message = problem[1]
+    code = exit_code(result.verdict, mode, strict)
+    outcome = GateOutcome(result, mode, strict, code, None)
+    if env is not None and env.integrity_method == "hmac-sha256":
+        short = hmac_key_warning(key)
+        if short is not None:
+            outcome.notes.append(short)
     if result:
-        outcome.evidence = combine(HMAC if env and env.integrity_method == "hmac-sha256" else "")
+        outcome.evidence = combine(
+            SENDER_SIGNATURE if signed_sender else "",
+            HMAC if env and env.integrity_method == "hmac-sha256" else "",
+        )
         if signing.unsigned_mode:
             outcome.notes.append(UNSIGNED_WARNING)
     if signing.problem is not None:

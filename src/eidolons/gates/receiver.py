@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eidolons import senders
 from eidolons._text import printable
 from eidolons.config import find_handoff, payload_key
 from eidolons.ecl.envelope import Envelope, parse_envelope
@@ -56,7 +57,14 @@ from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, tr
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EnvelopeError, InputError, TraceWriteError
-from eidolons.evidence import HMAC, SIGNED_RECEIPT, UNSIGNED, UNSIGNED_WARNING, combine
+from eidolons.evidence import (
+    HMAC,
+    SENDER_SIGNATURE,
+    SIGNED_RECEIPT,
+    UNSIGNED,
+    UNSIGNED_WARNING,
+    combine,
+)
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
@@ -328,6 +336,7 @@ def evaluate(
         return result
     envelope_sha256 = hashlib.sha256(envelope_bytes).hexdigest()
     result.envelope = env
+    now = utc_now()
     if memory is not None:
         from eidolons.memory import recall_before
 
@@ -335,12 +344,26 @@ def evaluate(
     problems = env.schema_problems()
     if problems:
         fail(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
+    # the trust store, and the sender's signature when it asks for one (ADR 0034)
+    try:
+        trust = load_trust_store(root)
+        store_error = None
+    except TrustStoreError as exc:
+        trust, store_error = None, str(exc)
+    signed_sender = False
+    if trust is not None and senders.required(trust, env.sender.eidolon, receiver):
+        problem = senders.check(envelope_path, envelope_sha256, env.sender.eidolon, trust, now)
+        if problem is None:
+            signed_sender = True
+        else:
+            fail(Failure(problem[0], "sender", problem[1]))
     # the conformance MUSTs that need no payload nor contract (E-*, S-*, I-5): the same
-    # rules `eidolons check` applies, so a hand-off `check` fails is never accepted here
+    # rules `eidolons check` applies, so a hand-off `check` fails is never accepted here;
+    # a valid sender signature stands in for HMAC at high trust (I-5; ADR 0034)
     gates = [
         *envelope_results(env.data),
         *ise_results(env.data),
-        hmac_at_high_trust_result(env.data),
+        *([] if signed_sender else [hmac_at_high_trust_result(env.data)]),
     ]
     for gate in gates:
         if gate.status == "fail" and gate.level == "MUST":
@@ -356,11 +379,6 @@ def evaluate(
         fail(Failure(code, "integrity", message))
         integrity_failed = True
     # 3. integrity evidence: a signed receipt with a trust store, else the record
-    try:
-        trust = load_trust_store(root)
-        store_error = None
-    except TrustStoreError as exc:
-        trust, store_error = None, str(exc)
     receipt: Any = None  # the receipt the decision rests on (trust store only)
     if store_error is not None:
         fail(Failure(UNVERIFIED, "receipt", f"trust store unusable: {store_error}"))
@@ -386,7 +404,7 @@ def evaluate(
                 envelope_path,
                 result.record,
                 trust,
-                utc_now(),
+                now,
                 message_id=env.message_id,
                 envelope_sha256=envelope_sha256,
             )
@@ -466,13 +484,13 @@ def evaluate(
         high = env.trust_level == "high" or (
             contract is not None and contract.trust_level == "high"
         )
-        if high and env.integrity_method != "hmac-sha256":
+        if high and env.integrity_method != "hmac-sha256" and not signed_sender:
             fail(
                 Failure(
                     UNVERIFIED,
                     "trust",
                     "trust_level high (edge contract or envelope) requires hmac-sha256 "
-                    f"integrity, the envelope uses {env.integrity_method}",
+                    f"integrity or a sender signature, the envelope uses {env.integrity_method}",
                 )
             )
         gates = edge_results(env.data, contract) + context_results(env.data, contract)
@@ -496,9 +514,17 @@ def evaluate(
         result.payload = payload
         hmac_checked = env.integrity_method == "hmac-sha256" and payload is not None
         record_kind = SIGNED_RECEIPT if receipt is not None else UNSIGNED
-        result.evidence = combine(record_kind, HMAC if hmac_checked else "")
+        result.evidence = combine(
+            record_kind, SENDER_SIGNATURE if signed_sender else "", HMAC if hmac_checked else ""
+        )
         if trust is None:
             result.notes.append(UNSIGNED_WARNING)
+        if env.integrity_method == "hmac-sha256":
+            from eidolons.config import hmac_key_warning
+
+            short = hmac_key_warning(key)
+            if short is not None:
+                result.notes.append(short)
     return result
 
 
