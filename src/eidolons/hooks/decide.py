@@ -23,7 +23,13 @@ Rules (ADR 0040), for the calling agent R (the host's identity; none = the main 
 6. Shell: the words a command names are judged as above (any hand-off named is gated as
    a read); naming the hand-off directory itself, or a hand-off's name that does not
    resolve, is denied; for a receiver, a command this module cannot read
-   (:mod:`eidolons.hooks.shell`) is denied.
+   (:mod:`eidolons.hooks.shell`) is denied. ``eidolons`` itself, run by an agent: the
+   commands that write the gate's state or wiring (:data:`STATE_COMMANDS`: keys, init,
+   the trace store, an MCP server of its own) are denied to every agent (rule 2: the gate
+   process can write what the agent cannot); the orchestrator's gate (``verify-envelope``,
+   ``run``) is the main loop's only (the gate process reads the signing key a subagent
+   cannot, and would sign the subagent's rewrite); a subagent runs ``verify-incoming``
+   only ``--as`` itself.
 7. Anything else is allowed.
 """
 
@@ -53,6 +59,18 @@ from eidolons.hooks.events import (
 ORCHESTRATOR = "orchestrator"
 IGNORE_FILE = os.path.join(".eidolons", ".ignore")
 IGNORE_LINES = ("handoffs/", "keys/", "memory/")
+
+
+# ``eidolons`` commands (and actions) that write the gate's own state or the host wiring
+STATE_COMMANDS = {
+    "init": None,  # every action
+    "hook": None,
+    "mcp": None,
+    "keys": frozenset({"init", "add", "revoke", "rotate", "require-signature"}),
+    "trace": frozenset({"store", "import"}),
+}
+ORCHESTRATOR_COMMANDS = frozenset({"verify-envelope", "run"})
+RECEIVER_COMMANDS = frozenset({"verify-incoming"})
 
 
 class Decision:
@@ -279,6 +297,10 @@ class Decider:
 
         assert call.command is not None
         reading = read_command(call.command)
+        for args in reading.gate_calls:
+            refused = _gate_command(args, call.receiver)
+            if refused is not None:
+                return deny(f"eidolons hook: {refused}")
         layout = self.layout
         names = self._handoff_names()
         gated: list[str] = []
@@ -343,3 +365,36 @@ class Decider:
 
 def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _gate_command(args: list[str], receiver: str | None) -> str | None:
+    """Why an agent (``receiver``; None = the main loop) may not run ``eidolons ARGS``,
+    or None (rule 6)."""
+    words = [a for a in args if not a.startswith("-")]
+    command = words[0] if words else ""
+    shown = " ".join(words[:2])
+    if command in STATE_COMMANDS:
+        actions = STATE_COMMANDS[command]
+        # any later word: an option's value may come before the action
+        if actions is None or any(w in actions for w in words[1:]):
+            return (
+                f"`eidolons {shown}` writes the gate's state or the hook wiring; "
+                "no agent runs it (run it yourself, outside the agent)"
+            )
+    if receiver is None:
+        return None
+    if command in ORCHESTRATOR_COMMANDS:
+        return f"`eidolons {command}` is the orchestrator's gate; {receiver} does not run it"
+    if command in RECEIVER_COMMANDS:
+        named = [
+            v
+            for i, a in enumerate(args)
+            for v in ([args[i + 1]] if a == "--as" and i + 1 < len(args) else [])
+            + ([a.partition("=")[2]] if a.startswith("--as=") else [])
+        ]
+        if not named or any(v.partition("@")[0] != receiver for v in named):
+            return (
+                f"{receiver} runs `eidolons {command}` only as itself (--as {receiver}), "
+                f"not --as {' '.join(named) or '(none)'}"
+            )
+    return None

@@ -12,7 +12,8 @@ could see); this module finds what the command *names*, and says when it cannot 
   ``find -exec``, ``awk``, ``sed``...). For a receiver the hook treats an opaque command
   as a refusal: failing closed when in doubt;
 - a simple command whose program is ``eidolons`` (by name, by path, or ``python -m
-  eidolons``) is the gate itself and is not inspected;
+  eidolons``) is the gate itself: its words are not inspected as paths, its arguments
+  are kept (``gate_calls``) for the hook to judge which gate command an agent may run;
 - every other word is a candidate path: joined to the working directory, ``~``
   expanded, globs expanded (what the shell would expand), and each result classified by
   the hook; a word that mentions the hand-off directory's or a hand-off's name without
@@ -91,23 +92,28 @@ PREFIX_WORDS = frozenset({"command", "builtin", "nice", "nohup", "time", "stdbuf
 
 class ShellReading:
     """What a command names: ``words`` (candidate operands), ``opaque`` (why it cannot be
-    read, or None), and whether it runs the gate (``eidolons``) in some segment."""
+    read, or None), whether it runs the gate (``eidolons``) in some segment, and the
+    arguments of each such run (``gate_calls``, what follows ``eidolons``)."""
 
-    __slots__ = ("opaque", "runs_gate", "words")
+    __slots__ = ("gate_calls", "opaque", "runs_gate", "words")
 
     def __init__(self) -> None:
         self.words: list[str] = []
         self.opaque: str | None = None
         self.runs_gate = False
+        self.gate_calls: list[list[str]] = []
 
 
-def _is_eidolons(words: list[str]) -> bool:
+def _gate_args(words: list[str]) -> list[str] | None:
+    """The arguments after ``eidolons`` (or ``python -m eidolons``), or None."""
     if not words:
-        return False
+        return None
     program = os.path.basename(words[0])
     if program == "eidolons":
-        return True
-    return program.startswith("python") and words[1:3] == ["-m", "eidolons"]
+        return words[1:]
+    if program.startswith("python") and words[1:3] == ["-m", "eidolons"]:
+        return words[3:]
+    return None
 
 
 def _program_base(word: str) -> str:
@@ -150,8 +156,10 @@ def read_command(command: str) -> ShellReading:
             words = words[1:]
         if not words:
             continue
-        if _is_eidolons(words):
+        gate_args = _gate_args(words)
+        if gate_args is not None:
             out.runs_gate = True
+            out.gate_calls.append(gate_args)
             continue
         program = _program_base(words[0])
         if program in OPAQUE_PROGRAMS and out.opaque is None:

@@ -1,0 +1,83 @@
+"""Attacks on ``eidolons hook claude-code`` by an agent in the pipeline (red-team).
+
+Each test is an attack that once got through: the hook must deny it (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.hosts.conftest import Handoff, needs_samples, sample
+
+pytestmark = needs_samples
+
+
+def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[str, object]:
+    doc = sample("hook_stdin_bash_main", handoff.root)
+    doc["tool_input"] = {"command": command, "description": "x"}
+    if agent is not None:
+        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
+    return doc
+
+
+# --- the gate's own commands, run by an agent through Bash -------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # a key of the agent's own becomes the orchestrator's: it can then sign any pass
+        "XDG_CONFIG_HOME=/tmp/mine eidolons keys rotate",
+        "eidolons keys add /tmp/mine.pub --role orchestrator",
+        "eidolons keys revoke 65ae0f68519e0dfb",
+        "eidolons keys --root /tmp/elsewhere rotate",
+        "eidolons keys require-signature atlas->vigil --off",
+        "python3 -m eidolons keys init --role sender:atlas",
+        # the hook wiring and the trust store are init's
+        "eidolons init --undo",
+        "cd src && eidolons init --hosts claude-code --force",
+        # the shared trace store
+        "eidolons trace store init",
+        "eidolons trace import t1",
+        # an MCP server the agent drives itself, unbound: any receiver it likes
+        "eidolons mcp serve",
+    ],
+)
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_no_agent_runs_the_gates_state_commands(
+    handoff: Handoff, command: str, agent: str | None
+) -> None:
+    r = handoff.hook("claude-code", bash(handoff, command, agent))
+    assert r.code == 2, (command, r)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "eidolons verify-envelope handoff.envelope.json --block",
+        "true; eidolons run --verify handoff.envelope.json -- true",
+    ],
+)
+def test_a_subagent_does_not_run_the_orchestrator_gate(handoff: Handoff, command: str) -> None:
+    # the gate process can read the orchestrator's key even when the agent cannot: a
+    # subagent that rewrote a payload would get it signed
+    r = handoff.hook("claude-code", bash(handoff, command))
+    assert r.code == 2, r
+
+
+def test_a_subagent_runs_the_receiver_gate_only_as_itself(handoff: Handoff) -> None:
+    handoff.verify()
+    for flag in ("--as vigil", "--as=vigil@1.9.0"):
+        command = f"eidolons verify-incoming handoff.md {flag} --print-payload"
+        r = handoff.hook("claude-code", bash(handoff, command, agent="general-purpose"))
+        assert r.code == 2 and "general-purpose" in r.err, r
+        ok = handoff.hook("claude-code", bash(handoff, command, agent="vigil"))
+        assert (ok.code, ok.err) == (0, ""), ok
+
+
+def test_the_main_loop_still_runs_the_orchestrator_gate(handoff: Handoff) -> None:
+    r = handoff.hook(
+        "claude-code", bash(handoff, "eidolons verify-envelope handoff.envelope.json", None)
+    )
+    assert (r.code, r.err) == (0, "")
+    r = handoff.hook("claude-code", bash(handoff, "eidolons keys list && eidolons check .", None))
+    assert (r.code, r.err) == (0, "")
