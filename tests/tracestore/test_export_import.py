@@ -53,6 +53,12 @@ def test_export_then_import_round_trips_byte_for_byte(
     # the receiver on the imported history finds the same records
     r = cli("trace", "list", "--json", "--root", other)
     assert r.code == 0 and len(r.json()) == 3
+    # the JSONL chain moved with the bytes: intact in PostgreSQL, broken where it was
+    on_pg = clean_env(EIDOLONS_TRACE_DSN=dsn)
+    r = cli("trace", "verify", files[1].stem, "--block", "--json", env=on_pg)
+    assert r.code == 0 and r.json()["chains"][0]["state"] == "intact"
+    r = cli("trace", "verify", files[0].stem, "--block", env=on_pg)
+    assert r.code == 3 and "chain BROKEN at line 3" in r.out  # the damaged line
 
 
 def test_a_hand_off_verified_before_export_passes_on_postgres(

@@ -267,3 +267,32 @@ def test_migrating_an_older_store_keeps_every_row_findable(
         b"out/old.md",
         b"out/new.md",
     ]
+
+
+def test_trace_verify_walks_the_chain_in_postgres(
+    cli: Cli, project: Path, orch: dict[str, str], gate: dict[str, str], pg: PgServer, db: str
+) -> None:
+    """The chain the gates wrote across hosts verifies; a row the owner rewrote (the one
+    writer the triggers cannot stop) is found."""
+    import psycopg
+
+    payload, envelope = handoff(cli, project, gate)
+    assert cli("verify-envelope", envelope, "--block", env=orch).code == 0
+    thread = incoming(cli, payload, gate).json()["thread_id"]
+    r = cli("trace", "verify", thread, "--block", "--json", env=gate)
+    assert r.code == 0, r.out + r.err
+    (chain,) = r.json()["chains"]
+    assert chain["state"] == "intact" and chain["lines"] == 4
+    with psycopg.connect(pg.dsn(db=db), autocommit=True) as conn:
+        conn.execute("ALTER TABLE eidolons.trace_events DISABLE TRIGGER trace_events_no_change")
+        try:
+            conn.execute(
+                "UPDATE eidolons.trace_events SET line = replace(convert_from(line, 'UTF8'), "
+                '\'"event":"emit"\', \'"event":"emit","x":1\')::bytea '
+                "WHERE thread = %s AND seq = 1",
+                (thread,),
+            )
+        finally:
+            conn.execute("ALTER TABLE eidolons.trace_events ENABLE TRIGGER trace_events_no_change")
+    r = cli("trace", "verify", thread, "--block", env=gate)
+    assert r.code == 3 and "chain BROKEN at line 2" in r.out

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.tracechain import GENESIS, line_hash
+from eidolons.ecl.tracechain import GENESIS, line_hash, verify_chain
 from eidolons.tracestore import TraceStore
 from eidolons.tracestore.jsonl import JsonlStore
 from tests.tracestore.pgserver import ORCH_LOGIN, PgServer
@@ -172,13 +172,13 @@ def test_threads_and_has_thread(store: TraceStore, thread: str) -> None:
     assert store.has_thread(thread)
 
 
-def test_postgres_lines_carry_the_hash_chain(store: TraceStore, thread: str) -> None:
-    if isinstance(store, JsonlStore):
-        pytest.skip("the JSONL chain is written by eidolons.trace (issue 9)")
+def test_lines_carry_the_one_hash_chain(store: TraceStore, thread: str) -> None:
     a = store.append(thread, verdict(n=1))
     b = store.append(thread, verdict(n=2))
     assert (a.event["seq"], a.event["prev"]) == (1, GENESIS)
     assert (b.event["seq"], b.event["prev"]) == (2, line_hash(a.line))
+    report = verify_chain(store.iter_raw(thread))
+    assert report.state == "intact" and report.lines == 2
 
 
 def test_read_new_returns_only_what_was_appended_since(store: TraceStore, thread: str) -> None:
