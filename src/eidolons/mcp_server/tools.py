@@ -166,7 +166,7 @@ class Toolbox:
 
     @staticmethod
     def _refusal(result: Any) -> Reply:
-        lines = [result.refusal_line() if result.failures else "refused"]
+        lines = result.status_lines()  # the gate's own two lines: REFUSE, then why
         lines += [
             f"- {f.code} ({printable(f.check)}): {printable(f.message)}" for f in result.failures
         ]
@@ -255,14 +255,7 @@ class Toolbox:
             return Reply(f"{printable(artifact)} is not an ECL hand-off (no envelope)", data)
         if not result:
             return self._refusal(result)
-        data = result.to_json()
-        env = result.envelope
-        return Reply(
-            f"[{name}-verify-incoming] PASS: {printable(env.artifact_kind or '?')} from "
-            f"{printable(env.sender.eidolon)} ({printable(env.performative)}), message_id "
-            f"{printable(env.message_id or '?')}",
-            data,
-        )
+        return Reply("\n".join(result.status_lines()), result.to_json())
 
     def verify_envelope(self, envelope: str, strict: bool = False) -> Reply:
         return self.call("verify_envelope", self._verify_envelope, envelope=envelope, strict=strict)
