@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,37 @@ def test_commands_that_need_no_signature_do_not_import_cryptography(tmp_path: ob
         [sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "clean", proc.stderr
+
+
+def test_the_verifying_path_does_not_load_pem_serialization(tmp_path: Path) -> None:
+    """A receiver verifying receipts imports Ed25519 only: ``serialization`` (PEM, SSH,
+    bcrypt, ciphers) costs more than the rest of the check and is for key files."""
+    from tests.conftest import clean_env
+
+    project = tmp_path / "proj"
+    (project / ".eidolons").mkdir(parents=True)
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    payload = project / "r.md"
+    payload.write_text("# r\n")
+    steps = [
+        ["keys", "init"],
+        ["emit", str(payload), "--from", "atlas", "--to", "vigil", "--performative", "INFORM",
+         "--kind", "scout-report", "--objective", "o"],
+        ["verify-envelope", str(project / "r.envelope.json"), "--block"],
+    ]  # fmt: skip
+    for argv in steps:
+        assert subprocess.run([sys.executable, "-m", "eidolons", *argv], cwd=project, env=env,
+                              capture_output=True, timeout=60).returncode == 0  # fmt: skip
+    code = (
+        "import sys, contextlib, io\n"
+        "from eidolons.cli import main\n"
+        "with contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    argv = ['verify-incoming', {str(payload)!r}, '--as', 'vigil', '--no-memory']\n"
+        "    assert main(argv) == 0\n"
+        "assert 'cryptography.hazmat.primitives.asymmetric.ed25519' in sys.modules\n"
+        "assert 'cryptography.hazmat.primitives.serialization' not in sys.modules\n"
+        "print('lean')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.stdout.strip() == "lean", proc.stderr

@@ -354,3 +354,25 @@ def test_unsigned_project_keeps_todays_mode(project: Path) -> None:
     assert r.code == 0 and r.err.splitlines()[1:] == [f"eidolons: {UNSIGNED_WARNING}"]
     assert "evidence: unsigned)" in r.err.splitlines()[0]
     assert not receipt_file(envelope).exists()
+
+
+def test_attack_key_file_others_can_read_signs_nothing(signed: Project, tmp_path: Path) -> None:
+    _, envelope = signed.emit()
+    key_file = next((tmp_path / "orchestrator-config/eidolons/keys").glob("*.pem"))
+    key_file.chmod(0o644)
+    r = signed.verify(envelope, "--mode", "block")
+    assert r.code == 3 and "lets group or others read it" in r.err
+    assert not receipt_file(envelope).exists()
+
+
+def test_attack_key_file_inside_the_project_signs_nothing(signed: Project, tmp_path: Path) -> None:
+    _, envelope = signed.emit()
+    key_file = next((tmp_path / "orchestrator-config/eidolons/keys").glob("*.pem"))
+    planted = signed.root / "keys" / "orchestrator.pem"  # where every agent can read it
+    planted.parent.mkdir()
+    planted.write_bytes(key_file.read_bytes())
+    planted.chmod(0o600)
+    env = {**signed.env, "EIDOLONS_SIGNING_KEY_FILE": str(planted)}
+    r = signed.verify(envelope, "--mode", "block", env=env)
+    assert r.code == 3 and "inside the project" in r.err
+    assert not receipt_file(envelope).exists()
