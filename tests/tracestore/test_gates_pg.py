@@ -296,3 +296,37 @@ def test_trace_verify_walks_the_chain_in_postgres(
             conn.execute("ALTER TABLE eidolons.trace_events ENABLE TRIGGER trace_events_no_change")
     r = cli("trace", "verify", thread, "--block", env=gate)
     assert r.code == 3 and "chain BROKEN at line 2" in r.out
+
+
+def test_two_hosts_two_checkouts_one_trace(
+    tmp_path: Path, orch: dict[str, str], gate: dict[str, str]
+) -> None:
+    """Host A (sender and orchestrator) and host B (receiver) have their own checkout of
+    the project; only the hand-off's files travel. Real processes, as on two machines."""
+    import shutil
+
+    from tests.conftest import run_cli
+
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    for host in (host_a, host_b):
+        (host / ".eidolons").mkdir(parents=True)
+    payload = host_a / "handoff" / "scout-report.md"
+    payload.parent.mkdir()
+    payload.write_text("# Report\n\n## Decision target\nx\n", encoding="utf-8")
+    emit = emit_cmd(payload, "--json", sender="atlas@1.4.2", to="vigil@1.9.0")
+    r = run_cli(*emit, cwd=host_a, env=gate, process=True)
+    assert r.code == 0, r.err
+    envelope = Path(r.json()["envelope_path"])
+    r = run_cli("verify-envelope", envelope, "--block", cwd=host_a, env=orch, process=True)
+    assert r.code == 0, r.err
+    shutil.copytree(host_a / "handoff", host_b / "handoff")  # the bytes travel, nothing else
+    arrived = host_b / "handoff" / "scout-report.md"
+    alone = run_cli("verify-incoming", arrived, "--as", "vigil", cwd=host_b, env=clean_env())
+    assert alone.code == 3 and "REFUSE: UNVERIFIED" in alone.err + alone.out  # JSONL: no record
+    local = {p: p.read_bytes() for p in trace_files(host_b)}  # that refusal, recorded locally
+    r = run_cli("verify-incoming", arrived, "--as", "vigil", cwd=host_b, env=gate, process=True)
+    assert r.code == 0, r.err + r.out
+    assert {p: p.read_bytes() for p in trace_files(host_b)} == local  # nothing written here
+    arrived.write_text("# Report\n\n## Decision target\nrewritten in transit\n", encoding="utf-8")
+    r = run_cli("verify-incoming", arrived, "--as", "vigil", cwd=host_b, env=gate, process=True)
+    assert r.code == 3 and "REFUSE: INTEGRITY_MISMATCH" in r.err + r.out
