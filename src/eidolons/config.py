@@ -27,6 +27,7 @@ __all__ = [
     "Limits",
     "find_handoff",
     "find_root",
+    "foreign_projects",
     "handoff_dirs",
     "handoff_reason",
     "hmac_key",
@@ -117,7 +118,19 @@ def verify_mode(explicit: str | None, env: Mapping[str, str] | None = None) -> s
 
 # --------------------------------------------------------------------------- hand-offs
 
+
 #: Where hand-off payloads live by default; always protected (ADR 0021).
+def foreign_projects(path: Path, root: Path) -> list[Path]:
+    """The projects other than ``root`` that hold ``path``: every ancestor of its
+    resolved directory with a ``.eidolons/`` directory, but the (resolved) root. A
+    hand-off is judged by the project that holds it, with that project's trust store and
+    trace; pointing the gates at another root (``--root``, ``EIDOLONS_ROOT``, a
+    ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own."""
+    real_root = Path(os.path.realpath(root))
+    here = Path(os.path.realpath(Path(os.path.abspath(path)).parent))
+    return [d for d in (here, *here.parents) if d != real_root and (d / ".eidolons").is_dir()]
+
+
 HANDOFF_DIR = Path(".eidolons") / "handoffs"
 #: The project's configuration file (TOML); only ever read to *add* protection.
 CONFIG_FILE = Path(".eidolons") / "config.toml"

@@ -51,7 +51,7 @@ from typing import Any
 
 from eidolons import senders
 from eidolons._text import printable
-from eidolons.config import find_handoff, payload_key
+from eidolons.config import find_handoff, foreign_projects, payload_key
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, trace_event, utc_now
 from eidolons.ecl.limits import Limits
@@ -336,6 +336,18 @@ def evaluate(
         return result
     envelope_sha256 = hashlib.sha256(envelope_bytes).hexdigest()
     result.envelope = env
+    foreign = foreign_projects(envelope_path, root)
+    if foreign:
+        fail(
+            Failure(
+                UNVERIFIED,
+                "root",
+                f"the hand-off lies in the project at {foreign[0]}, not this root "
+                f"({os.path.realpath(root)}): it is judged there, with that project's "
+                "trust store and trace",
+            )
+        )
+        return result
     now = utc_now()
     if memory is not None:
         from eidolons.memory import recall_before
