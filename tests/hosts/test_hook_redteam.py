@@ -4,8 +4,11 @@ Each test is an attack that once got through: the hook must deny it (exit 2)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.conftest import clean_env
 from tests.hosts.conftest import Handoff, needs_samples, sample
 
 pytestmark = needs_samples
@@ -81,3 +84,26 @@ def test_the_main_loop_still_runs_the_orchestrator_gate(handoff: Handoff) -> Non
     assert (r.code, r.err) == (0, "")
     r = handoff.hook("claude-code", bash(handoff, "eidolons keys list && eidolons check .", None))
     assert (r.code, r.err) == (0, "")
+
+
+# --- the main loop's read, in a signed project ---------------------------------------------
+
+
+def test_main_loop_read_needs_a_signed_pass_when_the_project_has_a_trust_store(
+    handoff: Handoff, tmp_path: Path
+) -> None:
+    """With a trust store, an unsigned verify_pass (minted by running the gate without the
+    key, or hand-written) is no evidence: not for a receiver, not for the main loop."""
+    orchestrator = clean_env(XDG_CONFIG_HOME=str(tmp_path / "orchestrator-config"))
+    assert handoff.cli("keys", "init", env=orchestrator).code == 0
+    agent = clean_env(XDG_CONFIG_HOME=str(tmp_path / "agent-config"))
+    minted = handoff.cli("verify-envelope", handoff.envelope, env=agent)
+    assert "no signed receipt" in minted.err  # the pass on record is unsigned
+    doc = sample("hook_stdin_read_main", handoff.root)
+    r = handoff.hook("claude-code", doc, env=orchestrator)
+    assert r.code == 2, r
+    assert r.err.splitlines()[0] == "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
+    # the orchestrator's own, signed, pass opens it
+    assert handoff.cli("verify-envelope", handoff.envelope, env=orchestrator).code == 0
+    ok = handoff.hook("claude-code", doc, env=orchestrator)
+    assert (ok.code, ok.err) == (0, ""), ok

@@ -4,7 +4,8 @@ passed: unverified content is never laundered into the orchestrator's prompt.
 The rules are the receiver gate's, called, not copied: the trigger
 (:func:`eidolons.payload.find_envelope`), the record (the trace store's ``latest_verdict``,
 :func:`judge_record`: the latest orchestrator event for the ``message_id`` is a
-``verify_pass`` for this method, tag and these exact envelope bytes), the digest
+``verify_pass`` for this method, tag and these exact envelope bytes; with a trust store,
+only a signed receipt counts, :func:`eidolons.receipts.receiver_evidence`), the digest
 recomputed now (:func:`eidolons.verify.verify_parsed`), and the file hashed is the file
 about to be read. Envelopes themselves are readable (the orchestrator routes on them).
 Nothing is written to the trace: reading is not a verification.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from eidolons.config import Limits, hmac_key
 from eidolons.ecl.envelope import parse_envelope
+from eidolons.ecl.events import utc_now
 from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
 from eidolons.gates.receiver import (
@@ -26,7 +28,9 @@ from eidolons.gates.receiver import (
     UNVERIFIED,
     judge_record,
 )
+from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope, read_envelope_bytes
+from eidolons.receipts import receiver_evidence
 from eidolons.tracestore import open_store
 from eidolons.verify import verify_parsed
 
@@ -55,19 +59,39 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | No
             record = store.latest_verdict(env.thread_id, env.message_id)
     except InputError as exc:
         return UNVERIFIED, sender, f"the trace cannot be read: {exc}"
-    judged = judge_record(env, record, hashlib.sha256(data).hexdigest())
+    envelope_sha256 = hashlib.sha256(data).hexdigest()
+    try:  # with a trust store only a signed receipt is evidence, as for every receiver
+        trust = load_trust_store(root)
+    except TrustStoreError as exc:
+        return UNVERIFIED, sender, f"trust store unusable: {exc}"
+    receipt = None
+    if trust is None:
+        judged = judge_record(env, record, envelope_sha256)
+    else:
+        receipt, judged, _ = receiver_evidence(
+            envelope_path,
+            record,
+            trust,
+            utc_now(),
+            message_id=env.message_id,
+            envelope_sha256=envelope_sha256,
+        )
     if judged is not None:
         return judged[0], sender, judged[1]
     check = verify_parsed(
         env,
         envelope_path,
-        envelope_sha256=hashlib.sha256(data).hexdigest(),
+        envelope_sha256=envelope_sha256,
         root=root,
         limits=limits,
         key=hmac_key(),
     )
     if check.verdict is not Verdict.PASS:
         return INTEGRITY_MISMATCH, sender, f"[{check.verdict}] {check.message}"
+    if receipt is not None and (
+        check.digest is None or receipt.subject_sha256 != check.digest.sha256
+    ):
+        return INTEGRITY_MISMATCH, sender, "the signed receipt is for other payload bytes"
     if not _same_file(path, check.payload_real):
         return INTEGRITY_MISMATCH, sender, f"{path} is not the payload the envelope names"
     return None
