@@ -330,3 +330,34 @@ def test_two_hosts_two_checkouts_one_trace(
     arrived.write_text("# Report\n\n## Decision target\nrewritten in transit\n", encoding="utf-8")
     r = run_cli("verify-incoming", arrived, "--as", "vigil", cwd=host_b, env=gate, process=True)
     assert r.code == 3 and "REFUSE: INTEGRITY_MISMATCH" in r.err + r.out
+
+
+def test_signed_receipts_on_postgres_and_no_fallback_to_the_sidecar(
+    project: Path, tmp_path: Path, orch: dict[str, str], gate: dict[str, str]
+) -> None:
+    """With a trust store the receipt in the shared trace is the evidence; an unreachable
+    store still refuses, even with a genuine receipt file beside the envelope (it could be
+    an older verdict than the one the store holds)."""
+    from tests.conftest import run_cli
+
+    config = {"XDG_CONFIG_HOME": str(tmp_path / "orchestrator-config")}
+
+    def cli(*args: str | Path, env: dict[str, str]) -> Run:
+        return run_cli(*args, "--root", project, cwd=project, env=env)
+
+    assert cli("keys", "init", env={**orch, **config}).code == 0
+    payload = project / "handoff" / "scout-report.md"
+    payload.parent.mkdir()
+    payload.write_text("# Report\n\n## Decision target\nx\n", encoding="utf-8")
+    r = cli(*emit_cmd(payload, "--json", performative="PROPOSE"), env=gate)
+    assert r.code == 0, r.err
+    envelope = Path(r.json()["envelope_path"])
+    assert cli("verify-envelope", envelope, "--block", env={**orch, **config}).code == 0
+    r = cli("verify-incoming", payload, "--as", "vigil", "--json", env=gate)
+    assert r.code == 0, r.out + r.err
+    assert r.json()["evidence"].startswith("signed-receipt")
+    down = clean_env(EIDOLONS_TRACE_DSN=f"postgresql://gate@/x?host={tmp_path}")
+    r = cli("verify-incoming", payload, "--as", "vigil", "--json", env=down)
+    assert r.code == 3, r.out
+    assert r.json()["failure_code"] == "UNVERIFIED"
+    assert "the trace cannot be read" in r.json()["failures"][0]["message"]

@@ -400,16 +400,20 @@ def evaluate(
         integrity_failed = True
     else:
         lookup = store if store is not None else open_store(root)
+        unreadable = False
         try:  # the configured store only: an unreadable one refuses, never a fallback
             result.record = lookup.latest_verdict(env.thread_id, env.message_id)
             judged = judge_record(env, result.record, envelope_sha256) if trust is None else None
         except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
             judged = UNVERIFIED, f"the trace cannot be read: {exc}"
             result.record = None
+            unreadable = True
         finally:
             if lookup is not store:
                 lookup.close()
-        if trust is not None:
+        # not even a genuine receipt file beside the envelope stands in for a store that
+        # cannot be read: it may be older than the verdict the store holds (ADR 0071)
+        if trust is not None and not unreadable:
             from eidolons.receipts import receiver_evidence
 
             receipt, judged, seen = receiver_evidence(
