@@ -126,6 +126,7 @@ def test_one_span_per_hand_off_with_genai_and_ecl_attributes(
     assert a["ecl.verdict"] == "pass"  # the orchestrator passed it before the rewrite
     assert a["ecl.failure_code"] == "INTEGRITY_MISMATCH"  # the receiver then refused it
     assert a["ecl.receiver.decision"] == "refused"
+    assert a["ecl.evidence"] == "unsigned" and a["ecl.receipt"] == "none"  # no trust store
     assert second.status.code == 2  # STATUS_CODE_ERROR
     events = [(e.name, attrs(e.attributes)) for e in second.events]
     assert [(n, x["ecl.gate"]) for n, x in events] == [

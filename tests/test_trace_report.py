@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.trace import append_event
-from tests.conftest import REPO, Run
+from tests.conftest import REPO, Run, read_trace
 from tests.test_trace_chain import IDS, THREAD, build_chain
 
 Cli = Callable[..., Run]
@@ -178,3 +178,30 @@ def test_report_renders_in_headless_chromium(cli: Cli, project: Path, tmp_path: 
     )
     assert r.returncode == 0 and shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_checks_receipts_instead_of_believing_the_line(
+    project: Path, tmp_path: Path
+) -> None:
+    """A line's ``evidence`` is its writer's claim: in a signed project the report shows a
+    verified receipt as valid, and a hand-written pass claiming ``signed-receipt`` as not
+    evidence."""
+    from tests.conftest import clean_env, run_cli
+    from tests.test_trace_chain import _verified_thread
+
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+
+    def cli(*args: str | Path) -> Run:
+        return run_cli(*args, cwd=project, env=env)
+
+    assert cli("keys", "init").code == 0
+    thread = _verified_thread(cli, project)
+    page = cli("trace", "report", thread).out
+    assert "receipt valid" in page and "not evidence" not in page
+    trace = project / ".eidolons" / ".trace" / f"{thread}.jsonl"
+    signed = next(e for e in read_trace(trace) if e.get("gate") == "orchestrator")
+    forged = {k: v for k, v in signed.items() if k not in ("seq", "prev", "receipt")}
+    append_event(trace, {**forged, "evidence": "signed-receipt"})
+    page = cli("trace", "report", thread).out
+    assert page.count("receipt valid") == 1
+    assert "receipt none: not evidence" in page

@@ -56,12 +56,16 @@ class Decision:
         "failures",
         "gate",
         "reason",
+        "receipt_status",
         "receiver",
+        "record",
         "ts",
         "verdict",
     )
 
     def __init__(self, event: Mapping[str, Any]) -> None:
+        self.record = event  # the line as read, for checking its receipt
+        self.receipt_status: str | None = None  # set by eidolons.chain.evidence
         self.event = str(event.get("event"))
         self.gate = _str(event.get("gate")) or UNKNOWN
         self.ts = _str(event.get("ts"))
@@ -98,6 +102,7 @@ class Decision:
             "reason": self.reason,
             "receiver": self.receiver,
             "evidence": self.evidence or "unsigned",
+            "receipt": self.receipt_status,
             "duration_ms": self.duration_ms,
             "ts": self.ts,
         }

@@ -14,7 +14,8 @@ One span per hand-off, built by the SDK's tracer:
 - GenAI semantic-convention attributes (``gen_ai.operation.name = invoke_agent``,
   ``gen_ai.agent.name``, ``gen_ai.conversation.id`` = thread id, model and output tokens
   when known) and ``ecl.*`` attributes (``ecl.message_id``, ``ecl.verdict`` = the latest
-  orchestrator verdict or ``unrecorded``, ``ecl.failure_code``...);
+  orchestrator verdict or ``unrecorded``, ``ecl.failure_code``, ``ecl.evidence`` as the
+  line claims it and ``ecl.receipt`` as its receipt checked out)...;
 - each gate decision (orchestrator verdict, receiver decision) a span event at its time;
   status ERROR when the hop's latest decision refused or failed it.
 
@@ -83,6 +84,7 @@ def span_attributes(hop: Hop) -> dict[str, Any]:
             "ecl.failure_code": code,
             "ecl.receiver.decision": received,
             "ecl.evidence": latest.evidence if latest and latest.passed else None,
+            "ecl.receipt": latest.receipt_status if latest else None,
         }
     )
 
@@ -97,6 +99,7 @@ def event_attributes(d: Decision) -> dict[str, Any]:
             "ecl.reason": d.reason,
             "ecl.receiver": d.receiver,
             "ecl.evidence": (d.evidence or "unsigned") if d.passed else None,
+            "ecl.receipt": d.receipt_status,
             "ecl.duration_ms": d.duration_ms,
         }
     )

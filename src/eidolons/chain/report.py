@@ -12,7 +12,8 @@ Rules:
 - It shows who handed what to whom (the swim-lane picture and a table: performative,
   artifact kind and path), each hop's orchestrator and receiver decisions (refusals in
   red with code and reason), the tokens each sender reported (estimates), how long each
-  gate took, and what each pass rested on (``evidence``; ``unsigned`` when absent).
+  gate took, and what each pass rested on (``evidence``; ``unsigned`` when absent) beside
+  what its receipt turned out to be: a line's ``evidence`` is only its writer's claim.
 """
 
 from __future__ import annotations
@@ -55,13 +56,29 @@ def _e(value: object) -> str:
     return html.escape(printable(str(value)), quote=True)
 
 
-def _decision(d: Decision) -> str:
+def _evidence(d: Decision, trusted: bool) -> str:
+    """The evidence the line claims, beside what its receipt turned out to be."""
+    claimed = f'<span class="evidence">{_e(d.evidence or "unsigned")}</span>'
+    status = d.receipt_status
+    if status is None:  # a receiver's line: what it says it decided on
+        return f"evidence: {claimed}"
+    if status == "valid":
+        return f'evidence: {claimed} <span class="pass">receipt valid</span>'
+    if trusted:  # a receiver of this project would not accept it
+        return (
+            f'evidence claimed: {claimed} <span class="fail">receipt {_e(status)}: '
+            "not evidence</span>"
+        )
+    return f'evidence: {claimed} <span class="none">receipt {_e(status)}</span>'
+
+
+def _decision(d: Decision, trusted: bool) -> str:
     when = f" <small>{d.duration_ms} ms</small>" if d.duration_ms is not None else ""
     who = f" as {_e(d.receiver)}" if d.receiver else ""
     if d.passed:
         return (
             f'<span class="decision"><span class="pass">pass</span>{who}{when}'
-            f' — evidence: <span class="evidence">{_e(d.evidence or "unsigned")}</span></span>'
+            f" — {_evidence(d, trusted)}</span>"
         )
     cls = "fail" if d.refused else "warned"
     label = "REFUSED" if d.refused else "failed (warned)"
@@ -72,14 +89,19 @@ def _decision(d: Decision) -> str:
     )
 
 
-def _decisions(hop: Hop, gate: str) -> str:
+def _decisions(hop: Hop, gate: str, trusted: bool) -> str:
     found = [d for d in hop.decisions if d.gate == gate]
     if not found:
         return '<span class="none">none on record</span>'
-    return "".join(_decision(d) for d in found)
+    return "".join(_decision(d, trusted) for d in found)
 
 
-def render_report(hops: Sequence[Hop], *, thread: str, generated: str, tool: str) -> str:
+def render_report(
+    hops: Sequence[Hop], *, thread: str, generated: str, tool: str, trusted: bool = False
+) -> str:
+    """The page. ``trusted``: the project has a trust store, so an orchestrator verdict
+    without a valid receipt is marked as no evidence (receipts checked by the caller,
+    :mod:`eidolons.chain.evidence`)."""
     refused = sum(1 for h in hops if refusal(h))
     total = sum(h.tokens or 0 for h in hops)
     rows = []
@@ -93,8 +115,8 @@ def render_report(hops: Sequence[Hop], *, thread: str, generated: str, tool: str
             f"<td>{_e(h.performative or UNKNOWN)}</td>"
             f"<td>{_e(h.kind or UNKNOWN)}<br><code>{_e(h.path or '')}</code></td>"
             f"<td>{tokens}</td>"
-            f"<td>{_decisions(h, 'orchestrator')}</td>"
-            f"<td>{_decisions(h, 'receiver')}</td>"
+            f"<td>{_decisions(h, 'orchestrator', trusted)}</td>"
+            f"<td>{_decisions(h, 'receiver', trusted)}</td>"
             f"<td><code>{_e(h.message_id)}</code></td>"
             "</tr>"
         )

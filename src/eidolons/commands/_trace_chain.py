@@ -218,11 +218,18 @@ def _otel(hops: list[Hop], args: argparse.Namespace) -> int:
 
 
 def _report(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.chain.evidence import check_receipts
     from eidolons.chain.report import render_report
     from eidolons.chain.views import thread_of
+    from eidolons.config import find_root
     from eidolons.ecl.events import TOOL, utc_now
 
-    page = render_report(hops, thread=thread_of(hops), generated=utc_now(), tool=TOOL)
+    trusted, problem = check_receipts(hops, find_root(args.root))
+    if problem:
+        print(f"eidolons: {printable(problem)}", file=sys.stderr)
+    page = render_report(
+        hops, thread=thread_of(hops), generated=utc_now(), tool=TOOL, trusted=trusted
+    )
     if not args.output:
         sys.stdout.write(page)
         return 0

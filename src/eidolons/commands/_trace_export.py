@@ -48,6 +48,11 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"eidolons: {printable(problem)}", file=sys.stderr)
     if not hops:
         return error("no hand-off to export", EXIT_NOTHING)
+    from eidolons.chain.evidence import check_receipts
+
+    _, trust_problem = check_receipts(hops, root)
+    if trust_problem:
+        print(f"eidolons: {printable(trust_problem)}", file=sys.stderr)
     accepted, count = export_hops(hops, url, timeout=args.timeout, service_version=__version__)
     if not accepted:
         return error(f"{printable(url)} did not accept the {count} spans", EXIT_REFUSED)
