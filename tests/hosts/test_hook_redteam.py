@@ -107,3 +107,57 @@ def test_main_loop_read_needs_a_signed_pass_when_the_project_has_a_trust_store(
     assert handoff.cli("verify-envelope", handoff.envelope, env=orchestrator).code == 0
     ok = handoff.hook("claude-code", doc, env=orchestrator)
     assert (ok.code, ok.err) == (0, ""), ok
+
+
+# --- a hand-off read under another name --------------------------------------------------
+
+
+def read(handoff: Handoff, path: Path, agent: str | None = "vigil") -> dict[str, object]:
+    doc = sample("hook_stdin_read_main", handoff.root)
+    doc["tool_input"] = {"file_path": str(path)}
+    if agent is not None:
+        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
+    return doc
+
+
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_a_hard_link_to_a_handoff_is_not_a_way_around_the_gate(
+    handoff: Handoff, agent: str | None
+) -> None:
+    handoff.move_into_handoff_dir()
+    link = handoff.root / "notes.txt"
+    link.hardlink_to(handoff.payload)
+    r = handoff.hook("claude-code", read(handoff, link, agent))
+    assert r.code == 2, r
+    assert "-verify-incoming] REFUSE: UNVERIFIED" in r.err.splitlines()[0]
+
+
+def test_a_configured_handoff_dir_is_protected_when_the_envelope_is_deleted(
+    handoff: Handoff,
+) -> None:
+    (handoff.root / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
+    inbox = handoff.root / "inbox"
+    inbox.mkdir()
+    payload = inbox / "report.md"
+    payload.write_text("# rewritten, envelope deleted\n")
+    for agent in ("vigil", None):
+        r = handoff.hook("claude-code", read(handoff, payload, agent))
+        assert r.code == 2, r
+        assert "-verify-incoming] REFUSE: UNVERIFIED from unknown" in r.err.splitlines()[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hook fast path (eidolons.hooks.events.Layout.classify_read) knows a hand-off by "
+    "its location and sibling envelope only; a payload the trace names (emit event, "
+    "config.find_handoff with trace=True) outside the hand-off directories is allowed "
+    "once its envelope is deleted: needs a cheap index of emitted payload paths (h10a/h8)",
+)
+def test_a_payload_the_trace_names_is_refused_when_its_envelope_is_deleted(
+    handoff: Handoff,
+) -> None:
+    handoff.envelope.unlink()
+    handoff.payload.write_text("# rewritten after the envelope was deleted\n")
+    for agent in ("vigil", None):
+        r = handoff.hook("claude-code", read(handoff, handoff.payload, agent))
+        assert r.code == 2, r

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 MAX_EVENT_BYTES = 1024 * 1024
 MAX_DEPTH = 32
+MAX_LINK_SCAN = 100_000
 
 READ = "read"
 SEARCH = "search"
@@ -516,7 +517,39 @@ class Layout:
             return STORE
         if has_envelope(path) or (real != path and has_envelope(real)):
             return HANDOFF
+        if self.links_to_handoff(real):
+            return HANDOFF
         return None
+
+    def links_to_handoff(self, real: str) -> bool:
+        """A hard link elsewhere to a file in a hand-off directory is that hand-off: the
+        same bytes under a name the rules above do not see (only a file with more than one
+        link is looked up; at most :data:`MAX_LINK_SCAN` entries)."""
+        try:
+            st = os.stat(real)
+        except OSError:
+            return False
+        if st.st_nlink < 2 or not (st.st_mode & 0o170000 == 0o100000):
+            return False
+        identity = (st.st_dev, st.st_ino)
+        seen = 0
+        stack = list(self.handoff_dirs)
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for entry in it:
+                        seen += 1
+                        if seen > MAX_LINK_SCAN:
+                            return True  # too many to rule out: fail closed
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            est = entry.stat(follow_symlinks=False)
+                            if (est.st_dev, est.st_ino) == identity:
+                                return True
+            except OSError:
+                continue
+        return False
 
     def classify_write(self, path: str) -> str | None:
         """KEY, STATE or WIRING for a path no agent may write, else None."""

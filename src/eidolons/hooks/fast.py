@@ -151,7 +151,8 @@ def main(
                 )
             call.receiver = as_arg
         root = root_arg or os.environ.get("EIDOLONS_ROOT") or _host_project_dir(host)
-        layout = Layout(root if root else find_root(call.cwd))
+        root = root if root else find_root(call.cwd)
+        layout = Layout(root, configured_handoff_dirs(root))
         if quick_allow(call, layout):
             return answer(host, None, out, err)
         from eidolons.hooks.decide import Decider
@@ -178,6 +179,19 @@ def _host_project_dir(host: str) -> str | None:
     if host == "cursor":
         return os.environ.get("CURSOR_PROJECT_DIR") or os.environ.get("CLAUDE_PROJECT_DIR") or None
     return None
+
+
+def configured_handoff_dirs(root: str) -> tuple[str, ...]:
+    """The hand-off directories configuration adds (:func:`eidolons.config.handoff_dirs`,
+    the one rule), looked up only when there is configuration to read."""
+    config = os.path.join(root, ".eidolons", "config.toml")
+    if not os.environ.get("EIDOLONS_HANDOFF_DIRS") and not os.path.lexists(config):
+        return ()
+    from pathlib import Path
+
+    from eidolons.config import handoff_dirs
+
+    return tuple(str(d) for d in handoff_dirs(Path(root))[1:])
 
 
 def quick_allow(call: Any, layout: Any) -> bool:
