@@ -454,7 +454,8 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "## Trace Events",
         "",
         "One JSONL line per verification is appended to .eidolons/.trace/<thread_id>.jsonl "
-        "(created if absent) by the gate, never by hand. The thread_id comes from "
+        "(created if absent; or to the project's configured trace store) by the gate, never by "
+        "hand. The thread_id comes from "
         "envelope.thread_id; if the envelope is unparseable, unknown is used. A line written by "
         "hand or by a receiver is never integrity evidence.",
         "",
