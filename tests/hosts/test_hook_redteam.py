@@ -161,3 +161,66 @@ def test_a_payload_the_trace_names_is_refused_when_its_envelope_is_deleted(
     for agent in ("vigil", None):
         r = handoff.hook("claude-code", read(handoff, handoff.payload, agent))
         assert r.code == 2, r
+
+
+# --- shell: what a command reads without naming it ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep -r race .",
+        "grep -rn race",  # no path: GNU grep -r reads the working directory
+        "grep --recursive race {root}",
+        "rg -uuu race",
+        "rg --no-ignore --hidden race",
+        "cp -r . /tmp/elsewhere",
+        "ls -R",
+        "cd src && grep -r race ..",
+        "find . -name '*.md'",
+    ],
+)
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_a_recursive_read_above_the_handoff_dir_is_refused(
+    handoff: Handoff, command: str, agent: str | None
+) -> None:
+    handoff.move_into_handoff_dir()
+    (handoff.root / "src").mkdir()
+    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
+    r = handoff.hook("claude-code", bash(handoff, command.format(root=handoff.root), agent))
+    assert r.code == 2, (command, r)
+    assert "recursively" in r.err
+
+
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_a_recursive_read_of_a_narrower_path_is_allowed(
+    handoff: Handoff, agent: str | None
+) -> None:
+    handoff.move_into_handoff_dir()
+    (handoff.root / "src").mkdir()
+    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
+    # (after a `cd`, every directory the command may be in is judged: `cd src && grep -r x`
+    # is refused, since a failed `cd` leaves it in the root)
+    for command in ("grep -rn race src", "rg race", "ls -R src", "cd src && ls"):
+        r = handoff.hook("claude-code", bash(handoff, command, agent))
+        assert (r.code, r.err) == (0, ""), (command, r)
+
+
+@pytest.mark.parametrize(
+    "command", ["cd sub && cat ../handoff.md", "pushd sub; head ../handoff.md"]
+)
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_cd_then_a_relative_name_is_gated(
+    handoff: Handoff, command: str, agent: str | None
+) -> None:
+    (handoff.root / "sub").mkdir()
+    r = handoff.hook("claude-code", bash(handoff, command, agent))
+    assert r.code == 2, r
+    assert "-verify-incoming] REFUSE: UNVERIFIED from atlas" in r.err.splitlines()[0]
+
+
+def test_brace_expansion_is_opaque_to_a_receiver(handoff: Handoff) -> None:
+    # bash builds `.eidolons/trust.json` and `.eidolons/handoffs/...` from these words
+    for command in ("tee .eidolon{s,x}/trust.json < /tmp/mine", "cat .eidolon{s,}/handoffs/*"):
+        r = handoff.hook("claude-code", bash(handoff, command))
+        assert r.code == 2 and "brace expansion" in r.err, r

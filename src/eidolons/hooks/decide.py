@@ -281,14 +281,14 @@ class Decider:
                 )
         return ALLOW
 
-    def _above_protected(self, real: str) -> bool:
+    def _above_protected(self, real: str, honours_ignore: bool = True) -> bool:
         layout = self.layout
         protected = [*layout.handoff_dirs, layout.store_dir, layout.key_dirs[0]]
         above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
         if not above:
             return False
         inside_state = all(_under(d, layout.state_dir) for d in above)
-        return not (inside_state and self._protected_by_ignore())
+        return not (honours_ignore and inside_state and self._protected_by_ignore())
 
     # --- shell ----------------------------------------------------------------------
 
@@ -296,7 +296,7 @@ class Decider:
         from eidolons.hooks.shell import expand_word, read_command
 
         assert call.command is not None
-        reading = read_command(call.command)
+        reading = read_command(call.command, call.cwd)
         for args in reading.gate_calls:
             refused = _gate_command(args, call.receiver)
             if refused is not None:
@@ -304,8 +304,12 @@ class Decider:
         layout = self.layout
         names = self._handoff_names()
         gated: list[str] = []
-        for word in reading.words:
-            paths = expand_word(word, call.cwd)
+        for program, args, cwds in reading.recursive:
+            recursive = self._recursive_read(program, args, cwds)
+            if recursive is not None:
+                return recursive
+        for word, cwds in zip(reading.words, reading.dirs, strict=True):
+            paths = [p for cwd in cwds for p in expand_word(word, cwd)]
             resolved = False
             for path in paths:
                 write_cls = layout.classify_write(path)
@@ -340,6 +344,29 @@ class Decider:
         if gated:
             return self._reads(call, gated)
         return ALLOW
+
+    def _recursive_read(
+        self, program: str, args: list[str], cwds: tuple[str, ...]
+    ) -> Decision | None:
+        """A program reading a directory tree above a hand-off directory (or the keys, or
+        the memory store) reads every payload without the gate (rule 5, for the shell):
+        denied, unless it is ripgrep honouring ``.eidolons/.ignore`` (as the Grep tool)."""
+        from eidolons.hooks.shell import expand_word
+
+        operands = [
+            p for word in args for cwd in cwds for p in expand_word(word, cwd) if os.path.isdir(p)
+        ]
+        honours_ignore = program == "rg" and not any(
+            a.startswith(("-u", "--unrestricted", "--no-ignore", "--hidden", "-.")) for a in args
+        )
+        for directory in operands or list(cwds):
+            real = os.path.realpath(directory)
+            if self._above_protected(real, honours_ignore=honours_ignore):
+                return deny(
+                    f"eidolons hook: {program} would read {directory} recursively, hand-offs "
+                    "included, without the gate; name a narrower path"
+                )
+        return None
 
     def _handoff_names(self) -> set[str]:
         out: set[str] = set()

@@ -17,7 +17,12 @@ could see); this module finds what the command *names*, and says when it cannot 
 - every other word is a candidate path: joined to the working directory, ``~``
   expanded, globs expanded (what the shell would expand), and each result classified by
   the hook; a word that mentions the hand-off directory's or a hand-off's name without
-  resolving to it counts as naming it.
+  resolving to it counts as naming it. ``cd``/``pushd`` targets are followed: a word is
+  joined to every working directory it may be relative to;
+- brace expansion (``{a,b}``, ``{1..3}``) is opaque (a name the shell builds);
+- a segment that reads a directory tree (``grep -r``, ``rg``, ``find``, ``cp -r``,
+  ``ls -R``...) is kept in ``recursive``: with no directory operand it reads the working
+  directory.
 """
 
 from __future__ import annotations
@@ -86,22 +91,40 @@ OPAQUE_PROGRAMS = frozenset(
         "nc",
     }
 )
+# programs that read a whole directory tree: always, or with one of these short flags
+RECURSIVE_ALWAYS = frozenset({"rg", "ag", "ack", "find", "tree", "du"})
+RECURSIVE_FLAGS = {
+    "grep": "rR",
+    "egrep": "rR",
+    "fgrep": "rR",
+    "zgrep": "rR",
+    "cp": "rRa",
+    "ls": "R",
+    "diff": "r",
+}
+RECURSIVE_LONG = ("--recursive", "--dereference-recursive", "--archive", "--directories=recurse")
+DIR_CHANGERS = frozenset({"cd", "pushd", "popd"})
 # words before the program that do not change what it reads
 PREFIX_WORDS = frozenset({"command", "builtin", "nice", "nohup", "time", "stdbuf", "ionice"})
 
 
 class ShellReading:
-    """What a command names: ``words`` (candidate operands), ``opaque`` (why it cannot be
-    read, or None), whether it runs the gate (``eidolons``) in some segment, and the
-    arguments of each such run (``gate_calls``, what follows ``eidolons``)."""
+    """What a command names: ``words`` (candidate operands) and, for each, ``dirs`` (the
+    working directories it may be relative to: the call's, and every ``cd`` target met
+    before it), ``opaque`` (why it cannot be read, or None), whether it runs the gate
+    (``eidolons``) in some segment, the arguments of each such run (``gate_calls``, what
+    follows ``eidolons``), and the segments that read a directory tree (``recursive``:
+    program, operands, working directories)."""
 
-    __slots__ = ("gate_calls", "opaque", "runs_gate", "words")
+    __slots__ = ("dirs", "gate_calls", "opaque", "recursive", "runs_gate", "words")
 
     def __init__(self) -> None:
         self.words: list[str] = []
+        self.dirs: list[tuple[str, ...]] = []
         self.opaque: str | None = None
         self.runs_gate = False
         self.gate_calls: list[list[str]] = []
+        self.recursive: list[tuple[str, list[str], tuple[str, ...]]] = []
 
 
 def _gate_args(words: list[str]) -> list[str] | None:
@@ -123,10 +146,33 @@ def _program_base(word: str) -> str:
     return stem if stem in OPAQUE_PROGRAMS else base
 
 
-def read_command(command: str) -> ShellReading:
+def _recurses(program: str, args: list[str]) -> bool:
+    if program in RECURSIVE_ALWAYS:
+        return True
+    flags = RECURSIVE_FLAGS.get(program)
+    if not flags:
+        return False
+    for arg in args:
+        if arg.startswith("--"):
+            if arg in RECURSIVE_LONG:
+                return True
+        elif arg.startswith("-") and any(c in flags for c in arg[1:]):
+            return True
+    return False
+
+
+def _has_brace_expansion(word: str) -> bool:
+    open_at = word.find("{")
+    return open_at >= 0 and "}" in word[open_at:] and ("," in word or ".." in word)
+
+
+def read_command(command: str, cwd: str = "/") -> ShellReading:
+    """Read ``command`` as run from ``cwd`` (``cd`` targets are followed: every word is
+    judged against each working directory it may be relative to)."""
     import shlex
 
     out = ShellReading()
+    cwds: tuple[str, ...] = (cwd,)
     if "$" in command or "`" in command:
         out.opaque = "parameter or command substitution"
     if "<<" in command:
@@ -142,6 +188,8 @@ def read_command(command: str) -> ShellReading:
         out.opaque = f"the command does not parse ({exc})"
         # still look at the words, split on whitespace
         tokens = command.split()
+    if any(_has_brace_expansion(t) for t in tokens):
+        out.opaque = out.opaque or "brace expansion"
     segments: list[list[str]] = [[]]
     for token in tokens:
         if token in SEPARATORS or (token and set(token) <= set(";&|()")):
@@ -166,9 +214,17 @@ def read_command(command: str) -> ShellReading:
             out.opaque = f"{program} can read files the command does not name"
         if program == "find" and any(w in ("-exec", "-execdir", "-ok", "-okdir") for w in words):
             out.opaque = out.opaque or "find -exec"
-        out.words.extend(words[1:] if len(words) > 1 else [])
-        out.words.append(words[0])
-        out.words.extend(_redirect_targets(segment))
+        named = [*words[1:], words[0], *_redirect_targets(segment)]
+        out.words.extend(named)
+        out.dirs.extend(cwds for _ in named)
+        if _recurses(program, words[1:]):
+            out.recursive.append((program, words[1:], cwds))
+        if program in DIR_CHANGERS:
+            targets = [w for w in words[1:] if not w.startswith("-")] or ["~"]
+            here = os.path.expanduser(targets[0]) if targets[0].startswith("~") else targets[0]
+            cwds = tuple(
+                dict.fromkeys([*cwds, *(os.path.normpath(os.path.join(d, here)) for d in cwds)])
+            )
     return out
 
 
