@@ -17,7 +17,7 @@ from eidolons.skills.install import (
     uninstall_skills,
 )
 from eidolons.skills.render import render_skill
-from tests.conftest import Run
+from tests.conftest import Run, run_cli
 from tests.skills.skill_helpers import contract, write_contract
 
 CLAUDE = ".claude/skills/{r}-verify-incoming/SKILL.md"
@@ -201,6 +201,30 @@ def test_nothing_is_written_outside_the_root(
     r = cli("skill", "install", "vigil", "--force")
     assert r.code == 3 and "outside the root" in r.err
     assert list(elsewhere.iterdir()) == []
+
+
+def test_dangling_link_out_of_the_root_is_refused(
+    cli: Callable[..., Run], project: Path, tmp_path: Path
+) -> None:
+    (project / ".claude").mkdir()
+    (project / ".claude" / "skills").symlink_to(tmp_path / "not-yet")
+    r = cli("skill", "install", "vigil", "--force")
+    assert r.code == 3 and "outside the root" in r.err
+    assert not (tmp_path / "not-yet").exists()
+
+
+def test_uninstall_never_follows_a_link_out_of_the_root(
+    cli: Callable[..., Run], project: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-project"
+    other.mkdir()
+    (other / ".eidolons").mkdir()
+    assert run_cli("skill", "install", "vigil", cwd=other).code == 0
+    (project / ".claude").mkdir()
+    (project / ".claude" / "skills").symlink_to(other / ".claude" / "skills")
+    r = cli("skill", "uninstall", "--force")
+    assert "outside the root" in r.err
+    assert (other / CLAUDE.format(r="vigil")).is_file()
 
 
 def test_library_install_and_uninstall(project: Path) -> None:

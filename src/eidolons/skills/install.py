@@ -202,10 +202,11 @@ def skill_targets(root: Path, receiver: str) -> list[Target]:
 
 
 def _inside(path: Path, root: Path) -> bool:
-    """True if the deepest existing ancestor of ``path`` resolves inside ``root``."""
+    """True if the deepest existing ancestor of ``path`` (a dangling link counts as
+    existing) resolves inside ``root``."""
     real_root = root.resolve()
     probe = path
-    while not probe.exists() and probe != probe.parent:
+    while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
     real = probe.resolve()
     return real == real_root or real_root in real.parents
@@ -401,6 +402,9 @@ def plan_uninstall(root: Path, receiver: str, *, force: bool = False) -> list[Sk
     for target in targets:
         state, reason = _existing_state(target, ())
         if state == "absent":
+            continue
+        if not _inside(target.path.parent, root):
+            actions.append(SkillAction(target, KEPT, "its directory resolves outside the root"))
             continue
         if state == "generated" or (state == "modified" and force):
             actions.append(SkillAction(target, REMOVED, reason))
