@@ -175,6 +175,8 @@ def test_a_refusing_or_absent_collector_exits_3(cli: Cli, project: Path, otlp: R
     assert cli("trace", "export", "--otlp", "file:///etc/passwd", THREAD).code == 2
     assert cli("trace", "export", "--otlp", otlp.url, "no-such-thread").code == 1
     assert cli("trace", "export", "--otlp", otlp.url, "--to", "postgres").code == 2
+    r = cli("trace", "export", "--otlp", otlp.url, "--dsn", "postgresql://x/y")
+    assert r.code == 2 and "--dsn" in r.err and not otlp.requests
 
 
 def test_the_sdk_is_imported_only_by_export(project: Path, otlp: Receiver, cli: Cli) -> None:

@@ -29,6 +29,8 @@ def run_export(args: argparse.Namespace) -> int:
     from eidolons.tracestore import open_store
 
     url = args.otlp
+    if getattr(args, "dsn", None):
+        return error("--dsn goes with --to postgres, not --otlp")
     if not url.startswith(("http://", "https://")):
         return error(f"--otlp must be an http:// or https:// URL, got {url!r}")
     if not args.timeout > 0:
