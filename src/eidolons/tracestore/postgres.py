@@ -1,8 +1,8 @@
 """The shared store: one append-only table on PostgreSQL (ADRs 0070, 0072, 0073).
 
 Each append runs in one transaction holding a per-thread advisory lock: it reads the
-thread's last line, links the event to it with :mod:`eidolons.chain`, and inserts the
-exact line bytes. The insert trigger checks the link again (so a writer using SQL
+thread's last line, links the event to it with :mod:`eidolons.ecl.tracechain`, and
+inserts the exact line bytes. The insert trigger checks the link again (so a writer using SQL
 directly cannot break the chain), lets only ``eidolons_orchestrator`` record
 orchestrator verdicts, and UPDATE/DELETE/TRUNCATE are revoked and refused by triggers.
 
