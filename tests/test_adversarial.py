@@ -224,7 +224,7 @@ def test_envelope_outside_project_boundary_is_its_directory(
     outside = tmp_path / "drop"
     outside.mkdir()
     (outside / "r.md").write_text(BODY)
-    r = cli(*emit_cmd(outside / "r.md", "--root", outside, "--no-trace", kind="k"))
+    r = cli(*emit_cmd(outside / "r.md", "--root", outside, "--no-trace"))
     assert r.code == 0, r.err
     env = outside / "r.envelope.json"
     assert cli("verify-envelope", env, "--block", "--no-trace").code == 0

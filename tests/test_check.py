@@ -935,7 +935,7 @@ def test_cli_target_version(tmp_path: Path) -> None:
     assert r.json()["ecl_version_targeted"] == "1.2"
 
 
-def test_cli_builtin_contracts_and_project_override(tmp_path: Path) -> None:
+def test_cli_builtin_contracts_and_project_contracts_only_narrow(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     path = write_pair(project / "h", performative="DECIDE")
     r = check(path, "--root", project, "--json", cwd=tmp_path)
@@ -949,7 +949,10 @@ def test_cli_builtin_contracts_and_project_override(tmp_path: Path) -> None:
     doc["performatives_allowed"] = ["DECIDE"]
     (override / "atlas-to-spectra.yaml").write_text(yaml.safe_dump(doc))
     r = check(path, "--root", project, "--json", cwd=tmp_path)
-    assert r.code == 0 and r.json()["contracts"] == ["builtin", str(override)]
+    # a project file can narrow an edge, never widen it: DECIDE stays refused
+    assert r.code == 2 and r.json()["contracts"] == ["builtin", str(override)]
+    c2 = next(x for x in r.json()["results"] if x["id"] == "C-2")
+    assert c2["status"] == "fail" and c2["reason"] == "performative=DECIDE not in contract"
 
 
 def test_cli_help_exits_0(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_defaults_thread_is_message_and_host_model_from_env(cli: Cli, project: P
 def test_refuses_to_overwrite_without_force(cli: Cli, project: Path) -> None:
     _, envelope, first = emit_payload(cli, project, "r.md", "one")
     (project / "r.md").write_text("two")
-    args = emit_cmd("r.md", kind="k")
+    args = emit_cmd("r.md")
     r = cli(*args)
     assert r.code == 2 and "--force" in r.err
     assert json.loads(envelope.read_text()) == first
@@ -113,7 +113,7 @@ def test_refuses_to_overwrite_without_force(cli: Cli, project: Path) -> None:
 def test_out_option_and_artifact_path_relative_to_root(cli: Cli, project: Path) -> None:
     (project / "data").mkdir()
     (project / "data" / "p.md").write_text("x")
-    r = cli(*emit_cmd("data/p.md", "--out", "envs/p.envelope.json", "--json", kind="k"))
+    r = cli(*emit_cmd("data/p.md", "--out", "envs/p.envelope.json", "--json"))
     assert r.code == 0, r.err
     assert r.json()["envelope"]["artifact"]["path"] == "data/p.md"
     assert cli("verify-envelope", project / "envs/p.envelope.json", "--block").code == 0
@@ -154,26 +154,26 @@ def test_bad_arguments_are_usage_errors(
 def test_missing_payload_and_fifo(cli: Cli, project: Path) -> None:
     import os
 
-    r = cli(*emit_cmd("nope.md", kind="k"))
-    assert r.code == 1 and "No such file" in r.err
+    r = cli(*emit_cmd("nope.md"))
+    assert r.code == 2 and "No such file" in r.err  # malformed input: exit 2 (ADR 0027)
     os.mkfifo(project / "f.md")
-    r = cli(*emit_cmd("f.md", kind="k"))
-    assert r.code == 1 and "not a regular file" in r.err
+    r = cli(*emit_cmd("f.md"))
+    assert r.code == 2 and "not a regular file" in r.err
 
 
 def test_payload_outside_root_and_envelope_dir_is_refused(
     cli: Cli, project: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "o.md").write_text("x")
-    r = cli(*emit_cmd(tmp_path / "o.md", "--out", "e.envelope.json", kind="k"))
+    r = cli(*emit_cmd(tmp_path / "o.md", "--out", "e.envelope.json"))
     assert r.code == 2 and "could not resolve" in r.err
 
 
 def test_trace_failure_writes_nothing(cli: Cli, project: Path) -> None:
     (project / ".eidolons/.trace").mkdir(parents=True)
     (project / "p.md").write_text("x")
-    r = cli(*emit_cmd("p.md", "--thread", "t1", "--trace", project / ".eidolons/.trace", kind="k"))
-    assert r.code == 1 and "trace" in r.err
+    r = cli(*emit_cmd("p.md", "--thread", "t1", "--trace", project / ".eidolons/.trace"))
+    assert r.code == 2 and "trace" in r.err
     assert not (project / "p.envelope.json").exists()
 
 
@@ -188,7 +188,12 @@ def test_demo_runs(tmp_path: Path) -> None:
 
 def test_high_trust_at_21_needs_hmac_and_ise(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("# p\n")
-    base = emit_cmd("p.md", "--trust-level", "high", to="spectra", performative="PROPOSE")
+    r = cli(*emit_cmd("p.md", "--trust-level", "high", to="spectra", performative="PROPOSE"))
+    assert r.code == 2 and "is high trust: add --hmac" in r.err and "--ise JSON" in r.err
+    # the builder's own rules hold without the self-check too
+    base = emit_cmd(
+        "p.md", "--trust-level", "high", "--no-check", to="spectra", performative="PROPOSE"
+    )
     r = cli(*base)
     assert r.code == 2 and "I-5" in r.err and "--hmac" in r.err
     keyed = clean_env(ECL_HMAC_KEY="k" * 32)
@@ -208,25 +213,21 @@ def test_high_trust_at_21_needs_hmac_and_ise(cli: Cli, project: Path) -> None:
     assert not (project / ".eidolons-").exists()
     r = cli("check", "p.envelope.json", env=keyed)
     assert r.code == 0, r.out  # conformant: contract defaults filled edge_origin and budget
-    # at 2.0 high trust with sha256 is only a SHOULD: allowed
+    # at 2.0 high trust with sha256 is only a SHOULD for the builder; the receiver refuses
+    # it at every version, so only --no-check writes it, with a warning
     (project / "q.md").write_text("# q\n")
-    r = cli(
-        *emit_cmd(
-            "q.md",
-            "--trust-level",
-            "high",
-            "--envelope-version",
-            "2.0",
-            to="spectra",
-            performative="PROPOSE",
-        )
-    )
-    assert r.code == 0
+    q = emit_cmd(
+        "q.md", "--trust-level", "high", "--envelope-version", "2.0", to="spectra",
+        performative="PROPOSE",
+    )  # fmt: skip
+    assert cli(*q).code == 2
+    r = cli(*q, "--no-check")
+    assert r.code == 0 and "warning: --no-check: spectra will refuse this hand-off" in r.err
 
 
 def test_contract_defaults_and_file_mode(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("# p\n")
-    r = cli(*emit_cmd("p.md", "--json", sender="forge", kind="reasoning-report"))
+    r = cli(*emit_cmd("p.md", "--json", "--no-check", sender="forge", kind="reasoning-report"))
     doc = r.json()["envelope"]
     assert doc["edge_origin"] == "roster" and doc["context_delta"]["token_budget"] == 3000
     mask = os.umask(0o022)
@@ -234,5 +235,12 @@ def test_contract_defaults_and_file_mode(cli: Cli, project: Path) -> None:
     assert (project / "p.envelope.json").stat().st_mode & 0o777 == 0o666 & ~mask  # not 0600
     (project / "q.md").write_text("# q\n")
     r = cli(*emit_cmd("q.md", "--json", "--token-budget", "10", sender="ramza", kind="spec"))
+    assert r.code == 3 and "REFUSE: UNDECLARED_EDGE" in r.err  # no ramza -> vigil edge
+    r = cli(
+        *emit_cmd(
+            "q.md", "--json", "--no-check", "--token-budget", "10", sender="ramza", kind="spec"
+        )
+    )
+    assert [f["code"] for f in r.json()["refusals"]] == ["UNDECLARED_EDGE"]
     doc = r.json()["envelope"]
     assert "edge_origin" not in doc and doc["context_delta"]["token_budget"] == 10

@@ -62,7 +62,7 @@ def test_unsigned_receiver_pass_says_so_once(cli: Cli, project: Path) -> None:
     r = cli("verify-incoming", payload, "--as", "vigil")
     assert r.code == 0 and r.err == (
         f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']}, "
-        "evidence: unsigned)\n"
+        "evidence: unsigned; contract builtin)\n"
         f"eidolons: {UNSIGNED_WARNING}\n"
     )
     events = _trace(project, env)

@@ -172,13 +172,15 @@ def test_pass_line_names_kind_sender_and_message(cli: Cli, project: Path) -> Non
     assert (
         first
         == f"[vigil-verify-incoming] PASS: scout-report from atlas (message {env['message_id']}, "
-        "evidence: unsigned)"
+        "evidence: unsigned; contract builtin)"
     )
 
 
 def test_reason_line_names_the_missing_sections(cli: Cli, project: Path) -> None:
     body = "# Report\n\n## Decision target\nx\n## Scope\ny\n"
-    payload, envelope, _ = emit_payload(cli, project, "r.md", body, to="spectra@4.11.0")
+    payload, envelope, _ = emit_payload(
+        cli, project, "r.md", body, "--no-check", to="spectra@4.11.0"
+    )
     assert cli("verify-envelope", envelope).code == 0
     r = cli("verify-incoming", payload, "--as", "spectra", "--no-memory")
     assert r.code == 3
@@ -199,7 +201,10 @@ def test_reason_line_says_the_contracts_directory_does_not_exist(cli: Cli, proje
 def test_reason_line_says_the_edge_needs_hmac(cli: Cli, project: Path) -> None:
     payload = project / "rf.md"
     payload.write_text("# Repair failed\n")
-    emit = emit_cmd(payload, sender="apivr", performative="ESCALATE", kind="repair-failed-report")
+    emit = emit_cmd(
+        payload, "--no-check", "--trust-level", "standard", sender="apivr",
+        performative="ESCALATE", kind="repair-failed-report",
+    )  # fmt: skip
     assert cli(*emit).code == 0
     assert cli("verify-envelope", project / "rf.envelope.json").code == 0
     lines = incoming(cli, payload).err.splitlines()

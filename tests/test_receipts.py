@@ -158,7 +158,8 @@ def test_receiver_accepts_a_signed_receipt(signed: Project) -> None:
     r = signed.incoming(payload)
     assert r.code == 0 and r.err.splitlines() == [  # signed: no unsigned warning
         f"[vigil-verify-incoming] PASS: scout-report from atlas (message "
-        f"{json.loads(envelope.read_bytes())['message_id']}, evidence: signed-receipt)"
+        f"{json.loads(envelope.read_bytes())['message_id']}, evidence: signed-receipt; "
+        "contract builtin)"
     ], r.err
     doc = signed.incoming(payload, "--json").json()
     assert doc["evidence"] == "signed-receipt" and doc["evidence_notes"] == []
@@ -352,7 +353,7 @@ def test_unsigned_project_keeps_todays_mode(project: Path) -> None:
     assert p.verify(envelope, "--mode", "block").code == 0
     r = p.incoming(payload)
     assert r.code == 0 and r.err.splitlines()[1:] == [f"eidolons: {UNSIGNED_WARNING}"]
-    assert "evidence: unsigned)" in r.err.splitlines()[0]
+    assert "evidence: unsigned; contract builtin)" in r.err.splitlines()[0]
     assert not receipt_file(envelope).exists()
 
 

@@ -91,7 +91,7 @@ def handoff(
     contract says trust_level high, the hand-off is HMAC-tagged (receivers require it)."""
     contract = ContractSet.builtin().get(sender, receiver)
     if contract is not None and contract.trust_level == "high":
-        extra = ("--hmac", *extra)
+        extra = ("--hmac", "--ise", '{"assertion_grade": "self-attested"}', *extra)
     name = name or f"in/{sender}-{receiver}-{performative}-{kind}.md".lower()
     payload = project / name
     payload.parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +103,7 @@ def handoff(
             "100",
             "--token-budget",
             "3000",
+            "--no-check",  # the sender may be broken or hostile: the receiver must still refuse
             *extra,
             sender=f"{sender}@1.0.0",
             to=f"{receiver}@2.0.0",
@@ -144,7 +145,7 @@ def passed_with(err: str, receiver: str, kind: str, sender: str, message_id: str
     evidence = "unsigned+hmac" if keyed else "unsigned"
     assert err == (
         f"[{receiver}-verify-incoming] PASS: {kind} from {sender} (message {message_id}, "
-        f"evidence: {evidence})\n"
+        f"evidence: {evidence}; contract builtin)\n"
         f"eidolons: {UNSIGNED_WARNING}\n"
     ), err
     return True
@@ -341,6 +342,7 @@ def test_context_over_budget_contract_max(cli: Cli, project: Path) -> None:
             "3500",
             "--token-budget",
             "4000",
+            "--no-check",
             sender="forge",
             kind="reasoning-report",
         )
@@ -593,9 +595,23 @@ def test_high_trust_edge_cannot_be_downgraded_by_the_envelope(cli: Cli, project:
     standard) is refused, whatever its version."""
     payload = project / "r.md"
     payload.write_text(markdown_for("apivr", "vigil", "change-summary"))
-    for trust in ([], ["--trust-level", "standard"]):
-        r = cli(*emit_cmd(payload, "--force", *trust, sender="apivr", kind="change-summary"))
+    emit = emit_cmd(
+        payload,
+        "--force",
+        "--trust-level",
+        "standard",
+        "--no-check",
+        sender="apivr",
+        kind="change-summary",
+    )
+    for says_nothing in (True, False):
+        r = cli(*emit)
         assert r.code == 0, r.err
+        assert "will refuse this hand-off: UNVERIFIED" in r.err  # the sender was told
+        if says_nothing:
+            doc = json.loads((project / "r.envelope.json").read_text())
+            del doc["constraints"]
+            (project / "r.envelope.json").write_text(json.dumps(doc))
         assert cli("run", "--verify", "r.envelope.json", "--verify-block").code == 0
         assert refused_with(incoming(cli, payload, "vigil").err, "vigil", "UNVERIFIED", "apivr")
 

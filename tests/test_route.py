@@ -83,7 +83,9 @@ def test_as_receiver_blocks_even_in_warn_mode(cli: Cli, project: Path) -> None:
 
 
 def test_as_receiver_refuses_undeclared_edge(cli: Cli, project: Path) -> None:
-    _, envelope, _ = emit_payload(cli, project, sender="ramza@1.0.0", kind="spec")
+    _, envelope, _ = emit_payload(
+        cli, project, "h/spec.md", "# Spec\n", "--no-check", sender="ramza@1.0.0", kind="spec"
+    )
     r = cli("run", "--verify", envelope, "--verify-block", "--as", "vigil", "--json")
     assert r.code == 3
     doc = r.json()

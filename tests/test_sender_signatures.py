@@ -156,8 +156,8 @@ def test_edge_policy_requires_a_signature_without_a_listed_key(
 def test_high_trust_edge_accepts_a_sender_signature_instead_of_hmac(pipe: Pipeline) -> None:
     """apivr -> vigil is a high-trust edge: today it demands an HMAC tag; a valid
     signature from apivr's trusted key satisfies that rule instead."""
-    payload, envelope, r = pipe.emit(
-        "--sign", sender="apivr", kind="change-summary", name="h/change.md"
+    payload, envelope, r = pipe.emit(  # trust defaults to the edge's: high needs ise at 2.1
+        "--sign", "--ise", ISE, sender="apivr", kind="change-summary", name="h/change.md"
     )
     assert r.code == 0, r.err
     assert pipe.verify(envelope).code == 0
@@ -165,9 +165,12 @@ def test_high_trust_edge_accepts_a_sender_signature_instead_of_hmac(pipe: Pipeli
     assert ok.code == 0, ok.out
     assert ok.json()["evidence"] == "signed-receipt+sender-signature"
     # the same hand-off unsigned (apivr's key is listed, so the signature is required too)
-    payload2, envelope2, _ = pipe.emit(
-        sender="apivr", kind="change-summary", name="h/change2.md", env=pipe.agent
-    )
+    _, _, asked = pipe.emit(sender="apivr", kind="change-summary", name="h/c.md", env=pipe.agent)
+    assert asked.code == 2 and "--sign" in asked.err  # the sender's self-check asks for it
+    payload2, envelope2, _ = pipe.emit(  # written anyway by a sender that skips the check
+        "--no-check", "--trust-level", "standard", sender="apivr", kind="change-summary",
+        name="h/change2.md", env=pipe.agent,
+    )  # fmt: skip
     assert pipe.verify(envelope2).code == 3
     assert pipe.incoming(payload2).code == 3
 

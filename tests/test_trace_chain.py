@@ -41,9 +41,14 @@ def build_chain(cli: Cli, project: Path, directory: str = "handoffs") -> list[Pa
         payload = project / directory / name
         payload.write_text(f"# {kind}\n\n## Decision target\nx\n")
         extra = ["--thread", THREAD, "--tokens-used", str(tokens), "--no-trace"]
+        extra += ["--trust-level", "standard"]  # chain-view fixtures, not receiver input
         if i:
             extra += ["--parent", IDS[i - 1]]
-        r = cli(*emit_cmd(payload, *extra, sender=sender, to=to, performative=perf, kind=kind))
+        r = cli(
+            *emit_cmd(
+                payload, "--no-check", *extra, sender=sender, to=to, performative=perf, kind=kind
+            )
+        )
         assert r.code == 0, r.err
         envelope = payload.with_suffix(".envelope.json")
         doc = json.loads(envelope.read_text())
@@ -125,7 +130,11 @@ def test_graph_json_and_text_group_edges_on_the_pair(cli: Cli, project: Path) ->
     build_chain(cli, project)
     extra = project / "handoffs" / "again.md"
     extra.write_text("# again\n")
-    r = cli(*emit_cmd(extra, "--no-trace", sender="atlas", to="spectra", performative="INFORM"))
+    r = cli(
+        *emit_cmd(
+            extra, "--no-trace", "--no-check", sender="atlas", to="spectra", performative="INFORM"
+        )
+    )
     assert r.code == 0, r.err
     doc = cli("trace", "graph", "handoffs", "--json").json()
     assert doc["nodes"] == ["apivr", "atlas", "spectra", "vigil"]

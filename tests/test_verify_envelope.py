@@ -208,7 +208,7 @@ def test_hmac_pass_no_key_and_wrong_key(cli: Cli, project: Path) -> None:
 
 def test_emit_hmac_without_key_is_an_error(cli: Cli, project: Path) -> None:
     (project / "p.md").write_text("x")
-    r = cli(*emit_cmd("p.md", "--hmac", kind="k"))
+    r = cli(*emit_cmd("p.md", "--hmac"))
     assert r.code == 2 and "ECL_HMAC_KEY" in r.err
 
 
@@ -277,7 +277,7 @@ def test_root_discovery(tmp_path: Path) -> None:
     sub = root / "deep" / "er"
     sub.mkdir(parents=True)
     (sub / "p.md").write_text("x")
-    r = run_cli(*emit_cmd("p.md", "--json", kind="k"), cwd=sub)
+    r = run_cli(*emit_cmd("p.md", "--json"), cwd=sub)
     assert r.code == 0, r.err
     assert Path(r.json()["trace"]).is_relative_to(root / ".eidolons" / ".trace")
     other = tmp_path / "elsewhere"

@@ -22,7 +22,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +30,23 @@ from eidolons.config import HANDOFF_DIR, find_handoff, payload_key
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
+from eidolons.ecl.grammar import is_safe_file_name
 from eidolons.ecl.integrity import Digest, PayloadTooLarge, digest_stream
 from eidolons.ecl.limits import Limits
-from eidolons.errors import InputError, UsageError
+from eidolons.errors import EidolonsError, InputError, UsageError
+from eidolons.gates.receiver import (
+    UNDECLARED_EDGE,
+    Failure,
+    IncomingResult,
+    contract_failures,
+    envelope_failures,
+)
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
     PayloadError,
     PayloadLocation,
     default_envelope_path,
+    locate_payload,
     open_payload,
 )
 from eidolons.tracestore import TraceStore
@@ -71,6 +80,105 @@ class EmitResult:
     envelope_path: Path
     envelope: dict[str, Any]
     trace_path: str | None
+    #: What the receiver would refuse, written anyway because ``check`` was off.
+    refusals: list[Failure] = field(default_factory=list)
+
+
+class HandoffRefused(EidolonsError):
+    """The sender's self-check: the receiver would refuse this hand-off, so nothing was
+    written. ``failures`` are the receiver's own (code, check, reason), first one first."""
+
+    code = "REFUSED"
+
+    def __init__(self, receiver: str, sender: str, failures: list[Failure]) -> None:
+        self.receiver, self.sender, self.failures = receiver, sender, failures
+        super().__init__(
+            f"{receiver} would refuse this hand-off: {failures[0].code} ({failures[0].message})"
+        )
+
+    def lines(self) -> list[str]:
+        """The line emit prints, then the receiver's own reason line."""
+        result = IncomingResult("refused", self.receiver, Path(), failures=self.failures)
+        first = (
+            f"eidolons emit: REFUSE: {self.failures[0].code}: {self.receiver} would refuse "
+            "this hand-off; nothing written (--no-check writes it anyway)"
+        )
+        return [first, result.reason_line()]
+
+
+def load_contracts(root: Path, dirs: Sequence[Path] = ()) -> Any:
+    """The effective contract set, or the ContractError (every hand-off is then refused)."""
+    from eidolons.contract import ContractError, ContractSet
+
+    try:
+        return ContractSet.load(root, list(dirs))
+    except ContractError as exc:
+        return exc
+
+
+def self_check(
+    envelope: Mapping[str, Any],
+    receiver: str,
+    contracts: Any,
+    payload: bytes | None,
+    *,
+    signed_sender: bool = False,
+) -> list[Failure]:
+    """What the receiver gate would refuse in this envelope, judged now by the receiver's
+    own rules (:func:`eidolons.gates.receiver.envelope_failures` and
+    :func:`~eidolons.gates.receiver.contract_failures`): everything but the trace record."""
+    env = Envelope.from_dict(dict(envelope))
+    failures = envelope_failures(env, signed_sender=signed_sender)
+    if isinstance(contracts, Exception):
+        failures.append(
+            Failure(UNDECLARED_EDGE, "contracts", f"contract set failed to load: {contracts}")
+        )
+    else:
+        contract = contracts.get(env.sender.eidolon, receiver)
+        failures.extend(contract_failures(env, contract, payload, signed_sender=signed_sender))
+    return failures
+
+
+def _ask_for_high_trust_flags(
+    sender: AgentRef,
+    recipient: AgentRef,
+    contract: Any,
+    trust_level: str | None,
+    key: bytes | None,
+    ise: Mapping[str, Any] | None,
+    envelope_version: str,
+    signer: Any = None,
+) -> None:
+    """A high-trust hand-off asks for its flags up front, naming them (a sender signature
+    stands in for HMAC, ADR 0034)."""
+    high = trust_level == "high" or (contract is not None and contract.trust_level == "high")
+    if not high:
+        return
+    authenticated = key is not None or signer is not None
+    missing = [] if authenticated else ["--hmac (key in ECL_HMAC_KEY) or --sign (gate I-5)"]
+    if ise is None and envelope_version.startswith("2.1"):
+        missing.append("--ise JSON (ECL 2.1 requires an ise block at high trust, gate S-3)")
+    if missing:
+        raise UsageError(
+            f"the edge {sender.eidolon} -> {recipient.eidolon} is high trust: add "
+            + " and ".join(missing)
+        )
+
+
+def _check_resolvable(payload: Path, envelope_path: Path, artifact_path: str, root: Path) -> None:
+    """The receiver resolves the payload from the envelope (ADR 0002): it must find this
+    payload, not another file or nothing."""
+    try:
+        found = locate_payload(envelope_path, artifact_path, root)
+    except PayloadError as exc:
+        raise UsageError(
+            f"--out {envelope_path}: a receiver could not resolve the payload ({exc})"
+        ) from None
+    if Path(os.path.realpath(found.path)) != Path(os.path.realpath(payload)):
+        raise UsageError(
+            f"--out {envelope_path}: a receiver would resolve artifact.path {artifact_path!r} "
+            f"to {found.path}, not to {payload}"
+        )
 
 
 def _artifact_path(payload: Path, envelope_path: Path, root: Path) -> str:
@@ -101,7 +209,7 @@ def emit(
     edge_origin: str | None = None,
     ise: Mapping[str, Any] | None = None,
     tokens_used: int | None = None,
-    token_budget: int = 4000,
+    token_budget: int | None = None,
     summary: str | None = None,
     input_handles: Sequence[str] = (),
     key: bytes | None = None,
@@ -113,14 +221,47 @@ def emit(
     limits: Limits | None = None,
     store: TraceStore | None = None,
     signer: Any = None,
+    contracts: Any = None,
+    contract_dirs: Sequence[Path] = (),
+    check: bool = True,
 ) -> EmitResult:
     """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``,
     else ``trace_file``, else the project's configured store). With ``signer`` (the
-    sender's key), ``<stem>.envelope.sig`` signs the exact envelope bytes (ADR 0034)."""
+    sender's key), ``<stem>.envelope.sig`` signs the exact envelope bytes (ADR 0034).
+
+    The edge's effective contract (``contracts``: a ContractSet, a ContractError, or None
+    to load the project's with ``contract_dirs``) gives the defaults: ``edge_origin``,
+    ``token_budget`` (else 4000) and ``trust_level``. With ``check`` (the default), every
+    receiver rule that needs no trace record is run before anything is written, and a
+    hand-off the receiver would refuse raises :class:`HandoffRefused` (ADR 0024);
+    without it the refusals are returned in ``EmitResult.refusals``."""
     env = os.environ if env is None else env
     limits = limits or Limits()
     if payload.name.endswith(ENVELOPE_SUFFIX):
         raise UsageError(f"{payload} is an envelope, not a payload")
+    if thread_id is not None and not is_safe_file_name(thread_id):
+        raise UsageError(
+            f"--thread {thread_id!r} is not a safe thread id (letters, digits, '.', '_', '-'; "
+            "a UUID is expected): its events would go to the trace 'unknown', where no "
+            "receiver looks"
+        )
+    if contracts is None:
+        contracts = load_contracts(root, contract_dirs)
+    contract = (
+        None
+        if isinstance(contracts, Exception)
+        else contracts.get(sender.eidolon, recipient.eidolon)
+    )
+    if contract is not None:
+        edge_origin = edge_origin or contract.edge_origin
+        if token_budget is None and contract.token_budget_max is not None:
+            token_budget = contract.token_budget_max
+        trust_level = trust_level or contract.trust_level
+    token_budget = 4000 if token_budget is None else token_budget
+    if check:
+        _ask_for_high_trust_flags(
+            sender, recipient, contract, trust_level, key, ise, envelope_version, signer
+        )
     envelope_path = out or default_envelope_path(payload)
     if not envelope_path.name.endswith(ENVELOPE_SUFFIX):
         raise UsageError(f"--out {envelope_path} must be named *{ENVELOPE_SUFFIX}")
@@ -138,13 +279,19 @@ def emit(
     location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
     try:
         with open_payload(location) as stream:
-            digest = digest_stream(stream, method, key, max_bytes=limits.max_payload_bytes)
+            # the bytes are kept only when the self-check needs them (required sections)
+            art = contract.artifact_for_kind(kind) if contract is not None else None
+            keep = art is not None and bool(art.required_sections)
+            digest = digest_stream(
+                stream, method, key, max_bytes=limits.max_payload_bytes, keep=keep
+            )
     except FileNotFoundError:
         raise InputError(f"payload {payload} does not exist") from None
     except (PayloadError, PayloadTooLarge) as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"cannot read payload {payload}: {exc.strerror or exc}") from None
+    _check_resolvable(payload, envelope_path, artifact_path, root)
     summary = summary or objective
     cd = ContextDelta(
         token_budget=token_budget,
@@ -174,6 +321,11 @@ def emit(
         model=env.get("ECL_MODEL") or "unknown",
         sender_signed=signer is not None,
     )
+    refusals = self_check(
+        envelope, recipient.eidolon, contracts, digest.data, signed_sender=signer is not None
+    )
+    if refusals and check:
+        raise HandoffRefused(recipient.eidolon, sender.eidolon, refusals)
     import json
 
     data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
@@ -219,7 +371,7 @@ def emit(
     finally:
         if tmp.exists():
             tmp.unlink()
-    return EmitResult(envelope_path, envelope, trace_path)
+    return EmitResult(envelope_path, envelope, trace_path, refusals)
 
 
 def _umask() -> int:

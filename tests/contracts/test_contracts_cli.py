@@ -94,14 +94,14 @@ def test_show_unknown_edge_exits_1(project: Path) -> None:
 
 def test_project_contracts_found_from_a_subdirectory(project: Path) -> None:
     path = write_contract(
-        project / ".eidolons" / "contracts", valid_contract(from_="forge", to="gilgamesh")
+        project / ".eidolons" / "contracts", valid_contract(from_="newcomer", to="gilgamesh")
     )
     sub = project / "deep" / "er"
     sub.mkdir(parents=True)
-    result = run_cli("show", "forge", "gilgamesh", "--json", cwd=sub)
+    result = run_cli("show", "newcomer", "gilgamesh", "--json", cwd=sub)
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
-    assert record["performatives_allowed"] == ["PROPOSE"]
+    assert record["performatives_allowed"] == ["PROPOSE"]  # a new edge is taken as written
     assert Path(record["source"]).resolve() == path.resolve()
 
 
@@ -120,17 +120,18 @@ def test_root_option_and_environment(tmp_path: Path, project: Path) -> None:
     assert missing.stderr.startswith("eidolons: --root ")
 
 
-def test_contracts_option_overrides_project(project: Path, tmp_path: Path) -> None:
-    write_contract(
-        project / ".eidolons" / "contracts", valid_contract(performatives_allowed=["INFORM"])
+def test_contracts_option_narrows_project(project: Path, tmp_path: Path) -> None:
+    first = write_contract(
+        project / ".eidolons" / "contracts",
+        valid_contract(performatives_allowed=["INFORM", "PROPOSE", "DECIDE"]),
     )
     extra = tmp_path / "extra"
-    path = write_contract(extra, valid_contract(performatives_allowed=["RESUME"]))
+    path = write_contract(extra, valid_contract(performatives_allowed=["RESUME", "PROPOSE"]))
     result = run_cli("list", "--to", "vigil", "--contracts", str(extra), "--json", cwd=project)
     assert result.returncode == 0, result.stderr
     atlas = next(r for r in json.loads(result.stdout) if r["from"] == "atlas")
-    assert atlas["performatives_allowed"] == ["RESUME"]
-    assert atlas["source"] == str(path)
+    assert atlas["performatives_allowed"] == ["PROPOSE"]  # builtin ∩ project ∩ extra
+    assert atlas["source"] == f"builtin + {first} + {path}"
 
 
 def test_invalid_contract_exits_2_with_one_line_naming_the_file(project: Path) -> None:

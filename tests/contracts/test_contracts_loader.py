@@ -242,14 +242,22 @@ def test_project_contracts_path_that_is_a_file_is_an_error(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- precedence
 
 
-def test_project_directory_overrides_builtin(tmp_path: Path) -> None:
+def test_project_directory_narrows_builtin(tmp_path: Path) -> None:
     project = project_contract_dir(tmp_path)
-    path = write_contract(project, valid_contract(from_="forge", to="gilgamesh"))
+    doc = valid_contract(
+        from_="forge", to="gilgamesh", performatives_allowed=["INFORM", "DELEGATE"]
+    )
+    doc["artifacts"][0]["kind"] = "reasoning-report"
+    doc["artifacts"][0]["required_sections"] = ["rollback_plan"]
+    path = write_contract(project, doc)
     loaded = ContractSet.load(tmp_path)
     contract = loaded.get("forge", "gilgamesh")
     assert contract is not None
-    assert contract.performatives_allowed == ("PROPOSE",)
-    assert contract.source == str(path)
+    assert contract.performatives_allowed == ("INFORM",)  # DELEGATE is not added
+    assert contract.token_budget_max == 100  # the smaller of 3000 and 100
+    assert contract.artifact_for_kind("reasoning-report").required_sections[-1] == "rollback_plan"  # type: ignore[union-attr]
+    assert contract.source == f"builtin + {path}"
+    assert contract.sources == ("builtin", str(path))
     assert loaded.sources == ("builtin", str(project))
     # Every other edge is still the builtin one.
     other = loaded.get("orchestrator", "gilgamesh")
@@ -260,24 +268,27 @@ def test_project_directory_overrides_builtin(tmp_path: Path) -> None:
 def test_contracts_option_overrides_project_and_later_dirs_override_earlier(
     tmp_path: Path,
 ) -> None:
-    write_contract(project_contract_dir(tmp_path), valid_contract(performatives_allowed=["INFORM"]))
+    wide = ["PROPOSE", "INFORM", "DECIDE"]
+    write_contract(project_contract_dir(tmp_path), valid_contract(performatives_allowed=wide))
     first = tmp_path / "first"
     second = tmp_path / "second"
-    write_contract(first, valid_contract(performatives_allowed=["ACKNOWLEDGE"]))
-    path = write_contract(second, valid_contract(performatives_allowed=["RESUME"]))
+    write_contract(first, valid_contract(performatives_allowed=["INFORM", "DECIDE"]))
+    path = write_contract(second, valid_contract(performatives_allowed=["RESUME", "DECIDE"]))
     write_contract(first, valid_contract(from_="newcomer", to="vigil"))
+    write_contract(second, valid_contract(from_="newcomer", to="vigil", trust_level="high"))
     loaded = ContractSet.load(tmp_path, [first, second])
     contract = loaded.get("atlas", "vigil")
     assert contract is not None
-    assert contract.performatives_allowed == ("RESUME",)
-    assert contract.source == str(path)
-    added = loaded.get("newcomer", "vigil")
-    assert added is not None and added.source == str(first / "newcomer-to-vigil.yaml")
+    assert contract.performatives_allowed == ()  # nothing left: every hand-off refused
+    assert contract.sources[-1] == str(path) and len(contract.sources) == 4
+    added = loaded.get("newcomer", "vigil")  # a new edge, then narrowed by a later source
+    assert added is not None and added.sources[0] == str(first / "newcomer-to-vigil.yaml")
+    assert added.trust_level == "high"
     assert len(loaded) == len(ContractSet.builtin()) + 1
     only_first = ContractSet.load(tmp_path, [first])
-    assert only_first.get("atlas", "vigil").performatives_allowed == ("ACKNOWLEDGE",)  # type: ignore[union-attr]
+    assert only_first.get("atlas", "vigil").performatives_allowed == ("INFORM",)  # type: ignore[union-attr]
     only_project = ContractSet.load(tmp_path)
-    assert only_project.get("atlas", "vigil").performatives_allowed == ("INFORM",)  # type: ignore[union-attr]
+    assert only_project.get("atlas", "vigil").performatives_allowed == ("PROPOSE", "INFORM")  # type: ignore[union-attr]
 
 
 def test_broken_override_never_falls_back_to_the_builtin_contract(tmp_path: Path) -> None:
@@ -292,15 +303,26 @@ def test_broken_override_never_falls_back_to_the_builtin_contract(tmp_path: Path
     assert "trust_level" in info.value.problem
 
 
-def test_override_replaces_the_whole_contract_without_merging(tmp_path: Path) -> None:
-    data = valid_contract(from_="apivr", to="vigil", context_delta=None, trust_level=None)
+def test_a_project_file_cannot_widen_an_edge_or_lower_its_trust(tmp_path: Path) -> None:
+    """The issue's 15-line file: the HMAC-only apivr -> vigil edge made a sha256 edge
+    that also allows DECIDE. Intersected, the smaller budget, the higher trust."""
+    data = valid_contract(
+        from_="apivr",
+        to="vigil",
+        performatives_allowed=["DECIDE", "ESCALATE"],
+        context_delta={"token_budget_max": 999999, "required_handles": ["mission.md"]},
+        trust_level="low",
+    )
+    data["artifacts"][0]["kind"] = "repair-failed-report"
+    data["artifacts"].append({"kind": "prompt", "schema_ref": "x.json"})
     write_contract(tmp_path, data)
-    loaded = ContractSet.load(None, [tmp_path])
-    contract = loaded.get("apivr", "vigil")
+    contract = ContractSet.load(None, [tmp_path]).get("apivr", "vigil")
     assert contract is not None
-    assert contract.kinds == ("scout-report",)  # builtin kinds are gone, not merged in
-    assert contract.token_budget_max is None
-    assert contract.trust_level is None
+    assert contract.performatives_allowed == ("ESCALATE",)
+    assert contract.kinds == ("repair-failed-report",)
+    assert contract.token_budget_max == 4000
+    assert contract.trust_level == "high"
+    assert contract.required_handles == ("mission.md",)  # the union: narrower still
 
 
 # --------------------------------------------------------------------------- model

@@ -235,29 +235,22 @@ def test_verify_envelope_never_records(bound: McpSession, mcp_root: Path) -> Non
 def test_emit_as_the_bound_receiver(bound: McpSession, mcp_root: Path) -> None:
     payload = mcp_root / "handoffs" / "vigil-report.md"
     payload.write_text("# Debug report\n", encoding="utf-8")
-    r = bound.call(
-        "emit",
-        {
-            "payload": "handoffs/vigil-report.md",
-            "to": "apivr@1.0.0",
-            "performative": "INFORM",
-            "kind": "debug-report",
-            "objective": "Report.",
-        },
-    )
+    args = {
+        "payload": "handoffs/vigil-report.md",
+        "to": "kupo@1.0.0",
+        "performative": "INFORM",
+        "kind": "root-cause-report",
+        "objective": "Report.",
+    }
+    # the sender's self-check (ADR 0024): a hand-off kupo would refuse is not written
+    off = bound.call("emit", {**args, "kind": "debug-report"})
+    assert off.is_error is True and "kupo would refuse this hand-off" in texts(off)
+    assert "ARTIFACT_KIND_NOT_ALLOWED" in texts(off)
+    r = bound.call("emit", args)
     assert r.is_error is False, texts(r)
     envelope = json.loads((mcp_root / "handoffs" / "vigil-report.envelope.json").read_text())
-    assert envelope["from"]["eidolon"] == "vigil" and envelope["to"]["eidolon"] == "apivr"
-    again = bound.call(
-        "emit",
-        {
-            "payload": "handoffs/vigil-report.md",
-            "to": "apivr@1.0.0",
-            "performative": "INFORM",
-            "kind": "debug-report",
-            "objective": "Report.",
-        },
-    )
+    assert envelope["from"]["eidolon"] == "vigil" and envelope["to"]["eidolon"] == "kupo"
+    again = bound.call("emit", args)
     assert again.is_error is True and "exists" in texts(again)
 
 

@@ -101,9 +101,21 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+#: Fields printed but not enforced by the receiver gate (ADR 0022): shown as advisory.
+ADVISORY = (
+    "edge_origin",
+    "notes",
+    "artifacts[].schema_ref",
+    "artifacts[].evidence_anchor_required",
+)
+ADVISORY_MARK = "(advisory: not checked by the gates)"
+
+
 def _json_record(contract: Contract) -> dict[str, Any]:
     record = contract.to_dict()
     record["source"] = contract.source
+    record["sources"] = list(contract.sources)
+    record["advisory"] = list(ADVISORY)
     return record
 
 
@@ -141,7 +153,7 @@ def _show(contract_set: ContractSet, from_: str, to: str, *, as_json: bool) -> i
     lines = [
         f"edge:              {contract.from_} -> {contract.to}",
         f"source:            {contract.source}",
-        f"edge_origin:       {contract.edge_origin}",
+        f"edge_origin:       {contract.edge_origin}  (advisory: `check` C-4 compares it)",
         f"performatives:     {', '.join(contract.performatives_allowed)}",
         f"token_budget_max:  {_or_dash(contract.token_budget_max)}",
         f"required_handles:  {', '.join(contract.required_handles) or '-'}",
@@ -151,14 +163,15 @@ def _show(contract_set: ContractSet, from_: str, to: str, *, as_json: bool) -> i
     for artifact in contract.artifacts:
         lines += [
             f"  - kind:                      {artifact.kind}",
-            f"    schema_ref:                {artifact.schema_ref}",
+            f"    schema_ref:                {artifact.schema_ref}  {ADVISORY_MARK}",
             f"    required_sections:         {', '.join(artifact.required_sections) or '-'}",
-            f"    evidence_anchor_required:  {str(artifact.evidence_anchor_required).lower()}",
+            f"    evidence_anchor_required:  {str(artifact.evidence_anchor_required).lower()}  "
+            + ADVISORY_MARK,
         ]
     if contract.notes:
         import textwrap
 
-        lines.append("notes:")
+        lines.append("notes:  (advisory)")
         paragraphs = [p for p in contract.notes.strip().split("\n") if p.strip()]
         for number, paragraph in enumerate(paragraphs):
             if number:

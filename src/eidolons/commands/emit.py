@@ -20,7 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thread", help="thread id (default: the new message id)")
     p.add_argument("--parent", help="parent message id")
     p.add_argument("--schema-version", default="1.0", help="artifact.schema_version (default 1.0)")
-    p.add_argument("--trust-level", choices=["low", "standard", "high"])
+    p.add_argument(
+        "--trust-level",
+        choices=["low", "standard", "high"],
+        help="default: the contract's trust_level for this edge",
+    )
     p.add_argument(
         "--edge-origin",
         choices=["roster", "composition", "implicit", "emitted-request"],
@@ -53,6 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out", metavar="FILE", help="envelope path (default: ${PAYLOAD%%.*}.envelope.json)"
     )
     p.add_argument("--force", action="store_true", help="replace an existing envelope")
+    p.add_argument(
+        "--no-check",
+        action="store_true",
+        help="write even an envelope the receiver would refuse (with a warning)",
+    )
     p.add_argument("--json", action="store_true", help="print the envelope and paths as JSON")
     p.add_argument("--trace", metavar="FILE", help="append the emit event to FILE")
     p.add_argument("--no-trace", action="store_true")
@@ -60,9 +69,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error, print_json
+    from eidolons._text import printable
+    from eidolons.commands._common import error, print_json, say
     from eidolons.config import Limits, find_root, hmac_key, hmac_key_warning
-    from eidolons.emit import emit, parse_agent
+    from eidolons.emit import HandoffRefused, emit, parse_agent
     from eidolons.errors import EidolonsError, UsageError
     from eidolons.keys.files import KeyFileError
 
@@ -78,9 +88,6 @@ def run(args: argparse.Namespace) -> int:
         root = find_root(args.root)
         sender = parse_agent(args.sender, "--from")
         recipient = parse_agent(args.recipient, "--to")
-        edge_origin, token_budget = _contract_defaults(
-            root, args.contracts, sender.eidolon, recipient.eidolon
-        )
         signer = _signer(root, sender.eidolon) if args.sign else None
         result = emit(
             Path(args.payload),
@@ -95,10 +102,10 @@ def run(args: argparse.Namespace) -> int:
             schema_version=args.schema_version,
             envelope_version=args.envelope_version,
             trust_level=args.trust_level,
-            edge_origin=args.edge_origin or edge_origin,
+            edge_origin=args.edge_origin,
             ise=_ise(args.ise),
             tokens_used=args.tokens_used,
-            token_budget=args.token_budget if args.token_budget is not None else token_budget,
+            token_budget=args.token_budget,
             summary=args.summary,
             input_handles=args.input_handle,
             key=key,
@@ -108,17 +115,28 @@ def run(args: argparse.Namespace) -> int:
             trace_file=Path(args.trace) if args.trace else None,
             limits=Limits.from_env(os.environ),
             signer=signer,
+            contract_dirs=[Path(d) for d in args.contracts],
+            check=not args.no_check,
         )
     except KeyFileError as exc:
         return error(str(exc), 3)
+    except HandoffRefused as exc:
+        say(*exc.lines())
+        return 3
     except EidolonsError as exc:
-        return error(str(exc), 2 if isinstance(exc, UsageError) else 1)
+        return error(str(exc), 2)
+    for failure in result.refusals:  # --no-check: written, and said out loud
+        say(
+            f"eidolons: warning: --no-check: {printable(args.recipient)} will refuse this "
+            f"hand-off: {failure.code} ({printable(failure.message)})"
+        )
     if args.json:
         print_json(
             {
                 "envelope_path": str(result.envelope_path),
                 "trace": str(result.trace_path) if result.trace_path else None,
                 "envelope": result.envelope,
+                "refusals": [f.to_dict() for f in result.refusals],
             }
         )
     else:
@@ -151,22 +169,3 @@ def _ise(raw: str | None) -> dict[str, object] | None:
     if not isinstance(value, dict):
         raise UsageError("--ise must be a JSON object")
     return value
-
-
-def _contract_defaults(
-    root: Path, dirs: list[str], sender: str, recipient: str
-) -> tuple[str | None, int]:
-    """edge_origin and token budget from the contract for this edge (the bash SDK's
-    defaults). A contract set that fails to load gives no defaults: the sender is told,
-    and the receiver will refuse the hand-off anyway."""
-    from eidolons.contract import ContractError, ContractSet
-
-    try:
-        contract = ContractSet.load(root, [Path(d) for d in dirs]).get(sender, recipient)
-    except ContractError as exc:
-        print(f"eidolons: warning: contracts not loaded ({exc}); no defaults", file=sys.stderr)
-        return None, 4000
-    if contract is None:
-        return None, 4000
-    budget = contract.token_budget_max if contract.token_budget_max is not None else 4000
-    return contract.edge_origin, budget

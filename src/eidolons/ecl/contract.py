@@ -37,6 +37,14 @@ BUILTIN_SOURCE = "builtin"
 MAX_CONTRACT_BYTES = 64 * 1024
 
 INDEX_FORMAT = "eidolons.contract-index.v1"
+#: Between the sources of a contract narrowed by later ones (``builtin + path``).
+SOURCE_SEPARATOR = " + "
+#: Trust levels, lowest first (an unset level is ``standard``).
+TRUST_ORDER = ("low", "standard", "high")
+
+
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*first, *second)))
 
 
 class ContractError(Exception):
@@ -166,6 +174,51 @@ class Contract:
         if self.notes is not None:
             out["notes"] = self.notes
         return out
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Every file (or ``builtin``) this contract was made from, lowest first."""
+        return tuple(self.source.split(SOURCE_SEPARATOR))
+
+    def narrowed_by(self, other: Contract) -> Contract:
+        """This edge as a later source may narrow it, never widen it (ADR 0022):
+        performatives and artifact kinds are intersected, the budget is the smaller,
+        required sections and handles the union, evidence anchors required if either
+        requires them, trust the higher. ``edge_origin``, ``schema_ref``, ``notes`` and the
+        order of lists stay this contract's; ``source`` lists both."""
+        if other.key != self.key:
+            raise ValueError(f"cannot narrow {self.key} with {other.key}")
+        theirs = {a.kind: a for a in other.artifacts}
+        artifacts = tuple(
+            ContractArtifact(
+                kind=a.kind,
+                schema_ref=a.schema_ref,
+                required_sections=_union(a.required_sections, theirs[a.kind].required_sections),
+                evidence_anchor_required=a.evidence_anchor_required
+                or theirs[a.kind].evidence_anchor_required,
+            )
+            for a in self.artifacts
+            if a.kind in theirs
+        )
+        budgets = [b for b in (self.token_budget_max, other.token_budget_max) if b is not None]
+        trust = max(
+            (self.trust_level, other.trust_level), key=lambda t: TRUST_ORDER.index(t or "standard")
+        )
+        return Contract(
+            from_=self.from_,
+            to=self.to,
+            edge_origin=self.edge_origin,
+            performatives_allowed=tuple(
+                p for p in self.performatives_allowed if p in other.performatives_allowed
+            ),
+            artifacts=artifacts,
+            token_budget_max=min(budgets) if budgets else None,
+            required_handles=_union(self.required_handles, other.required_handles),
+            trust_level=trust,
+            notes=self.notes,
+            source=self.source + SOURCE_SEPARATOR + other.source,
+            contract_version=self.contract_version,
+        )
 
     @property
     def key(self) -> tuple[str, str]:
@@ -321,12 +374,15 @@ def contracts_from_index(raw: bytes, source: str) -> tuple[Contract, ...]:
 
 
 class ContractSet:
-    """The effective contracts: one per edge, the later source winning (module rule 1)."""
+    """The effective contracts: one per edge. The first source to declare an edge defines
+    it; every later contract for that edge can only narrow it (:meth:`Contract.narrowed_by`),
+    so a project file can add edges and tighten edges, never loosen one (ADR 0022)."""
 
     def __init__(self, contracts: Iterable[Contract] = (), sources: Sequence[str] = ()) -> None:
         self._by_edge: dict[tuple[str, str], Contract] = {}
         for contract in contracts:
-            self._by_edge[contract.key] = contract
+            known = self._by_edge.get(contract.key)
+            self._by_edge[contract.key] = contract if known is None else known.narrowed_by(contract)
         #: The sources read, in precedence order (lowest first): "builtin" and directories.
         self.sources: tuple[str, ...] = tuple(sources)
 

@@ -77,12 +77,17 @@ from eidolons.payload import (
 from eidolons.tracestore import TraceStore, open_store
 from eidolons.verify import precheck, verify_parsed
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from eidolons.ecl.contract import Contract
+
 GATE = GateName.RECEIVER
 
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 UNVERIFIED = RefusalCode.UNVERIFIED
 SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
 UNDECLARED_EDGE = RefusalCode.UNDECLARED_EDGE
+MISSING_REQUIRED_SECTION = RefusalCode.MISSING_REQUIRED_SECTION
 REFUSAL_CODES = tuple(RefusalCode)
 
 
@@ -194,7 +199,8 @@ class IncomingResult:
             kind = printable(env.artifact_kind or "?")
             line = f"{tag} PASS: {kind} from {printable(self.sender)}"
             evidence = f", evidence: {self.evidence}" if self.evidence else ""
-            return [line + f" (message {printable(env.message_id or '?')}{evidence})"]
+            contract = f"; contract {printable(self.contract_source or '?')}"
+            return [line + f" (message {printable(env.message_id or '?')}{evidence}{contract})"]
         return [self.refusal_line(), self.reason_line()]
 
     def to_json(self) -> dict[str, Any]:
@@ -216,6 +222,7 @@ class IncomingResult:
             "record": self.record,
             "reverified": self.reverified,
             "contract": self.contract_source,
+            "contract_sources": self.contract_source.split(" + ") if self.contract_source else [],
             "payload": str(self.payload_path) if self.payload_path else None,
             "trace": self.trace_path,
             "evidence": self.evidence,
@@ -277,6 +284,102 @@ def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
     return {"handback": str(written)}
 
 
+def envelope_failures(env: Envelope, *, signed_sender: bool = False) -> list[Failure]:
+    """Rule 2's schema and conformance MUSTs that need no payload nor contract (E-*,
+    S-*, I-5): the rules `eidolons check` applies, so a hand-off `check` fails is never
+    accepted; a valid sender signature stands in for HMAC at high trust (I-5; ADR 0034).
+    Pure; the sender's self-check calls it too."""
+    from eidolons.ecl.conformance import envelope_results, hmac_at_high_trust_result, ise_results
+
+    out: list[Failure] = []
+    problems = env.schema_problems()
+    if problems:
+        out.append(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
+    gates = [
+        *envelope_results(env.data),
+        *ise_results(env.data),
+        *([] if signed_sender else [hmac_at_high_trust_result(env.data)]),
+    ]
+    for gate in gates:
+        if gate.status == "fail" and gate.level == "MUST":
+            out.append(Failure(SCHEMA_INVALID, gate.id, f"{gate.name}: {gate.reason}"))
+    return out
+
+
+def needs_payload(env: Envelope, contract: Contract | None) -> bool:
+    """Whether :func:`contract_failures` needs the payload's bytes (required sections)."""
+    art = contract.artifact_for_kind(env.artifact_kind or "") if contract is not None else None
+    return art is not None and bool(art.required_sections)
+
+
+def contract_failures(
+    env: Envelope, contract: Contract | None, payload: bytes | None, *, signed_sender: bool = False
+) -> list[Failure]:
+    """Rule 5 for an envelope addressed to ``contract``'s receiver, pure: every rule of the
+    effective contract that needs no trace record. The receiver gate and the sender's
+    self-check (``emit``) both call this, so they refuse with the same codes and reasons.
+    ``payload`` is the verified bytes, or None when they are not available (then the
+    section rule, which needs them, is not judged here: the caller refuses anyway)."""
+    from eidolons.ecl.conformance import (
+        RECEIVER_FAILURE_CODES,
+        context_results,
+        edge_results,
+        is_markdown_path,
+        section_result,
+    )
+
+    out: list[Failure] = []
+    # Trust is the higher of the edge's and the envelope's: dropping `constraints` must
+    # not downgrade a high-trust edge to a tag anyone can recompute.
+    # A valid sender signature stands in for HMAC (ADR 0034).
+    high = env.trust_level == "high" or (contract is not None and contract.trust_level == "high")
+    if high and env.integrity_method != "hmac-sha256" and not signed_sender:
+        out.append(
+            Failure(
+                UNVERIFIED,
+                "trust",
+                "trust_level high (edge contract or envelope) requires hmac-sha256 "
+                f"integrity or a sender signature, the envelope uses {env.integrity_method}",
+            )
+        )
+    gates = edge_results(env.data, contract) + context_results(env.data, contract)
+    if contract is not None and needs_payload(env, contract):
+        art = contract.artifact_for_kind(env.artifact_kind or "")
+        sections = ", ".join(art.required_sections) if art is not None else ""
+        if not is_markdown_path(env.artifact_path):
+            out.append(
+                Failure(
+                    MISSING_REQUIRED_SECTION,
+                    "R-1",
+                    f"the edge requires sections ({sections}) and {env.artifact_path!r} is not "
+                    "a Markdown file (.md or .markdown)",
+                )
+            )
+        elif payload is not None:
+            section = section_result(payload, contract, env.artifact_kind, level="MUST")
+            if section is not None:
+                gates.append(section)
+    for gate in gates:
+        if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
+            code = RECEIVER_FAILURE_CODES[gate.id]
+            out.append(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
+    if contract is not None and contract.required_handles:
+        delta = env.context_delta
+        handles = delta.get("input_handles") if delta is not None else None
+        named = set(handles) if isinstance(handles, list) else set()
+        missing = [h for h in contract.required_handles if h not in named]
+        if missing:
+            out.append(
+                Failure(
+                    SCHEMA_INVALID,
+                    "H-1",
+                    "required_handles: context_delta.input_handles must name "
+                    f"{', '.join(missing)} (the contract requires them)",
+                )
+            )
+    return out
+
+
 def evaluate(
     artefact: Path,
     receiver: str,
@@ -299,16 +402,6 @@ def evaluate(
     raised while loading one (then every hand-off is refused). With a ``memory``
     (:mod:`eidolons.memory`), related prior context is recalled once the envelope parses,
     before any verdict; the recall can never change the verdict."""
-    from eidolons.ecl.conformance import (
-        RECEIVER_FAILURE_CODES,
-        context_results,
-        edge_results,
-        envelope_results,
-        hmac_at_high_trust_result,
-        is_markdown_path,
-        ise_results,
-        section_result,
-    )
 
     limits = limits or Limits()
     result = IncomingResult("refused", receiver, artefact)
@@ -353,9 +446,6 @@ def evaluate(
         from eidolons.memory import recall_before
 
         result.extra["recall"] = recall_before(memory, env.data, receiver)
-    problems = env.schema_problems()
-    if problems:
-        fail(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
     # the trust store, and the sender's signature when it asks for one (ADR 0034)
     try:
         trust = load_trust_store(root)
@@ -369,17 +459,7 @@ def evaluate(
             signed_sender = True
         else:
             fail(Failure(problem[0], "sender", problem[1]))
-    # the conformance MUSTs that need no payload nor contract (E-*, S-*, I-5): the same
-    # rules `eidolons check` applies, so a hand-off `check` fails is never accepted here;
-    # a valid sender signature stands in for HMAC at high trust (I-5; ADR 0034)
-    gates = [
-        *envelope_results(env.data),
-        *ise_results(env.data),
-        *([] if signed_sender else [hmac_at_high_trust_result(env.data)]),
-    ]
-    for gate in gates:
-        if gate.status == "fail" and gate.level == "MUST":
-            fail(Failure(SCHEMA_INVALID, gate.id, f"{gate.name}: {gate.reason}"))
+    result.failures.extend(envelope_failures(env, signed_sender=signed_sender))
     early = precheck(env)
     integrity_failed = False
     if early is not None:
@@ -495,34 +575,13 @@ def evaluate(
     else:
         contract = contracts.get(env.sender.eidolon, receiver)
         result.contract_source = contract.source if contract is not None else None
-        # Trust is the higher of the edge's and the envelope's: dropping `constraints`
-        # must not downgrade a high-trust edge to a tag anyone can recompute.
-        high = env.trust_level == "high" or (
-            contract is not None and contract.trust_level == "high"
-        )
-        if high and env.integrity_method != "hmac-sha256" and not signed_sender:
-            fail(
-                Failure(
-                    UNVERIFIED,
-                    "trust",
-                    "trust_level high (edge contract or envelope) requires hmac-sha256 "
-                    f"integrity or a sender signature, the envelope uses {env.integrity_method}",
-                )
-            )
-        gates = edge_results(env.data, contract) + context_results(env.data, contract)
-        art = contract.artifact_for_kind(env.artifact_kind or "") if contract is not None else None
-        if art is not None and art.required_sections and is_markdown_path(env.artifact_path):
-            if payload is None and not reverify and not integrity_failed:
+        if needs_payload(env, contract) and payload is None and not reverify:
+            if not integrity_failed:
                 payload = verified_bytes("payload")
                 integrity_failed = payload is None
-            if payload is not None:
-                section = section_result(payload, contract, env.artifact_kind, level="MUST")
-                if section is not None:
-                    gates.append(section)
-        for gate in gates:
-            if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
-                code = RECEIVER_FAILURE_CODES[gate.id]
-                fail(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
+        result.failures.extend(
+            contract_failures(env, contract, payload, signed_sender=signed_sender)
+        )
     if not result.failures and want_payload and payload is None:
         payload = verified_bytes("payload")
     if not result.failures:

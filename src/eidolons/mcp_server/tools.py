@@ -321,7 +321,6 @@ class Toolbox:
         )
 
     def _emit(self, payload: str, to: str, sender: str | None, hmac: bool, **rest: Any) -> Reply:
-        from eidolons.commands.emit import _contract_defaults
         from eidolons.config import Limits, hmac_key
         from eidolons.emit import emit, parse_agent
 
@@ -344,9 +343,8 @@ class Toolbox:
             key = hmac_key(os.environ)
             if key is None:
                 raise ToolInputError("hmac needs ECL_HMAC_KEY in the server's environment")
-        edge_origin, budget = _contract_defaults(
-            self.root, [str(d) for d in self.contract_dirs], agent.eidolon, recipient.eidolon
-        )
+        # the contract's defaults and the sender's self-check (ADR 0024) come with emit:
+        # a hand-off the receiver would refuse is an error reply, nothing written
         result = emit(
             self.resolve(payload, "payload"),
             sender=agent,
@@ -360,10 +358,9 @@ class Toolbox:
             summary=rest["summary"],
             tokens_used=rest["tokens_used"],
             trust_level=rest["trust_level"],
-            edge_origin=edge_origin,
-            token_budget=budget,
             key=key,
             limits=Limits.from_env(os.environ),
+            contract_dirs=[Path(d) for d in self.contract_dirs],
         )
         data = {
             "envelope_path": str(result.envelope_path),
