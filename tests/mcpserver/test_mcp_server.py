@@ -150,13 +150,19 @@ def test_unbound_server_needs_a_receiver_and_the_gate_decides(
     unbound: McpSession, mcp_root: Path
 ) -> None:
     h = make_handoff(mcp_root)
-    r = unbound.call("read_verified", {"artifact": h.rel})
+    path = str(h.payload)
+    r = unbound.call("read_verified", {"artifact": path})
     assert r.is_error is True and "name the receiver" in texts(r) and h.secret not in dump(r)
-    r = unbound.call("read_verified", {"artifact": h.rel, "receiver": "gilgamesh"})
+    r = unbound.call("read_verified", {"artifact": path, "receiver": "gilgamesh"})
     assert texts(r).startswith("[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas")
     assert h.secret not in dump(r)
-    r = unbound.call("read_verified", {"artifact": h.rel, "receiver": "vigil"})
+    r = unbound.call("read_verified", {"artifact": path, "receiver": "vigil"})
     assert r.is_error is False and h.secret in r.content[0].text
+    # relative artefact paths escape a host hook's notice: an unbound server refuses them
+    for tool in ("read_verified", "verify_incoming"):
+        r = unbound.call(tool, {"artifact": h.rel, "receiver": "vigil"})
+        assert r.is_error is True and "only absolute artifact paths" in texts(r)
+        assert h.secret not in dump(r)
 
 
 def test_deleted_envelope_and_plain_files_are_not_read(bound: McpSession, mcp_root: Path) -> None:

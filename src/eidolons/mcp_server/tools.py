@@ -10,7 +10,9 @@ public method takes the tool's arguments as the client sent them and returns a
    one. Unbound, the receiver must be named. The caller's word is never widened: the
    receiver gate still requires ``to.eidolon`` to be that receiver.
 2. **Paths** are resolved against the root (relative) or taken as given (absolute) and
-   must resolve inside the root; NUL bytes, empty or over-long strings are refused.
+   must resolve inside the root; NUL bytes, empty or over-long strings are refused. An
+   unbound toolbox takes only absolute artefact paths, the ones a host hook recognises
+   (and binds to the calling agent) in an MCP call's arguments.
 3. **The receiver gate** is the library's (:func:`eidolons.gates.receiver.verify_incoming`),
    with the configuration the CLI uses: effective contracts (a set that fails to load
    refuses every hand-off), ``ECL_HMAC_KEY``, caps from the environment, the configured
@@ -116,6 +118,16 @@ class Toolbox:
             raise ToolInputError("name the receiver (or start the server with --as RECEIVER)")
         return self.bound
 
+    def artefact_path(self, path: str) -> Path:
+        """The artefact of a gate call. Unbound, it must be absolute: the server then takes
+        the receiver from the caller, and a host hook binds the caller's identity only to
+        paths it can recognise in the call (Claude Code's sees absolute ones), ADR 0053."""
+        if self.bound is None and isinstance(path, str) and not os.path.isabs(path):
+            raise ToolInputError(
+                "an unbound server takes only absolute artifact paths (or start it with --as)"
+            )
+        return self.resolve(path, "artifact")
+
     def resolve(self, path: str, what: str = "path") -> Path:
         """Rule 2: ``path`` as a path under the root (not resolved; checked resolved)."""
         if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\0" in path:
@@ -199,7 +211,7 @@ class Toolbox:
         from eidolons.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope
 
         name = self.receiver_for(receiver)
-        path = self.resolve(artifact, "artifact")
+        path = self.artefact_path(artifact)
         try:
             if find_envelope(path) is None:
                 return _error(
@@ -249,7 +261,7 @@ class Toolbox:
 
     def _verify_incoming(self, artifact: str, receiver: str | None) -> Reply:
         name = self.receiver_for(receiver)
-        result = self._gate(self.resolve(artifact, "artifact"), name, want_payload=False)
+        result = self._gate(self.artefact_path(artifact), name, want_payload=False)
         if result.status == "skipped":
             data = result.to_json()
             return Reply(f"{printable(artifact)} is not an ECL hand-off (no envelope)", data)
