@@ -224,3 +224,34 @@ def test_brace_expansion_is_opaque_to_a_receiver(handoff: Handoff) -> None:
     for command in ("tee .eidolon{s,x}/trust.json < /tmp/mine", "cat .eidolon{s,}/handoffs/*"):
         r = handoff.hook("claude-code", bash(handoff, command))
         assert r.code == 2 and "brace expansion" in r.err, r
+
+
+# --- the hook wiring outside the project -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        ".claude/settings.json",  # {"disableAllHooks": true} turns the project's hook off
+        ".claude/settings.local.json",
+        ".claude.json",
+        ".codex/hooks.json",
+        ".cursor/hooks.json",
+        ".gemini/settings.json",
+    ],
+)
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_no_agent_writes_the_users_hook_settings(
+    handoff: Handoff, tmp_path: Path, rel: str, agent: str | None
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    doc = read(handoff, home / rel, agent)
+    doc["tool_name"] = "Write"
+    doc["tool_input"] = {"file_path": str(home / rel), "content": '{"disableAllHooks": true}'}
+    r = handoff.hook("claude-code", doc, env=clean_env(HOME=str(home)))
+    assert r.code == 2, r
+    assert "hook wiring" in r.err
+    shell = bash(handoff, f"echo '{{\"disableAllHooks\": true}}' > ~/{rel}", agent)
+    r = handoff.hook("claude-code", shell, env=clean_env(HOME=str(home)))
+    assert r.code == 2, r

@@ -15,7 +15,8 @@ Rules:
 - The layout (:class:`Layout`): the hand-off directories (``<root>/.eidolons/handoffs/``
   always), the signing-key directories, the gate's state (everything else under
   ``<root>/.eidolons/``: trace, trust store, contracts, memory) and the hook wiring
-  files. Paths are compared after resolving symlinks.
+  files (the project's, the user's in ``~``, and the managed policy's). Paths are
+  compared after resolving symlinks.
 
 Only ``os`` and ``_json`` are imported here: this module is on the fast path.
 """
@@ -488,6 +489,21 @@ WIRING_FILES = (
 )
 
 
+# the same wiring in the user's home (hooks merge across levels, and a user-level
+# ``disableAllHooks`` turns the project's hooks off), and the managed-policy directory
+USER_WIRING_FILES = (
+    os.path.join(".claude", "settings.json"),
+    os.path.join(".claude", "settings.local.json"),
+    os.path.join(".claude", "agents"),
+    ".claude.json",
+    os.path.join(".cursor", "hooks.json"),
+    os.path.join(".codex", "hooks.json"),
+    os.path.join(".codex", "config.toml"),
+    os.path.join(".gemini", "settings.json"),
+)
+MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
+
+
 class Layout:
     """The paths the hook protects, resolved once per event."""
 
@@ -501,7 +517,12 @@ class Layout:
         )
         self.key_dirs = (os.path.join(self.state_dir, "keys"), _real(user_key_dir()))
         self.store_dir = os.path.join(self.state_dir, "memory")
-        self.wiring = tuple(os.path.join(self.root, f) for f in WIRING_FILES)
+        home = os.path.expanduser("~")
+        self.wiring = (
+            *(os.path.join(self.root, f) for f in WIRING_FILES),
+            *(os.path.join(home, f) for f in USER_WIRING_FILES),
+            *MANAGED_WIRING,
+        )
 
     def handoff_dir(self, real: str) -> bool:
         return any(_under(real, d) for d in self.handoff_dirs)
