@@ -225,8 +225,9 @@ def _cell(values: Sequence[str]) -> str:
     return ", ".join(values) if values else "—"
 
 
-def _section_name(name: str) -> str:
-    """A required-section name as a code span: printable, no backtick or pipe, bounded."""
+def _code_span(name: str) -> str:
+    """A contract string (section name, handle) as a code span: printable, no backtick or
+    pipe, bounded."""
     safe = printable(name).replace("`", "'").replace("|", "/")
     if len(safe) > 80:
         safe = safe[:77] + "..."
@@ -235,7 +236,7 @@ def _section_name(name: str) -> str:
 
 def _sections_cell(contract: Contract) -> str:
     parts = [
-        f"{a.kind}: {', '.join(_section_name(s) for s in a.required_sections)}"
+        f"{a.kind}: {', '.join(_code_span(s) for s in a.required_sections)}"
         for a in contract.artifacts
         if a.required_sections
     ]
@@ -244,8 +245,9 @@ def _sections_cell(contract: Contract) -> str:
 
 def _edge_rows(inbound: Sequence[Contract]) -> list[str]:
     rows = [
-        "| from | performative(s) | artifact.kind | required sections | token budget | trust |",
-        "|---|---|---|---|---|---|",
+        "| from | performative(s) | artifact.kind | required sections | required handles "
+        "| token budget | trust |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in inbound:
         budget = "—" if c.token_budget_max is None else str(c.token_budget_max)
@@ -254,7 +256,8 @@ def _edge_rows(inbound: Sequence[Contract]) -> list[str]:
             trust = "high (HMAC or sender signature)"
         rows.append(
             f"| {c.from_} | {_cell(c.performatives_allowed)} | {_cell(c.kinds)} | "
-            f"{_sections_cell(c)} | {budget} | {trust} |"
+            f"{_sections_cell(c)} | {_cell([_code_span(h) for h in c.required_handles])} | "
+            f"{budget} | {trust} |"
         )
     return rows
 
@@ -421,8 +424,9 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "not allowed for that edge, is an UNDECLARED_EDGE / PERFORMATIVE_NOT_ALLOWED / "
         "ARTIFACT_KIND_NOT_ALLOWED violation → REFUSE. tokens_used over the budget is "
         "CONTEXT_OVER_BUDGET; a Markdown payload without a heading for a required section is "
-        "MISSING_REQUIRED_SECTION; a high-trust edge accepts only an hmac-sha256 tag or a "
-        "valid signature by the sender's trusted key (`emit --sign`, <artefact "
+        "MISSING_REQUIRED_SECTION; an envelope whose context_delta.input_handles does not name "
+        "each required handle is SCHEMA_INVALID; a high-trust edge accepts only an hmac-sha256 "
+        "tag or a valid signature by the sender's trusted key (`emit --sign`, <artefact "
         "stem>.envelope.sig). When the trust store holds a key for the sender, or the edge "
         "requires one (`eidolons keys require-signature`), the envelope must carry the "
         "sender's valid signature over its exact bytes: a payload re-emitted by another agent "
