@@ -194,3 +194,19 @@ def test_dangling_trust_store_symlink_is_not_no_trust_store(project: Path) -> No
     os.symlink(project / "nowhere.json", project / ".eidolons/trust.json")
     with pytest.raises(TrustStoreError):
         load_trust_store(project)
+
+
+def test_trust_store_is_never_reached_through_a_link(project: Path, tmp_path: Path) -> None:
+    """An agent that swaps .eidolons/ (or trust.json) for a link to its own store gets a
+    refusal, not its keys trusted."""
+    elsewhere = tmp_path / "attacker"
+    elsewhere.mkdir()
+    (elsewhere / "trust.json").write_text('{"version": 1, "keys": []}')
+    os.symlink(elsewhere / "trust.json", project / ".eidolons/trust.json")
+    with pytest.raises(TrustStoreError, match="symbolic link"):
+        load_trust_store(project)
+    os.unlink(project / ".eidolons/trust.json")
+    os.rename(project / ".eidolons", project / ".eidolons-real")
+    os.symlink(elsewhere, project / ".eidolons")
+    with pytest.raises(TrustStoreError, match="symbolic link"):
+        load_trust_store(project)

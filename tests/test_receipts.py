@@ -279,14 +279,15 @@ def test_attack_revoked_key_is_refused_from_the_moment_of_revocation(signed: Pro
     assert signed.verify(envelope, "--mode", "block").code == 3
 
 
-def test_attack_expired_key_is_refused(signed: Project) -> None:
+def test_attack_expired_key_is_refused(signed: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", signed.env["XDG_CONFIG_HOME"])  # the operator's pins
     payload, envelope = signed.emit()
     assert signed.verify(envelope, "--mode", "block").code == 0
     store = load_trust_store(signed.root)
     assert store is not None
     store.keys[0].not_after = "2026-01-01T00:00:00Z"
     store.keys[0].created = "2025-01-01T00:00:00Z"
-    store.save()
+    store.save(signed.root)  # as the operator would, through the API that pins it
     r = signed.incoming(payload)
     assert r.code == 3 and r.err.splitlines()[0] == refusal("UNVERIFIED")
     assert "expired since 2026-01-01T00:00:00Z" in r.err.splitlines()[1]

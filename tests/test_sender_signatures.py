@@ -67,6 +67,11 @@ def pipe(project: Path, tmp_path: Path) -> Pipeline:
     assert p.cli("keys", "init", env=p.orch).code == 0
     assert p.cli("keys", "init", "--role", "sender:atlas", env=p.sender).code == 0
     assert p.cli("keys", "init", "--role", "sender:apivr", env=p.sender).code == 0
+    # the senders' keys changed the store under the orchestrator's pin: refused until the
+    # operator accepts the new store (ADR 0036)
+    refused = p.cli("keys", "list", env=p.orch)
+    assert refused.code == 2 and "differs from the one this host pinned" in refused.err
+    assert p.cli("keys", "pin", env=p.orch).code == 0
     return p
 
 

@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     export.add_argument("keyid", metavar="KEYID")
     show = action("show", "show one key")
     show.add_argument("keyid", metavar="KEYID")
+    action("pin", "pin this project's trust store on this host (a store copied in by hand)")
+    action("unpin", "forget this host's pin of the project's trust store")
     req = action("require-signature", "require sender signatures on an edge (--off: stop)")
     req.add_argument("sender", metavar="FROM", help="sender eidolon or *")
     req.add_argument("receiver", metavar="TO", help="receiver eidolon or *")
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             "export": _export,
             "show": _show,
             "require-signature": _require,
+            "pin": _pin,
+            "unpin": _unpin,
         }[args.keys_command]
         return handler(args, root)
     except KeyFileError as exc:
@@ -199,7 +203,7 @@ def _init(args: argparse.Namespace, root: Path) -> int:
             doc.update(private_key=None, note=str(exc))
             return _emit(args, doc, f"note: {exc}; this host can verify but not sign")
     signer, path = _new_key(store, role, root, _when(args.not_after, now), now)
-    store.save()
+    store.save(root)
     doc.update(status="created", keyid=signer.keyid, private_key=str(path))
     return _emit(
         args,
@@ -262,7 +266,7 @@ def _add(args: argparse.Namespace, root: Path) -> int:
     store = _store(root, create=True)
     key = TrustedKey(_parse_public(args.public_key), role, now, _when(args.not_after, now))
     store.add(key)
-    store.save()
+    store.save(root)
     return _emit(args, _describe(key, now), f"trusted {role} key {key.keyid[:16]}")
 
 
@@ -276,7 +280,7 @@ def _revoke(args: argparse.Namespace, root: Path) -> int:
         raise UsageError(f"key {key.keyid[:16]} was revoked at {key.revoked}")
     key.revoked = now
     key.extra["revoked_reason"] = args.reason
-    store.save()
+    store.save(root)
     return _emit(args, _describe(key, now), f"revoked {key.role} key {key.keyid[:16]} at {now}")
 
 
@@ -294,7 +298,7 @@ def _rotate(args: argparse.Namespace, root: Path) -> int:
     for key in old:
         key.revoked = now
         key.extra["revoked_reason"] = "rotated"
-    store.save()
+    store.save(root)
     doc = {
         "keyid": signer.keyid,
         "role": role,
@@ -336,7 +340,7 @@ def _require(args: argparse.Namespace, root: Path) -> int:
     else:
         edges.add(edge)
     store.require_sender_signature = sorted(edges)
-    store.save()
+    store.save(root)
     state = "no longer required" if args.off else "required"
     return _emit(
         args,
@@ -347,3 +351,38 @@ def _require(args: argparse.Namespace, root: Path) -> int:
         },
         f"sender signature {state} on {edge}",
     )
+
+
+def _pin(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.errors import UsageError
+    from eidolons.keys.pins import pin
+    from eidolons.keys.store import TrustStore, trust_store_path
+
+    path = trust_store_path(root)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    TrustStore.parse(data, path)  # only a store that parses is pinned
+    where = pin(root, data, _now())
+    import hashlib
+
+    digest = hashlib.sha256(data).hexdigest()
+    doc = {"trust_store": str(path), "trust_sha256": digest, "pins": str(where)}
+    return _emit(args, doc, f"pinned {path} ({digest[:16]}) in {where}")
+
+
+def _unpin(args: argparse.Namespace, root: Path) -> int:
+    import json
+    import os
+
+    from eidolons.keys.pins import pins_path, read_pins
+    from eidolons.keys.store import atomic_write
+
+    projects = dict(read_pins())
+    removed = projects.pop(os.path.realpath(root), None) is not None
+    if removed:
+        body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
+        atomic_write(pins_path(), body.encode("utf-8"), 0o600)
+    doc = {"project": str(root), "unpinned": removed}
+    return _emit(args, doc, f"unpinned {root}" if removed else f"{root} was not pinned")

@@ -215,8 +215,16 @@ class TrustStore:
         }
         return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode("ascii")
 
-    def save(self) -> None:
-        atomic_write(self.path, self.to_bytes(), 0o644)
+    def save(self, root: Path | None = None, now: str | None = None) -> None:
+        """Write the store; with ``root``, pin it on this host (ADR 0036): every change
+        made through ``eidolons keys`` is pinned, any other change is refused."""
+        data = self.to_bytes()
+        if root is not None:
+            from eidolons.ecl.events import utc_now
+            from eidolons.keys.pins import pin
+
+            pin(root, data, now or utc_now())
+        atomic_write(self.path, data, 0o644)
 
     def get(self, keyid: str) -> TrustedKey | None:
         for k in self.keys:
@@ -266,13 +274,20 @@ def load_trust_store(root: Path) -> TrustStore | None:
     """The project's trust store, or None when the project has none. Anything else that
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
+    from eidolons.beneath import BeneathError, open_state_path
+
     path = trust_store_path(root)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    from eidolons.keys.pins import check as check_pin
+
+    try:  # beneath the root, no link followed: a swapped .eidolons/ never redirects it
+        fd = open_state_path(root, TRUST_FILE.parts, os.O_RDONLY | os.O_NONBLOCK, create=False)
     except FileNotFoundError:
-        if os.path.lexists(path):  # a dangling symlink is not "no trust store"
-            raise TrustStoreError(f"{path}: dangling symlink") from None
+        problem = check_pin(root, None)  # a signed project is never downgraded by a delete
+        if problem is not None:
+            raise TrustStoreError(problem) from None
         return None
+    except BeneathError as exc:
+        raise TrustStoreError(str(exc)) from None
     except OSError as exc:
         raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
@@ -288,6 +303,9 @@ def load_trust_store(root: Path) -> TrustStore | None:
         os.close(fd)
     if len(data) > MAX_TRUST_BYTES:
         raise TrustStoreError(f"{path} is larger than {MAX_TRUST_BYTES} bytes")
+    problem = check_pin(root, data)
+    if problem is not None:
+        raise TrustStoreError(problem)
     return TrustStore.parse(data, path)
 
 

@@ -1,0 +1,102 @@
+"""Host pins of project trust stores (ADR 0036): deleting or rewriting ``trust.json``
+must not downgrade a signed project.
+
+Every change this tool makes to a project's trust store (``eidolons keys ...``) records
+the store's SHA-256 in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/pins.json`` under the
+project's real path, beside the private keys and behind the same host rules (agents
+can neither read nor write there, hosts README section 1.6). ``eidolons keys pin`` pins a
+trust store copied in by hand (a receiver's host). When a pin exists for a project:
+
+- no ``trust.json`` any more -> refused: the project was signed on this host, and an
+  agent that deletes the store must not get the unsigned mode back;
+- a ``trust.json`` whose SHA-256 is not the pinned one -> refused: the store was changed
+  outside ``eidolons keys`` (a key added by an agent, a revocation undone).
+
+A pins file that exists but cannot be read or parsed fails closed the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+PINS_FILE = "pins.json"
+
+
+def pins_path(env: dict[str, str] | None = None) -> Path:
+    from eidolons.keys.files import key_dir
+
+    return key_dir(env).parent / PINS_FILE
+
+
+def _project_key(root: Path) -> str:
+    return os.path.realpath(root)
+
+
+def read_pins() -> dict[str, Any]:
+    """The pins, ``{}`` when there is no pins file; raises ``TrustStoreError`` otherwise."""
+    from eidolons.keys.store import TrustStoreError
+
+    path = pins_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise TrustStoreError(f"cannot read the trust pins {path}: {exc.strerror}") from None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise TrustStoreError(f"the trust pins {path} are not JSON") from None
+    projects = doc.get("projects") if isinstance(doc, dict) else None
+    if not isinstance(projects, dict):
+        raise TrustStoreError(f"the trust pins {path} have no projects table")
+    return projects
+
+
+def pinned(root: Path) -> str | None:
+    """The pinned SHA-256 of this project's trust store on this host, if any."""
+    from eidolons.keys.store import TrustStoreError
+
+    entry = read_pins().get(_project_key(root))
+    if entry is None:
+        return None
+    value = entry.get("trust_sha256") if isinstance(entry, dict) else None
+    if not isinstance(value, str):
+        raise TrustStoreError(f"the trust pin of {root} in {pins_path()} is malformed")
+    return value
+
+
+def pin(root: Path, data: bytes, now: str) -> Path:
+    """Record ``data`` (the trust store's exact bytes) as this project's trust store."""
+    from eidolons.keys.store import atomic_write
+
+    projects = dict(read_pins())
+    projects[_project_key(root)] = {"trust_sha256": hashlib.sha256(data).hexdigest(), "pinned": now}
+    path = pins_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
+    atomic_write(path, body.encode("utf-8"), 0o600)
+    return path
+
+
+def check(root: Path, data: bytes | None) -> str | None:
+    """Why the trust store (``data``, None when absent) is refused, or None."""
+    expected = pinned(root)
+    if expected is None:
+        return None
+    if data is None:
+        return (
+            f"this host pinned a trust store for {root} ({pins_path()}) and it is gone: a "
+            "signed project is never downgraded to unsigned (restore it, or `eidolons keys "
+            "unpin` as the operator)"
+        )
+    if hashlib.sha256(data).hexdigest() != expected:
+        return (
+            f"the trust store of {root} differs from the one this host pinned: changed "
+            "outside `eidolons keys` (run `eidolons keys pin` as the operator to accept it)"
+        )
+    return None
