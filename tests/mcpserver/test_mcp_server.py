@@ -318,7 +318,7 @@ for argv in (["contracts", "list"], ["skill", "render", "vigil"], ["check", "--h
              ["mcp", "serve", "--help"], ["trace", "list"]):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         main(argv)
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types", "pydantic"))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
 print(",".join(loaded))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EIDOLONS_", "ECL_"))}

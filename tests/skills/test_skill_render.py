@@ -271,7 +271,7 @@ def test_render_is_deterministic(builtin: ContractSet) -> None:
 
 
 def test_cli_render_twice_same_bytes_and_o_file(cli: Callable[..., Run], project: Path) -> None:
-    one, two = cli("skill", "render", "vigil"), cli("skill", "render", "vigil")
+    one, two = cli("skill", "render", "vigil"), cli("skill", "render", "vigil@1.9.0")
     assert one.code == 0 and one.out == two.out and one.err == ""
     out = project / "vigil.md"
     r = cli("skill", "render", "vigil", "-o", out)

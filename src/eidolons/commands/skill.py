@@ -111,7 +111,7 @@ def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> 
     from eidolons.commands._common import error
     from eidolons.skills.render import render_skill
 
-    data = render_skill(args.receiver, contract_set)
+    data = render_skill(args.receiver.partition("@")[0], contract_set)
     if args.output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
