@@ -210,3 +210,19 @@ def test_trust_store_is_never_reached_through_a_link(project: Path, tmp_path: Pa
     os.symlink(elsewhere, project / ".eidolons")
     with pytest.raises(TrustStoreError, match="symbolic link"):
         load_trust_store(project)
+
+
+def test_init_role_is_the_library_call_eidolons_init_uses(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eidolons.keys.lifecycle import init_role
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    first = init_role(project)
+    assert first["status"] == "created" and Path(first["private_key"]).is_file()
+    again = init_role(project)
+    assert again["status"] == "exists" and again["keyid"] == first["keyid"]
+    assert again["private_key"] == first["private_key"]
+    sender = init_role(project, "sender:atlas")
+    assert sender["status"] == "created" and sender["keyid"] != first["keyid"]
+    assert [k.role for k in load_trust_store(project).keys] == ["orchestrator", "sender:atlas"]  # type: ignore[union-attr]

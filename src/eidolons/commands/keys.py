@@ -159,57 +159,25 @@ def _emit(args: argparse.Namespace, doc: Any, text: str) -> int:
     return 0
 
 
-def _new_key(store: TrustStore, role: str, root: Path, not_after: str | None, now: str) -> Any:
-    """Create a signer: at the role's environment file if set and absent (or use it if
-    present), else in the key directory. Returns (signer, path)."""
-    from eidolons.keys.crypto import Signer
-    from eidolons.keys.files import check_location, default_key_file, env_key_file, write_key_file
-    from eidolons.keys.signer import load_signer_file
-    from eidolons.keys.store import TrustedKey
-
-    explicit = env_key_file(role)
-    if explicit is not None and explicit.exists():
-        signer = load_signer_file(explicit, root)
-        path = explicit
-    else:
-        signer = Signer.generate()
-        path = explicit or default_key_file(signer.keyid)
-        check_location(path, root)
-        write_key_file(path, signer.to_pem(), root)
-    if store.get(signer.keyid) is None:
-        store.add(TrustedKey(signer.public_raw, role, now, not_after))
-    return signer, path
-
-
 # ------------------------------------------------------------------------------ actions
 
 
 def _init(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.keys.files import env_key_file
-    from eidolons.keys.signer import NoSigner, find_signer
+    from eidolons.keys.lifecycle import init_role
 
-    role, now = _role(args.role), _now()
-    store = _store(root, create=True)
-    doc: dict[str, Any] = {"role": role, "trust_store": str(store.path)}
-    try:
-        signer = find_signer(store, role, root, now)
-        path = _private_path(role, signer.keyid)
-        doc.update(status="exists", keyid=signer.keyid, private_key=str(path))
-        return _emit(args, doc, f"{role} key {signer.keyid[:16]} already set up ({path})")
-    except NoSigner as exc:
-        if role == "orchestrator" and store.active(role, now) and env_key_file(role) is None:
-            # a receiver-only host: the orchestrator's key lives elsewhere; never mint a rival
-            doc.update(status="no-private-key", keyid=store.active(role, now)[0].keyid)
-            doc.update(private_key=None, note=str(exc))
-            return _emit(args, doc, f"note: {exc}; this host can verify but not sign")
-    signer, path = _new_key(store, role, root, _when(args.not_after, now), now)
-    store.save(root)
-    doc.update(status="created", keyid=signer.keyid, private_key=str(path))
-    return _emit(
-        args,
-        doc,
-        f"created {role} key {signer.keyid[:16]}\n  private: {path}\n  trusted in: {store.path}",
-    )
+    now = _now()
+    doc = init_role(root, _role(args.role), not_after=_when(args.not_after, now), now=now)
+    role, keyid = doc["role"], doc["keyid"]
+    if doc["status"] == "exists":
+        text = f"{role} key {keyid[:16]} already set up ({doc['private_key']})"
+    elif doc["status"] == "no-private-key":
+        text = f"note: {doc['note']}; this host can verify but not sign"
+    else:
+        text = (
+            f"created {role} key {keyid[:16]}\n  private: {doc['private_key']}\n"
+            f"  trusted in: {doc['trust_store']}"
+        )
+    return _emit(args, doc, text)
 
 
 def _list(args: argparse.Namespace, root: Path) -> int:
@@ -285,6 +253,8 @@ def _revoke(args: argparse.Namespace, root: Path) -> int:
 
 
 def _rotate(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.keys.lifecycle import new_key
+
     role, now = _role(args.role), _now()
     store = _store(root, create=True)
     old = store.active(role, now)
@@ -294,7 +264,7 @@ def _rotate(args: argparse.Namespace, root: Path) -> int:
     explicit = env_key_file(role)
     if explicit is not None and explicit.exists():
         raise UsageError(f"rotate creates a new key; {explicit} exists (unset its variable)")
-    signer, path = _new_key(store, role, root, _when(args.not_after, now), now)
+    signer, path = new_key(store, role, root, _when(args.not_after, now), now)
     for key in old:
         key.revoked = now
         key.extra["revoked_reason"] = "rotated"

@@ -10,4 +10,7 @@
   module that imports it, and only the commands that sign or verify import this one.
 - :mod:`eidolons.keys.dsse`: DSSE envelopes (PAE, JSON form); signing and verifying go
   through :mod:`eidolons.keys.crypto`.
+- :mod:`eidolons.keys.pins`: this host's pins of project trust stores (ADR 0036).
+- :mod:`eidolons.keys.lifecycle`: ``init_role(root, role)``, the idempotent ``keys init``
+  that ``eidolons init`` calls in-process.
 """
