@@ -279,9 +279,11 @@ def emit(
     location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
     try:
         with open_payload(location) as stream:
-            # the bytes are kept only when the self-check needs them (required sections)
+            # the bytes are kept only when the self-check needs them (required sections,
+            # the edge's budget: ADR 0025)
             art = contract.artifact_for_kind(kind) if contract is not None else None
             keep = art is not None and bool(art.required_sections)
+            keep = keep or (contract is not None and contract.token_budget_max is not None)
             digest = digest_stream(
                 stream, method, key, max_bytes=limits.max_payload_bytes, keep=keep
             )

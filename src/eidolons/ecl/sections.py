@@ -1,4 +1,4 @@
-"""Required sections (R-1): the ATX headings of a Markdown payload against the
+"""Required sections (R-1): the headings of a Markdown payload against the
 ``required_sections`` of the edge's contract.
 
 Pure: bytes and a contract in, a :class:`GateResult` out. The receiver gate (MUST) and
@@ -19,9 +19,6 @@ if TYPE_CHECKING:
 MARKDOWN_SUFFIXES: tuple[str, ...] = (".md", ".markdown")
 
 
-_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*\Z")
-_CLOSING_RE = re.compile(r"(?:^|[ \t]+)#+[ \t]*\Z")
-_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)\Z")
 _SEPARATORS_RE = re.compile(r"[\s\-]+")
 
 
@@ -38,45 +35,35 @@ def is_markdown_path(path: str) -> bool:
 
 
 def markdown_headings(text: str) -> list[tuple[int, str]]:
-    """The ATX headings of a Markdown document as ``(level, text)``, in order.
+    """The headings of a Markdown document as ``(level, text)``, in order, found by a real
+    CommonMark parser (``markdown-it-py``, imported only here; ADR 0023).
 
-    Rules (a CommonMark subset, deliberately small):
-
-    - A heading is a line of up to three spaces, 1 to 6 ``#``, then a space, a tab or the
-      end of the line; an optional closing run of ``#`` is dropped. ``#hashtag`` is not
-      a heading; Setext (underlined) headings are not recognised.
-    - Fenced code blocks (a line of up to three spaces then at least three backticks or
-      tildes) hide everything up to the closing fence of the same character and at least
-      the same length, or to the end of the document when none closes it. A backtick
-      fence whose info string contains a backtick is not a fence.
+    - ATX (``## Scope``) and setext (``Scope`` underlined with ``===``/``---``) headings
+      count; headings inside fenced or indented code, HTML blocks and comments do not.
+    - Lines end only at ``\n``, ``\r\n`` or ``\r`` (CommonMark): a separator such as
+      U+2028 or ``\x1c`` never starts a new line, so it cannot glue a fake heading in.
     - YAML front matter (the first line is ``---`` and a later line is ``---`` or
-      ``...``) is skipped; its keys are not headings. An unclosed ``---`` is ordinary
-      text.
+      ``...``) is skipped; its keys are not headings (nor a setext heading above the
+      closing ``---``). An unclosed ``---`` is ordinary text.
+    - Only top-level headings are sections: one inside a block quote or a list item is
+      not. The heading text is its raw inline source, trimmed (``**Gaps**`` is not
+      ``Gaps``: R-1 compares names, not renderings).
     """
-    lines = text.splitlines()
-    start = 0
-    if lines and lines[0].rstrip() == "---":
+    from markdown_it import MarkdownIt
+
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[0].rstrip(" \t") == "---":
         for i in range(1, len(lines)):
-            if lines[i].rstrip() in ("---", "..."):
-                start = i + 1
+            if lines[i].rstrip(" \t") in ("---", "..."):
+                lines = [""] * (i + 1) + lines[i + 1 :]  # keep line numbers, drop the block
                 break
+    tokens = MarkdownIt("commonmark").parse("\n".join(lines))
     headings: list[tuple[int, str]] = []
-    fence: str | None = None
-    for line in lines[start:]:
-        if fence is not None:
-            m = _FENCE_RE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                if not m.group(2).strip():
-                    fence = None
+    for i, token in enumerate(tokens):
+        # a section is a top-level heading: not one inside a block quote or a list item
+        if token.type != "heading_open" or token.level != 0 or i + 1 >= len(tokens):
             continue
-        m = _FENCE_RE.match(line)
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            fence = m.group(1)
-            continue
-        m = _ATX_RE.match(line)
-        if m:
-            content = _CLOSING_RE.sub("", m.group(2) or "")
-            headings.append((len(m.group(1)), content.strip()))
+        headings.append((int(token.tag[1:]), tokens[i + 1].content.strip()))
     return headings
 
 

@@ -88,6 +88,7 @@ UNVERIFIED = RefusalCode.UNVERIFIED
 SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
 UNDECLARED_EDGE = RefusalCode.UNDECLARED_EDGE
 MISSING_REQUIRED_SECTION = RefusalCode.MISSING_REQUIRED_SECTION
+CONTEXT_OVER_BUDGET = RefusalCode.CONTEXT_OVER_BUDGET
 REFUSAL_CODES = tuple(RefusalCode)
 
 
@@ -114,6 +115,13 @@ def judge_record(
     if record.get("envelope_sha256") != envelope_sha256:
         return INTEGRITY_MISMATCH, "the envelope is not the one the orchestrator verified"
     return None
+
+
+def _file_size(path: Path | None) -> int | None:
+    try:
+        return os.stat(path).st_size if path is not None else None
+    except OSError:
+        return None
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -312,8 +320,30 @@ def needs_payload(env: Envelope, contract: Contract | None) -> bool:
     return art is not None and bool(art.required_sections)
 
 
+def budget_estimate(env: Envelope, payload: bytes | None, payload_size: int | None) -> int | None:
+    """The receiver's own figure for what a hand-off puts in its context (ADR 0025): the
+    payload and the context summary, at the spec's heuristic of 4 characters a token
+    (rounded up). From the verified bytes when given, else from ``payload_size`` (bytes,
+    an upper bound on characters); None when neither is known."""
+    if payload is not None:
+        chars = len(payload.decode("utf-8", "replace"))
+    elif payload_size is not None:
+        chars = payload_size
+    else:
+        return None
+    delta = env.context_delta
+    summary = delta.get("summary") if delta is not None else None
+    chars += len(summary) if isinstance(summary, str) else 0
+    return (chars + 3) // 4
+
+
 def contract_failures(
-    env: Envelope, contract: Contract | None, payload: bytes | None, *, signed_sender: bool = False
+    env: Envelope,
+    contract: Contract | None,
+    payload: bytes | None,
+    *,
+    signed_sender: bool = False,
+    payload_size: int | None = None,
 ) -> list[Failure]:
     """Rule 5 for an envelope addressed to ``contract``'s receiver, pure: every rule of the
     effective contract that needs no trace record. The receiver gate and the sender's
@@ -363,6 +393,22 @@ def contract_failures(
         if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
             code = RECEIVER_FAILURE_CODES[gate.id]
             out.append(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
+    if contract is not None and contract.token_budget_max is not None:
+        # B-1: the declared tokens_used (D-1/D-2) can be left out or set to 1; the
+        # receiver's own estimate of the payload and summary cannot
+        estimate = budget_estimate(env, payload, payload_size)
+        if estimate is not None and estimate > contract.token_budget_max:
+            delta = env.context_delta
+            declared = delta.get("tokens_used") if delta is not None else None
+            out.append(
+                Failure(
+                    CONTEXT_OVER_BUDGET,
+                    "B-1",
+                    f"payload and summary ≈{estimate} tokens (characters / 4) exceed the "
+                    f"edge's token_budget_max {contract.token_budget_max} (declared "
+                    f"tokens_used: {'none' if declared is None else declared})",
+                )
+            )
     if contract is not None and contract.required_handles:
         delta = env.context_delta
         handles = delta.get("input_handles") if delta is not None else None
@@ -557,6 +603,7 @@ def evaluate(
     elif early is None and names_artefact:
         try:
             location = locate_payload(envelope_path, env.artifact_path, root)
+            result.payload_path = location.path
             integrity_failed = not is_the_artefact(location.real) or integrity_failed
         except PayloadError as exc:
             fail(Failure(INTEGRITY_MISMATCH, "payload", str(exc)))
@@ -575,12 +622,22 @@ def evaluate(
     else:
         contract = contracts.get(env.sender.eidolon, receiver)
         result.contract_source = contract.source if contract is not None else None
+        size = None
+        if payload is None and contract is not None and contract.token_budget_max is not None:
+            size = _file_size(result.payload_path)
+            if size is not None and (size + 3) // 4 > contract.token_budget_max:
+                size = None  # bytes are an upper bound on characters: count them exactly
+                if not reverify and not integrity_failed:
+                    payload = verified_bytes("payload")
+                    integrity_failed = payload is None
         if needs_payload(env, contract) and payload is None and not reverify:
             if not integrity_failed:
                 payload = verified_bytes("payload")
                 integrity_failed = payload is None
         result.failures.extend(
-            contract_failures(env, contract, payload, signed_sender=signed_sender)
+            contract_failures(
+                env, contract, payload, signed_sender=signed_sender, payload_size=size
+            )
         )
     if not result.failures and want_payload and payload is None:
         payload = verified_bytes("payload")
