@@ -303,6 +303,8 @@ def test_mcp_serve_usage_errors(tmp_path: Path) -> None:
     assert r.code == 2 and "not an eidolon slug" in r.err and "Traceback" not in r.err
     r = run_cli("mcp", "serve", "--root", tmp_path / "missing", cwd=tmp_path)
     assert r.code == 2 and r.err.count("\n") == 1
+    r = run_cli("mcp", "serve", "--as", "vigli", "--root", tmp_path, cwd=tmp_path)
+    assert r.code == 2 and "no contract names vigli as receiver" in r.err
 
 
 def test_the_sdk_is_imported_only_by_mcp_serve(tmp_path: Path) -> None:

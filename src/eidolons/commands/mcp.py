@@ -63,6 +63,20 @@ def run(args: argparse.Namespace) -> int:
     for directory in args.contracts:
         if not Path(directory).is_dir():
             return error(f"--contracts {directory}: not a directory")
+    if bound is not None:  # a typo in --as would refuse every call: say so now
+        from eidolons.contract import ContractError, ContractSet
+
+        try:
+            contract_set = ContractSet.load(root, [Path(d) for d in args.contracts])
+        except ContractError as exc:
+            print(
+                f"eidolons mcp: warning: contracts do not load ({exc}); every hand-off "
+                "will be refused",
+                file=sys.stderr,
+            )
+        else:
+            if not contract_set.inbound(bound):
+                return error(f"--as {bound}: no contract names {bound} as receiver")
     try:
         from eidolons.mcp_server.server import serve
     except ImportError as exc:
