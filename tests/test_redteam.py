@@ -49,3 +49,38 @@ def test_a_nested_root_does_not_judge_the_projects_handoff(
     r = signed.incoming(payload, "--print-payload", root=sub)
     assert r.code == 3, r
     assert "rewritten by an agent" not in r.out
+
+
+def test_a_trust_store_reached_through_a_link_is_no_trust_store(
+    signed: Project,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`.eidolons/trust.json` swapped for a link to a store the agent writes elsewhere (one
+    listing its own key as the orchestrator's) is never followed: every gate refuses."""
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope).code == 0
+    trust = signed.root / ".eidolons" / "trust.json"
+    elsewhere = tmp_path / "agent-trust.json"
+    elsewhere.write_bytes(trust.read_bytes())
+    trust.unlink()
+    trust.symlink_to(elsewhere)
+    r = signed.incoming(payload)
+    assert r.code == 3, r
+    assert "trust store unusable" in r.err and "symbolic link" in r.err
+
+
+def test_deleting_the_trust_store_does_not_downgrade_a_signed_handoff(
+    signed: Project,  # noqa: F811
+) -> None:
+    """The agent deletes `.eidolons/trust.json`, rewrites the payload, re-emits the envelope
+    and mints an unsigned pass: the receipt beside the envelope, or on record, says the
+    project was signed, so "no trust store" is a refusal, not unsigned mode."""
+    payload, envelope = signed.emit()
+    assert signed.verify(envelope).code == 0
+    (signed.root / ".eidolons" / "trust.json").unlink()
+    _rewrite_and_reemit(signed, payload)
+    assert signed.verify(envelope, env=signed.keyless).code == 0  # unsigned pass on record
+    r = signed.incoming(payload, "--print-payload")
+    assert r.code == 3, r
+    assert "rewritten by an agent" not in r.out
+    assert "never judged unsigned" in r.err

@@ -103,6 +103,21 @@ def _umask() -> int:
     return mask
 
 
+def signed_without_trust_store(envelope_path: Path, record: dict[str, Any] | None) -> str | None:
+    """Why a hand-off that carries signed evidence is not judged unsigned in a project
+    with no trust store: its sidecar receipt or its record's receipt says the project was
+    signed, so a missing ``.eidolons/trust.json`` is a deleted one (a downgrade), never
+    "unsigned mode". None when nothing signed is in sight."""
+    sidecar = receipt_path(envelope_path)
+    if os.path.lexists(sidecar) or (record is not None and record.get("receipt") is not None):
+        where = sidecar.name if os.path.lexists(sidecar) else "the verdict on record"
+        return (
+            f"{where} is a signed receipt but the project has no trust store "
+            "(.eidolons/trust.json): a signed hand-off is never judged unsigned"
+        )
+    return None
+
+
 def read_receipt(envelope_path: Path) -> tuple[Any, str | None]:
     """(document, None), (None, None) when there is no sidecar receipt, or (None, why)."""
     from eidolons.ecl.strict_json import loads_strict

@@ -30,7 +30,7 @@ from eidolons.gates.receiver import (
 )
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope, read_envelope_bytes
-from eidolons.receipts import receiver_evidence
+from eidolons.receipts import receiver_evidence, signed_without_trust_store
 from eidolons.tracestore import open_store
 from eidolons.verify import verify_parsed
 
@@ -67,6 +67,9 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | No
     receipt = None
     if trust is None:
         judged = judge_record(env, record, envelope_sha256)
+        if judged is None:
+            downgrade = signed_without_trust_store(envelope_path, record)
+            judged = (UNVERIFIED, downgrade) if downgrade is not None else None
     else:
         receipt, judged, _ = receiver_evidence(
             envelope_path,
