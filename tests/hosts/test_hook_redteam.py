@@ -33,6 +33,8 @@ def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[st
         "eidolons keys add /tmp/mine.pub --role orchestrator",
         "eidolons keys revoke 65ae0f68519e0dfb",
         "eidolons keys --root /tmp/elsewhere rotate",
+        "eidolons keys unpin",  # then a deleted trust store downgrades the project
+        "eidolons keys pin",
         "eidolons keys require-signature atlas->vigil --off",
         "python3 -m eidolons keys init --role sender:atlas",
         # the hook wiring and the trust store are init's

@@ -66,9 +66,10 @@ STATE_COMMANDS = {
     "init": None,  # every action
     "hook": None,
     "mcp": None,
-    "keys": frozenset({"init", "add", "revoke", "rotate", "require-signature"}),
+    "keys": None,  # but READ_ONLY_ACTIONS
     "trace": frozenset({"store", "import"}),
 }
+READ_ONLY_ACTIONS = {"keys": frozenset({"list", "show", "export"})}
 ORCHESTRATOR_COMMANDS = frozenset({"verify-envelope", "run"})
 RECEIVER_COMMANDS = frozenset({"verify-incoming"})
 
@@ -400,7 +401,8 @@ def _gate_command(args: list[str], receiver: str | None) -> str | None:
     words = [a for a in args if not a.startswith("-")]
     command = words[0] if words else ""
     shown = " ".join(words[:2])
-    if command in STATE_COMMANDS:
+    read_only = READ_ONLY_ACTIONS.get(command, frozenset())
+    if command in STATE_COMMANDS and not (len(words) > 1 and words[1] in read_only):
         actions = STATE_COMMANDS[command]
         # any later word: an option's value may come before the action
         if actions is None or any(w in actions for w in words[1:]):
