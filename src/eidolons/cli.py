@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 # command name -> module under eidolons.commands (order = order in --help)
 COMMANDS: dict[str, str] = {
+    "init": "init",
     "demo": "demo",
     "emit": "emit",
     "verify-envelope": "verify_envelope",
@@ -37,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "skill": "skill",
     "mcp": "mcp",
     "hook": "hook",
+    "doctor": "doctor",
 }
 
 EXIT_USAGE = 2

@@ -1,0 +1,96 @@
+"""``eidolons init``: the project set up the documented way (``--undo`` removes it).
+
+Exit codes: 0 done, 2 usage or a file init will not touch without ``--force``, 70
+internal error."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "set the project up: .eidolons/, hand-off dir, keys, skills and each host's hook"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from eidolons.hooks.wiring import HOSTS
+
+    p.add_argument(
+        "--hosts",
+        metavar="LIST",
+        help=f"comma-separated: {','.join(HOSTS)} (default: the hosts the project shows, "
+        "else claude-code)",
+    )
+    p.add_argument("--root", metavar="DIR")
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a host file that is not a JSON object (kept as FILE.bak)",
+    )
+    p.add_argument("--undo", action="store_true", help="remove exactly what init installed")
+    p.add_argument("--json", action="store_true", help="print the changes as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eidolons.commands._common import error, print_json
+    from eidolons.errors import UsageError
+    from eidolons.hooks.wiring import HOSTS, receiver_agent_findings
+    from eidolons.initialize import InitError, detect_hosts, install, python_for_hooks, undo
+
+    if args.root:
+        root = Path(args.root)
+        if not root.is_dir():
+            return error(f"--root {args.root!r} is not a directory")
+        root = root.resolve()
+    else:
+        from eidolons.config import find_root
+
+        try:
+            root = find_root(None)
+        except UsageError as exc:
+            return error(str(exc))
+    hosts = detect_hosts(root)
+    if args.hosts is not None:
+        hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
+        unknown = [h for h in hosts if h not in HOSTS]
+        if unknown or not hosts:
+            return error(
+                f"--hosts: unknown host {', '.join(unknown) or '(none)'}; known: {','.join(HOSTS)}"
+            )
+    if args.undo and args.hosts is not None:
+        return error("--undo removes everything init installed; it takes no --hosts")
+    try:
+        if args.undo:
+            report = undo(root, dry_run=args.dry_run)
+        else:
+            report = install(
+                root, hosts, dry_run=args.dry_run, force=args.force, python=python_for_hooks()
+            )
+    except InitError as exc:
+        return error(f"init: {exc}")
+    advice = []
+    if not args.undo:
+        from eidolons.contract import ContractError, ContractSet
+
+        try:
+            receivers = {c.to for c in ContractSet.load(root)}
+        except ContractError:
+            receivers = set()
+        advice = receiver_agent_findings(str(root), receivers)
+    if args.json:
+        print_json(
+            {
+                "root": str(root),
+                "dry_run": args.dry_run,
+                "changes": report.lines,
+                "advice": [{"file": f, "message": m} for f, m in advice],
+            }
+        )
+        return 0
+    for line in report.text():
+        print(line)
+    for path, message in advice:
+        print(f"init: advice: {path}: {message}", file=sys.stderr)
+    return 0
