@@ -11,7 +11,7 @@ Script: the first ``ECLTEST <action> ...`` line found in a conversation decides 
 - ``ECLTEST agent NAME <directive>``: ask for an ``Agent`` call to subagent NAME whose
   prompt is ``ECLTEST <directive>`` (the subagent then plays that directive).
 
-Once the conversation's last message carries the ``tool_result`` for the tool use the
+Once the conversation carries the ``tool_result`` for the tool use the
 fake asked for, the result is recorded (``results[tool_use_id]``) and the turn ends with
 a short text. Any request without a directive gets a plain text answer.
 """
@@ -111,9 +111,10 @@ class FakeAnthropic:
             return [{"type": "text", "text": "ok"}]
         name, tool_input = tool_for(directive)
         tool_id = "toolu_" + format(zlib.crc32(directive.encode()), "08x") + name.lower()
-        last = messages[-1] if messages else {}
-        content = last.get("content")
-        if last.get("role") == "user" and isinstance(content, list):
+        for msg in messages:  # the result may be followed by context the hook added
+            content = msg.get("content")
+            if msg.get("role") != "user" or not isinstance(content, list):
+                continue
             for block in content:
                 if (
                     isinstance(block, dict)
@@ -124,6 +125,7 @@ class FakeAnthropic:
                         self.results[directive] = {
                             "is_error": bool(block.get("is_error")),
                             "text": _text_of(block.get("content")),
+                            "context": _text_of(messages[-1].get("content")),
                         }
                     return [{"type": "text", "text": "done"}]
         return [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]
