@@ -257,3 +257,26 @@ def test_no_agent_writes_the_users_hook_settings(
     shell = bash(handoff, f"echo '{{\"disableAllHooks\": true}}' > ~/{rel}", agent)
     r = handoff.hook("claude-code", shell, env=clean_env(HOME=str(home)))
     assert r.code == 2, r
+
+
+# --- other tools -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tool_input",
+    [
+        {"path": "handoff.md"},
+        {"paths": ["README.md", "sub/../handoff.md"]},
+        {"request": {"file": "handoff.md", "encoding": "utf-8"}},
+    ],
+)
+def test_an_mcp_file_server_given_a_relative_name_is_gated(
+    handoff: Handoff, tool_input: dict[str, object]
+) -> None:
+    (handoff.root / "sub").mkdir()
+    doc = read(handoff, handoff.payload)
+    doc["tool_name"] = "mcp__filesystem__read_text_file"
+    doc["tool_input"] = tool_input
+    r = handoff.hook("claude-code", doc)
+    assert r.code == 2, r
+    assert r.err.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"

@@ -231,9 +231,33 @@ def _paths(tool_input: dict[str, Any], keys: tuple[str, ...], cwd: str) -> list[
     return out
 
 
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
 def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | None) -> ToolCall:
     found: list[str] = []
     _path_strings(tool_input, found)
+    # a relative name (``handoff.md``, ``sub/../x``) is a path too when it names a file
+    # from the working directory: an MCP file server resolves it there
+    strings: list[str] = []
+    _strings(tool_input, strings)
+    found.extend(
+        s
+        for s in strings
+        if s not in found
+        and 0 < len(s) <= 4096
+        and "\x00" not in s
+        and "\n" not in s
+        and os.path.lexists(os.path.join(cwd, s))
+    )
     return ToolCall(host, tool, OTHER, cwd, paths=[_abs(p, cwd) for p in found], receiver=receiver)
 
 
