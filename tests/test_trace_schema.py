@@ -44,3 +44,32 @@ def test_all_event_kinds_validate(cli: Cli, project: Path) -> None:
     } <= kinds
     for event in events:
         assert validation_errors(event, "handoff-event.v1.json") == [], json.dumps(event)
+
+
+def test_signed_project_events_validate(project: Path, tmp_path: Path) -> None:
+    """receipt, evidence (signed-receipt+sender-signature), seq and prev are in the schema."""
+    from tests.conftest import run_cli
+
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+
+    def cli(*args: str | Path) -> Run:
+        return run_cli(*args, cwd=project, env=env)
+
+    assert cli("keys", "init").code == 0
+    assert cli("keys", "init", "--role", "sender:atlas").code == 0
+    (project / "r.md").write_text("# r\n\n## Decision target\nx\n")
+    assert cli(*emit_cmd("r.md", "--sign", performative="PROPOSE")).code == 0
+    assert cli("verify-envelope", "r.envelope.json", "--block").code == 0
+    assert cli("verify-incoming", "r.md", "--as", "vigil", "--no-memory").code == 0
+    (project / "r.md").write_text("tampered")
+    assert cli("verify-envelope", "r.envelope.json", "--block").code == 3
+    events = [
+        e for f in sorted((project / ".eidolons/.trace").glob("*.jsonl")) for e in read_trace(f)
+    ]
+    assert {e.get("evidence") for e in events} >= {
+        "sender-signature",
+        "signed-receipt+sender-signature",
+    }
+    assert sum(1 for e in events if "receipt" in e) == 2 and all("seq" in e for e in events)
+    for event in events:
+        assert validation_errors(event, "handoff-event.v1.json") == [], json.dumps(event)
