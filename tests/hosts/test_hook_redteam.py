@@ -280,3 +280,12 @@ def test_an_mcp_file_server_given_a_relative_name_is_gated(
     r = handoff.hook("claude-code", doc)
     assert r.code == 2, r
     assert r.err.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+
+
+def test_a_subagent_emits_only_as_itself(handoff: Handoff) -> None:
+    base = "eidolons emit handoff.md --to vigil --performative PROPOSE --kind k --objective o"
+    for spoof in ("--from atlas", "--from=atlas@1.4.2", ""):
+        r = handoff.hook("claude-code", bash(handoff, f"{base} {spoof} --hmac --force", "forge"))
+        assert r.code == 2 and "forge runs `eidolons emit` only as itself" in r.err, r
+    ok = handoff.hook("claude-code", bash(handoff, f"{base} --from forge --force", "forge"))
+    assert (ok.code, ok.err) == (0, ""), ok

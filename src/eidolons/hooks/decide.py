@@ -29,7 +29,8 @@ Rules (ADR 0040), for the calling agent R (the host's identity; none = the main 
    process can write what the agent cannot); the orchestrator's gate (``verify-envelope``,
    ``run``) is the main loop's only (the gate process reads the signing key a subagent
    cannot, and would sign the subagent's rewrite); a subagent runs ``verify-incoming``
-   only ``--as`` itself.
+   only ``--as`` itself and ``emit`` only ``--from`` itself (with ``--hmac`` the shell's
+   key would tag its envelope as another sender's).
 7. Anything else is allowed.
 """
 
@@ -71,7 +72,8 @@ STATE_COMMANDS = {
 }
 READ_ONLY_ACTIONS = {"keys": frozenset({"list", "show", "export"})}
 ORCHESTRATOR_COMMANDS = frozenset({"verify-envelope", "run"})
-RECEIVER_COMMANDS = frozenset({"verify-incoming"})
+# the commands a subagent runs only as itself: the option that names who it acts as
+IDENTITY_OPTIONS = {"verify-incoming": "--as", "emit": "--from"}
 
 
 class Decision:
@@ -414,16 +416,17 @@ def _gate_command(args: list[str], receiver: str | None) -> str | None:
         return None
     if command in ORCHESTRATOR_COMMANDS:
         return f"`eidolons {command}` is the orchestrator's gate; {receiver} does not run it"
-    if command in RECEIVER_COMMANDS:
+    option = IDENTITY_OPTIONS.get(command)
+    if option is not None:
         named = [
             v
             for i, a in enumerate(args)
-            for v in ([args[i + 1]] if a == "--as" and i + 1 < len(args) else [])
-            + ([a.partition("=")[2]] if a.startswith("--as=") else [])
+            for v in ([args[i + 1]] if a == option and i + 1 < len(args) else [])
+            + ([a.partition("=")[2]] if a.startswith(option + "=") else [])
         ]
         if not named or any(v.partition("@")[0] != receiver for v in named):
             return (
-                f"{receiver} runs `eidolons {command}` only as itself (--as {receiver}), "
-                f"not --as {' '.join(named) or '(none)'}"
+                f"{receiver} runs `eidolons {command}` only as itself ({option} {receiver}), "
+                f"not {option} {' '.join(named) or '(none)'}"
             )
     return None
