@@ -350,8 +350,10 @@ def test_control_characters_forge_verdict_lines(cli: Cli, project: Path, gate: s
         r = incoming(cli, payload, "vigil")
     assert r.code in (2, 3)
     assert "\x1b" not in r.err, r.err
-    if gate == "verify-envelope":
-        assert r.err.count("\n") == 1, r.err
+    if gate == "verify-envelope":  # the verdict line, and upstream's size warning
+        lines = r.err.splitlines()
+        assert lines[0].startswith("ecl verify [") and len(lines) <= 2, r.err
+        assert all(x.startswith("eidolons: warning: size_bytes_match") for x in lines[1:])
     else:  # the REFUSE line and its reason line, each the receiver's own
         lines = r.err.splitlines()
         assert len(lines) == 2, r.err

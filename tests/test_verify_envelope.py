@@ -83,7 +83,8 @@ def test_block_is_the_default(cli: Cli, project: Path) -> None:
     payload, env_path, env = emit_payload(cli, project)
     payload.write_text("changed")
     r = cli("verify-envelope", env_path)  # no flag, no environment
-    assert r.code == 3 and "[blocked]" in r.err and "warning" not in r.err
+    assert r.code == 3 and "[blocked]" in r.err and "not blocked" not in r.err
+    assert "eidolons: warning: size_bytes_match: declared=" in r.err  # upstream's I-4 too
     ev = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")[-1]
     assert ev["event"] == "verify_fail" and ev["decision"] == "refused"
     assert cli("verify-envelope", env_path, env=clean_env(EIDOLONS_ECL_VERIFY_MODE="")).code == 3

@@ -40,9 +40,13 @@ __all__ = [
 TRACE_DIR = Path(".eidolons") / ".trace"
 
 
-def find_root(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
+def find_root(
+    explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None, *, note: bool = False
+) -> Path:
     """The project root: ``--root``, else ``EIDOLONS_ROOT``, else the nearest ancestor of
-    the current directory holding ``.eidolons/`` or ``.git/``, else the current directory."""
+    the current directory holding ``.eidolons/`` or ``.git/``, else the current directory.
+    With ``note`` (the gates, which write the trace), falling back to the current
+    directory is said on stderr."""
     if explicit:
         root = Path(explicit)
         if not root.is_dir():
@@ -58,6 +62,17 @@ def find_root(explicit: str | os.PathLike[str] | None = None, cwd: Path | None =
     for candidate in (here, *here.parents):
         if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
             return candidate
+    # said out loud: two gates run from two directories would otherwise use two traces
+    import sys
+
+    if note and sys.stderr is not None:
+        try:
+            sys.stderr.write(
+                f"eidolons: note: no .eidolons/ or .git/ above {here}; using it as the project "
+                "root (set --root or EIDOLONS_ROOT, or create .eidolons/)\n"
+            )
+        except (OSError, ValueError):
+            pass
     return here
 
 
@@ -240,3 +255,26 @@ def is_handoff_path(path: Path, root: Path, env: Mapping[str, str] | None = None
     """The one answer to "is this path a hand-off path?" (hooks call it on every read):
     a receiver must not read its bytes except through the gate."""
     return handoff_reason(path, root, env) is not None
+
+
+#: Environment variables a gate's secrets live in: never handed to COMMAND (ADR 0026).
+SECRET_ENV = (
+    "ECL_HMAC_KEY",
+    "EIDOLONS_TRACE_DSN",
+    "EIDOLONS_MEMORY_URL",
+    "EIDOLONS_KEY_DIR",
+    "EIDOLONS_SENDER_KEY_FILE",
+    "EIDOLONS_SIGNING_KEY_FILE",
+)
+
+
+def is_secret_env(name: str) -> bool:
+    """Whether ``name`` holds (or points at) one of this tool's secrets: the HMAC key and
+    its rotated spellings (``ECL_HMAC_KEY_*``), key files and directories, the trace
+    store's DSN (credentials), the memory server's URL, and any ``EIDOLONS_``/``ECL_``
+    variable whose name says KEY, SECRET, TOKEN, PASSWORD or DSN."""
+    if name in SECRET_ENV or name.startswith("ECL_HMAC_KEY"):
+        return True
+    if name.startswith(("EIDOLONS_", "ECL_")):
+        return any(word in name for word in ("KEY", "SECRET", "TOKEN", "PASSWORD", "DSN"))
+    return False

@@ -22,7 +22,7 @@ import hashlib
 from pathlib import Path
 
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.grammar import is_hex64, is_placeholder
+from eidolons.ecl.grammar import is_placeholder
 from eidolons.ecl.integrity import (
     SUPPORTED_METHODS,
     Digest,
@@ -126,14 +126,14 @@ def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
         )
     if is_placeholder(env.integrity_value):
         return Verdict.UNVERIFIABLE, "integrity.value is a placeholder; the digest is not filled"
-    declared = env.artifact_sha256
-    if (
-        env.integrity_method == "sha256"
-        and declared is not None
-        and is_hex64(declared)
-        and declared != env.integrity_value
-    ):
-        return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"
+    declared = env.artifact.get("sha256")
+    if env.integrity_method == "sha256" and declared is not None:
+        # never laxer than the upstream gate: a non-hex value is a mismatch, not ignored;
+        # only a placeholder (the parent has not filled it) is not compared (ADR 0026)
+        if not isinstance(declared, str) or (
+            not is_placeholder(declared) and declared != env.integrity_value
+        ):
+            return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"
     return None
 
 
@@ -233,4 +233,7 @@ def verify_parsed(
     result.digest = digest
     result.actual = digest.value
     result.verdict, result.message = judge_digest(env, digest)
+    declared_size = env.artifact.get("size_bytes")
+    if declared_size != digest.size:  # upstream I-4: a warning, never a verdict
+        result.warnings.append(f"size_bytes_match: declared={declared_size} actual={digest.size}")
     return result

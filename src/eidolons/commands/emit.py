@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             short = hmac_key_warning(key)
             if short is not None:
                 print(f"eidolons: {short}", file=sys.stderr)
-        root = find_root(args.root)
+        root = find_root(args.root, note=True)
         sender = parse_agent(args.sender, "--from")
         recipient = parse_agent(args.recipient, "--to")
         signer = _signer(root, sender.eidolon) if args.sign else None

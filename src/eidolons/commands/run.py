@@ -16,7 +16,7 @@ HELP = "gate a route: verify the envelope, then run the receiver's dispatch comm
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--verify", required=True, metavar="ENVELOPE", help="the envelope to gate on")
+    p.add_argument("--verify", metavar="ENVELOPE", help="the envelope to gate on (required)")
     p.add_argument("--mode", help="block or warn (default: $EIDOLONS_ECL_VERIFY_MODE, else block)")
     p.add_argument(
         "--verify-block", action="store_true", help="same as --mode block (the nexus's flag)"
@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
+    from eidolons._text import printable
     from eidolons.commands._common import error
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.ecl.grammar import is_slug
@@ -38,8 +39,17 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.gates.orchestrator import run_gate
 
     command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
+    if command and command[0] != "--":
+        # upstream's `run "PROMPT" --verify ENV` routes a prompt; this run executes a
+        # command, and only one written after `--` (a one-word prompt is not a program)
+        return error(
+            f"run executes COMMAND only after '--' (got {printable(command[0])!r}); unlike "
+            'the nexus\'s `eidolons run "PROMPT" --verify ENV`, it routes no prompt: '
+            "eidolons run --verify ENVELOPE [--as RECEIVER] -- COMMAND [ARGS...]"
+        )
+    command = command[1:]
+    if args.verify is None:
+        return error("run needs --verify ENVELOPE: eidolons run --verify ENVELOPE -- COMMAND")
     if command and args.json:
         return error("--json prints the decision only; it cannot be combined with COMMAND")
     receiver = args.receiver.partition("@")[0] if args.receiver else None
@@ -49,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if args.verify_block and args.mode not in (None, "block"):
             raise UsageError("--verify-block contradicts --mode " + args.mode)
         mode = "block" if args.verify_block else verify_mode(args.mode)
-        root = find_root(args.root)
+        root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return error(str(exc))
@@ -76,7 +86,8 @@ def _route(
 ) -> int:
     import subprocess
 
-    from eidolons.commands._common import error, print_json
+    from eidolons._text import printable
+    from eidolons.commands._common import error, print_json, say
     from eidolons.commands.verify_incoming import _load_contracts
     from eidolons.gates.orchestrator import text_line, warning_line
     from eidolons.gates.receiver import verify_incoming
@@ -99,12 +110,14 @@ def _route(
         for note in decision.outcome.notes:
             print(f"eidolons: {note}", file=sys.stderr)
     if not decision.allowed:
+        incoming = decision.incoming  # falsy when refused: compare with None
+        if incoming is not None and incoming.failures:  # every mode: stdout may be redirected
+            say(*incoming.status_lines())
         if not args.json:
-            print(f"eidolons run: route blocked: {decision.reason()}", file=sys.stderr)
-            incoming = decision.incoming  # falsy when refused: compare with None
+            say(f"eidolons run: route blocked: {printable(decision.reason())}")
             handback = incoming.extra.get("handback") if incoming is not None else None
             if handback:
-                print(f"eidolons run: hand-back for the orchestrator: {handback}", file=sys.stderr)
+                say(f"eidolons run: hand-back for the orchestrator: {printable(str(handback))}")
         return 3
     warning = warning_line(decision.outcome)
     if warning is not None:  # warn mode let a non-pass through: say so before anything runs
@@ -113,7 +126,7 @@ def _route(
         print(warning, file=sys.stderr)
     if not command:
         if not args.json:
-            print(f"eidolons run: route allowed: {decision.reason()}", file=sys.stderr)
+            say(f"eidolons run: route allowed: {printable(decision.reason())}")
         return 0
     # COMMAND reads the bytes the gate hashed (a read-only snapshot), never the live file
     hashed = decision.outcome.result.digest is not None

@@ -35,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from eidolons._text import printable
     from eidolons.commands._common import error, print_json, use_color
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.errors import UsageError
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         if args.block and args.mode not in (None, "block"):
             raise UsageError("--block contradicts --mode " + args.mode)
         mode = "block" if args.block else verify_mode(args.mode)
-        root = find_root(args.root)
+        root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return error(str(exc))
@@ -64,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
         print(text_line(outcome, color=use_color(sys.stderr)), file=sys.stderr)
         for note in outcome.notes:
             print(f"eidolons: {note}", file=sys.stderr)
+        for item in outcome.result.warnings:  # upstream prints I-4's mismatch too
+            if item.startswith("size_bytes_match"):
+                print(f"eidolons: warning: {printable(item)}", file=sys.stderr)
     warning = warning_line(outcome)
     if warning is not None:  # even with --json: what was let through is never silent
         print(warning, file=sys.stderr)

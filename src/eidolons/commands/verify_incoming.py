@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json and args.print_payload:
         return error("--json and --print-payload both write stdout; choose one")
     try:
-        root = find_root(args.root)
+        root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return error(str(exc))
@@ -158,13 +158,19 @@ def _open_memory(root: Path, disabled: bool) -> tuple[Memory | None, str | None]
 
 
 def _print_recall(recall: dict[str, object]) -> None:
+    """Recalled records on stderr, every field escaped: memory holds text from earlier
+    payloads, which an attacker may have written."""
+    from eidolons._text import printable
+    from eidolons.commands._common import say
+
     records = recall.get("records") or []
-    backend = recall.get("backend", "?")
-    print(f"recall ({backend}): {len(records)} record(s)", file=sys.stderr)  # type: ignore[arg-type]
+    backend = printable(str(recall.get("backend", "?")))
+    say(f"recall ({backend}): {len(records)} record(s)")  # type: ignore[arg-type]
     for rec in records:  # type: ignore[attr-defined]
         if isinstance(rec, dict):
             text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")[:120]
-            print(f"  - [{rec.get('layer', '?')}] {rec.get('id', '?')}: {text}", file=sys.stderr)
+            layer, ident = str(rec.get("layer", "?")), str(rec.get("id", "?"))
+            say(f"  - [{printable(layer)}] {printable(ident)}: {printable(text)}")
 
 
 def _load_contracts(root: Path, dirs: list[str]) -> object:

@@ -64,7 +64,12 @@ class RouteDecision:
     ) -> dict[str, str]:
         """COMMAND's environment. ``ECL_PAYLOAD`` is ``snapshot`` (a read-only copy of the
         bytes the gate hashed) when given; ``ECL_PAYLOAD_SOURCE`` is where they came from."""
-        env = dict(os.environ if base is None else base)
+        from eidolons.config import is_secret_env
+
+        # COMMAND is the receiver's dispatch: it gets the hand-off, never the gate's
+        # secrets (the HMAC key would let it mint tags for any bytes)
+        source_env = os.environ if base is None else base
+        env = {k: v for k, v in source_env.items() if not is_secret_env(k)}
         r = self.outcome.result
         e = r.envelope
         source = r.payload_path
