@@ -80,6 +80,11 @@ def test_tampered_payload_is_refused_without_a_byte_of_it(
     assert "Decision TARGET" not in everything and "Decision target" not in everything
     assert h.trace()[-1]["event"] == "verify_fail"
     assert h.trace()[-1]["verify_failure_code"] == "INTEGRITY_MISMATCH"
+    # the refusal names the hand-back the gate wrote for the orchestrator (issue 10 §7)
+    named = [line for line in text.splitlines() if line.startswith("hand-back for the")]
+    assert len(named) == 1
+    handback = Path(named[0].split(": ", 1)[1])
+    assert handback.is_file() and h.secret not in handback.read_text(encoding="utf-8")
 
 
 def test_unverified_handoff_is_refused(bound: McpSession, mcp_root: Path) -> None:
