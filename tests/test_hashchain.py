@@ -181,3 +181,28 @@ def test_trace_verify_checks_each_verdicts_receipt(project: Path, tmp_path: Path
     assert (
         chain["receipts"][0]["receipt"] == "invalid: the receipt's verdict differs from the line's"
     )
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        b'{"event":"emit"}  \n',  # a line's own trailing spaces are part of its bytes
+        b'{"event":"emit"}\n\n   \n',  # blank lines are not lines
+        b'{"event":"emit","pad":"' + b"x" * 70_000 + b'"}\n',  # longer than one read block
+        b'{"a":1}\n'
+        + b'{"event":"emit","pad":"'
+        + b"y" * (1024 * 1024 + 10)
+        + b'"}\n',  # chunked count
+        b"\n\n" + b'{"n":1}\n' * 3 + b"{torn",  # upstream lines, then a torn one
+    ],
+)
+def test_link_after_any_last_line_matches_what_readers_see(tmp_path: Path, prefix: bytes) -> None:
+    from eidolons.trace import read_raw_lines
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(prefix)
+    append_event(path, {"event": "verify_pass"})
+    append_event(path, {"event": "receive"})
+    lines = list(read_raw_lines(path))
+    report = verify_chain(lines)
+    assert report.ok and report.chained == 2, report.to_dict()

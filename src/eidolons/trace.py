@@ -119,19 +119,20 @@ def _last_link(fd: int, size: int) -> tuple[bytes | None, int]:
     ``trace verify`` reports as the break it is."""
     end, block, limit = size, 64 * 1024, MAX_LINE_BYTES + 64 * 1024
     tail = b""
-    while end > 0 and len(tail) <= limit:  # read back until the last line is whole
+    last: bytes | None = None
+    while True:  # read back until the last non-blank line is whole (or the bound is hit)
+        segments = tail.split(b"\n")
+        found = [i for i, seg in enumerate(segments) if seg.strip()]
+        if found and (found[-1] > 0 or end == 0):
+            last = segments[found[-1]]  # exact bytes: a line's own spaces are kept
+            break
+        if end == 0:
+            return None, 0  # only blank lines
+        if len(tail) > limit:
+            return b"", 0  # no line start within the bound: an overlong last line
         start = max(0, end - block)
         tail = os.pread(fd, end - start, start) + tail
         end = start
-        body = tail.rstrip(b" \t\r\n")
-        if body and b"\n" in body:
-            break
-    lines = [x for x in tail.split(b"\n") if x.strip()]
-    if not lines:
-        return None, 0
-    if end > 0 and len(lines) == 1:  # no line start found within the bound: overlong
-        return b"", 0
-    last = lines[-1]
     if len(last) <= MAX_LINE_BYTES:
         try:
             seq = json.loads(last).get("seq")
@@ -141,12 +142,14 @@ def _last_link(fd: int, size: int) -> tuple[bytes | None, int]:
             return last, seq
     if size > trace_scan_bound():
         return last, 0
-    count, pos = 0, 0
+    count, pos, carry = 0, 0, b""
     while pos < size:  # unchained last line: its position is the count of non-blank lines
         chunk = os.pread(fd, min(1024 * 1024, size - pos), pos)
         pos += len(chunk)
-        count += sum(1 for x in chunk.split(b"\n") if x.strip())
-    return last, count
+        *whole, carry = (carry + chunk).split(b"\n")
+        count += sum(1 for x in whole if x.strip())
+        carry = carry[-MAX_LINE_BYTES:] if carry.strip() else b""  # only blank-ness matters
+    return last, count + (1 if carry.strip() else 0)
 
 
 def append_lines(
