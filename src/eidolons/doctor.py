@@ -1,0 +1,334 @@
+"""``eidolons doctor``: is this project set up so that no receiver can skip the gate?
+
+Checks, each finding reported once (ADR 0045):
+
+- **root**: the project root holds ``.eidolons/`` (else every gate guesses the root).
+- **D8** (upstream's receiver conformance, ``shared/ecl/nexus-cli.md``, without its
+  holes): for every installed member (``eidolons.lock`` ``members``, and every member tree
+  under ``.eidolons/``), its class from the roster; a member not in the roster, without a
+  class, or with a class ``ecl.yaml`` does not know is a finding (upstream exempts unknown
+  classes). A receiver class needs a verify-incoming skill, in the EIIS 3.x layout
+  (``skills/verify-incoming/SKILL.md``) or the flat one (``skills/verify-incoming.md``);
+  each file found must hold one blocking marker and no forbidden marker; each violation
+  counts once (upstream counts them twice).
+- **drift**: every installed verify-incoming skill (member trees, ``.claude/skills/``,
+  ``.agents/skills/``) is compared with the skill rendered from the effective contracts:
+  the inbound-edges section and the exact REFUSE line must match.
+- **hosts**: the Claude Code hook is registered, its matcher covers Read, Bash, Grep and
+  Glob, it has ``"onFailure": "block"`` and a timeout; Cursor's hooks are ``failClosed``.
+- **keys**: a trust store exists; the signing-key directory is outside the project,
+  mode 0700, its key files 0600.
+- **agents**: receiver agent files (``.claude/agents/<receiver>.md``) whose tools include
+  a shell or write tools, or that name none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+STATE_DIRS = frozenset(
+    {".trace", "handoffs", "keys", "memory", "contracts", "refusals", "skills", "harness"}
+)
+MEMBER_MARKERS = ("EIIS_VERSION", "install.manifest.json", "manifest.json", "PERSONA.md", "SPEC.md")
+
+
+class Finding:
+    __slots__ = ("check", "message", "subject")
+
+    def __init__(self, check: str, subject: str, message: str) -> None:
+        self.check = check
+        self.subject = subject
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "subject": self.subject, "message": self.message}
+
+    def line(self) -> str:
+        return f"doctor: [{self.check}] {self.subject}: {self.message}"
+
+
+class Report:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.findings: list[Finding] = []
+        self.passed: list[dict[str, str]] = []
+
+    def fail(self, check: str, subject: str, message: str) -> None:
+        self.findings.append(Finding(check, subject, message))
+
+    def ok(self, check: str, subject: str, message: str) -> None:
+        self.passed.append({"check": check, "subject": subject, "message": message})
+
+    def rel(self, path: Path | str) -> str:
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": str(self.root),
+            "ok": not self.findings,
+            "findings": [f.to_dict() for f in self.findings],
+            "passed": self.passed,
+        }
+
+
+def run_checks(root: Path) -> Report:
+    report = Report(root)
+    check_root(report)
+    check_d8(report)
+    check_drift(report)
+    check_hosts(report)
+    check_keys(report)
+    check_agents(report)
+    return report
+
+
+# --- root -----------------------------------------------------------------------------
+
+
+def check_root(report: Report) -> None:
+    if (report.root / ".eidolons").is_dir():
+        report.ok("root", str(report.root), "holds .eidolons/")
+    else:
+        report.fail(
+            "root",
+            str(report.root),
+            "no .eidolons/ here: gates fall back to a .git/ ancestor or the current directory "
+            "(run eidolons init)",
+        )
+
+
+# --- D8 -------------------------------------------------------------------------------
+
+
+def roster() -> tuple[dict[str, Any], dict[str, str]]:
+    """``ecl.yaml`` (verbatim upstream) and member -> class (names and aliases)."""
+    import yaml
+
+    base = resources.files("eidolons") / "data" / "roster"
+    ecl = yaml.safe_load((base / "ecl.yaml").read_text(encoding="utf-8"))
+    classes = json.loads((base / "classes.json").read_text(encoding="utf-8"))
+    return ecl, classes
+
+
+def installed_members(root: Path) -> list[str]:
+    names: set[str] = set()
+    lock = root / "eidolons.lock"
+    if lock.is_file():
+        import yaml
+
+        try:
+            doc = yaml.safe_load(lock.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError, OSError):
+            doc = None
+        members = doc.get("members") if isinstance(doc, dict) else None
+        for m in members if isinstance(members, list) else []:
+            name = m.get("name") if isinstance(m, dict) else m
+            if isinstance(name, str):
+                names.add(name)
+    state = root / ".eidolons"
+    try:
+        entries = sorted(os.scandir(state), key=lambda e: e.name)
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.name in STATE_DIRS or entry.name.startswith(".") or not entry.is_dir():
+            continue
+        member = Path(entry.path)
+        if any((member / m).exists() for m in MEMBER_MARKERS) or (member / "skills").is_dir():
+            names.add(entry.name)
+    return sorted(names)
+
+
+def check_d8(report: Report) -> None:
+    ecl, classes = roster()
+    vi = ecl["verify_incoming"]
+    blocking, forbid = vi["blocking_markers"], vi["forbid_markers"]
+    for name in installed_members(report.root):
+        klass = classes.get(name)
+        subject = f"D8 {name}"
+        if klass is None:
+            report.fail("D8", name, "not in the roster (no capability class known)")
+            continue
+        if klass not in ecl["classes"]:
+            report.fail("D8", name, f"class {klass!r} is not in ecl.yaml: not an exemption")
+            continue
+        if ecl["classes"][klass].get("receiver") is not True:
+            report.ok("D8", name, f"class={klass} is not an ECL hand-off receiver (exempt)")
+            continue
+        member = report.root / ".eidolons" / name
+        files = [
+            p
+            for p in (member / "skills" / "verify-incoming" / "SKILL.md", member / vi["skill_path"])
+            if p.is_file()
+        ]
+        if not files:
+            report.fail("D8", name, "missing blocking verify-incoming skill")
+            continue
+        for path in files:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            where = report.rel(path)
+            bad = False
+            if not any(marker in text for marker in blocking):
+                report.fail("D8", where, "declares no blocking posture (no REFUSE / SHALL NOT)")
+                bad = True
+            for marker in forbid:
+                if marker in text:
+                    report.fail("D8", where, f"declares warn-only posture ({marker!r})")
+                    bad = True
+            if not bad:
+                report.ok("D8", where, f"blocking verify-incoming gate present (class={klass})")
+        del subject
+
+
+# --- drift ----------------------------------------------------------------------------
+
+
+def _section(text: str, heading: str) -> str | None:
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("## ") and line[3:].lower().startswith(heading):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("## ")), None)
+            return "\n".join(lines[i:end]).strip()
+    return None
+
+
+def _refuse_template(text: str, receiver: str) -> str:
+    """The REFUSE line as the rendered skill spells it (``… REFUSE: <CODE> from <from>``)."""
+    start = text.index(f"[{receiver}-verify-incoming] REFUSE: ")
+    words = text[start:].split()
+    return " ".join(words[:5]).rstrip(".,;")
+
+
+def check_drift(report: Report) -> None:
+    from eidolons.contract import ContractError, ContractSet
+    from eidolons.skills.install import skill_targets
+    from eidolons.skills.render import receivers, render_skill
+
+    try:
+        contracts = ContractSet.load(report.root)
+    except ContractError as exc:
+        report.fail("drift", "contracts", f"the contract set does not load: {exc}")
+        return
+    for receiver in receivers(contracts):
+        targets = [t for t in skill_targets(report.root, receiver) if t.path.is_file()]
+        flat = report.root / ".eidolons" / receiver / "skills" / "verify-incoming.md"
+        paths = [t.path for t in targets] + ([flat] if flat.is_file() else [])
+        if not paths:
+            continue
+        expected = render_skill(receiver, contracts).decode("utf-8")
+        want_table = _section(expected, "inbound edges")
+        line = _refuse_template(expected, receiver)
+        for path in dict.fromkeys(paths):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            where = report.rel(path)
+            table = _section(text, "inbound edges")
+            if table != want_table:
+                report.fail(
+                    "drift",
+                    where,
+                    "the inbound-edges table differs from the contracts "
+                    f"(eidolons skill install {receiver} --force)",
+                )
+            elif line not in text:
+                report.fail("drift", where, f"the REFUSE line is not exactly `{line}`")
+            else:
+                report.ok("drift", where, "inbound table and REFUSE line match the contracts")
+
+
+# --- hosts ----------------------------------------------------------------------------
+
+
+def check_hosts(report: Report) -> None:
+    from eidolons.hooks.wiring import check_claude_settings, check_cursor_hooks
+    from eidolons.initialize import InitError, load_json_object
+
+    root = report.root
+    claude = [root / ".claude" / n for n in ("settings.json", "settings.local.json")]
+    present = [p for p in claude if p.exists()]
+    if present or (root / ".claude").is_dir():
+        problems_by_file = {}
+        for path in present:
+            try:
+                doc = load_json_object(path)
+            except InitError as exc:
+                report.fail("hosts", report.rel(path), str(exc))
+                continue
+            problems_by_file[path] = check_claude_settings(doc)
+        wired = [p for p, problems in problems_by_file.items() if not problems]
+        if wired:
+            report.ok("hosts", report.rel(wired[0]), "Claude Code hook wired fail-closed")
+        else:
+            seen: set[str] = set()
+            for path, problems in problems_by_file.items():
+                for problem in problems:
+                    if problem not in seen:
+                        seen.add(problem)
+                        report.fail("hosts", report.rel(path), problem)
+            if not problems_by_file:
+                report.fail("hosts", ".claude/settings.json", "missing: the hook is not wired")
+    cursor = root / ".cursor" / "hooks.json"
+    if cursor.exists() or (root / ".cursor").is_dir():
+        try:
+            doc = load_json_object(cursor)
+        except InitError as exc:
+            report.fail("hosts", report.rel(cursor), str(exc))
+        else:
+            problems = check_cursor_hooks(doc) if doc is not None else ["missing"]
+            for problem in problems:
+                report.fail("hosts", report.rel(cursor), problem)
+            if not problems:
+                report.ok("hosts", report.rel(cursor), "Cursor hooks wired fail-closed")
+
+
+# --- keys -----------------------------------------------------------------------------
+
+
+def check_keys(report: Report) -> None:
+    from eidolons.keys.files import inside, key_dir
+
+    trust = report.root / ".eidolons" / "trust.json"
+    if trust.is_file():
+        report.ok("keys", report.rel(trust), "trust store present")
+    else:
+        report.fail(
+            "keys", report.rel(trust), "no trust store: passes are unsigned (eidolons keys init)"
+        )
+    directory = key_dir()
+    if not directory.exists():
+        if trust.is_file():
+            report.fail("keys", str(directory), "no signing-key directory on this machine")
+        return
+    if inside(directory, report.root):
+        report.fail("keys", str(directory), "the signing keys lie inside the project")
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    if mode & 0o077:
+        report.fail("keys", str(directory), f"mode {mode:04o}: group or others can list it (0700)")
+    for key in sorted(directory.glob("*.pem")):
+        kmode = stat.S_IMODE(key.stat().st_mode)
+        if kmode & 0o077:
+            report.fail("keys", str(key), f"mode {kmode:04o}: readable by others (chmod 600)")
+        if inside(key, report.root):
+            report.fail("keys", str(key), "inside the project, where every agent can read it")
+
+
+# --- agents ---------------------------------------------------------------------------
+
+
+def check_agents(report: Report) -> None:
+    from eidolons.contract import ContractError, ContractSet
+    from eidolons.hooks.wiring import receiver_agent_findings
+
+    try:
+        receivers = {c.to for c in ContractSet.load(report.root)}
+    except ContractError:
+        return
+    for path, message in receiver_agent_findings(str(report.root), receivers):
+        report.fail("agents", report.rel(path), message)

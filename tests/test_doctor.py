@@ -1,0 +1,206 @@
+"""``eidolons doctor``: D8 without upstream's holes, skill drift, host wiring, keys, agents.
+Exit 0 clean, 1 findings, 2 usage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Run, clean_env, run_cli
+
+SEED_PROSE = (
+    "# verify-incoming\n\nREFUSE with the exact line. Previous versions processed the payload "
+    "anyway. That is now superseded. Blocking, not warn-only.\n"
+)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return clean_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+
+
+@pytest.fixture
+def doctor(project: Path, env: dict[str, str]) -> Any:
+    def _run(*args: str) -> Run:
+        return run_cli("doctor", *args, cwd=project, env=env)
+
+    return _run
+
+
+@pytest.fixture
+def initialised(project: Path, env: dict[str, str]) -> Path:
+    assert run_cli("init", "--hosts", "claude-code", cwd=project, env=env).code == 0
+    return project
+
+
+def findings(r: Run) -> list[dict[str, str]]:
+    return list(r.json()["findings"])
+
+
+def test_a_project_set_up_by_init_is_clean(doctor: Any, initialised: Path) -> None:
+    r = doctor()
+    assert (r.code, r.out) == (0, "doctor: all checks passed\n"), r.out
+
+
+def test_a_bare_project_has_findings(doctor: Any, project: Path) -> None:
+    r = doctor("--json")
+    assert r.code == 1
+    checks = {f["check"] for f in findings(r)}
+    assert {"keys"} <= checks
+
+
+def member(project: Path, name: str, skill: str | None, layout: str = "flat") -> Path:
+    tree = project / ".eidolons" / name
+    (tree / "skills").mkdir(parents=True)
+    (tree / "PERSONA.md").write_text(f"# {name}\n")
+    if skill is None:
+        return tree
+    path = (
+        tree / "skills" / "verify-incoming.md"
+        if layout == "flat"
+        else tree / "skills" / "verify-incoming" / "SKILL.md"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(skill)
+    return path
+
+
+def d8(r: Run) -> list[dict[str, str]]:
+    return [f for f in findings(r) if f["check"] == "D8"]
+
+
+def test_d8_finds_a_warn_only_skill_and_counts_each_violation_once(
+    doctor: Any, initialised: Path
+) -> None:
+    member(
+        initialised,
+        "vigil",
+        "# old gate\n\nThe payload is always processed. WARN-ONLY on failure.\n",
+    )
+    r = doctor("--json")
+    assert r.code == 1
+    got = sorted(f["message"] for f in d8(r))
+    assert got == [
+        "declares no blocking posture (no REFUSE / SHALL NOT)",
+        "declares warn-only posture ('WARN-ONLY on failure')",
+        "declares warn-only posture ('payload is always processed')",
+    ], got
+
+
+def test_d8_the_seeds_contrast_prose_passes(doctor: Any, initialised: Path) -> None:
+    member(initialised, "vigil", SEED_PROSE)
+    assert d8(doctor("--json")) == []
+
+
+def test_d8_reads_the_eiis_3_layout(doctor: Any, initialised: Path) -> None:
+    member(initialised, "atlas", "no marker at all\n", layout="eiis-3")
+    (f,) = d8(doctor("--json"))
+    assert f["subject"] == ".eidolons/atlas/skills/verify-incoming/SKILL.md"
+
+
+def test_d8_an_unknown_member_or_missing_skill_is_a_finding(doctor: Any, initialised: Path) -> None:
+    member(initialised, "newbie", SEED_PROSE)
+    member(initialised, "forge", None)
+    member(initialised, "crystalium", None)  # memory class: exempt
+    got = {(f["subject"], f["message"]) for f in d8(doctor("--json"))}
+    assert got == {
+        ("newbie", "not in the roster (no capability class known)"),
+        ("forge", "missing blocking verify-incoming skill"),
+    }
+
+
+def test_drift_finds_a_table_that_no_longer_matches_the_contracts(
+    doctor: Any, initialised: Path
+) -> None:
+    skill = initialised / ".claude" / "skills" / "vigil-verify-incoming" / "SKILL.md"
+    lines = skill.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("| atlas"))
+    del lines[row]
+    skill.write_text("\n".join(lines) + "\n")
+    r = doctor("--json")
+    assert r.code == 1
+    (f,) = [f for f in findings(r) if f["check"] == "drift"]
+    assert f["subject"] == ".claude/skills/vigil-verify-incoming/SKILL.md"
+    assert "inbound-edges table differs" in f["message"]
+
+
+def test_drift_finds_a_changed_refuse_line(doctor: Any, initialised: Path) -> None:
+    skill = initialised / ".agents" / "skills" / "gilgamesh-verify-incoming" / "SKILL.md"
+    text = skill.read_text()
+    assert "[gilgamesh-verify-incoming] REFUSE: <FAILURE_CODE> from <from.eidolon>" in text
+    skill.write_text(
+        text.replace("-verify-incoming] REFUSE: <FAILURE_CODE>", "-verify-incoming] WARN")
+    )
+    (f,) = [f for f in findings(doctor("--json")) if f["check"] == "drift"]
+    assert "REFUSE line" in f["message"]
+
+
+def settings_path(project: Path) -> Path:
+    return project / ".claude" / "settings.json"
+
+
+def edit_handler(project: Path, **changes: Any) -> None:
+    doc = json.loads(settings_path(project).read_text())
+    group = doc["hooks"]["PreToolUse"][0]
+    for key, value in changes.items():
+        if key == "matcher":
+            group["matcher"] = value
+        elif value is None:
+            del group["hooks"][0][key]
+        else:
+            group["hooks"][0][key] = value
+    settings_path(project).write_text(json.dumps(doc))
+
+
+def hosts(r: Run) -> list[str]:
+    return [f["message"] for f in findings(r) if f["check"] == "hosts"]
+
+
+def test_hosts_finds_a_hook_without_on_failure(doctor: Any, initialised: Path) -> None:
+    edit_handler(initialised, onFailure=None)
+    r = doctor("--json")
+    assert r.code == 1
+    assert hosts(r) == [
+        'the hook has no "onFailure": "block": a crash or timeout lets the read through'
+    ]
+
+
+def test_hosts_finds_a_matcher_that_misses_bash(doctor: Any, initialised: Path) -> None:
+    edit_handler(initialised, matcher="Read|Grep|Glob")
+    assert hosts(doctor("--json")) == ["the hook's matcher 'Read|Grep|Glob' does not cover Bash"]
+
+
+def test_hosts_finds_a_missing_hook(doctor: Any, initialised: Path) -> None:
+    settings_path(initialised).write_text("{}")
+    assert any("no PreToolUse hook" in m for m in hosts(doctor("--json")))
+
+
+def test_hosts_finds_cursor_without_fail_closed(doctor: Any, initialised: Path, env: Any) -> None:
+    assert run_cli("init", "--hosts", "cursor", cwd=initialised, env=env).code == 0
+    path = initialised / ".cursor" / "hooks.json"
+    doc = json.loads(path.read_text())
+    doc["hooks"]["beforeReadFile"][0]["failClosed"] = False
+    path.write_text(json.dumps(doc))
+    assert hosts(doctor("--json")) == [
+        'the beforeReadFile hook lacks "failClosed": true (Cursor fails open)'
+    ]
+
+
+def test_agents_with_a_shell_are_findings(doctor: Any, initialised: Path) -> None:
+    agents = initialised / ".claude" / "agents"
+    agents.mkdir()
+    (agents / "vigil.md").write_text("---\nname: vigil\ndescription: d\ntools: Read, Bash\n---\n")
+    (f,) = [f for f in findings(doctor("--json")) if f["check"] == "agents"]
+    assert f["subject"] == ".claude/agents/vigil.md" and "Bash" in f["message"]
+
+
+def test_text_output_and_usage(doctor: Any, initialised: Path) -> None:
+    edit_handler(initialised, onFailure=None)
+    r = doctor()
+    assert r.code == 1
+    assert r.out.splitlines()[-1] == "doctor: 1 finding"
+    assert r.out.startswith("doctor: [hosts] .claude/settings.json: the hook has no")
+    assert doctor("--root", "/no/such/dir").code == 2
