@@ -289,3 +289,15 @@ def test_a_subagent_emits_only_as_itself(handoff: Handoff) -> None:
         assert r.code == 2 and "forge runs `eidolons emit` only as itself" in r.err, r
     ok = handoff.hook("claude-code", bash(handoff, f"{base} --from forge --force", "forge"))
     assert (ok.code, ok.err) == (0, ""), ok
+
+
+@pytest.mark.parametrize("command", ["cat -- -report.md", "head -n1 -report.md"])
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_a_handoff_named_like_an_option_is_gated(
+    handoff: Handoff, command: str, agent: str | None
+) -> None:
+    handoff.payload.rename(handoff.root / "-report.md")
+    handoff.envelope.rename(handoff.root / "-report.envelope.json")
+    r = handoff.hook("claude-code", bash(handoff, command, agent))
+    assert r.code == 2, r
+    assert "-verify-incoming] REFUSE: " in r.err.splitlines()[0]

@@ -243,13 +243,21 @@ def _redirect_targets(segment: list[str]) -> list[str]:
 
 
 def expand_word(word: str, cwd: str) -> list[str]:
-    """The absolute paths a word can name: itself, ``~`` expanded, and glob matches."""
-    if not word or (word.startswith("-") and "=" not in word):
+    """The absolute paths a word can name: itself, ``~`` expanded, and glob matches. A
+    word that looks like an option names a file too when one by that name exists (after
+    ``--``, or for a program that takes no such option, ``-r.md`` is a file)."""
+    if not word:
         return []
-    if word.startswith("-") and "=" in word:  # --file=PATH
+    if word.startswith("-"):
+        as_file = [os.path.normpath(os.path.join(cwd, word))]
+        if not os.path.lexists(as_file[0]):
+            as_file = []
+        if "=" not in word:  # --file=PATH
+            return as_file
         word = word.partition("=")[2]
         if not word:
-            return []
+            return as_file
+        return as_file + expand_word(word, cwd)
     if word.startswith("~"):
         word = os.path.expanduser(word)
     path = os.path.normpath(os.path.join(cwd, word))
