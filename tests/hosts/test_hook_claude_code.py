@@ -376,3 +376,29 @@ def test_running_out_of_time_denies(handoff: Handoff, monkeypatch: pytest.Monkey
 def test_usage_errors_deny(handoff: Handoff) -> None:
     r = handoff.hook("claude-code", "{}", "--bogus")
     assert r.code == 2 and "usage" in r.err
+
+
+# --- the MCP server's reader: identity comes from the host, not from the arguments -------
+
+
+def mcp_read(handoff: Handoff, receiver_arg: str) -> dict[str, object]:
+    doc = sample(VIGIL_READ, handoff.root, tool_name="mcp__eidolons__read_verified")
+    doc["tool_input"] = {"artifact": str(handoff.payload), "receiver": receiver_arg}
+    return doc
+
+
+def test_mcp_read_verified_is_gated_for_the_hosts_receiver(handoff: Handoff) -> None:
+    handoff.verify()
+    r = handoff.hook("claude-code", mcp_read(handoff, "vigil"))
+    assert r.code == 0 and "ECL verify_pass on record" in r.out
+
+
+def test_mcp_read_verified_claiming_another_receiver_is_refused(handoff: Handoff) -> None:
+    """Subagent gilgamesh asks an unbound server for vigil's hand-off as 'vigil': the hook
+    gates the read as the host's agent_type, whatever the arguments say."""
+    handoff.verify()
+    doc = mcp_read(handoff, "vigil")
+    doc["agent_type"] = "gilgamesh"
+    r = handoff.hook("claude-code", doc)
+    assert r.code == 2
+    assert first_line(r.err) == "[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas"
