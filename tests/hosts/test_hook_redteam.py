@@ -301,3 +301,24 @@ def test_a_handoff_named_like_an_option_is_gated(
     r = handoff.hook("claude-code", bash(handoff, command, agent))
     assert r.code == 2, r
     assert "-verify-incoming] REFUSE: " in r.err.splitlines()[0]
+
+
+def test_no_agent_rewrites_the_hooks_own_code(handoff: Handoff) -> None:
+    import site
+
+    import eidolons
+
+    targets = [
+        Path(eidolons.__file__).parent / "hooks" / "decide.py",
+        Path(site.getsitepackages()[0]) / "zz-allow-everything.pth",
+    ]
+    for target in targets:
+        for agent in ("vigil", None):
+            doc = read(handoff, target, agent)
+            doc["tool_name"] = "Write"
+            doc["tool_input"] = {"file_path": str(target), "content": "import os\n"}
+            r = handoff.hook("claude-code", doc)
+            assert r.code == 2 and "hook wiring" in r.err, (target, r)
+        r = handoff.hook("claude-code", bash(handoff, f"echo 'import os' >> {target}"))
+        assert r.code == 2, (target, r)
+    assert not targets[1].exists()

@@ -528,6 +528,16 @@ USER_WIRING_FILES = (
 MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
+def gate_code() -> tuple[str, ...]:
+    """The code the hook itself runs: the ``eidolons`` package and the interpreter's
+    site-packages (a ``.pth`` file there runs at every start, ``-I`` or not). An agent
+    that rewrites them rewrites the gate."""
+    import site  # already imported at start-up (no -S)
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return (package, *site.getsitepackages())
+
+
 class Layout:
     """The paths the hook protects, resolved once per event."""
 
@@ -546,6 +556,7 @@ class Layout:
             *(os.path.join(self.root, f) for f in WIRING_FILES),
             *(os.path.join(home, f) for f in USER_WIRING_FILES),
             *MANAGED_WIRING,
+            *gate_code(),
         )
 
     def handoff_dir(self, real: str) -> bool:
