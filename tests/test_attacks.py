@@ -115,8 +115,8 @@ def test_receiver_envelope_swapped_between_its_two_reads(
     forged_bytes = json.dumps(forged).encode()
     real_read = receiver_gate.read_envelope_bytes
 
-    def read_then_swap(path: Path, max_bytes: int) -> bytes:
-        data = real_read(path, max_bytes)
+    def read_then_swap(path: Path, max_bytes: int, root: Path | None = None) -> bytes:
+        data = real_read(path, max_bytes, root)
         Path(path).write_bytes(forged_bytes)  # the race, made deterministic
         return data
 

@@ -28,8 +28,11 @@ def test_allowed_route_runs_command_with_ecl_env(cli: Cli, project: Path) -> Non
     r = run_python(cli, envelope, "--verify-block", code=DUMP_ENV)
     assert r.code == 0, r.err
     seen = json.loads(r.out)
-    assert seen["ECL_ENVELOPE"] == str(envelope.resolve())
+    assert seen["ECL_ENVELOPE_SOURCE"] == str(envelope.resolve())
     assert seen["ECL_PAYLOAD_SOURCE"] == str(payload.resolve())
+    # ECL_ENVELOPE is a snapshot of the envelope bytes the gates judged, gone after COMMAND
+    assert Path(seen["ECL_ENVELOPE"]) != envelope.resolve()
+    assert not Path(seen["ECL_ENVELOPE"]).exists()
     snapshot = Path(seen["ECL_PAYLOAD"])
     assert snapshot != payload.resolve() and not snapshot.exists()  # removed after COMMAND
     assert seen["ECL_MESSAGE_ID"] == env["message_id"] and seen["ECL_THREAD_ID"] == env["thread_id"]

@@ -19,14 +19,13 @@ from eidolons.ecl.conformance import (
     results_after_e1,
     run_gates,
 )
-from eidolons.ecl.integrity import digest_stream
 from eidolons.ecl.limits import Limits
-from eidolons.errors import EidolonsError, InputError
+from eidolons.errors import InputError
 from eidolons.payload import (
     PayloadError,
     candidates,
+    hash_payload,
     locate_payload,
-    open_payload,
     read_envelope_bytes,
 )
 
@@ -65,15 +64,8 @@ def read_payload_facts(
         raise PayloadUnavailable(str(exc) if exists else "", unresolved=True) from None
     method = "hmac-sha256" if want_hmac and key is not None else "sha256"
     try:
-        with open_payload(location) as stream:
-            digest = digest_stream(
-                stream, method, key, max_bytes=limits.max_payload_bytes, keep=keep
-            )
-    except OSError as exc:
-        raise PayloadUnavailable(
-            exc.strerror or str(exc), unresolved=False, path=str(location.path)
-        ) from None
-    except EidolonsError as exc:  # PayloadError, PayloadTooLarge
+        digest = hash_payload(location, method, key, max_bytes=limits.max_payload_bytes, keep=keep)
+    except PayloadError as exc:
         raise PayloadUnavailable(str(exc), unresolved=False, path=str(location.path)) from None
     return PayloadFacts(
         size=digest.size,

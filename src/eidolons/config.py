@@ -17,8 +17,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from eidolons.ecl.limits import MAX_PAYLOAD_CAP, Limits, MiB, _int_env
+from eidolons.ecl.limits import Limits
 from eidolons.errors import UsageError
+from eidolons.state import TRACE_DIR, trace_scan_bound
 
 __all__ = [
     "CONFIG_FILE",
@@ -36,8 +37,6 @@ __all__ = [
     "trace_scan_bound",
     "verify_mode",
 ]
-
-TRACE_DIR = Path(".eidolons") / ".trace"
 
 
 def find_root(
@@ -74,20 +73,6 @@ def find_root(
         except (OSError, ValueError):
             pass
     return here
-
-
-DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
-
-
-def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:
-    """The most bytes one search of the trace reads (``EIDOLONS_MAX_TRACE_SCAN_BYTES``,
-    default 256 MiB): a gate's backward scan for a record, or the search of every thread
-    for a payload. A trace made huge (a sparse hole of a terabyte) then costs a bounded
-    read, and past the bound the search fails with a reason (fail closed)."""
-    env = os.environ if env is None else env
-    return _int_env(
-        env, "EIDOLONS_MAX_TRACE_SCAN_BYTES", DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP
-    )
 
 
 def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:

@@ -58,6 +58,7 @@ from eidolons.ecl.contract import (
     Contract,
     ContractArtifact,
     ContractError,
+    ContractSetUnavailable,
     contracts_from_index,
     edge_key,
     parse_contract_bytes,
@@ -76,6 +77,7 @@ __all__ = [
     "load_builtin_contracts",
     "load_contract_dir",
     "load_contract_file",
+    "load_contracts",
     "parse_contract_bytes",
     "project_contract_dir",
 ]
@@ -219,3 +221,13 @@ class ContractSet(_PureContractSet):
             contracts.extend(load_contract_dir(directory))
             sources.append(str(directory))
         return cls(contracts, sources)
+
+
+def load_contracts(root: Path, dirs: Sequence[str | Path]) -> ContractSet | ContractSetUnavailable:
+    """The one contract loader of the commands: the effective set (builtin, the project's,
+    ``--contracts DIR``...), or the typed failure of loading it, with which the gates
+    refuse every hand-off (fail closed; never an allow)."""
+    try:
+        return ContractSet.load(root, [Path(d) for d in dirs])
+    except ContractError as exc:
+        return ContractSetUnavailable(exc)

@@ -31,23 +31,18 @@ from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
 from eidolons.ecl.grammar import is_safe_file_name
-from eidolons.ecl.integrity import Digest, PayloadTooLarge, digest_stream
+from eidolons.ecl.integrity import Digest
 from eidolons.ecl.limits import Limits
+from eidolons.ecl.receiver import Failure, contract_failures, envelope_failures, reason_line
+from eidolons.ecl.verdict import RefusalCode
 from eidolons.errors import EidolonsError, InputError, UsageError
-from eidolons.gates.receiver import (
-    UNDECLARED_EDGE,
-    Failure,
-    IncomingResult,
-    contract_failures,
-    envelope_failures,
-)
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
     PayloadError,
     PayloadLocation,
     default_envelope_path,
+    hash_payload,
     locate_payload,
-    open_payload,
 )
 from eidolons.tracestore import TraceStore
 
@@ -98,12 +93,12 @@ class HandoffRefused(EidolonsError):
 
     def lines(self) -> list[str]:
         """The line emit prints, then the receiver's own reason line."""
-        result = IncomingResult("refused", self.receiver, Path(), failures=self.failures)
+        why = reason_line(self.receiver, self.failures)
         first = (
             f"eidolons emit: REFUSE: {self.failures[0].code}: {self.receiver} would refuse "
             "this hand-off; nothing written (--no-check writes it anyway)"
         )
-        return [first, result.reason_line()]
+        return [first, why]
 
 
 def load_contracts(root: Path, dirs: Sequence[Path] = ()) -> Any:
@@ -120,7 +115,7 @@ def self_check(
     envelope: Mapping[str, Any],
     receiver: str,
     contracts: Any,
-    payload: bytes | None,
+    payload: bytes | bytearray | None,
     *,
     signed_sender: bool = False,
 ) -> list[Failure]:
@@ -131,7 +126,11 @@ def self_check(
     failures = envelope_failures(env, signed_sender=signed_sender)
     if isinstance(contracts, Exception):
         failures.append(
-            Failure(UNDECLARED_EDGE, "contracts", f"contract set failed to load: {contracts}")
+            Failure(
+                RefusalCode.UNDECLARED_EDGE,
+                "contracts",
+                f"contract set failed to load: {contracts}",
+            )
         )
     else:
         contract = contracts.get(env.sender.eidolon, receiver)
@@ -277,22 +276,15 @@ def emit(
     artifact_path = _artifact_path(payload, envelope_path, root)
     method = "hmac-sha256" if key is not None else "sha256"
     location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
+    # the bytes are kept only when the self-check needs them (required sections, the
+    # edge's budget: ADR 0025)
+    art = contract.artifact_for_kind(kind) if contract is not None else None
+    keep = art is not None and bool(art.required_sections)
+    keep = keep or (contract is not None and contract.token_budget_max is not None)
     try:
-        with open_payload(location) as stream:
-            # the bytes are kept only when the self-check needs them (required sections,
-            # the edge's budget: ADR 0025)
-            art = contract.artifact_for_kind(kind) if contract is not None else None
-            keep = art is not None and bool(art.required_sections)
-            keep = keep or (contract is not None and contract.token_budget_max is not None)
-            digest = digest_stream(
-                stream, method, key, max_bytes=limits.max_payload_bytes, keep=keep
-            )
-    except FileNotFoundError:
-        raise InputError(f"payload {payload} does not exist") from None
-    except (PayloadError, PayloadTooLarge) as exc:
+        digest = hash_payload(location, method, key, max_bytes=limits.max_payload_bytes, keep=keep)
+    except PayloadError as exc:
         raise InputError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read payload {payload}: {exc.strerror or exc}") from None
     _check_resolvable(payload, envelope_path, artifact_path, root)
     summary = summary or objective
     cd = ContextDelta(

@@ -25,7 +25,12 @@ import os
 from pathlib import Path
 
 from eidolons.beneath import BeneathError, Opened, open_path_beneath
+from eidolons.ecl.integrity import Digest, PayloadTooLarge, digest_stream
 from eidolons.errors import EidolonsError, InputError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from eidolons.ecl.integrity import Writable
 
 ENVELOPE_SUFFIX = ".envelope.json"
 
@@ -184,6 +189,28 @@ def open_payload(location: PayloadLocation) -> io.FileIO:
         return location.opened.file()
     except OSError as exc:
         raise PayloadError(f"cannot open payload {location.path}: {exc.strerror}") from None
+
+
+def hash_payload(
+    location: PayloadLocation,
+    method: str,
+    key: bytes | None,
+    *,
+    max_bytes: int,
+    keep: bool = False,
+    sink: Writable | None = None,
+) -> Digest:
+    """The one hashing of a payload: one streamed read of the descriptor that was located
+    (:func:`eidolons.ecl.integrity.digest_stream`). ``keep`` returns the bytes hashed
+    (one copy, read straight into it); ``sink`` receives them as they are hashed. Raises
+    :class:`PayloadError` (unreadable, larger than ``max_bytes``)."""
+    try:
+        with open_payload(location) as stream:
+            return digest_stream(stream, method, key, max_bytes=max_bytes, keep=keep, sink=sink)
+    except PayloadTooLarge as exc:
+        raise PayloadError(str(exc)) from None
+    except OSError as exc:
+        raise PayloadError(f"cannot read payload: {exc.strerror or exc}") from None
 
 
 def default_envelope_path(payload: Path) -> Path:

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from eidolons.beneath import BeneathError, open_state_path
-from eidolons.config import TRACE_DIR, trace_scan_bound
 from eidolons.ecl.events import TOOL, agent_label, utc_now
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
 from eidolons.ecl.grammar import is_safe_file_name
 from eidolons.errors import InputError, TraceWriteError
+from eidolons.state import TRACE_DIR, trace_scan_bound
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -359,32 +359,6 @@ def iter_reverse(
         os.close(fd)
 
 
-def list_threads(root: Path) -> list[str]:
-    """The ids of the threads with a trace in the project's configured store, sorted."""
-    from eidolons.tracestore import open_store
-
-    with open_store(root) as store:
-        return store.threads()
-
-
-def read_thread(root: Path, thread_id: str) -> Iterator[TraceLine]:
-    """Every line of a thread's trace in the project's configured store, in order
-    (nothing when it has none)."""
-    from eidolons.tracestore import open_store
-
-    with open_store(root) as store:
-        yield from store.iter_thread(thread_id)
-
-
-def has_thread(root: Path, thread_id: str) -> bool:
-    from eidolons.tracestore import open_store
-
-    if thread_file_name(thread_id) != thread_id:
-        return False
-    with open_store(root) as store:
-        return store.has_thread(thread_id)
-
-
 def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
     """The complete lines appended at or after byte ``offset``, and the offset to read
     from next time (``trace show --follow``). A last line still being written (no newline
@@ -412,12 +386,17 @@ def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
     return out, offset
 
 
-def find_payload_event(root: Path, keys: list[str]) -> dict[str, Any] | None:
+def find_payload_event(
+    root: Path,
+    keys: list[str],
+    payload_needle: Callable[[str], bytes],
+    is_payload_event: Callable[[dict[str, Any] | None, list[str]], bool],
+) -> dict[str, Any] | None:
     """The JSONL search behind :meth:`TraceStore.find_payload`: every thread file of
     ``root``, each file's size checked before it is read, at most
     :func:`eidolons.config.trace_scan_bound` bytes in all; past that raises
-    :class:`InputError`."""
-    from eidolons.tracestore import is_payload_event, payload_needle
+    :class:`InputError`. The store passes its two matching rules (this module never
+    imports the stores: no import cycle)."""
 
     if not keys:
         return None

@@ -12,8 +12,9 @@
 6. method hmac-sha256 and no key -> ``no_key``;
 7. the recomputed tag equals ``integrity.value`` -> ``pass``, else ``tamper``.
 
-:func:`precheck` and :func:`judge_digest` are pure; :func:`verify_envelope_file` adds the
-file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
+:func:`~eidolons.ecl.orchestrator.precheck` and
+:func:`~eidolons.ecl.orchestrator.judge_digest` are the pure decision; this module adds
+the file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,14 @@ import hashlib
 from pathlib import Path
 
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.grammar import is_placeholder
 from eidolons.ecl.integrity import (
-    SUPPORTED_METHODS,
     Digest,
-    PayloadTooLarge,
-    digest_stream,
-    tags_equal,
 )
 from eidolons.ecl.limits import Limits
+from eidolons.ecl.orchestrator import judge_digest, precheck
 from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
-from eidolons.payload import PayloadError, locate_payload, open_payload, read_envelope_bytes
+from eidolons.payload import PayloadError, hash_payload, locate_payload, read_envelope_bytes
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -53,6 +50,7 @@ class VerificationResult:
         "envelope_sha256",
         "expected",
         "message",
+        "payload_identity",
         "payload_path",
         "payload_real",
         "verdict",
@@ -76,6 +74,7 @@ class VerificationResult:
         self.actual: str | None = None
         self.payload_path: Path | None = None
         self.payload_real: Path | None = None  # the file hashed, symlinks resolved
+        self.payload_identity: tuple[int, int] | None = None  # (st_dev, st_ino) hashed
         self.envelope_sha256: str | None = None  # SHA-256 of the exact envelope bytes judged
         self.digest: Digest | None = None
         self.warnings = warnings if warnings is not None else []
@@ -113,38 +112,6 @@ class VerificationResult:
         }
 
 
-def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
-    """Checks 1 (strict part) to 4, over the parsed envelope alone. None = go on."""
-    if strict:
-        problems = env.schema_problems()
-        if problems:
-            return Verdict.MALFORMED, "schema: " + "; ".join(problems)
-    if env.integrity_method not in SUPPORTED_METHODS:
-        return (
-            Verdict.UNSUPPORTED_ALGO,
-            f"integrity.method {env.integrity_method!r} is not sha256 or hmac-sha256",
-        )
-    if is_placeholder(env.integrity_value):
-        return Verdict.UNVERIFIABLE, "integrity.value is a placeholder; the digest is not filled"
-    declared = env.artifact.get("sha256")
-    if env.integrity_method == "sha256" and declared is not None:
-        # never laxer than the upstream gate: a non-hex value is a mismatch, not ignored;
-        # only a placeholder (the parent has not filled it) is not compared (ADR 0026)
-        if not isinstance(declared, str) or (
-            not is_placeholder(declared) and declared != env.integrity_value
-        ):
-            return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"
-    return None
-
-
-def judge_digest(env: Envelope, digest: Digest) -> tuple[Verdict, str]:
-    """Check 7: compare the recomputed tag with ``integrity.value``."""
-    name = "SHA-256" if env.integrity_method == "sha256" else "HMAC-SHA-256"
-    if tags_equal(env.integrity_value, digest.value):
-        return Verdict.PASS, f"payload {name} matches integrity tag"
-    return Verdict.TAMPER, f"payload {name} does not match integrity tag"
-
-
 def verify_envelope_file(
     envelope_path: Path,
     *,
@@ -154,16 +121,26 @@ def verify_envelope_file(
     strict: bool = False,
     keep_payload: bool = False,
     sink: Writable | None = None,
+    envelope_bytes: bytes | None = None,
 ) -> VerificationResult:
     """Run checks 1-7 on an envelope file. Never raises for bad input: every failure is a
     verdict. With ``keep_payload`` the result's ``digest.data`` holds the exact bytes
-    that were hashed (on pass only those may be handed on); ``sink`` receives them."""
+    that were hashed (on pass only those may be handed on); ``sink`` receives them.
+    ``envelope_bytes``: the caller's one read of the envelope (the route gate), judged
+    instead of reading the file (opened beneath ``root`` by descriptor) here."""
     limits = limits or Limits()
     try:
-        data = read_envelope_bytes(envelope_path, limits.max_envelope_bytes)
+        data = (
+            envelope_bytes
+            if envelope_bytes is not None
+            else read_envelope_bytes(envelope_path, limits.max_envelope_bytes, root)
+        )
         env = parse_envelope(data, limits)
     except (EnvelopeError, InputError) as exc:
-        return VerificationResult(Verdict.MALFORMED, str(exc), envelope_path)
+        result = VerificationResult(Verdict.MALFORMED, str(exc), envelope_path)
+        if envelope_bytes is not None:
+            result.envelope_sha256 = hashlib.sha256(envelope_bytes).hexdigest()
+        return result
     return verify_parsed(
         env,
         envelope_path,
@@ -210,25 +187,21 @@ def verify_parsed(
         location = locate_payload(envelope_path, env.artifact_path, root)
         result.payload_path = location.path
         result.payload_real = location.real
-        with open_payload(location) as stream:
-            if env.integrity_method == "hmac-sha256" and key is None:
-                result.verdict = Verdict.NO_KEY
-                result.message = "integrity.method is hmac-sha256 but ECL_HMAC_KEY is unset"
-                return result
-            digest = digest_stream(
-                stream,
-                env.integrity_method,
-                key,
-                max_bytes=limits.max_payload_bytes,
-                keep=keep_payload,
-                sink=sink,
-            )
-    except (PayloadError, PayloadTooLarge) as exc:
+        result.payload_identity = location.identity
+        if env.integrity_method == "hmac-sha256" and key is None:
+            result.verdict = Verdict.NO_KEY
+            result.message = "integrity.method is hmac-sha256 but ECL_HMAC_KEY is unset"
+            return result
+        digest = hash_payload(
+            location,
+            env.integrity_method,
+            key,
+            max_bytes=limits.max_payload_bytes,
+            keep=keep_payload,
+            sink=sink,
+        )
+    except PayloadError as exc:
         result.verdict, result.message = Verdict.MISSING_PAYLOAD, str(exc)
-        return result
-    except OSError as exc:
-        result.verdict = Verdict.MISSING_PAYLOAD
-        result.message = f"cannot read payload: {exc.strerror or exc}"
         return result
     result.digest = digest
     result.actual = digest.value

@@ -1,4 +1,4 @@
-"""Backend selection, the gate-facing helpers, the fail-closed gate hook, and the promise
+"""Backend selection, the gate-facing helpers and callbacks, and the promise
 that ``import eidolons.memory`` stays cheap."""
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import pytest
 import eidolons.memory as memory_api
 from eidolons.errors import UsageError
 from eidolons.memory import (
-    GateUnavailableError,
     MemoryConfig,
     UnavailableMemory,
     build_recall_query,
-    gate_hook,
     ingest_after_pass,
     open_memory,
     recall_before,
@@ -184,39 +182,25 @@ def test_gate_helpers_never_raise() -> None:
     assert ingest_after_pass(None, envelope, raw)["status"] == "skipped"
 
 
-# -- the gate hook fails closed --------------------------------------------------------
+# -- the gate's callbacks (memory never imports the gate) ---------------------------
 
 
-def test_gate_hook_fails_closed_when_the_gate_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "eidolons.gates.receiver", None)
-    with pytest.raises(GateUnavailableError, match="receiver gate unavailable"):
-        gate_hook(Path("x.envelope.json"), Path("."))
+def test_gate_callbacks_recall_then_ingest_only_verified_bytes(tmp_path: Path) -> None:
+    class Env:
+        def __init__(self, data: dict[str, Any]) -> None:
+            self.data = data
 
-
-def test_gate_hook_fails_closed_when_the_function_is_missing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import types
-
-    monkeypatch.setitem(sys.modules, "eidolons.gates.receiver", types.ModuleType("stub"))
-    with pytest.raises(GateUnavailableError):
-        gate_hook(Path("x.envelope.json"), Path("."))
-
-
-def test_gate_hook_delegates(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
-    seen: list[tuple[Path, Path]] = []
-    stub = types.ModuleType("stub")
-
-    def verify(envelope_path: Path, root: Path) -> tuple[bool, str, bytes | None]:
-        seen.append((envelope_path, root))
-        return True, "PASS", b"bytes"
-
-    stub.verify_incoming_for_memory = verify  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "eidolons.gates.receiver", stub)
-    assert gate_hook(Path("e.json"), Path("/r")) == (True, "PASS", b"bytes")
-    assert seen == [(Path("e.json"), Path("/r"))]
+    envelope, raw = make_handoff()
+    memory = open_memory(tmp_path, MemoryConfig())
+    assert memory is not None
+    try:
+        on_envelope, on_pass = memory_api.gate_callbacks(memory, "vigil")
+        assert on_envelope(Env(envelope))["recall"]["backend"] == "local"
+        skipped = on_pass(Env(envelope), None)["ingest"]
+        assert skipped["status"] == "skipped" and "not read" in skipped["reason"]
+        assert on_pass(Env(envelope), raw)["ingest"]["status"] == "ingested"
+    finally:
+        memory.close()
 
 
 # -- import cost -----------------------------------------------------------------------

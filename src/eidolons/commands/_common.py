@@ -1,4 +1,6 @@
-"""Shared bits of the command modules: error printing, colour, JSON output."""
+"""The commands' plumbing, once: error printing, colour, the JSON printer (the contract
+loader is :func:`eidolons.contract.load_contracts`). No command imports another
+command; what two commands share lives here."""
 
 from __future__ import annotations
 

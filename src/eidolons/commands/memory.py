@@ -3,11 +3,11 @@
 - ``recall QUERY [--as RECEIVER] [--k N] [--layers a,b] [--explain] [--json] [--root DIR]``:
   the CRYSTALIUM ``recall`` over the project's scope (and the receiver's class visibility
   with ``--as``); all four layers unless ``--layers`` narrows them.
-- ``ingest ENVELOPE [--json] [--root DIR]``: runs the receiver gate first
-  (:func:`eidolons.memory.gate_hook`) and ingests only a hand-off that passed, with the
-  exact payload bytes the gate verified. The envelope file is read before the gate runs
-  and again after; if it changed in between, nothing is ingested. When the gate is not
-  installed the command fails closed.
+- ``ingest ENVELOPE [--json] [--root DIR]``: the receiver gate (as the hand-off's
+  addressed recipient) with an "on pass" callback that ingests: the envelope is read and
+  parsed once, by the gate, and only the envelope it judged, with the exact payload bytes
+  it verified, is ingested, after the pass is on record. A FIFO or device is refused
+  before any read. When the gate cannot be imported the command fails closed.
 - ``stats [--json] [--root DIR]``: what the store holds (local) or which server and tools
   answer (mcp).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from eidolons.memory import GateFn, Memory
+    from eidolons.memory import Memory
 
 HELP = "Recall from, ingest into (after the receiver gate) and describe the hand-off memory."
 
@@ -40,9 +40,6 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_GATE_UNAVAILABLE = 3
 EXIT_MEMORY_UNAVAILABLE = 4
-
-MAX_ENVELOPE_BYTES = 1024 * 1024
-"""Envelope files above this size are refused as bad input (same cap as the gates)."""
 
 _EPILOG = (
     "exit codes: 0 done, 1 refused, 2 usage or bad input, 3 receiver gate unavailable "
@@ -208,68 +205,104 @@ class IngestOutcome:
         }
 
 
+#: ``gate(envelope_path, root, on_pass) -> (passed, "PASS" or the refusal code)``. The gate
+#: reads the envelope once and calls ``on_pass(envelope, payload)`` only after its pass is
+#: on record, with the envelope it judged (an object with ``.data``) and the exact bytes
+#: it verified.
+IngestGate = Callable[[Path, Path, Callable[[Any, Any], Mapping[str, Any]]], tuple[bool, str]]
+
+
+def receiver_gate(
+    envelope_path: Path, root: Path, on_pass: Callable[[Any, Any], Mapping[str, Any]]
+) -> tuple[bool, str]:
+    """The receiver gate (``eidolons.gates.receiver``) as the hand-off's addressed
+    recipient, with ``on_pass`` as its callback: one read, one parse, and what is
+    ingested is what was judged."""
+    from eidolons.config import hmac_key
+    from eidolons.contract import load_contracts
+    from eidolons.ecl.limits import Limits
+    from eidolons.gates.receiver import verify_incoming
+
+    result = verify_incoming(
+        envelope_path,
+        None,
+        root=root,
+        contracts=load_contracts(root, []),
+        key=hmac_key(),
+        limits=Limits.from_env(os.environ),
+        want_payload=True,
+        on_pass=on_pass,
+    )
+    return (True, "PASS") if result else (False, result.failure_code or "UNVERIFIED")
+
+
 def ingest_envelope(
     envelope_path: Path,
     root: Path,
     *,
-    gate: GateFn | None = None,
+    gate: IngestGate | None = None,
     memory_factory: Callable[[Path], Memory | None] | None = None,
 ) -> IngestOutcome:
-    """Gate, then ingest. ``gate`` defaults to :func:`eidolons.memory.gate_hook` (looked up
-    at call time) and ``memory_factory`` to :func:`eidolons.memory.open_memory`.
+    """The receiver gate with an "on pass" callback that ingests (ADR 0011): the gate
+    reads and parses the envelope once, and only what it judged, with the bytes it
+    verified, reaches the memory. ``gate`` defaults to :func:`receiver_gate`,
+    ``memory_factory`` to :func:`eidolons.memory.open_memory`. A path that is missing or
+    not a regular file (a FIFO, a device) is bad input, refused before any read."""
+    import stat
 
-    Never ingests unless the gate returned ``passed=True`` with the verified payload bytes
-    and the envelope file is byte-identical before and after the gate ran.
-    """
     import eidolons.memory as memory_api
-    from eidolons.errors import InputError, UsageError
+    from eidolons.errors import InputError
 
-    before = _read_envelope_bytes(envelope_path)
-    gate_fn: GateFn = gate if gate is not None else memory_api.gate_hook
     try:
-        passed, code, payload = gate_fn(envelope_path, root)
-    except memory_api.GateUnavailableError as exc:
-        return IngestOutcome(EXIT_GATE_UNAVAILABLE, exc.message, {"code": exc.code})
-    except (InputError, UsageError):
-        raise
-    except Exception as exc:  # a crashing gate is not a pass
-        return IngestOutcome(
-            EXIT_GATE_UNAVAILABLE,
-            f"receiver gate failed ({type(exc).__name__}: {exc}); refusing to ingest",
-            {"code": "GATE_ERROR"},
-        )
+        st = os.lstat(envelope_path)
+    except FileNotFoundError:
+        raise InputError(f"{envelope_path}: no such envelope file") from None
+    except OSError as exc:
+        raise InputError(f"{envelope_path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+        raise InputError(f"{envelope_path}: not a regular file")
+    memory = (memory_factory or memory_api.open_memory)(root)
+    seen: dict[str, Any] = {}
+
+    def on_pass(envelope: Any, payload: Any) -> Mapping[str, Any]:
+        seen["called"] = True
+        if not isinstance(payload, bytes | bytearray):
+            return {}
+        if memory is not None:
+            seen["result"] = memory.ingest(envelope.data, bytes(payload))
+        return {}
+
+    try:
+        try:
+            passed, code = (gate or receiver_gate)(envelope_path, root, on_pass)
+        except ImportError:
+            message = "receiver gate unavailable; refusing to ingest"
+            return IngestOutcome(EXIT_GATE_UNAVAILABLE, message, {"code": "GATE_UNAVAILABLE"})
+        except Exception as exc:  # a crashing gate is not a pass
+            return IngestOutcome(
+                EXIT_GATE_UNAVAILABLE,
+                f"receiver gate failed ({type(exc).__name__}: {exc}); refusing to ingest",
+                {"code": "GATE_ERROR"},
+            )
+    finally:
+        if memory is not None:
+            memory.close()
     gate_info = {"passed": bool(passed), "code": code}
     if not passed:
         return IngestOutcome(
             EXIT_REFUSED, f"receiver gate refused the hand-off: {code}; not ingested", gate_info
         )
-    if not isinstance(payload, bytes):
+    if memory is None:
+        return IngestOutcome(
+            EXIT_MEMORY_UNAVAILABLE, "memory is off (EIDOLONS_MEMORY=off); not ingested", gate_info
+        )
+    result = seen.get("result")
+    if not isinstance(result, dict):
         return IngestOutcome(
             EXIT_GATE_UNAVAILABLE,
             "receiver gate passed without the verified payload bytes; refusing to ingest",
             gate_info,
         )
-    if _read_envelope_bytes(envelope_path) != before:
-        return IngestOutcome(
-            EXIT_REFUSED,
-            "envelope changed while the receiver gate ran; not ingested",
-            gate_info,
-        )
-    try:
-        envelope = json.loads(before)
-    except ValueError as exc:
-        raise InputError(f"{envelope_path}: not JSON ({exc})") from None
-    if not isinstance(envelope, dict):
-        raise InputError(f"{envelope_path}: the envelope is not a JSON object")
-    memory = (memory_factory or memory_api.open_memory)(root)
-    if memory is None:
-        return IngestOutcome(
-            EXIT_MEMORY_UNAVAILABLE, "memory is off (EIDOLONS_MEMORY=off); not ingested", gate_info
-        )
-    try:
-        result = memory.ingest(envelope, payload)
-    finally:
-        memory.close()
     if memory_api.is_skipped(result):
         return IngestOutcome(
             EXIT_MEMORY_UNAVAILABLE,
@@ -293,21 +326,6 @@ def ingest_envelope(
         gate_info,
         result,
     )
-
-
-def _read_envelope_bytes(path: Path) -> bytes:
-    from eidolons.errors import InputError
-
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_ENVELOPE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such envelope file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_ENVELOPE_BYTES:
-        raise InputError(f"{path}: envelope larger than {MAX_ENVELOPE_BYTES} bytes")
-    return data
 
 
 def _ingest(args: argparse.Namespace) -> int:

@@ -33,8 +33,9 @@ def run(args: argparse.Namespace) -> int:
 
     from eidolons._text import printable
     from eidolons.commands._common import error
-    from eidolons.config import Limits, find_root, hmac_key, verify_mode
+    from eidolons.config import find_root, hmac_key, verify_mode
     from eidolons.ecl.grammar import is_slug
+    from eidolons.ecl.limits import Limits
     from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate
 
@@ -65,13 +66,38 @@ def run(args: argparse.Namespace) -> int:
         return error(str(exc))
     key = hmac_key()
     envelope = Path(args.verify)
+    from eidolons.contract import load_contracts
+    from eidolons.ecl.envelope import parse_envelope
+    from eidolons.ecl.receiver import sections_apply
+    from eidolons.errors import EnvelopeError, InputError
+    from eidolons.payload import read_envelope_bytes
+
+    contracts = load_contracts(root, args.contracts) if receiver is not None else None
+    try:  # the route's one read of the envelope: both gates judge these bytes
+        data: bytes | None = read_envelope_bytes(envelope, limits.max_envelope_bytes, root)
+    except InputError:
+        data = None  # the orchestrator gate reads it again and reports it malformed
+    keep = False
+    if data is not None and receiver is not None and contracts is not None:
+        try:  # the receiver judges required sections on the bytes the orchestrator hashed
+            keep = sections_apply(parse_envelope(data, limits), contracts, receiver)
+        except EnvelopeError:
+            pass
     with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700
         snapshot = Path(private) / "payload"
         with snapshot.open("wb") as sink:
             outcome = run_gate(
-                envelope, root=root, mode=mode, key=key, limits=limits, sink=sink, command="run"
-            )
-        return _route(args, command, receiver, root, key, limits, outcome, snapshot)
+                envelope, root=root, mode=mode, key=key, limits=limits, sink=sink,
+                keep_payload=keep, envelope_bytes=data, command="run",
+            )  # fmt: skip
+        envelope_copy = Path(private) / "envelope.json"
+        if data is not None:
+            envelope_copy.write_bytes(data)
+            envelope_copy.chmod(0o400)
+        return _route(
+            args, command, receiver, root, key, limits, outcome, snapshot,
+            envelope_copy if data is not None else None, data, contracts,
+        )  # fmt: skip
 
 
 def _route(
@@ -83,27 +109,41 @@ def _route(
     limits: Limits,
     outcome: GateOutcome,
     snapshot: Path,
+    envelope_copy: Path | None,
+    data: bytes | None,
+    contracts: object,
 ) -> int:
     import subprocess
 
     from eidolons._text import printable
     from eidolons.commands._common import error, print_json, say
-    from eidolons.commands.verify_incoming import _load_contracts
     from eidolons.gates.orchestrator import text_line, warning_line
-    from eidolons.gates.receiver import verify_incoming
+    from eidolons.gates.receiver import Snapshot, verify_incoming
     from eidolons.gates.route import RouteDecision
 
     envelope = Path(args.verify)
     decision = RouteDecision(outcome)
-    if decision.outcome.exit_code == 0 and receiver is not None:
+    if decision.outcome.exit_code == 0 and receiver is not None and data is not None:
+        r = outcome.result
+        hashed = r.digest is not None
         decision.incoming = verify_incoming(
             envelope,
             receiver,
             root=root,
-            contracts=_load_contracts(root, args.contracts),
+            contracts=contracts,
             key=key,
             limits=limits,
+            snapshot=Snapshot(
+                data,
+                digest=r.digest,
+                payload_path=r.payload_path,
+                identity=r.payload_identity,
+                error=None if hashed else f"[{r.verdict}] {r.message}",
+            ),
         )
+    if receiver is not None and data is None and decision.allowed:  # fail closed
+        print(f"eidolons run: route blocked: cannot read {envelope}", file=sys.stderr)
+        return 3
     if args.json:
         print_json(decision.to_json())
     if not args.json:
@@ -134,7 +174,9 @@ def _route(
         snapshot.chmod(0o400)
     try:
         proc = subprocess.run(
-            command, env=decision.command_env(snapshot if hashed else None), check=False
+            command,
+            env=decision.command_env(snapshot if hashed else None, envelope_copy),
+            check=False,
         )
     except OSError as exc:
         return error(f"cannot run {command[0]!r}: {exc.strerror or exc}", 127)

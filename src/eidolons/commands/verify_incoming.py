@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons._text import printable
     from eidolons.commands._common import error, print_json, say
     from eidolons.config import Limits, find_handoff, find_root, hmac_key
+    from eidolons.contract import load_contracts
     from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
     from eidolons.payload import AmbiguousEnvelope, find_envelope
@@ -99,11 +100,16 @@ def run(args: argparse.Namespace) -> int:
         pass  # the gate refuses it, with the reason
     except UsageError as exc:  # an unreadable hand-off configuration
         return error(str(exc))
-    contracts = _load_contracts(root, args.contracts)
+    contracts = load_contracts(root, args.contracts)
     memory, memory_note = _open_memory(root, args.no_memory)
     try:
         from eidolons.gates.receiver import verify_incoming
 
+        on_envelope = on_pass = None
+        if memory is not None:
+            from eidolons.memory import gate_callbacks
+
+            on_envelope, on_pass = gate_callbacks(memory, receiver)
         result = verify_incoming(
             artefact,
             receiver,
@@ -112,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
             key=hmac_key(),
             limits=limits,
             reverify=not args.no_reverify,
-            memory=memory,
             want_payload=args.print_payload,
             require_envelope=args.require_envelope,
+            on_envelope=on_envelope,
+            on_pass=on_pass,
         )
     finally:
         if memory is not None:
@@ -171,13 +178,3 @@ def _print_recall(recall: dict[str, object]) -> None:
             text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")[:120]
             layer, ident = str(rec.get("layer", "?")), str(rec.get("id", "?"))
             say(f"  - [{printable(layer)}] {printable(ident)}: {printable(text)}")
-
-
-def _load_contracts(root: Path, dirs: list[str]) -> object:
-    """The effective contract set, or the ContractError (the gate then refuses every edge)."""
-    from eidolons.contract import ContractError, ContractSet
-
-    try:
-        return ContractSet.load(root, [Path(d) for d in dirs])
-    except ContractError as exc:
-        return exc

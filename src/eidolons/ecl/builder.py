@@ -1,9 +1,10 @@
 """The sender's envelope builder: the envelope for one payload, as a dict. Pure.
 
 Rules: every value is checked with the grammar (:mod:`eidolons.ecl.grammar`) and the
-envelope schema before it is returned; an envelope that every receiver would refuse for
-a conformance MUST is refused here too (at ECL 2.1, ``trust_level: high`` needs HMAC
-integrity (I-5) and an ``ise`` block (S-3)). ``artifact.sha256`` is always the plain
+envelope schema before it is returned; an envelope that every receiver would refuse is
+refused by ``emit``'s self-check with the receivers' own rules (the high-trust rule,
+:func:`~eidolons.ecl.conformance.high_trust_problem`, at every version); the builder
+itself refuses what breaks a 2.1 MUST (I-5, S-3). ``artifact.sha256`` is always the plain
 SHA-256; ``integrity`` is the tag of the same read. :mod:`eidolons.emit` does the I/O.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eidolons.ecl import grammar
+from eidolons.ecl.conformance import high_trust_problem
 from eidolons.ecl.envelope import (
     EDGE_ORIGINS,
     PERFORMATIVES,
@@ -142,12 +144,15 @@ def build_envelope(
         envelope["ise"] = dict(ise)
     envelope["integrity"] = {"method": digest.method, "value": digest.value}
     envelope["trace"] = {"ts": ts or utc_now(), "host": host, "model": model, "tier": tier}
-    if trust_level == "high" and envelope_version.startswith("2.1"):
-        if digest.method != "hmac-sha256" and not sender_signed:
-            raise UsageError(
-                "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac "
-                "(or --sign, which this tool's receivers accept instead)"
-            )
+    v21 = grammar.is_v21_version(envelope_version)
+    if v21 and high_trust_problem(envelope) is not None and not sender_signed:
+        # at 2.1 the envelope itself breaks a MUST (I-5); at every version emit's
+        # self-check refuses it with the receivers' rule (--no-check overrides, warning)
+        raise UsageError(
+            "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac "
+            "(or --sign, which this tool's receivers accept instead)"
+        )
+    if trust_level == "high" and grammar.is_v21_version(envelope_version):
         if ise is None:
             raise UsageError(
                 "trust_level high at ECL 2.1 requires an ise block (gate S-3): add --ise JSON"

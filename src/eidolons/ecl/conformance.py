@@ -173,8 +173,10 @@ __all__ = [
     "edge_results",
     "envelope_results",
     "exit_code",
+    "high_trust_problem",
     "hmac_at_high_trust_result",
     "integrity_results",
+    "is_high_trust",
     "is_markdown_path",
     "ise_results",
     "json_result",
@@ -421,7 +423,7 @@ class PayloadFacts:
     size: int
     sha256: str
     hmac_sha256: str | None = None
-    data: bytes | None = None
+    data: bytes | bytearray | None = None
 
 
 class PayloadUnavailable(Exception):
@@ -455,12 +457,35 @@ def integrity_results(
     return rec.out, facts
 
 
+def is_high_trust(env: Mapping[str, Any], contract: Contract | None = None) -> bool:
+    """Trust is the higher of the envelope's and the edge contract's: dropping
+    ``constraints`` must not downgrade a high-trust edge."""
+    return _trust_level(env) == "high" or (contract is not None and contract.trust_level == "high")
+
+
+def high_trust_problem(env: Mapping[str, Any], contract: Contract | None = None) -> str | None:
+    """The high-trust rule, written once: at ``trust_level`` high (the envelope's or the
+    edge's) the integrity method must be hmac-sha256, since a plain SHA-256 can be
+    recomputed by whoever rewrites the payload. The same rule at every ECL version: the
+    receiver refuses UNVERIFIED, ``emit`` refuses to write, ``check`` reports I-5 (MUST
+    for 2.1 envelopes, SHOULD before, as the spec grades it). None when it holds."""
+    method = _get(env, "integrity", "method")
+    if not is_high_trust(env, contract) or method == "hmac-sha256":
+        return None
+    return (
+        "trust_level high (edge contract or envelope) requires hmac-sha256 integrity or a "
+        "sender signature, "
+        f"the envelope uses {_text(method)}"
+    )
+
+
 def hmac_at_high_trust_result(env: Mapping[str, Any], *, target: str | None = None) -> GateResult:
-    """I-5 alone (it needs no payload): MUST for 2.1 envelopes, SHOULD before."""
+    """I-5 alone (it needs no payload): MUST for 2.1 envelopes, SHOULD before. Decided by
+    :func:`high_trust_problem` (another method than sha256 is I-3's failure)."""
     rec = _Recorder(target)
     level = "MUST" if _is_v21(env) else "SHOULD"
     name = "hmac_recommended_at_high_trust"
-    if _trust_level(env) == "high" and _get(env, "integrity", "method") == "sha256":
+    if high_trust_problem(env) is not None and _get(env, "integrity", "method") == "sha256":
         if level == "MUST":
             rec.fail("I-5", level, name, I5_FAIL_REASON)
         else:

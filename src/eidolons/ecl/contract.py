@@ -24,6 +24,7 @@ __all__ = [
     "ContractArtifact",
     "ContractError",
     "ContractSet",
+    "ContractSetUnavailable",
     "contracts_from_index",
     "edge_key",
     "parse_contract_bytes",
@@ -371,6 +372,31 @@ def contracts_from_index(raw: bytes, source: str) -> tuple[Contract, ...]:
 
 
 # --------------------------------------------------------------------------- sets
+
+
+class ContractSetUnavailable:
+    """A contract set that failed to load: a typed, fail-closed value (never an
+    exception passed around as one). Every edge is refused against it (UNDECLARED_EDGE);
+    ``reason`` says why, ``error`` is the :class:`ContractError`."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ContractError) -> None:
+        self.error = error
+
+    @property
+    def reason(self) -> str:
+        return str(self.error)
+
+    def get(self, from_: str, to: str) -> None:
+        """No edge is declared in a set that failed to load."""
+        return None
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"ContractSetUnavailable({self.reason!r})"
 
 
 class ContractSet:

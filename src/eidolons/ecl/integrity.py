@@ -42,12 +42,18 @@ class PayloadTooLarge(EidolonsError):
 class Digest:
     """What was computed over one read of the payload: ``value`` is the integrity tag
     (SHA-256 or HMAC, lowercase hex), ``sha256`` the plain SHA-256 always, ``data`` the
-    exact bytes hashed when they were asked for."""
+    exact bytes hashed when they were asked for (a ``bytearray`` from a stream: the one
+    copy that was read, never copied again)."""
 
     __slots__ = ("data", "method", "sha256", "size", "value")
 
     def __init__(
-        self, method: str, value: str, sha256: str, size: int, data: bytes | None = None
+        self,
+        method: str,
+        value: str,
+        sha256: str,
+        size: int,
+        data: bytes | bytearray | None = None,
     ) -> None:
         self.method = method
         self.value = value
@@ -101,7 +107,9 @@ def digest_stream(
         raise EidolonsError(f"unsupported integrity method {method!r}", code="UNSUPPORTED_ALGO")
     buf = bytearray(CHUNK)
     view = memoryview(buf)
-    kept: list[bytes] | None = [] if keep else None
+    # one copy of the payload: each chunk appended to one growing buffer, handed back as
+    # is (no join, no final copy), so a payload costs its size once, plus this buffer
+    kept: bytearray | None = bytearray() if keep else None
     size = 0
     while True:
         n = stream.readinto(view)
@@ -115,9 +123,9 @@ def digest_stream(
         if mac is not None:
             mac.update(chunk)
         if kept is not None:
-            kept.append(bytes(chunk))
+            kept += chunk
         if sink is not None:
             sink.write(chunk)
     sha_hex = sha.hexdigest()
     value = mac.hexdigest() if mac is not None else sha_hex
-    return Digest(method, value, sha_hex, size, b"".join(kept) if kept is not None else None)
+    return Digest(method, value, sha_hex, size, kept)

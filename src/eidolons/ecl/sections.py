@@ -68,7 +68,7 @@ def markdown_headings(text: str) -> list[tuple[int, str]]:
 
 
 def section_result(
-    payload: bytes,
+    payload: bytes | bytearray,
     contract: Contract | None,
     kind: str | None,
     *,

@@ -149,10 +149,12 @@ def run_gate(
     sink: Writable | None = None,
     store: TraceStore | None = None,
     command: str = "verify-envelope",
+    envelope_bytes: bytes | None = None,
 ) -> GateOutcome:
     """Verify, sign the verdict's receipt, record the event, decide the exit code.
     ``sink`` receives the exact bytes hashed (the route gate hands COMMAND that snapshot,
-    never the live file). The event goes to ``store``, else ``trace_file``, else the
+    never the live file); ``envelope_bytes`` is the route gate's one read of the envelope.
+    The event goes to ``store``, else ``trace_file``, else the
     project's configured store. In a project with a trust store the gate must sign:
     without a reachable orchestrator key it says so, and block mode exits 3 (ADR 0032)."""
     start = time.monotonic_ns()
@@ -164,6 +166,7 @@ def run_gate(
         strict=strict,
         keep_payload=keep_payload,
         sink=sink,
+        envelope_bytes=envelope_bytes,
     )
     now = utc_now()
     signing = signing_state(root, now)

@@ -42,9 +42,9 @@ Checks, in order (``--json`` reports every failed check; the refusal line names 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +52,33 @@ from typing import Any
 from eidolons import senders
 from eidolons._text import printable
 from eidolons.config import find_handoff, foreign_projects, payload_key
-from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.events import EventType, GateName, agent_label, elapsed_ms, trace_event, utc_now
+from eidolons.contract import ContractError, ContractSet
+from eidolons.ecl.contract import ContractSetUnavailable
+from eidolons.ecl.envelope import Envelope
+from eidolons.ecl.events import (
+    EventType,
+    GateName,
+    agent_label,
+    elapsed_ms,
+    trace_event,
+    utc_now,
+)
+from eidolons.ecl.integrity import Digest
 from eidolons.ecl.limits import Limits
+from eidolons.ecl.receiver import (
+    Failure,
+    ReceiptJudgement,
+    ReceiverCheck,
+    budget_estimate,
+    contract_failures,
+    envelope_failures,
+    judge_record,
+    needs_payload,
+    reason_line,
+    sections_apply,
+)
 from eidolons.ecl.verdict import RefusalCode, Verdict
-from eidolons.errors import EnvelopeError, InputError, TraceWriteError
+from eidolons.errors import InputError, TraceWriteError
 from eidolons.evidence import (
     HMAC,
     SENDER_SIGNATURE,
@@ -75,11 +97,7 @@ from eidolons.payload import (
     read_envelope_bytes,
 )
 from eidolons.tracestore import TraceStore, open_store
-from eidolons.verify import precheck, verify_parsed
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from eidolons.ecl.contract import Contract
+from eidolons.verify import verify_parsed
 
 GATE = GateName.RECEIVER
 
@@ -92,54 +110,20 @@ CONTEXT_OVER_BUDGET = RefusalCode.CONTEXT_OVER_BUDGET
 REFUSAL_CODES = tuple(RefusalCode)
 
 
-def judge_record(
-    env: Envelope, record: dict[str, Any] | None, envelope_sha256: str
-) -> tuple[str, str] | None:
-    """Rule 3, pure: None when the record confirms this envelope's integrity. The record
-    must be a pass for this method and tag, over these exact envelope bytes: a sender,
-    performative, kind or path rewritten after the orchestrator's pass is not covered."""
-    if record is None:
-        return UNVERIFIED, "no verify_pass on record for this message_id"
-    if record.get("event") == "verify_fail":
-        code = record.get("verify_failure_code")
-        return INTEGRITY_MISMATCH, f"the orchestrator gate recorded verify_fail ({code})"
-    if record.get("integrity_method") != env.integrity_method:
-        return INTEGRITY_MISMATCH, (
-            f"the pass on record is for integrity_method {record.get('integrity_method')!r}, "
-            f"the envelope declares {env.integrity_method!r}"
-        )
-    if record.get("integrity_value") != env.integrity_value:
-        return INTEGRITY_MISMATCH, "the pass on record is for another digest (envelope swapped)"
-    if env.integrity_method == "sha256" and record.get("payload_sha256") != env.integrity_value:
-        return INTEGRITY_MISMATCH, "the pass on record hashed other bytes"
-    if record.get("envelope_sha256") != envelope_sha256:
-        return INTEGRITY_MISMATCH, "the envelope is not the one the orchestrator verified"
-    return None
-
-
-def _file_size(path: Path | None) -> int | None:
-    try:
-        return os.stat(path).st_size if path is not None else None
-    except OSError:
-        return None
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except OSError:
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    code: str
-    check: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "check": self.check, "message": self.message}
+__all__ = [
+    "REFUSAL_CODES",
+    "Failure",
+    "IncomingResult",
+    "Snapshot",
+    "budget_estimate",
+    "contract_failures",
+    "envelope_failures",
+    "evaluate",
+    "judge_record",
+    "needs_payload",
+    "receiver_event",
+    "verify_incoming",
+]
 
 
 @dataclass(slots=True)
@@ -154,11 +138,13 @@ class IncomingResult:
     failures: list[Failure] = field(default_factory=list)
     record: dict[str, Any] | None = None
     reverified: bool = False
-    payload: bytes | None = None  # the exact bytes hashed; set only on pass
+    payload: bytes | bytearray | None = None  # the exact bytes hashed; set only on pass
     payload_path: Path | None = None
     trace_path: str | None = None  # where the decision was recorded (a file, or the store)
     trace_error: str | None = None
     contract_source: str | None = None
+    envelope_sha256: str | None = None  # of the envelope bytes judged
+    payload_sha256: str | None = None  # of the payload bytes judged (when read)
     known_handoff: dict[str, Any] | None = None  # the event naming an envelope-less payload
     evidence: str | None = None  # what the pass rested on (ADR 0030); None unless pass
     notes: list[str] = field(default_factory=list)  # warnings about the evidence
@@ -186,12 +172,7 @@ class IncomingResult:
 
     def reason_line(self) -> str:
         """The line printed after the REFUSE line: why, in words (escaped)."""
-        first, *others = self.failures or [Failure(UNVERIFIED, "gate", "refused")]
-        line = f"[{self.receiver}-verify-incoming] reason: {printable(first.message)}"
-        if others:
-            also = ", ".join(f"{f.code} ({f.check})" for f in others)
-            line += f" (also: {printable(also)})"
-        return line
+        return reason_line(self.receiver, self.failures)
 
     def status_lines(self) -> list[str]:
         """What text mode prints on stderr: the REFUSE line and its reason, one PASS line,
@@ -285,6 +266,58 @@ def receiver_event(
     )
 
 
+class Snapshot:
+    """What the route gate read once, handed to the receiver gate so both judge the same
+    message: the envelope's exact bytes and the orchestrator's read of the payload (its
+    digest, with the bytes when they were kept; the file's identity; or why it could not
+    be read)."""
+
+    __slots__ = ("digest", "envelope_bytes", "error", "identity", "payload_path")
+
+    def __init__(
+        self,
+        envelope_bytes: bytes,
+        *,
+        digest: Digest | None = None,
+        payload_path: Path | None = None,
+        identity: tuple[int, int] | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.envelope_bytes = envelope_bytes
+        self.digest = digest
+        self.payload_path = payload_path
+        self.identity = identity
+        self.error = error
+
+
+#: ``on_envelope(envelope) -> fields``: called once the envelope parses, before any
+#: verdict (memory recall); the fields are added to ``--json``. Never changes the verdict.
+OnEnvelope = Callable[[Envelope], Mapping[str, Any]]
+#: ``on_pass(envelope, payload bytes or None) -> fields``: called only after the pass is on
+#: record, with the exact bytes that were verified (memory ingest).
+OnPass = Callable[[Envelope, "bytes | bytearray | None"], Mapping[str, Any]]
+
+
+def as_contract_set(contracts: Any) -> ContractSet | ContractSetUnavailable:
+    """The contract set to judge with: a set, or the typed failure of loading one (an
+    exception given here is wrapped: fail closed, never an allow)."""
+    if isinstance(contracts, ContractSetUnavailable | ContractSet):
+        return contracts
+    if isinstance(contracts, ContractError):
+        return ContractSetUnavailable(contracts)
+    if isinstance(contracts, Exception):
+        return ContractSetUnavailable(ContractError("contracts", str(contracts)))
+    return ContractSetUnavailable(ContractError("contracts", f"not a contract set: {contracts!r}"))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
     written = result.extra.get("handback")
     if kind != EventType.VERIFY_FAIL or not written:
@@ -292,170 +325,40 @@ def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
     return {"handback": str(written)}
 
 
-def envelope_failures(env: Envelope, *, signed_sender: bool = False) -> list[Failure]:
-    """Rule 2's schema and conformance MUSTs that need no payload nor contract (E-*,
-    S-*, I-5): the rules `eidolons check` applies, so a hand-off `check` fails is never
-    accepted; a valid sender signature stands in for HMAC at high trust (I-5; ADR 0034).
-    Pure; the sender's self-check calls it too."""
-    from eidolons.ecl.conformance import envelope_results, hmac_at_high_trust_result, ise_results
-
-    out: list[Failure] = []
-    problems = env.schema_problems()
-    if problems:
-        out.append(Failure(SCHEMA_INVALID, "schema", "; ".join(problems)))
-    gates = [
-        *envelope_results(env.data),
-        *ise_results(env.data),
-        *([] if signed_sender else [hmac_at_high_trust_result(env.data)]),
-    ]
-    for gate in gates:
-        if gate.status == "fail" and gate.level == "MUST":
-            out.append(Failure(SCHEMA_INVALID, gate.id, f"{gate.name}: {gate.reason}"))
-    return out
-
-
-def needs_payload(env: Envelope, contract: Contract | None) -> bool:
-    """Whether :func:`contract_failures` needs the payload's bytes (required sections)."""
-    art = contract.artifact_for_kind(env.artifact_kind or "") if contract is not None else None
-    return art is not None and bool(art.required_sections)
-
-
-def budget_estimate(env: Envelope, payload: bytes | None, payload_size: int | None) -> int | None:
-    """The receiver's own figure for what a hand-off puts in its context (ADR 0025): the
-    payload and the context summary, at the spec's heuristic of 4 characters a token
-    (rounded up). From the verified bytes when given, else from ``payload_size`` (bytes,
-    an upper bound on characters); None when neither is known."""
-    if payload is not None:
-        chars = len(payload.decode("utf-8", "replace"))
-    elif payload_size is not None:
-        chars = payload_size
-    else:
-        return None
-    delta = env.context_delta
-    summary = delta.get("summary") if delta is not None else None
-    chars += len(summary) if isinstance(summary, str) else 0
-    return (chars + 3) // 4
-
-
-def contract_failures(
-    env: Envelope,
-    contract: Contract | None,
-    payload: bytes | None,
-    *,
-    signed_sender: bool = False,
-    payload_size: int | None = None,
-) -> list[Failure]:
-    """Rule 5 for an envelope addressed to ``contract``'s receiver, pure: every rule of the
-    effective contract that needs no trace record. The receiver gate and the sender's
-    self-check (``emit``) both call this, so they refuse with the same codes and reasons.
-    ``payload`` is the verified bytes, or None when they are not available (then the
-    section rule, which needs them, is not judged here: the caller refuses anyway)."""
-    from eidolons.ecl.conformance import (
-        RECEIVER_FAILURE_CODES,
-        context_results,
-        edge_results,
-        is_markdown_path,
-        section_result,
-    )
-
-    out: list[Failure] = []
-    # Trust is the higher of the edge's and the envelope's: dropping `constraints` must
-    # not downgrade a high-trust edge to a tag anyone can recompute.
-    # A valid sender signature stands in for HMAC (ADR 0034).
-    high = env.trust_level == "high" or (contract is not None and contract.trust_level == "high")
-    if high and env.integrity_method != "hmac-sha256" and not signed_sender:
-        out.append(
-            Failure(
-                UNVERIFIED,
-                "trust",
-                "trust_level high (edge contract or envelope) requires hmac-sha256 "
-                f"integrity or a sender signature, the envelope uses {env.integrity_method}",
-            )
-        )
-    gates = edge_results(env.data, contract) + context_results(env.data, contract)
-    if contract is not None and needs_payload(env, contract):
-        art = contract.artifact_for_kind(env.artifact_kind or "")
-        sections = ", ".join(art.required_sections) if art is not None else ""
-        if not is_markdown_path(env.artifact_path):
-            out.append(
-                Failure(
-                    MISSING_REQUIRED_SECTION,
-                    "R-1",
-                    f"the edge requires sections ({sections}) and {env.artifact_path!r} is not "
-                    "a Markdown file (.md or .markdown)",
-                )
-            )
-        elif payload is not None:
-            section = section_result(payload, contract, env.artifact_kind, level="MUST")
-            if section is not None:
-                gates.append(section)
-    for gate in gates:
-        if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
-            code = RECEIVER_FAILURE_CODES[gate.id]
-            out.append(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
-    if contract is not None and contract.token_budget_max is not None:
-        # B-1: the declared tokens_used (D-1/D-2) can be left out or set to 1; the
-        # receiver's own estimate of the payload and summary cannot
-        estimate = budget_estimate(env, payload, payload_size)
-        if estimate is not None and estimate > contract.token_budget_max:
-            delta = env.context_delta
-            declared = delta.get("tokens_used") if delta is not None else None
-            out.append(
-                Failure(
-                    CONTEXT_OVER_BUDGET,
-                    "B-1",
-                    f"payload and summary ≈{estimate} tokens (characters / 4) exceed the "
-                    f"edge's token_budget_max {contract.token_budget_max} (declared "
-                    f"tokens_used: {'none' if declared is None else declared})",
-                )
-            )
-    if contract is not None and contract.required_handles:
-        delta = env.context_delta
-        handles = delta.get("input_handles") if delta is not None else None
-        named = set(handles) if isinstance(handles, list) else set()
-        missing = [h for h in contract.required_handles if h not in named]
-        if missing:
-            out.append(
-                Failure(
-                    SCHEMA_INVALID,
-                    "H-1",
-                    "required_handles: context_delta.input_handles must name "
-                    f"{', '.join(missing)} (the contract requires them)",
-                )
-            )
-    return out
-
-
 def evaluate(
     artefact: Path,
-    receiver: str,
+    receiver: str | None,
     *,
     root: Path,
     contracts: Any,
     key: bytes | None = None,
     limits: Limits | None = None,
     reverify: bool = True,
-    memory: Any = None,
     want_payload: bool = False,
     store: TraceStore | None = None,
     require_envelope: bool = False,
+    snapshot: Snapshot | None = None,
+    on_envelope: OnEnvelope | None = None,
 ) -> IncomingResult:
-    """Rules 1-5, without writing anything. An artefact without an envelope is skipped
-    only when the project does not know it as a hand-off
-    (:func:`eidolons.config.find_handoff`) and ``require_envelope`` is off; otherwise it is
-    refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the verified bytes
-    even with ``reverify=False``. ``contracts`` is a ContractSet, or an exception
-    raised while loading one (then every hand-off is refused). With a ``memory``
-    (:mod:`eidolons.memory`), related prior context is recalled once the envelope parses,
-    before any verdict; the recall can never change the verdict."""
+    """Rules 1-5, without writing anything: the shell around the stepwise checker
+    (:class:`eidolons.ecl.receiver.ReceiverCheck`). It reads, in order, the envelope
+    (once: ``snapshot.envelope_bytes`` when the route gate hands them over), the record
+    in the trace, the payload (once, by descriptor; or the route's ``snapshot``), and
+    feeds each to the checker; the contract set is the last step.
 
+    An artefact without an envelope is skipped only when the project does not know it as
+    a hand-off (:func:`eidolons.config.find_handoff`) and ``require_envelope`` is off;
+    otherwise it is refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the
+    verified bytes even with ``reverify=False``; the bytes are kept in memory only when
+    they will be judged (required sections) or handed over. ``receiver`` None judges the
+    hand-off as its addressed recipient."""
     limits = limits or Limits()
-    result = IncomingResult("refused", receiver, artefact)
-    fail = result.failures.append
+    contract_set = as_contract_set(contracts)
+    result = IncomingResult("refused", receiver or "unknown", artefact)
     try:
         envelope_path = find_envelope(artefact)
     except AmbiguousEnvelope as exc:
-        fail(Failure(SCHEMA_INVALID, "trigger", str(exc)))
+        result.failures.append(Failure(SCHEMA_INVALID, "trigger", str(exc)))
         return result
     if envelope_path is None:
         known = find_handoff(artefact, root)
@@ -464,199 +367,63 @@ def evaluate(
             return result
         why = known[0] if known else "--require-envelope is set"
         result.known_handoff = known[1] if known else None
-        fail(Failure(UNVERIFIED, "envelope", f"{artefact} has no envelope and {why}"))
+        result.failures.append(
+            Failure(UNVERIFIED, "envelope", f"{artefact} has no envelope and {why}")
+        )
         return result
     result.envelope_path = envelope_path
-    try:  # the one read of the envelope: everything below judges these bytes
-        envelope_bytes = read_envelope_bytes(envelope_path, limits.max_envelope_bytes)
-        env = parse_envelope(envelope_bytes, limits)
-    except (EnvelopeError, InputError) as exc:
-        fail(Failure(SCHEMA_INVALID, "envelope", str(exc)))
-        return result
-    envelope_sha256 = hashlib.sha256(envelope_bytes).hexdigest()
-    result.envelope = env
-    foreign = foreign_projects(envelope_path, root)
-    if foreign:
-        fail(
-            Failure(
-                UNVERIFIED,
-                "root",
-                f"the hand-off lies in the project at {foreign[0]}, not this root "
-                f"({os.path.realpath(root)}): it is judged there, with that project's "
-                "trust store and trace",
-            )
-        )
-        return result
-    now = utc_now()
-    if memory is not None:
-        from eidolons.memory import recall_before
-
-        result.extra["recall"] = recall_before(memory, env.data, receiver)
-    # the trust store, and the sender's signature when it asks for one (ADR 0034)
-    try:
-        trust = load_trust_store(root)
-        store_error = None
-    except TrustStoreError as exc:
-        trust, store_error = None, str(exc)
-    signed_sender = False
-    if trust is not None and senders.required(trust, env.sender.eidolon, receiver):
-        problem = senders.check(envelope_path, envelope_sha256, env.sender.eidolon, trust, now)
-        if problem is None:
-            signed_sender = True
-        else:
-            fail(Failure(problem[0], "sender", problem[1]))
-    result.failures.extend(envelope_failures(env, signed_sender=signed_sender))
-    early = precheck(env)
-    integrity_failed = False
-    if early is not None:
-        verdict, message = early
-        code = {
-            Verdict.UNSUPPORTED_ALGO: SCHEMA_INVALID,
-            Verdict.UNVERIFIABLE: UNVERIFIED,
-        }.get(verdict, INTEGRITY_MISMATCH)
-        fail(Failure(code, "integrity", message))
-        integrity_failed = True
-    # 3. integrity evidence: a signed receipt with a trust store, else the record
-    receipt: Any = None  # the receipt the decision rests on (trust store only)
-    if store_error is not None:
-        fail(Failure(UNVERIFIED, "receipt", f"trust store unusable: {store_error}"))
-        integrity_failed = True
-    elif env.message_id is None:
-        fail(Failure(UNVERIFIED, "record", "the envelope has no message_id to look up"))
-        integrity_failed = True
+    check = ReceiverCheck(receiver, limits)
+    # step 1: the one read of the envelope; everything below judges these bytes
+    if snapshot is not None:
+        data = snapshot.envelope_bytes
     else:
-        lookup = store if store is not None else open_store(root)
-        unreadable = False
-        try:  # the configured store only: an unreadable one refuses, never a fallback
-            result.record = lookup.latest_verdict(env.thread_id, env.message_id)
-            judged = judge_record(env, result.record, envelope_sha256) if trust is None else None
-        except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
-            judged = UNVERIFIED, f"the trace cannot be read: {exc}"
-            result.record = None
-            unreadable = True
-        finally:
-            if lookup is not store:
-                lookup.close()
-        # not even a genuine receipt file beside the envelope stands in for a store that
-        # cannot be read: it may be older than the verdict the store holds (ADR 0071)
-        if trust is not None and not unreadable:
-            from eidolons.receipts import receiver_evidence
-
-            receipt, judged, seen = receiver_evidence(
-                envelope_path,
-                result.record,
-                trust,
-                now,
-                message_id=env.message_id,
-                envelope_sha256=envelope_sha256,
-            )
-            result.extra["receipts"] = [j.to_dict() for j in seen]
-        if trust is None and judged is None:
-            from eidolons.receipts import signed_without_trust_store
-
-            downgrade = signed_without_trust_store(envelope_path, result.record)
-            judged = (UNVERIFIED, downgrade) if downgrade is not None else None
-        if judged is not None:
-            fail(Failure(judged[0], "receipt" if trust is not None else "record", judged[1]))
-            integrity_failed = True
-
-    # 4. recompute now. Whatever bytes the gate reads it hashes, and only bytes that match
-    # the tag are judged or handed on: with --no-reverify the payload is read only when its
-    # bytes are needed (a required-section check, --print-payload), and still verified.
-    # The file hashed must be ARTEFACT itself (same device and inode): an envelope copied
-    # beside other bytes, or an artifact.path pointed at a copy of the good bytes, must not
-    # vouch for the file the receiver is about to read.
-    names_artefact = not artefact.name.endswith(ENVELOPE_SUFFIX)
-
-    def is_the_artefact(real: Path | None) -> bool:
-        if not names_artefact or (real is not None and _same_file(artefact, real)):
-            return True
-        fail(
-            Failure(
-                INTEGRITY_MISMATCH,
-                "artefact",
-                f"{artefact} is not the payload the envelope names ({real or 'unresolved'})",
-            )
-        )
-        return False
-
-    def verified_bytes(check_name: str) -> bytes | None:
-        check = verify_parsed(
-            env,
-            envelope_path,
-            envelope_sha256=envelope_sha256,
-            root=root,
-            limits=limits,
-            key=key,
-            keep_payload=True,
-        )
-        result.payload_path = check.payload_path
-        if check.verdict is not Verdict.PASS or check.digest is None:
-            fail(Failure(INTEGRITY_MISMATCH, check_name, f"[{check.verdict}] {check.message}"))
-            return None
-        if receipt is not None and receipt.subject_sha256 != check.digest.sha256:
-            why = "the signed receipt is for other payload bytes"
-            fail(Failure(INTEGRITY_MISMATCH, "receipt", why))
-            return None
-        return check.digest.data if is_the_artefact(check.payload_real) else None
-
-    payload: bytes | None = None
-    if reverify and early is None:
-        result.reverified = True
-        payload = verified_bytes("reverify")
-        integrity_failed = integrity_failed or payload is None
-    elif early is None and names_artefact:
         try:
-            location = locate_payload(envelope_path, env.artifact_path, root)
-            result.payload_path = location.path
-            integrity_failed = not is_the_artefact(location.real) or integrity_failed
-        except PayloadError as exc:
-            fail(Failure(INTEGRITY_MISMATCH, "payload", str(exc)))
-            integrity_failed = True
-    # 5. contract conformance for from -> receiver
-    if env.recipient.eidolon != receiver:
-        fail(
-            Failure(
-                UNDECLARED_EDGE,
-                "edge",
-                f"to.eidolon is {env.recipient.eidolon!r}, this receiver is {receiver!r}",
-            )
+            data = read_envelope_bytes(envelope_path, limits.max_envelope_bytes, root)
+        except InputError as exc:
+            result.failures.append(Failure(SCHEMA_INVALID, "envelope", str(exc)))
+            return result
+    env = check.feed_envelope(data)
+    foreign = foreign_projects(envelope_path, root) if env is not None else []
+    if env is not None and foreign:
+        result.envelope = env
+        check.end(
+            UNVERIFIED,
+            "root",
+            f"the hand-off lies in the project at {foreign[0]}, not this root "
+            f"({os.path.realpath(root)}): it is judged there, with that project's "
+            "trust store and trace",
         )
-    elif isinstance(contracts, Exception):
-        fail(Failure(UNDECLARED_EDGE, "contracts", f"contract set failed to load: {contracts}"))
-    else:
-        contract = contracts.get(env.sender.eidolon, receiver)
-        result.contract_source = contract.source if contract is not None else None
-        size = None
-        if payload is None and contract is not None and contract.token_budget_max is not None:
-            size = _file_size(result.payload_path)
-            if size is not None and (size + 3) // 4 > contract.token_budget_max:
-                size = None  # bytes are an upper bound on characters: count them exactly
-                if not reverify and not integrity_failed:
-                    payload = verified_bytes("payload")
-                    integrity_failed = payload is None
-        if needs_payload(env, contract) and payload is None and not reverify:
-            if not integrity_failed:
-                payload = verified_bytes("payload")
-                integrity_failed = payload is None
-        result.failures.extend(
-            contract_failures(
-                env, contract, payload, signed_sender=signed_sender, payload_size=size
-            )
-        )
-    if not result.failures and want_payload and payload is None:
-        payload = verified_bytes("payload")
-    if not result.failures:
+    elif env is not None:
+        result.envelope = env
+        result.receiver = check.as_receiver
+        if on_envelope is not None:
+            result.extra.update(on_envelope(env))
+        signed = _feed_record(check, env, envelope_path, root, store, result)
+        result.reverified = _feed_payload(
+            check, env, artefact, envelope_path, root, key, limits, reverify,
+            keep=want_payload or sections_apply(env, contract_set, check.as_receiver),
+            budget=_budget(env, contract_set, check.as_receiver),
+            snapshot=snapshot, result=result,
+        )  # fmt: skip
+        check.feed_contracts(contract_set)
+    decision = check.decision()
+    result.failures = decision.failures
+    result.record = decision.record
+    result.contract_source = decision.contract_source
+    result.envelope_sha256 = decision.envelope_sha256
+    result.payload_sha256 = decision.payload_sha256
+    if decision:
         result.status = "pass"
-        result.payload = payload
-        hmac_checked = env.integrity_method == "hmac-sha256" and payload is not None
-        record_kind = SIGNED_RECEIPT if receipt is not None else UNSIGNED
+        result.payload = decision.payload
+        record_kind = SIGNED_RECEIPT if signed else UNSIGNED
         result.evidence = combine(
-            record_kind, SENDER_SIGNATURE if signed_sender else "", HMAC if hmac_checked else ""
+            record_kind,
+            SENDER_SIGNATURE if decision.sender_signed else "",
+            HMAC if decision.hmac_checked else "",
         )
-        if trust is None:
+        if not signed:
             result.notes.append(UNSIGNED_WARNING)
-        if env.integrity_method == "hmac-sha256":
+        if env is not None and env.integrity_method == "hmac-sha256":
             from eidolons.config import hmac_key_warning
 
             short = hmac_key_warning(key)
@@ -665,9 +432,179 @@ def evaluate(
     return result
 
 
+def _budget(env: Envelope, contracts: Any, receiver: str) -> int | None:
+    """The edge's ``token_budget_max`` (B-1), when the edge is the receiver's."""
+    if not contracts or env.recipient.eidolon != receiver:
+        return None
+    contract = contracts.get(env.sender.eidolon, receiver)
+    return contract.token_budget_max if contract is not None else None
+
+
+def _feed_record(
+    check: ReceiverCheck,
+    env: Envelope,
+    envelope_path: Path,
+    root: Path,
+    store: TraceStore | None,
+    result: IncomingResult,
+) -> bool:
+    """Step 2: the integrity evidence. With a trust store, a signed receipt for this
+    envelope (:mod:`eidolons.receipts`); else the latest orchestrator verdict in the
+    configured store only (an unreadable one refuses, never a fallback). Returns
+    whether the decision rests on a signed receipt."""
+    now = utc_now()
+    try:
+        trust = load_trust_store(root)
+    except TrustStoreError as exc:
+        problem = (UNVERIFIED, f"trust store unusable: {exc}")
+        check.feed_record(None, receipt=ReceiptJudgement(problem))
+        return False
+    sender: tuple[bool, tuple[str, str] | None] = (False, None)
+    if trust is not None and senders.required(trust, env.sender.eidolon, check.as_receiver):
+        # the sender's signature over the exact envelope bytes, when the store asks for it
+        # (ADR 0034); a valid one stands in for HMAC at high trust
+        found = senders.check(
+            envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
+        )
+        sender = (found is None, found)
+    if not check.wants_record or env.message_id is None:
+        check.feed_record(None, sender_signed=sender[0], sender_problem=sender[1])
+        return False
+    lookup = store if store is not None else open_store(root)
+    try:
+        record = lookup.latest_verdict(env.thread_id, env.message_id)
+    except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
+        # not even a genuine receipt file beside the envelope stands in for a store that
+        # cannot be read: it may be older than the verdict the store holds (ADR 0071)
+        check.feed_record(
+            None, unreadable=str(exc), sender_signed=sender[0], sender_problem=sender[1]
+        )
+        return False
+    finally:
+        if lookup is not store:
+            lookup.close()
+    if trust is None:
+        downgrade = None
+        if judge_record(env, record, check.envelope_sha256 or "") is None:
+            # a hand-off carrying a signed receipt in a project without a trust store:
+            # the trust store was deleted to downgrade it to unsigned mode (ADR 0033)
+            from eidolons.receipts import signed_without_trust_store
+
+            downgrade = signed_without_trust_store(envelope_path, record)
+        judgement = ReceiptJudgement((UNVERIFIED, downgrade), check="record") if downgrade else None
+        check.feed_record(
+            record, receipt=judgement, sender_signed=sender[0], sender_problem=sender[1]
+        )
+        return False
+    from eidolons.receipts import receiver_evidence
+
+    receipt, judged, seen = receiver_evidence(
+        envelope_path,
+        record,
+        trust,
+        now,
+        message_id=env.message_id,
+        envelope_sha256=check.envelope_sha256 or "",
+    )
+    result.extra["receipts"] = [j.to_dict() for j in seen]
+    subject = receipt.subject_sha256 if receipt is not None else None
+    check.feed_record(
+        record,
+        receipt=ReceiptJudgement(judged, subject),
+        sender_signed=sender[0],
+        sender_problem=sender[1],
+    )
+    return receipt is not None and judged is None
+
+
+def _feed_payload(
+    check: ReceiverCheck,
+    env: Envelope,
+    artefact: Path,
+    envelope_path: Path,
+    root: Path,
+    key: bytes | None,
+    limits: Limits,
+    reverify: bool,
+    *,
+    keep: bool,
+    budget: int | None = None,
+    snapshot: Snapshot | None,
+    result: IncomingResult,
+) -> bool:
+    """Step 3. Whatever bytes the gate reads it hashes, and only bytes that match the tag
+    are judged or handed on: with ``reverify`` off the payload is read only when its bytes
+    are needed (``keep``), and still verified. The file hashed must be ARTEFACT itself
+    (same device and inode): an envelope copied beside other bytes, or an
+    ``artifact.path`` pointed at a copy of the good bytes, must not vouch for the file
+    the receiver is about to read. Returns whether the payload was re-verified."""
+    names_artefact = not artefact.name.endswith(ENVELOPE_SUFFIX)
+    wanted = _identity(artefact) if names_artefact else None
+
+    def same(identity: tuple[int, int] | None) -> bool:
+        return not names_artefact or (identity is not None and identity == wanted)
+
+    if not check.wants_payload:
+        check.feed_payload(None)
+        return False
+    if snapshot is not None:  # the route gate's one read of the payload
+        result.payload_path = snapshot.payload_path
+        if snapshot.error is not None or snapshot.digest is None:
+            check.feed_payload(None, error=snapshot.error or "the route gate hashed no payload")
+        elif keep and snapshot.digest.data is None:
+            check.feed_payload(None, error="the route gate did not keep the bytes to judge")
+        else:
+            check.feed_payload(
+                snapshot.digest, is_artefact=same(snapshot.identity), artefact=str(artefact)
+            )
+        return True
+    # the edge's budget (B-1) is judged on characters: the bytes are kept when they are
+    # read anyway; without re-verification the file's size is an upper bound, and only
+    # a size over the budget makes the gate read (and verify) the bytes to count exactly
+    keep = keep or (budget is not None and reverify)
+    if not reverify and not keep:
+        located = None
+        if names_artefact or budget is not None:
+            try:
+                located = locate_payload(envelope_path, env.artifact_path, root)
+            except PayloadError as exc:
+                check.feed_payload(None, error=str(exc), check="payload")
+                return False
+            result.payload_path = located.path
+        size = located.opened.st.st_size if located and located.opened else None
+        over = budget is not None and (budget_estimate(env, None, size) or 0) > budget
+        if not over:
+            is_artefact = same(located.identity) if names_artefact and located else True
+            check.feed_payload(None, is_artefact=is_artefact, artefact=str(artefact), size=size)
+            return False
+        keep = True
+    name = "reverify" if reverify else "payload"
+    verified = verify_parsed(
+        env,
+        envelope_path,
+        envelope_sha256=check.envelope_sha256 or "",
+        root=root,
+        limits=limits,
+        key=key,
+        keep_payload=keep,
+    )
+    result.payload_path = verified.payload_path
+    if verified.verdict is not Verdict.PASS or verified.digest is None:
+        message = f"[{verified.verdict}] {verified.message}"
+        check.feed_payload(None, error=message, check=name)
+    else:
+        check.feed_payload(
+            verified.digest,
+            is_artefact=same(verified.payload_identity),
+            artefact=str(artefact),
+            check=name,
+        )
+    return reverify
+
+
 def verify_incoming(
     artefact: Path,
-    receiver: str,
+    receiver: str | None,
     *,
     root: Path,
     contracts: Any,
@@ -675,16 +612,19 @@ def verify_incoming(
     limits: Limits | None = None,
     reverify: bool = True,
     write_trace: bool = True,
-    memory: Any = None,
     want_payload: bool = False,
     store: TraceStore | None = None,
     require_envelope: bool = False,
+    snapshot: Snapshot | None = None,
+    on_envelope: OnEnvelope | None = None,
+    on_pass: OnPass | None = None,
     handback: bool = True,
 ) -> IncomingResult:
     """Rules 1-7: evaluate, then record the decision in the thread's trace (``store``,
-    else the project's configured store). With a
-    ``memory``, recall happens before the verdict and the hand-off is ingested only after
-    its pass is on record; a refused, skipped or unrecorded hand-off is never ingested.
+    else the project's configured store). ``on_envelope`` runs before the verdict (memory
+    recall); ``on_pass`` only after the pass is on record, with the exact bytes verified
+    (memory ingest): a refused, skipped or unrecorded hand-off never reaches it. The gate
+    never imports memory; the command wires the callbacks (ADR 0011).
     ``require_envelope``: an artefact without an envelope is refused (UNVERIFIED), not
     skipped (the hook: a file in the hand-off directory whose envelope was deleted).
     ``handback``: a refusal also writes the hand-back for the orchestrator
@@ -701,10 +641,12 @@ def verify_incoming(
             key=key,
             limits=limits,
             reverify=reverify,
-            memory=memory,
-            want_payload=want_payload,
+            # ingest needs the verified bytes; with --no-reverify they are read only if needed
+            want_payload=want_payload or (on_pass is not None and reverify),
             store=store,
             require_envelope=require_envelope,
+            snapshot=snapshot,
+            on_envelope=on_envelope,
         )
         if result.status != "skipped" and write_trace:
             if not result and handback and result.failures:
@@ -721,18 +663,8 @@ def verify_incoming(
             store.close()
     if result.status == "skipped" or not write_trace:
         return result
-    env = result.envelope
-    if memory is not None and result and env is not None:
-        from eidolons.memory import ingest_after_pass
-
-        if result.payload is not None:
-            result.extra["ingest"] = ingest_after_pass(memory, env.data, result.payload)
-        else:  # --no-reverify and nothing needed the bytes: nothing verified to ingest
-            result.extra["ingest"] = {
-                "status": "skipped",
-                "reason": "payload bytes not read and verified (no re-verification)",
-                "backend": memory.backend,
-            }
+    if on_pass is not None and result and result.envelope is not None:
+        result.extra.update(on_pass(result.envelope, result.payload))
     return result
 
 
@@ -752,30 +684,3 @@ def _record(result: IncomingResult, store: TraceStore, took: int, root: Path) ->
         if result:
             result.status = "refused"
             result.payload = None
-
-
-def verify_incoming_for_memory(envelope_path: Path, root: Path) -> tuple[bool, str, bytes | None]:
-    """The gate as ``eidolons memory ingest`` needs it: (passed, code or "PASS", bytes)."""
-    from eidolons.config import hmac_key
-    from eidolons.contract import ContractError, ContractSet
-
-    try:
-        env = parse_envelope(read_envelope_bytes(envelope_path, Limits().max_envelope_bytes))
-    except (EnvelopeError, InputError):
-        return False, SCHEMA_INVALID, None
-    contracts: Any
-    try:
-        contracts = ContractSet.load(root)
-    except ContractError as exc:
-        contracts = exc
-    result = verify_incoming(
-        envelope_path,
-        env.recipient.eidolon,
-        root=root,
-        contracts=contracts,
-        key=hmac_key(),
-        want_payload=True,
-    )
-    if result:
-        return True, "PASS", result.payload
-    return False, result.failure_code or UNVERIFIED, None

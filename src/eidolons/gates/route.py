@@ -9,8 +9,13 @@ Rules:
   (fail closed). With ``--as RECEIVER`` the receiver gate runs next, and a refusal blocks.
 - In block mode only a ``pass`` is routed (a placeholder digest, which the bare gate lets
   through in block mode, is not dispatched).
+- The envelope is read once; both gates judge those bytes and the orchestrator's one
+  read of the payload (the receiver gate is handed them, it reads neither again). The
+  route is blocked unless both judged the same ``message_id``, envelope bytes and
+  payload bytes.
 - A blocked route never runs COMMAND and exits 3. Otherwise COMMAND runs with
-  ``ECL_ENVELOPE``, ``ECL_PAYLOAD``, ``ECL_PAYLOAD_SOURCE``, ``ECL_MESSAGE_ID``,
+  ``ECL_ENVELOPE`` (a read-only snapshot of the envelope bytes judged),
+  ``ECL_ENVELOPE_SOURCE``, ``ECL_PAYLOAD``, ``ECL_PAYLOAD_SOURCE``, ``ECL_MESSAGE_ID``,
   ``ECL_THREAD_ID``, ``ECL_FROM``, ``ECL_TO`` in its environment and the route exits with
   COMMAND's exit code. ``ECL_PAYLOAD`` is a read-only snapshot of the exact bytes the gate
   hashed, in a private temporary directory removed when COMMAND ends: a payload rewritten
@@ -39,7 +44,25 @@ class RouteDecision:
             return False
         if self.outcome.mode == "block" and not self.outcome.result:
             return False  # block mode routes only a pass (a placeholder digest included)
-        return self.incoming is None or bool(self.incoming)
+        if self.incoming is None:
+            return True
+        return bool(self.incoming) and self.same_message() is None
+
+    def same_message(self) -> str | None:
+        """Why the two gates did not judge the same hand-off (None when they did): the
+        same ``message_id``, the same envelope bytes and the same payload bytes."""
+        r, i = self.outcome.result, self.incoming
+        if i is None:
+            return None
+        mine = r.envelope.message_id if r.envelope else None
+        theirs = i.envelope.message_id if i.envelope else None
+        if mine is None or mine != theirs:
+            return "the two gates judged different messages"
+        if r.envelope_sha256 is None or r.envelope_sha256 != i.envelope_sha256:
+            return "the two gates judged different envelope bytes"
+        if r.digest is not None and i.payload_sha256 != r.digest.sha256:
+            return "the two gates judged different payload bytes"
+        return None
 
     def reason(self) -> str:
         if self.outcome.exit_code != 0 or (
@@ -53,6 +76,9 @@ class RouteDecision:
             if self.incoming.failures:
                 return self.incoming.refusal_line()
             return f"receiver gate could not record its pass: {self.incoming.trace_error}"
+        mismatch = self.same_message()
+        if mismatch is not None:
+            return mismatch
         return (
             "integrity verified"
             if self.outcome.result
@@ -60,10 +86,15 @@ class RouteDecision:
         )
 
     def command_env(
-        self, snapshot: Path | None = None, base: dict[str, str] | None = None
+        self,
+        snapshot: Path | None = None,
+        envelope_snapshot: Path | None = None,
+        base: dict[str, str] | None = None,
     ) -> dict[str, str]:
         """COMMAND's environment. ``ECL_PAYLOAD`` is ``snapshot`` (a read-only copy of the
-        bytes the gate hashed) when given; ``ECL_PAYLOAD_SOURCE`` is where they came from."""
+        bytes the gate hashed) when given; ``ECL_PAYLOAD_SOURCE`` is where they came from.
+        ``ECL_ENVELOPE`` is likewise ``envelope_snapshot``, the envelope bytes both gates
+        judged; ``ECL_ENVELOPE_SOURCE`` the envelope file."""
         from eidolons.config import is_secret_env
 
         # COMMAND is the receiver's dispatch: it gets the hand-off, never the gate's
@@ -76,7 +107,8 @@ class RouteDecision:
         payload = snapshot or source
         env.update(
             {
-                "ECL_ENVELOPE": str(Path(r.envelope_path).resolve()),
+                "ECL_ENVELOPE": str(Path(envelope_snapshot or r.envelope_path).resolve()),
+                "ECL_ENVELOPE_SOURCE": str(Path(r.envelope_path).resolve()),
                 "ECL_PAYLOAD": str(Path(payload).resolve()) if payload else "",
                 "ECL_PAYLOAD_SOURCE": str(Path(source).resolve()) if source else "",
                 "ECL_MESSAGE_ID": (e.message_id if e else None) or "",

@@ -161,6 +161,9 @@ class Toolbox:
             except Exception as exc:  # a broken memory configuration never blocks a pass
                 self.log(f"eidolons mcp: memory skipped: {exc}")
         try:
+            from eidolons.memory import gate_callbacks
+
+            on_envelope, on_pass = gate_callbacks(memory, receiver) if memory else (None, None)
             return verify_incoming(
                 artefact,
                 receiver,
@@ -169,8 +172,9 @@ class Toolbox:
                 key=hmac_key(os.environ),
                 limits=Limits.from_env(os.environ),
                 reverify=True,
-                memory=memory,
                 want_payload=want_payload,
+                on_envelope=on_envelope,
+                on_pass=on_pass,
             )
         finally:
             if memory is not None:
@@ -385,7 +389,7 @@ class Toolbox:
         return self.call("trace_show", self._trace_show, thread=thread, limit=limit)
 
     def _trace_show(self, thread: str, limit: int) -> Reply:
-        from eidolons.trace import has_thread, read_thread
+        from eidolons.tracestore import has_thread, read_thread
 
         if not isinstance(limit, int) or not 1 <= limit <= MAX_TRACE_EVENTS:
             raise ToolInputError(f"limit must be between 1 and {MAX_TRACE_EVENTS}")

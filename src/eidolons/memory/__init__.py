@@ -23,9 +23,10 @@ Rules enforced here:
    "graceful skip".
 4. Every answer says which backend produced it in its ``"backend"`` key, and
    ``Memory.backend`` says the same.
-5. Ingest happens only after the receiver gate passed: the CLI asks the gate through
-   :func:`gate_hook`, which fails closed (:class:`GateUnavailableError`) when the gate is
-   not installed.
+5. Ingest happens only after the receiver gate passed, and only through the gate's
+   callbacks (:func:`gate_callbacks`; ``eidolons memory ingest`` is the receiver gate
+   with an "on pass" callback): this package never imports the gates, and the gates
+   never import it (ADR 0011).
 
 Importing this module is cheap (no sqlite3, asyncio or mcp import): it sits on the CLI
 hot path. Backends are imported inside :func:`open_memory`.
@@ -37,9 +38,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
-from eidolons.errors import EidolonsError, UsageError
+from eidolons.errors import UsageError
 from eidolons.memory._common import (
     BACKEND_LOCAL,
     BACKEND_MCP,
@@ -58,14 +59,12 @@ __all__ = [
     "BACKEND_UNAVAILABLE",
     "DEFAULT_RECALL_LAYERS",
     "LAYERS",
-    "GateFn",
-    "GateUnavailableError",
     "Memory",
     "MemoryConfig",
     "Payload",
     "UnavailableMemory",
     "build_recall_query",
-    "gate_hook",
+    "gate_callbacks",
     "ingest_after_pass",
     "is_error",
     "is_skipped",
@@ -73,7 +72,7 @@ __all__ = [
     "recall_before",
 ]
 
-Payload = bytes | str | Mapping[str, Any] | list[Any]
+Payload = bytes | bytearray | str | Mapping[str, Any] | list[Any]
 """What ``ingest`` accepts: the payload bytes the gate verified (normal case), a string,
 or a JSON object/array (the server's "dict payload", which skips the digest binding)."""
 
@@ -319,27 +318,27 @@ def ingest_after_pass(
         return skipped_ingest(f"ingest failed: {type(exc).__name__}: {exc}")
 
 
-GateFn = Callable[[Path, Path], tuple[bool, str, bytes | None]]
-"""``(envelope_path, root) -> (passed, "PASS" or failure code, verified payload bytes)``."""
+def gate_callbacks(
+    memory: Memory, receiver: str
+) -> tuple[
+    Callable[[Any], Mapping[str, Any]], Callable[[Any, bytes | bytearray | None], Mapping[str, Any]]
+]:
+    """The receiver gate's two callbacks for ``memory`` (ADR 0011): ``on_envelope``
+    recalls before the verdict, ``on_pass`` ingests after the pass is on record. The gate
+    calls them; memory never imports the gate, and the gate never imports memory."""
 
+    def on_envelope(envelope: Any) -> Mapping[str, Any]:
+        return {"recall": recall_before(memory, envelope.data, receiver)}
 
-class GateUnavailableError(EidolonsError):
-    """The receiver gate is not installed: nothing may be ingested (fail closed)."""
+    def on_pass(envelope: Any, payload: bytes | bytearray | None) -> Mapping[str, Any]:
+        if payload is None:  # --no-reverify and nothing needed the bytes
+            return {
+                "ingest": {
+                    "status": "skipped",
+                    "reason": "payload bytes not read and verified (no re-verification)",
+                    "backend": memory.backend,
+                }
+            }
+        return {"ingest": ingest_after_pass(memory, envelope.data, payload)}
 
-    code = "GATE_UNAVAILABLE"
-
-
-def gate_hook(envelope_path: Path, root: Path) -> tuple[bool, str, bytes | None]:
-    """Run the receiver gate for ``eidolons memory ingest``.
-
-    Delegates to ``eidolons.gates.receiver.verify_incoming_for_memory``; raises
-    :class:`GateUnavailableError` when that function cannot be imported.
-    """
-    import importlib
-
-    try:
-        module = importlib.import_module("eidolons.gates.receiver")
-        verify = module.verify_incoming_for_memory
-    except (ImportError, AttributeError) as exc:
-        raise GateUnavailableError("receiver gate unavailable; refusing to ingest") from exc
-    return cast(GateFn, verify)(envelope_path, root)
+    return on_envelope, on_pass

@@ -146,7 +146,7 @@ class TraceStore:
         ``payload_path`` is one of ``keys`` (ADR 0021), or None. Reads at most
         :func:`eidolons.config.trace_scan_bound` bytes; past that raises
         :class:`TraceReadError` (the caller cannot tell, so must not conclude "no")."""
-        from eidolons.config import trace_scan_bound
+        from eidolons.state import trace_scan_bound
         from eidolons.trace import decode_line
 
         if not keys:
@@ -290,3 +290,25 @@ def open_store(
     from eidolons.tracestore.jsonl import JsonlStore
 
     return JsonlStore(root)
+
+
+def list_threads(root: Path) -> list[str]:
+    """The ids of the threads with a trace in the project's configured store, sorted."""
+    with open_store(root) as store:
+        return store.threads()
+
+
+def read_thread(root: Path, thread_id: str) -> Iterator[TraceLine]:
+    """Every line of a thread's trace in the project's configured store, in order
+    (nothing when it has none)."""
+    with open_store(root) as store:
+        yield from store.iter_thread(thread_id)
+
+
+def has_thread(root: Path, thread_id: str) -> bool:
+    from eidolons.trace import thread_file_name
+
+    if thread_file_name(thread_id) != thread_id:
+        return False
+    with open_store(root) as store:
+        return store.has_thread(thread_id)

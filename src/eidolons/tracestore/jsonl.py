@@ -7,8 +7,8 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from eidolons.config import TRACE_DIR, trace_scan_bound
 from eidolons.errors import InputError
+from eidolons.state import TRACE_DIR, trace_scan_bound
 from eidolons.trace import (
     TraceLine,
     append_event,
@@ -25,6 +25,8 @@ from eidolons.tracestore import (
     TraceReadError,
     TraceStore,
     is_orchestrator_verdict,
+    is_payload_event,
+    payload_needle,
     verdict_needle,
 )
 
@@ -93,7 +95,7 @@ class JsonlStore(TraceStore):
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         try:  # checks each file's size before reading it: a sparse hole is never read
-            return find_payload_event(self.root, keys)
+            return find_payload_event(self.root, keys, payload_needle, is_payload_event)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 

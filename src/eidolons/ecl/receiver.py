@@ -1,0 +1,543 @@
+"""The receiver's decision as a stepwise checker (python-tuf's ``TrustedMetadataSet``).
+
+Pure: it is fed what the shell (:mod:`eidolons.gates.receiver`) read, in this order, and
+never opens a file:
+
+1. :meth:`ReceiverCheck.feed_envelope` - the envelope's bytes, exactly as read once.
+   Strict parse and schema (SCHEMA_INVALID), the conformance MUSTs that need neither
+   payload nor contract (E-*, S-*), then the envelope's own integrity fields: an
+   unsupported method is SCHEMA_INVALID, a placeholder digest UNVERIFIED,
+   ``artifact.sha256`` differing from the tag INTEGRITY_MISMATCH. An envelope that does
+   not parse ends the check (:attr:`done`).
+2. :meth:`ReceiverCheck.feed_record` - the latest orchestrator verdict found in the
+   trace for the envelope's ``message_id`` (or why the trace could not be read). Only a
+   ``verify_pass`` for this method, tag, payload digest and these exact envelope bytes
+   confirms; anything else is INTEGRITY_MISMATCH (a fail or another envelope on record)
+   or UNVERIFIED (nothing on record, no ``message_id``, unreadable trace).
+3. :meth:`ReceiverCheck.feed_payload` - the digest of the one read of the payload (or
+   why it could not be read) and whether the file read is the artefact the receiver
+   asked about (same device and inode). A tag that does not match, or a different file,
+   is INTEGRITY_MISMATCH. Without re-verification the shell may feed no digest, only
+   the identity; bytes it did read it must feed, and they must match.
+4. :meth:`ReceiverCheck.feed_contracts` - the effective contract set (or the typed
+   failure of loading it: UNDECLARED_EDGE for every hand-off). ``to.eidolon`` must be
+   the receiver and the edge declared (UNDECLARED_EDGE); the high-trust rule
+   (:func:`eidolons.ecl.conformance.high_trust_problem`: UNVERIFIED at every version);
+   C-2/C-3/D-1/D-2 and, for a Markdown payload, the required sections (R-1).
+
+Then :meth:`ReceiverCheck.decision`. Feeding a step twice or out of order raises
+:class:`CheckOrderError`; so does asking for the decision before the last step, unless
+the check is already :attr:`done` (a failure that ends it). The decision holds the
+payload bytes only when they were fed and every rule passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from eidolons._text import printable
+from eidolons.ecl.conformance import (
+    RECEIVER_FAILURE_CODES,
+    context_results,
+    edge_results,
+    envelope_results,
+    high_trust_problem,
+    ise_results,
+)
+from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
+from eidolons.ecl.envelope import Envelope, parse_envelope
+from eidolons.ecl.integrity import Digest
+from eidolons.ecl.limits import Limits
+from eidolons.ecl.orchestrator import judge_digest, precheck
+from eidolons.ecl.sections import is_markdown_path, section_result
+from eidolons.ecl.verdict import RefusalCode, Verdict
+from eidolons.errors import EidolonsError, EnvelopeError
+
+__all__ = [
+    "CheckOrderError",
+    "Failure",
+    "ReceiptJudgement",
+    "ReceiverCheck",
+    "ReceiverDecision",
+    "Step",
+    "budget_estimate",
+    "contract_failures",
+    "envelope_failures",
+    "judge_record",
+    "needs_payload",
+    "reason_line",
+    "sections_apply",
+]
+
+
+class CheckOrderError(EidolonsError):
+    """The shell fed the checker out of order (a programming error, never a verdict)."""
+
+    code = "CHECK_ORDER"
+
+
+class Step(IntEnum):
+    START = 0
+    ENVELOPE = 1
+    RECORD = 2
+    PAYLOAD = 3
+    CONTRACTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    code: str
+    check: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "check": self.check, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptJudgement:
+    """What the shell's check of a signed receipt found (a trust store is configured):
+    ``problem`` None when a valid receipt confirms this envelope, and the payload digest
+    it vouches for (``subject_sha256``), which step 3's digest must equal."""
+
+    problem: tuple[str, str] | None
+    subject_sha256: str | None = None
+    check: str = "receipt"  # the failure's check name
+
+
+@dataclass(slots=True)
+class ReceiverDecision:
+    """What the checker decided. Truthy only when every rule passed."""
+
+    passed: bool
+    failures: list[Failure]
+    envelope: Envelope | None
+    envelope_sha256: str | None
+    record: dict[str, Any] | None
+    payload: bytes | bytearray | None  # the bytes fed at step 3, only on pass
+    payload_sha256: str | None
+    hmac_checked: bool  # an HMAC tag was recomputed over bytes read (evidence)
+    sender_signed: bool  # a verified sender signature (evidence)
+    contract_source: str | None
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+def reason_line(receiver: str, failures: list[Failure]) -> str:
+    """The line printed after the REFUSE line: why, in words (escaped)."""
+    first, *others = failures or [Failure(RefusalCode.UNVERIFIED, "gate", "refused")]
+    line = f"[{receiver}-verify-incoming] reason: {printable(first.message)}"
+    if others:
+        also = ", ".join(f"{f.code} ({f.check})" for f in others)
+        line += f" (also: {printable(also)})"
+    return line
+
+
+def judge_record(
+    env: Envelope, record: Mapping[str, Any] | None, envelope_sha256: str
+) -> tuple[str, str] | None:
+    """Step 2's rule: None when the record confirms this envelope's integrity. The record
+    must be a pass for this method and tag, over these exact envelope bytes: a sender,
+    performative, kind or path rewritten after the orchestrator's pass is not covered."""
+    if record is None:
+        return RefusalCode.UNVERIFIED, "no verify_pass on record for this message_id"
+    if record.get("event") == "verify_fail":
+        code = record.get("verify_failure_code")
+        return (
+            RefusalCode.INTEGRITY_MISMATCH,
+            f"the orchestrator gate recorded verify_fail ({code})",
+        )
+    if record.get("integrity_method") != env.integrity_method:
+        return RefusalCode.INTEGRITY_MISMATCH, (
+            f"the pass on record is for integrity_method {record.get('integrity_method')!r}, "
+            f"the envelope declares {env.integrity_method!r}"
+        )
+    if record.get("integrity_value") != env.integrity_value:
+        return (
+            RefusalCode.INTEGRITY_MISMATCH,
+            "the pass on record is for another digest (envelope swapped)",
+        )
+    if env.integrity_method == "sha256" and record.get("payload_sha256") != env.integrity_value:
+        return RefusalCode.INTEGRITY_MISMATCH, "the pass on record hashed other bytes"
+    if record.get("envelope_sha256") != envelope_sha256:
+        return (
+            RefusalCode.INTEGRITY_MISMATCH,
+            "the envelope is not the one the orchestrator verified",
+        )
+    return None
+
+
+def sections_apply(
+    env: Envelope, contracts: ContractSet | ContractSetUnavailable, receiver: str
+) -> bool:
+    """Whether step 4 will need the payload's bytes (R-1 applies to this hand-off): the
+    shell asks before step 3, so it keeps the bytes only when they will be judged."""
+    if isinstance(contracts, ContractSetUnavailable) or env.recipient.eidolon != receiver:
+        return False
+    contract = contracts.get(env.sender.eidolon, receiver)
+    return needs_payload(env, contract) and is_markdown_path(env.artifact_path)
+
+
+def envelope_failures(env: Envelope, *, signed_sender: bool = False) -> list[Failure]:
+    """Step 1's schema and conformance MUSTs that need no payload nor contract (E-*,
+    S-*): the rules ``eidolons check`` applies, so a hand-off ``check`` fails is never
+    accepted. The sender's self-check (``emit``) calls it too. The high-trust rule is
+    not here but in :func:`contract_failures` (it needs the edge's trust), so
+    ``signed_sender`` changes nothing here; it is accepted for the callers' symmetry."""
+    out: list[Failure] = []
+    problems = env.schema_problems()
+    if problems:
+        out.append(Failure(RefusalCode.SCHEMA_INVALID, "schema", "; ".join(problems)))
+    for gate in [*envelope_results(env.data), *ise_results(env.data)]:
+        if gate.status == "fail" and gate.level == "MUST":
+            message = f"{gate.name}: {gate.reason}"
+            out.append(Failure(RefusalCode.SCHEMA_INVALID, gate.id, message))
+    return out
+
+
+def needs_payload(env: Envelope, contract: Contract | None) -> bool:
+    """Whether :func:`contract_failures` needs the payload's bytes (required sections)."""
+    art = contract.artifact_for_kind(env.artifact_kind or "") if contract is not None else None
+    return art is not None and bool(art.required_sections)
+
+
+def budget_estimate(
+    env: Envelope, payload: bytes | bytearray | None, payload_size: int | None
+) -> int | None:
+    """The receiver's own figure for what a hand-off puts in its context (ADR 0025): the
+    payload and the context summary, at the spec's heuristic of 4 characters a token
+    (rounded up). From the verified bytes when given, else from ``payload_size`` (bytes,
+    an upper bound on characters); None when neither is known."""
+    if payload is not None:
+        chars = len(payload.decode("utf-8", "replace"))
+    elif payload_size is not None:
+        chars = payload_size
+    else:
+        return None
+    delta = env.context_delta
+    summary = delta.get("summary") if delta is not None else None
+    chars += len(summary) if isinstance(summary, str) else 0
+    return (chars + 3) // 4
+
+
+def contract_failures(
+    env: Envelope,
+    contract: Contract | None,
+    payload: bytes | bytearray | None,
+    *,
+    signed_sender: bool = False,
+    payload_size: int | None = None,
+) -> list[Failure]:
+    """Step 4's rules for an envelope addressed to ``contract``'s receiver: every rule
+    of the effective contract that needs no trace record. The receiver gate and the
+    sender's self-check (``emit``) both call this, so they refuse with the same codes
+    and reasons. ``payload`` is the verified bytes, or None when they are not available
+    (then the section rule is not judged here: the caller refuses anyway). A valid
+    sender signature stands in for HMAC in the high-trust rule (ADR 0034)."""
+    out: list[Failure] = []
+    problem = high_trust_problem(env.data, contract)
+    if problem is not None and not signed_sender:
+        out.append(Failure(RefusalCode.UNVERIFIED, "trust", problem))
+    gates = edge_results(env.data, contract) + context_results(env.data, contract)
+    if contract is not None and needs_payload(env, contract):
+        art = contract.artifact_for_kind(env.artifact_kind or "")
+        sections = ", ".join(art.required_sections) if art is not None else ""
+        if not is_markdown_path(env.artifact_path):
+            out.append(
+                Failure(
+                    RefusalCode.MISSING_REQUIRED_SECTION,
+                    "R-1",
+                    f"the edge requires sections ({sections}) and {env.artifact_path!r} is not "
+                    "a Markdown file (.md or .markdown)",
+                )
+            )
+        elif payload is not None:
+            section = section_result(payload, contract, env.artifact_kind, level="MUST")
+            if section is not None:
+                gates.append(section)
+    for gate in gates:
+        if gate.status == "fail" and gate.id in RECEIVER_FAILURE_CODES:
+            code = RECEIVER_FAILURE_CODES[gate.id]
+            out.append(Failure(code, gate.id, f"{gate.name}: {gate.reason}"))
+    if contract is not None and contract.required_handles:
+        delta = env.context_delta
+        handles = delta.get("input_handles") if delta is not None else None
+        named = set(handles) if isinstance(handles, list) else set()
+        missing = [h for h in contract.required_handles if h not in named]
+        if missing:
+            out.append(
+                Failure(
+                    RefusalCode.SCHEMA_INVALID,
+                    "H-1",
+                    "required_handles: context_delta.input_handles must name "
+                    f"{', '.join(missing)} (the contract requires them)",
+                )
+            )
+    if contract is not None and contract.token_budget_max is not None:
+        # B-1: the declared tokens_used (D-1/D-2) can be left out or set to 1; the
+        # receiver's own estimate of the payload and summary cannot
+        estimate = budget_estimate(env, payload, payload_size)
+        if estimate is not None and estimate > contract.token_budget_max:
+            delta = env.context_delta
+            declared = delta.get("tokens_used") if delta is not None else None
+            out.append(
+                Failure(
+                    RefusalCode.CONTEXT_OVER_BUDGET,
+                    "B-1",
+                    f"payload and summary ≈{estimate} tokens (characters / 4) exceed the "
+                    f"edge's token_budget_max {contract.token_budget_max} (declared "
+                    f"tokens_used: {'none' if declared is None else declared})",
+                )
+            )
+    return out
+
+
+_EARLY_CODES: dict[Verdict, RefusalCode] = {
+    Verdict.UNSUPPORTED_ALGO: RefusalCode.SCHEMA_INVALID,
+    Verdict.UNVERIFIABLE: RefusalCode.UNVERIFIED,
+}
+
+
+@dataclass(slots=True)
+class ReceiverCheck:
+    """The stepwise receiver check for ``receiver`` (see the module docstring).
+
+    ``receiver`` None judges the hand-off as its addressed recipient (``to.eidolon``):
+    what ``eidolons memory ingest`` does."""
+
+    receiver: str | None
+    limits: Limits = field(default_factory=Limits)
+    failures: list[Failure] = field(default_factory=list)
+    step: Step = Step.START
+    done: bool = False  # a failure ended the check early (the envelope did not parse)
+    envelope: Envelope | None = None
+    envelope_sha256: str | None = None
+    record: dict[str, Any] | None = None
+    integrity_judgeable: bool = False  # the envelope's own integrity fields are sound
+    integrity_failed: bool = False
+    payload: bytes | bytearray | None = None
+    payload_sha256: str | None = None
+    hmac_checked: bool = False
+    contract_source: str | None = None
+    receipt_sha256: str | None = None  # the payload digest a signed receipt vouches for
+    sender_signed: bool = False  # a verified sender signature (stands in for HMAC)
+    payload_size: int | None = None  # bytes hashed (an upper bound on characters)
+
+    def _advance(self, step: Step) -> None:
+        if self.done:
+            raise CheckOrderError(f"the check ended early; {step.name} cannot be fed")
+        if step != self.step + 1:
+            raise CheckOrderError(f"{step.name} fed after {self.step.name}")
+        self.step = step
+
+    def _fail(self, code: str, check: str, message: str) -> None:
+        self.failures.append(Failure(code, check, message))
+
+    def end(self, code: str, check: str, message: str) -> None:
+        """Refuse and end the check now, with a failure the shell found between steps
+        (the hand-off belongs to another project): no later step may be fed."""
+        self._fail(code, check, message)
+        self.done = True
+
+    @property
+    def as_receiver(self) -> str:
+        if self.receiver is not None:
+            return self.receiver
+        return self.envelope.recipient.eidolon if self.envelope is not None else "unknown"
+
+    # ----------------------------------------------------------------- step 1
+
+    def feed_envelope(self, data: bytes) -> Envelope | None:
+        """Step 1. Returns the parsed envelope, or None (the check is then done)."""
+        self._advance(Step.ENVELOPE)
+        try:
+            env = parse_envelope(data, self.limits)
+        except EnvelopeError as exc:
+            self._fail(RefusalCode.SCHEMA_INVALID, "envelope", str(exc))
+            self.done = True
+            return None
+        self.envelope = env
+        self.envelope_sha256 = hashlib.sha256(data).hexdigest()
+        self.failures.extend(envelope_failures(env))
+        early = precheck(env)
+        if early is not None:
+            verdict, message = early
+            code = _EARLY_CODES.get(verdict, RefusalCode.INTEGRITY_MISMATCH)
+            self._fail(code, "integrity", message)
+            self.integrity_failed = True
+        self.integrity_judgeable = early is None
+        return env
+
+    @property
+    def wants_record(self) -> bool:
+        """Whether step 2 needs a look-up (the envelope has a ``message_id``)."""
+        return self.envelope is not None and self.envelope.message_id is not None
+
+    # ----------------------------------------------------------------- step 2
+
+    def feed_record(
+        self,
+        record: Mapping[str, Any] | None,
+        *,
+        unreadable: str | None = None,
+        receipt: ReceiptJudgement | None = None,
+        sender_signed: bool = False,
+        sender_problem: tuple[str, str] | None = None,
+    ) -> None:
+        """Step 2: the orchestrator record found (None: nothing on record), or
+        ``unreadable`` saying why the trace could not be read. With a trust store the
+        evidence is a signed receipt, judged by the shell (``receipt``), not the record.
+        ``sender_signed``: the sender's signature over these envelope bytes was verified
+        (it stands in for HMAC in the high-trust rule, ADR 0034); ``sender_problem``: the
+        store asked for one and it failed."""
+        self._advance(Step.RECORD)
+        env = self.envelope
+        assert env is not None and self.envelope_sha256 is not None
+        self.sender_signed = sender_signed
+        if sender_problem is not None:
+            self._fail(sender_problem[0], "sender", sender_problem[1])
+        if receipt is not None:
+            self.record = dict(record) if record is not None else None
+            self.receipt_sha256 = receipt.subject_sha256
+            if receipt.problem is not None:
+                self._fail(receipt.problem[0], receipt.check, receipt.problem[1])
+                self.integrity_failed = True
+            return
+        if env.message_id is None:
+            self._fail(
+                RefusalCode.UNVERIFIED, "record", "the envelope has no message_id to look up"
+            )
+            self.integrity_failed = True
+            return
+        self.record = dict(record) if record is not None else None
+        judged = (
+            (RefusalCode.UNVERIFIED, f"the trace cannot be read: {unreadable}")
+            if unreadable is not None
+            else judge_record(env, record, self.envelope_sha256)
+        )
+        if judged is not None:
+            self._fail(judged[0], "record", judged[1])
+            self.integrity_failed = True
+
+    # ----------------------------------------------------------------- step 3
+
+    @property
+    def wants_payload(self) -> bool:
+        """Whether step 3 can judge a payload (the envelope's integrity fields are sound)."""
+        return self.integrity_judgeable
+
+    def feed_payload(
+        self,
+        digest: Digest | None,
+        *,
+        error: str | None = None,
+        is_artefact: bool = True,
+        artefact: str = "",
+        check: str = "reverify",
+        size: int | None = None,
+    ) -> None:
+        """Step 3: the digest of the one read of the payload (``digest.data`` holds the
+        bytes when the shell kept them), or ``error`` (not located, not readable, no
+        key...). ``is_artefact`` False: the file read is not the artefact asked about.
+        With no digest and no error, only the identity was checked (no re-verification);
+        ``size`` is then the file's size, an upper bound on its characters (B-1)."""
+        self._advance(Step.PAYLOAD)
+        self.payload_size = size
+        env = self.envelope
+        assert env is not None
+        if not self.integrity_judgeable:
+            return  # step 1 already refused the integrity fields; nothing to judge
+        if error is not None:
+            self._fail(RefusalCode.INTEGRITY_MISMATCH, check, error)
+            self.integrity_failed = True
+            return
+        if digest is not None:
+            verdict, message = judge_digest(env, digest)
+            if verdict is not Verdict.PASS:
+                self._fail(RefusalCode.INTEGRITY_MISMATCH, check, f"[{verdict}] {message}")
+                self.integrity_failed = True
+                return
+            if self.receipt_sha256 is not None and digest.sha256 != self.receipt_sha256:
+                message = "the signed receipt is for other payload bytes"
+                self._fail(RefusalCode.INTEGRITY_MISMATCH, "receipt", message)
+                self.integrity_failed = True
+                return
+            self.payload_sha256 = digest.sha256
+            self.payload = digest.data
+            self.payload_size = digest.size
+            self.hmac_checked = env.integrity_method == "hmac-sha256"
+        if not is_artefact:
+            self._fail(
+                RefusalCode.INTEGRITY_MISMATCH,
+                "artefact",
+                f"{artefact} is not the payload the envelope names",
+            )
+            self.integrity_failed = True
+            self.payload = None
+
+    # ----------------------------------------------------------------- step 4
+
+    def feed_contracts(self, contracts: ContractSet | ContractSetUnavailable) -> None:
+        """Step 4: contract conformance for ``from -> receiver``."""
+        self._advance(Step.CONTRACTS)
+        env = self.envelope
+        assert env is not None
+        receiver = self.as_receiver
+        if env.recipient.eidolon != receiver:
+            self._fail(
+                RefusalCode.UNDECLARED_EDGE,
+                "edge",
+                f"to.eidolon is {env.recipient.eidolon!r}, this receiver is {receiver!r}",
+            )
+            return
+        if isinstance(contracts, ContractSetUnavailable):
+            self._fail(
+                RefusalCode.UNDECLARED_EDGE,
+                "contracts",
+                f"contract set failed to load: {contracts.reason}",
+            )
+            return
+        contract = contracts.get(env.sender.eidolon, receiver)
+        self.contract_source = contract.source if contract is not None else None
+        sections = needs_payload(env, contract) and is_markdown_path(env.artifact_path)
+        if sections and not self.integrity_failed:
+            if self.payload is None:
+                self._fail(
+                    RefusalCode.MISSING_REQUIRED_SECTION,
+                    "R-1",
+                    "required sections cannot be checked: the payload bytes were not read",
+                )
+        judged = self.payload if not self.integrity_failed else None
+        self.failures.extend(
+            contract_failures(
+                env,
+                contract,
+                judged,
+                signed_sender=self.sender_signed,
+                payload_size=self.payload_size if judged is None else None,
+            )
+        )
+
+    # ----------------------------------------------------------------- result
+
+    def decision(self) -> ReceiverDecision:
+        if not self.done and self.step != Step.CONTRACTS:
+            raise CheckOrderError(f"the decision was asked for after {self.step.name}")
+        passed = not self.failures and not self.done
+        return ReceiverDecision(
+            passed=passed,
+            failures=list(self.failures),
+            envelope=self.envelope,
+            envelope_sha256=self.envelope_sha256,
+            record=self.record,
+            payload=self.payload if passed else None,
+            payload_sha256=self.payload_sha256,
+            hmac_checked=self.hmac_checked,
+            sender_signed=self.sender_signed,
+            contract_source=self.contract_source,
+        )
