@@ -117,3 +117,18 @@ def test_a_truncated_trace_tail_is_detected(signed: Project) -> None:  # noqa: F
     trace.write_bytes(b"".join(lines[:-1]))  # the agent drops the verify_fail
     r = signed.cli("trace", "verify", trace)
     assert r.code == 3, r
+
+
+@pytest.mark.parametrize(
+    ("rule", "value"),
+    [
+        ("is_agent_version", "\u0661.\u0662.\u0663"),  # Arabic-Indic digits
+        ("is_envelope_version", "2.1.\uff11"),  # a fullwidth digit
+        ("is_schema_version", "\u0967.\u0968"),  # Devanagari
+        ("is_rfc3339", "\uff12\uff10\uff12\uff16-12-01T10:46:36Z"),
+    ],
+)
+def test_the_grammar_takes_ascii_digits_only(rule: str, value: str) -> None:
+    from eidolons.ecl import grammar
+
+    assert getattr(grammar, rule)(value) is False

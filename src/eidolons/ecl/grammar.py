@@ -29,16 +29,20 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from typing import Any
 
+# ``\d`` is ASCII only (re.ASCII): in a str pattern it would match any Unicode digit, so
+# "١.٢.٣" would be a version and "２０２６-..." a timestamp
 SLUG_PATTERN = "[a-z][a-z0-9-]*"
 _SLUG = re.compile(SLUG_PATTERN)
-_ENVELOPE_VERSION = re.compile(r"(1\.[012]|2\.[01])(\.\d+)?")
-_V1 = re.compile(r"1\.[012](\.\d+)?")
-_V21 = re.compile(r"2\.1(\.\d+)?")
-_AGENT_VERSION = re.compile(r"\d+\.\d+\.\d+|n/a")
-_SCHEMA_VERSION = re.compile(r"\d+\.\d+(\.\d+)?")
+_ENVELOPE_VERSION = re.compile(r"(1\.[012]|2\.[01])(\.\d+)?", re.ASCII)
+_V1 = re.compile(r"1\.[012](\.\d+)?", re.ASCII)
+_V21 = re.compile(r"2\.1(\.\d+)?", re.ASCII)
+_AGENT_VERSION = re.compile(r"\d+\.\d+\.\d+|n/a", re.ASCII)
+_SCHEMA_VERSION = re.compile(r"\d+\.\d+(\.\d+)?", re.ASCII)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _EXTENSION = re.compile(r"x_[a-z][a-z0-9_]*")
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
 _HANDLE = re.compile(r"ecl://thread/[0-9a-f-]{36}/message/[0-9a-f-]{36}")
 _SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 

@@ -40,7 +40,7 @@ MAX_TRUST_BYTES = 1024 * 1024
 # whole-string matches (fullmatch) built on the one slug rule (eidolons.ecl.grammar)
 _ROLE_RE = re.compile(rf"orchestrator|sender:{SLUG_PATTERN}")
 _EDGE_RE = re.compile(rf"({SLUG_PATTERN}|\*)->({SLUG_PATTERN}|\*)")
-_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z", re.ASCII)
 _KEY_FIELDS = {"keyid", "algorithm", "public_key", "role", "created", "not_after", "revoked"}
 _OPTIONAL_FIELDS = {"revoked_reason", "comment"}
 
