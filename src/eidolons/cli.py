@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from eidolons import __version__
+from eidolons.errors import EidolonsError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -108,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except EidolonsError as exc:  # typed: its own line and exit code (never 0)
+        print(f"eidolons: {exc.diagnostics()}", file=sys.stderr)
+        return exc.exit_code or EXIT_INTERNAL
     except Exception as exc:  # fail closed: a bug is a refusal, never a pass
         print(f"eidolons: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -1,7 +1,8 @@
 """The exception tree, grouped by who is at fault.
 
-Every error carries a stable machine ``code`` and a human message; the CLI prints
-``eidolons: <message>`` and maps the class to an exit code, never a traceback.
+Every error carries a stable machine ``code``, a human message and ``diagnostics()``,
+the one line the CLI prints (``eidolons: <diagnostics>``) when an error reaches it; the
+class says the exit code (``exit_code``), never a traceback.
 
 - :class:`UsageError`: the caller asked for something impossible (bad option value,
   unset key for ``--hmac``). Exit 2.
@@ -23,17 +24,29 @@ class EidolonsError(Exception):
         if code is not None:
             self.code = code
 
+    #: the CLI's exit code when this error reaches it (ADR 0003's vocabulary)
+    exit_code = 70
+
     @property
     def message(self) -> str:
         return str(self)
 
+    def diagnostics(self) -> str:
+        """The one line the CLI prints (``eidolons: <diagnostics>``): the message, then
+        the stable code in brackets, control characters escaped."""
+        from eidolons._text import printable
+
+        return f"{printable(self.message)} [{self.code}]"
+
 
 class UsageError(EidolonsError):
     code = "USAGE"
+    exit_code = 2
 
 
 class InputError(EidolonsError):
     code = "INPUT"
+    exit_code = 2
 
 
 class EnvelopeError(InputError):
@@ -44,3 +57,4 @@ class EnvelopeError(InputError):
 
 class TraceWriteError(EidolonsError):
     code = "TRACE_WRITE"
+    exit_code = 3  # a gate that cannot record refuses

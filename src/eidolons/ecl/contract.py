@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
+from eidolons.errors import EidolonsError
 
 __all__ = [
     "BUILTIN_SOURCE",
@@ -48,7 +49,7 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*first, *second)))
 
 
-class ContractError(Exception):
+class ContractError(EidolonsError):
     """A contract or contract set that cannot be used. Never treated as an allow.
 
     ``source`` names the file (or ``builtin``/directory) and ``problem`` says what is
@@ -56,6 +57,7 @@ class ContractError(Exception):
     """
 
     code = "CONTRACT_INVALID"
+    exit_code = 2
 
     def __init__(self, source: str, problem: str) -> None:
         super().__init__(f"{source}: {problem}")

@@ -56,14 +56,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import fcntl
 import hashlib
 import json
 import math
+import os
 import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -494,6 +497,29 @@ class _Scope:
         return sql, params
 
 
+CREATION_LOCK = ".create.lock"
+
+
+@contextlib.contextmanager
+def _creation_lock(store_dir: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<store>/.create.lock`` while the store is created or
+    its journal mode set: one process at a time, the others wait (no busy error)."""
+    fd = os.open(store_dir / CREATION_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _ensure_wal(conn: sqlite3.Connection) -> None:
+    """WAL is persistent in the database file: set it once in the store's life, under
+    the creation lock, and only when it is not already set."""
+    mode = conn.execute("PRAGMA journal_mode").fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+
+
 class LocalMemory:
     """The embedded backend. Thread-safe; one SQLite connection per object, opened lazily."""
 
@@ -528,14 +554,18 @@ class LocalMemory:
             check_same_thread=False,
         )
         try:
+            # the busy timeout covers every later statement; the journal mode is never
+            # changed outside the creation lock (ADR 0012)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            if not self._schema_ready(conn):
-                if not create:
-                    conn.close()
-                    return None
-                self._create_schema(conn)
+            if create:
+                with _creation_lock(self.store_dir):
+                    _ensure_wal(conn)
+                    if not self._schema_ready(conn):
+                        self._create_schema(conn)
+            elif not self._schema_ready(conn):
+                conn.close()
+                return None
             self._has_trigram = self._meta(conn, "trigram") == "1"
         except BaseException:
             conn.close()
