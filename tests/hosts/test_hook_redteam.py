@@ -322,3 +322,34 @@ def test_no_agent_rewrites_the_hooks_own_code(handoff: Handoff) -> None:
         r = handoff.hook("claude-code", bash(handoff, f"echo 'import os' >> {target}"))
         assert r.code == 2, (target, r)
     assert not targets[1].exists()
+
+
+@pytest.mark.parametrize(
+    "tool_input",
+    [
+        {"paths": ["**/*.md"]},
+        {"paths": ["."], "include": ["**/*.md"]},
+        {"paths": [".eidolons/handoffs/*.md"]},
+        {"paths": [".eidolons"]},
+    ],
+)
+def test_gemini_read_many_files_with_a_glob_or_a_directory_is_gated(
+    handoff: Handoff, tool_input: dict[str, object]
+) -> None:
+    handoff.move_into_handoff_dir()
+    # Gemini CLI does not read ripgrep's .ignore: it hides nothing from read_many_files
+    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
+    doc = {
+        "session_id": "s-1",
+        "transcript_path": "/tmp/t.json",
+        "cwd": str(handoff.root),
+        "hook_event_name": "BeforeTool",
+        "timestamp": "2026-12-01T09:00:00Z",
+        "tool_name": "read_many_files",
+        "tool_input": tool_input,
+        "mcp_context": None,
+    }
+    r = handoff.hook("gemini", doc, "--as", "vigil")
+    assert r.code == 2, r
+    ok = handoff.hook("gemini", {**doc, "tool_input": {"paths": ["README.md"]}}, "--as", "vigil")
+    assert ok.code == 0, ok

@@ -277,7 +277,10 @@ class Decider:
                         "the gate; read each hand-off with Read, through the gate"
                     )
                 continue
-            if call.kind == SEARCH and self._above_protected(real):
+            # ripgrep's .eidolons/.ignore hides the hand-offs from the rg-based Grep tools
+            # (Claude Code, Cursor, Codex); Gemini CLI's tools do not read it
+            honours_ignore = call.host != "gemini"
+            if call.kind == SEARCH and self._above_protected(real, honours_ignore=honours_ignore):
                 return deny(
                     f"eidolons hook: Grep of {path} would search the hand-off directory "
                     f"({IGNORE_FILE} is missing; run `eidolons init`), search a narrower path"

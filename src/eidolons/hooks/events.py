@@ -396,6 +396,15 @@ def parse_cursor(doc: dict[str, Any]) -> ToolCall:
     raise HookInputError(f"hook_event_name {event!r} is not an event this hook gates")
 
 
+def _glob_root(pattern: str) -> str:
+    """The directory a glob pattern searches: its components before the first wildcard."""
+    parts = pattern.split(os.sep)
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return os.sep.join(parts[:i]) or os.sep
+    return pattern
+
+
 _GEMINI_READ = {"read_file": ("absolute_path", "file_path", "path"), "read_many_files": ("paths",)}
 
 
@@ -410,6 +419,18 @@ def parse_gemini(doc: dict[str, Any]) -> ToolCall:
         paths = _paths(args, _GEMINI_READ[tool], cwd)
         if not paths:
             raise HookInputError(f"{tool} without a path")
+        include = args.get("include")
+        globs = [p for p in paths if any(c in p for c in "*?[")] + (
+            [_abs(i, cwd) for i in include if isinstance(i, str)]
+            if isinstance(include, list)
+            else []
+        )
+        dirs = [p for p in paths if os.path.isdir(p)]
+        if globs or dirs:  # many files at once: judged as a search of where they lie
+            roots = [_glob_root(g) for g in globs] + dirs
+            names = [os.path.basename(g) for g in globs]
+            files = [p for p in paths if p not in globs and p not in dirs]
+            return ToolCall("gemini", tool, SEARCH, cwd, paths=roots + files, patterns=names)
         return ToolCall("gemini", tool, READ, cwd, paths=paths)
     if tool in ("write_file", "replace"):
         return ToolCall("gemini", tool, WRITE, cwd, paths=_paths(args, ("file_path", "path"), cwd))
