@@ -40,7 +40,58 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcp",
     "hook": "hook",
     "doctor": "doctor",
+    "completion": "completion",
 }
+
+#: One exit-code vocabulary for every command (ADR 0027); ``check`` keeps upstream's.
+EXIT_CODES = (
+    "exit codes: 0 done or pass, 2 usage error or malformed input, 3 refused or blocked, "
+    "70 internal error"
+)
+EXIT_CODES_OWN = {
+    "check": "exit codes (the upstream checker's): 0 pass, 2 a MUST failed, 4 warnings only, "
+    "1 usage error; --exit-zero and --fail-on must|should change them",
+    "hook": "exit codes: those of the host's hook protocol (see `eidolons hook --help`)",
+    "mcp": "exit codes: 0 when the client ends the session, 2 usage error, 70 internal error",
+}
+#: Examples shown in each command's --help (the README runs the same ones).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "demo": ("eidolons demo", "eidolons demo --keep /tmp/eidolons-demo"),
+    "emit": (
+        "eidolons emit .eidolons/handoffs/scout-report.md --from atlas@1.4.2 --to vigil@1.9.0 "
+        "--performative PROPOSE --kind scout-report --objective 'Scout report for VIGIL.'",
+        "ECL_HMAC_KEY=... eidolons emit change.md --from apivr --to vigil --performative "
+        'PROPOSE --kind change-summary --hmac --ise \'{"assertion_grade": "self-attested"}\'',
+    ),
+    "verify-envelope": (
+        "eidolons verify-envelope .eidolons/handoffs/scout-report.envelope.json",
+        "eidolons verify-envelope scout-report.envelope.json --mode warn --json",
+    ),
+    "verify-incoming": (
+        "eidolons verify-incoming .eidolons/handoffs/scout-report.md --as vigil --print-payload",
+        "eidolons verify-incoming notes.md --as vigil --require-envelope",
+    ),
+    "run": (
+        "eidolons run --verify scout-report.envelope.json --as vigil -- vigil-dispatch",
+        "eidolons run --verify scout-report.envelope.json --json",
+    ),
+    "check": ("eidolons check handoffs/", "eidolons check a b -q --fail-on must"),
+    "contracts": ("eidolons contracts list --to vigil", "eidolons contracts show apivr vigil"),
+    "trace": ("eidolons trace show scout-report.envelope.json", "eidolons trace list"),
+    "memory": ('eidolons memory recall "install.sh race" --as vigil', "eidolons memory stats"),
+    "completion": (
+        "eidolons completion bash > ~/.local/share/bash-completion/completions/eidolons",
+        "eidolons completion zsh > ~/.zfunc/_eidolons",
+        "eidolons completion fish > ~/.config/fish/completions/eidolons.fish",
+    ),
+}
+
+
+def epilog(name: str) -> str:
+    """A command's --help epilog: examples, then its exit codes."""
+    lines = ["examples:", *(f"  {e}" for e in EXAMPLES.get(name, (f"eidolons {name} --help",)))]
+    return "\n".join([*lines, "", EXIT_CODES_OWN.get(name, EXIT_CODES)])
+
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: never 0, so a crash can never read as a pass
@@ -63,12 +114,15 @@ def _root_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eidolons",
         description="Mechanical integrity and contract gates for ECL hand-offs between agents.",
+        epilog=EXIT_CODES + " (check: 0/2/4, see eidolons check --help)",
     )
-    parser.add_argument("--version", action="version", version=f"eidolons {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"eidolons {__version__}")
     return parser
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+
     parser = _root_parser()
     parser.set_defaults(_parsers={})
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -76,8 +130,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         module = _load(name)
         if module is None:
             continue
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=epilog(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(p)
+        if "examples:" not in (p.epilog or ""):  # a command's own epilog keeps its codes
+            own = f"{p.epilog}\n\n" if p.epilog else ""
+            p.epilog = own + epilog(name) if not own else own + epilog(name).split("\n\n")[0]
         p.set_defaults(_run=module.run)
         parser.get_default("_parsers")[name] = p
     return parser

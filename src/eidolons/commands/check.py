@@ -153,6 +153,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="ECL version reported as targeted (1.x, 2.0, 2.1); gates follow each "
         "envelope's own version",
     )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="failures and warnings only, one 'path: gate level message' line each (paths "
+        "relative to the working directory)",
+    )
+    p.add_argument(
+        "--fail-on",
+        metavar="must|should",
+        help="must: exit 2 on a MUST failure and 0 otherwise (warnings do not fail); "
+        "should (the default): upstream's 2/3/4",
+    )
+    p.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 whatever is found (usage errors still 1)"
+    )
     _exit_1_on_usage_errors(p)
 
 
@@ -197,6 +213,11 @@ def _run(args: argparse.Namespace) -> int:
     level = str(args.level).upper()
     if level not in LEVEL_FILTERS:
         raise _Usage(f"--level must be MUST, SHOULD or ALL, got {args.level!r}")
+    fail_on = (args.fail_on or "should").lower()
+    if fail_on not in ("must", "should"):
+        raise _Usage(f"--fail-on must be must or should, got {args.fail_on!r}")
+    if args.quiet and args.json:
+        raise _Usage("-q is for text output; --json already lists every result")
     if not args.paths:
         raise _Usage("no PATH given (usage: eidolons check PATH... [options])")
     targets = [_absolute(p) for p in args.paths]
@@ -213,7 +234,9 @@ def _run(args: argparse.Namespace) -> int:
     _reconfigure(sys.stdout)
     out = sys.stdout
     progress = _Progress(len(envelopes), sys.stderr, shares_screen=_isatty(out))
-    kind = _JsonReport if args.json else _TextReport
+    kind: type[_Report] = (
+        _JsonReport if args.json else (_QuietReport if args.quiet else _TextReport)
+    )
     report = kind(
         out,
         targets=targets,
@@ -232,7 +255,12 @@ def _run(args: argparse.Namespace) -> int:
         report.add(results)
         progress.tick(i)
     progress.done()
-    return report.finish()
+    code = report.finish()
+    if args.exit_zero:
+        return 0
+    if fail_on == "must":
+        return 2 if code == 2 else 0
+    return code
 
 
 # --------------------------------------------------------------------------- inputs
@@ -386,6 +414,31 @@ class _TextReport(_Report):
         self.out.write(f"----\n{_RESULT_LINES[code]}\n")
         self.out.flush()
         return code
+
+
+class _QuietReport(_Report):
+    """``-q``: only what failed or warned, as ``path: gate level message`` (the path
+    relative to the working directory, so two ``scout-report.envelope.json`` in ``a/``
+    and ``b/`` are told apart), and nothing else."""
+
+    def start(self) -> None:
+        pass
+
+    def add(self, results: Sequence[GateResult]) -> None:
+        self._tally(results)
+        lines = []
+        for r in results:
+            if r.status == "ok":
+                continue
+            where = os.path.relpath(r.target) if r.target else "-"
+            message = r.name + (f": {r.reason}" if r.reason else "")
+            lines.append(f"{printable(where)}: {r.id} {r.level} {r.status} {printable(message)}")
+        if lines:
+            self.out.write("\n".join(lines) + "\n")
+
+    def finish(self) -> int:
+        self.out.flush()
+        return self.exit_code
 
 
 class _JsonReport(_Report):

@@ -36,14 +36,16 @@ if TYPE_CHECKING:
 HELP = "Recall from, ingest into (after the receiver gate) and describe the hand-off memory."
 
 EXIT_OK = 0
-EXIT_REFUSED = 1
+# one vocabulary for every command (ADR 0027): what was not done is a refusal (3)
+EXIT_REFUSED = 3
 EXIT_USAGE = 2
 EXIT_GATE_UNAVAILABLE = 3
-EXIT_MEMORY_UNAVAILABLE = 4
+EXIT_MEMORY_UNAVAILABLE = 3
 
 _EPILOG = (
-    "exit codes: 0 done, 1 refused, 2 usage or bad input, 3 receiver gate unavailable "
-    "(nothing ingested), 4 memory off or unavailable (skipped). Backend: EIDOLONS_MEMORY="
+    "exit codes: 0 done, 2 usage or bad input, 3 not done (refused by the receiver gate, "
+    "gate unavailable, or memory off or unavailable: nothing ingested), 70 internal error. "
+    "Backend: EIDOLONS_MEMORY="
     "off|local|mcp (default local), EIDOLONS_MEMORY_COMMAND or EIDOLONS_MEMORY_URL for mcp."
 )
 
