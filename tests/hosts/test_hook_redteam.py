@@ -37,6 +37,11 @@ def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[st
         "eidolons keys pin",
         "eidolons keys require-signature atlas->vigil --off",
         "python3 -m eidolons keys init --role sender:atlas",
+        # behind a wrapper program
+        "uv run eidolons keys rotate",
+        "timeout 30 eidolons keys rotate",
+        "nice -n 5 eidolons init --undo",
+        "uv run python -m eidolons keys add /tmp/mine.pub --role orchestrator",
         # the hook wiring and the trust store are init's
         "eidolons init --undo",
         "cd src && eidolons init --hosts claude-code --force",

@@ -139,6 +139,16 @@ def _gate_args(words: list[str]) -> list[str] | None:
     return None
 
 
+def _wrapped_gate_args(words: list[str]) -> list[str] | None:
+    """The arguments of an ``eidolons`` run behind a wrapper program (``uv run``, ``timeout
+    5``, ``nice -n 5``...): judged as a gate call too; the command's words still are."""
+    for i in range(1, len(words)):
+        args = _gate_args(words[i:])
+        if args is not None:
+            return args
+    return None
+
+
 def _program_base(word: str) -> str:
     base = os.path.basename(word)
     # python3.11, pypy3.10 -> python3, pypy3
@@ -209,6 +219,9 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
             out.runs_gate = True
             out.gate_calls.append(gate_args)
             continue
+        wrapped = _wrapped_gate_args(words)
+        if wrapped is not None:  # `uv run eidolons ...`, `timeout 5 eidolons ...`
+            out.gate_calls.append(wrapped)
         program = _program_base(words[0])
         if program in OPAQUE_PROGRAMS and out.opaque is None:
             out.opaque = f"{program} can read files the command does not name"
