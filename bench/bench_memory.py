@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eidolons.memory.local import LocalMemory, fts_or, word_terms
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.ranking import fts_or, word_terms
 
 SENDERS = ["atlas", "spectra", "apivr", "idg", "forge", "vigil", "kupo", "vivi", "gilgamesh"]
 KINDS = [

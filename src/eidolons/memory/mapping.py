@@ -1,0 +1,276 @@
+"""The local store's ingest mapping: how a verified hand-off becomes a crystal, as the
+CRYSTALIUM server maps it (``crystalium.md``): the envelope's validation and refusal
+codes, trust tiers and validation states, the summary, the payload decoding and its
+bounds, redaction. Pure; :mod:`eidolons.memory.local` (the store) calls it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
+from eidolons.ecl.grammar import is_hex64
+from eidolons.memory._common import (
+    INGEST_BAD_ENVELOPE,
+    INGEST_PAYLOAD_HASH_MISMATCH,
+    UNSUPPORTED_ENVELOPE_VERSION,
+)
+
+REQUIRED_FIELDS: Final = ENVELOPE_REQUIRED_FIELDS  # the same eleven as the envelope model
+
+
+ARTIFACT_FIELDS: Final = ("kind", "schema_version", "path", "sha256", "size_bytes")
+
+
+INTEGRITY_FIELDS: Final = ("method", "value")
+
+
+AGENT_FIELDS: Final = ("eidolon", "version")
+
+
+HOST_T0: Final = frozenset({"host", "host-llm", "cortex"})
+
+
+ROSTER_T1: Final = frozenset(
+    (
+        "atlas",
+        "spectra",
+        "apivr",
+        "apivr-delta",
+        "apivr-Δ",
+        "idg",
+        "forge",
+        "vigil",
+        "opus",
+        "crystalium",
+    )
+)
+"""The roster of the server revision described in ``crystalium.md`` §2.2. Newer roster
+members (vivi, kupo, gilgamesh, ramza) and the reserved ``human``/``orchestrator`` are
+T3 there, and so here, so both backends label a hand-off alike."""
+
+
+_VERSION_RE: Final = re.compile(r"[12](\.\d+){1,2}")
+
+
+_TIER_RE: Final = re.compile(r"[Tt]([0-3])")
+
+
+_REDACTIONS: Final[tuple[tuple[str, re.Pattern[str], bool], ...]] = (
+    ("SSN", re.compile(r"\b\d{3}-\d{2}-\d{4}\b"), True),
+    ("AWS_KEY", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
+    (
+        "GITHUB_TOKEN",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+        False,
+    ),
+    ("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"), False),
+    ("PEM_PRIVATE_KEY", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), False),
+    ("PASSWORD", re.compile(r"(?i)\bpassword\s*[=:]\s*\S+"), False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalLimits:
+    """Every bound of the local store, in one place."""
+
+    excerpt_chars: int = 4096
+    """Characters of the decoded payload indexed for search (the server indexes none)."""
+    summary_chars: int = 4096
+    """The server's cap on ``"<kind>: <objective>"``."""
+    native_max_bytes: int = 1024 * 1024
+    """Largest payload kept verbatim in ``encoding_context.native_artifact``."""
+    busy_timeout_ms: int = 5000
+    """How long a writer waits for another process's lock before giving up (skip)."""
+    importance_cold_start: float = 0.30
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _parse_ts(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def validate_envelope(envelope: Any, payload: Any) -> tuple[str, str] | None:
+    """The server's ingest refusals, in order. Returns ``(reason_code, message)`` or None."""
+    if not isinstance(envelope, Mapping):
+        return INGEST_BAD_ENVELOPE, "envelope must be an object"
+    version = envelope.get("envelope_version")
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+        return (
+            UNSUPPORTED_ENVELOPE_VERSION,
+            f"envelope_version {version!r} is not a supported version (1.x or 2.x)",
+        )
+    for name in REQUIRED_FIELDS:
+        if name not in envelope or (envelope[name] is None and name != "parent_id"):
+            return INGEST_BAD_ENVELOPE, f"envelope is missing required field {name!r}"
+    for name, fields in (
+        ("artifact", ARTIFACT_FIELDS),
+        ("integrity", INTEGRITY_FIELDS),
+        ("from", AGENT_FIELDS),
+        ("to", AGENT_FIELDS),
+    ):
+        block = envelope[name]
+        if not isinstance(block, Mapping):
+            return INGEST_BAD_ENVELOPE, f"envelope.{name} must be an object"
+        for sub in fields:
+            if block.get(sub) is None:
+                return INGEST_BAD_ENVELOPE, f"envelope.{name} is missing {sub!r}"
+    for dotted in (
+        "message_id",
+        "thread_id",
+        "objective",
+        "artifact.kind",
+        "artifact.sha256",
+        "integrity.method",
+        "integrity.value",
+        "from.eidolon",
+    ):
+        if not isinstance(_get(envelope, dotted), str):
+            return INGEST_BAD_ENVELOPE, f"envelope.{dotted} must be a string"
+    if not isinstance(envelope["trace"], Mapping):
+        return INGEST_BAD_ENVELOPE, "envelope.trace must be an object"
+    artifact, integrity = envelope["artifact"], envelope["integrity"]
+    method, value = integrity["method"], integrity["value"]
+    if method == "sha256":
+        if value != artifact["sha256"]:
+            return INGEST_BAD_ENVELOPE, "integrity.value does not equal artifact.sha256"
+    elif method == "hmac-sha256":
+        if not is_hex64(value):
+            return INGEST_BAD_ENVELOPE, "integrity.value is not 64 lowercase hex digits"
+    else:
+        return INGEST_BAD_ENVELOPE, f"unknown integrity.method {method!r}"
+    if isinstance(payload, bytes | bytearray | memoryview | str):
+        raw = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest != artifact["sha256"]:
+            return (
+                INGEST_PAYLOAD_HASH_MISMATCH,
+                f"sha256(payload) {digest} does not equal artifact.sha256 {artifact['sha256']}",
+            )
+    return None
+
+
+def _get(mapping: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = mapping
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def tier_number(tier: str) -> int:
+    return int(tier[1])
+
+
+def identity_tier(eidolon: str) -> str:
+    name = eidolon.lower()
+    if name in HOST_T0:
+        return "T0"
+    if name in ROSTER_T1:
+        return "T1"
+    return "T3"
+
+
+def trust_tier(envelope: Mapping[str, Any]) -> str:
+    """MIN-trust: the identity tier, lowered (never raised) by a ``trace.tier`` of T0..T3."""
+    tier = identity_tier(str(_get(envelope, "from.eidolon")))
+    declared = _get(envelope, "trace.tier")
+    if isinstance(declared, str):
+        match = _TIER_RE.fullmatch(declared.strip())
+        if match and int(match.group(1)) > tier_number(tier):
+            tier = f"T{match.group(1)}"
+    return tier
+
+
+def validation_state(tier: str) -> str:
+    return "quarantined" if tier == "T3" else "unverified"
+
+
+def provenance_source(tier: str) -> str:
+    return {"T0": "human", "T1": "verified_agent"}.get(tier, "unverified_agent")
+
+
+def summary_of(kind: str, objective: str, limit: int) -> str:
+    text = f"{kind}: {objective}" if objective.strip() else kind
+    return text[:limit]
+
+
+def decode_payload(
+    payload: Any, encoding: str, limits: LocalLimits
+) -> tuple[Any, str, dict[str, Any]]:
+    """``(native artifact to keep, searchable text, encoding notes)``."""
+    notes: dict[str, Any] = {}
+    native: Any
+    if isinstance(payload, bytes | bytearray | memoryview):
+        raw = bytes(payload)
+    elif isinstance(payload, str):
+        if encoding == "base64":
+            try:
+                raw = base64.b64decode(payload, validate=True)
+            except (binascii.Error, ValueError):
+                raw = payload.encode("utf-8")
+                notes["payload_decode_error"] = "base64"
+        elif encoding == "json":
+            try:
+                native = json.loads(payload)
+            except ValueError:
+                native = payload
+                notes["payload_decode_error"] = "json"
+            text = payload
+            return _bounded(native, text, limits, notes)
+        else:
+            raw = payload.encode("utf-8")
+    else:  # a JSON object or array
+        text = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+        return _bounded(payload, text, limits, notes)
+    try:
+        text = raw.decode("utf-8")
+        native = text
+    except UnicodeDecodeError:
+        text = ""
+        native = base64.b64encode(raw).decode("ascii")
+        notes["native_artifact_encoding"] = "base64"
+    return _bounded(native, text, limits, notes, size=len(raw))
+
+
+def _bounded(
+    native: Any, text: str, limits: LocalLimits, notes: dict[str, Any], size: int | None = None
+) -> tuple[Any, str, dict[str, Any]]:
+    if size is None:
+        size = len(text.encode("utf-8"))
+    if size > limits.native_max_bytes:
+        notes["native_artifact_omitted"] = f"payload of {size} bytes > {limits.native_max_bytes}"
+        native = None
+    return native, text[: limits.excerpt_chars], notes
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text.split()) * 1.3)
+
+
+def redact(text: str, sensitivity: str | None) -> str:
+    for rule, pattern, always in _REDACTIONS:
+        if always or (sensitivity or "internal") != "none":
+            text = pattern.sub(f"«REDACTED:{rule}»", text)
+    return text

@@ -1,0 +1,83 @@
+"""The local store's ranking: query terms (words, identifiers), the FTS5 ``OR`` query,
+selectivity and reciprocal-rank fusion of the word and trigram arms. Pure;
+:mod:`eidolons.memory.local` (the store) runs the queries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+RRF_K: Final = 60
+
+
+_WORD_RE: Final = re.compile(r"\w+")
+
+
+_RAW_TOKEN_RE: Final = re.compile(r"[^\s\"'`()\[\]{}<>,;|]+")
+
+
+_CAMEL_RE: Final = re.compile(r"[a-z0-9][A-Z]")
+
+
+_IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
+
+
+MAX_QUERY_TERMS: Final = 32
+
+
+def word_terms(query: str) -> list[str]:
+    """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
+    seen: dict[str, None] = {}
+    for token in _WORD_RE.findall(query):
+        seen.setdefault(token.lower(), None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+def looks_like_identifier(token: str) -> bool:
+    """A path, a dotted or snake/kebab name, a camelCase name, or anything with a digit."""
+    return (
+        any(ch in _IDENT_PUNCT for ch in token)
+        or any(ch.isdigit() for ch in token)
+        or _CAMEL_RE.search(token) is not None
+    )
+
+
+def identifier_terms(query: str) -> list[str]:
+    """Whitespace tokens of the query that look like identifiers or paths (>= 3 chars)."""
+    seen: dict[str, None] = {}
+    for raw in _RAW_TOKEN_RE.findall(query):
+        token = raw.strip(".:!?=")
+        if len(token) >= 3 and looks_like_identifier(token):
+            seen.setdefault(token, None)
+            if len(seen) >= MAX_QUERY_TERMS:
+                break
+    return list(seen)
+
+
+def fts_or(terms: Iterable[str]) -> str:
+    """An FTS5 query: each term as a quoted phrase, OR-ed."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def selectivity(n_hits: int, fetch_limit: int, n_scoped: int) -> float:
+    """The server's rule: 0 when the arm is empty or censored (filled its fetch), else
+    ``1 - hits / scoped``."""
+    if n_hits == 0 or n_hits >= fetch_limit or n_scoped <= 0:
+        return 0.0
+    return max(0.0, 1.0 - n_hits / n_scoped)
+
+
+def rrf_fuse(
+    arms: Sequence[tuple[float, Sequence[str]]], k_rrf: int = RRF_K
+) -> list[tuple[str, float]]:
+    """Weighted reciprocal-rank fusion: ``score(id) = sum(w / (k_rrf + rank))``, ranks from
+    1, ordered by score descending then id ascending."""
+    scores: dict[str, float] = {}
+    for weight, ranked in arms:
+        for rank, ident in enumerate(ranked, start=1):
+            scores[ident] = scores.get(ident, 0.0) + weight / (k_rrf + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
