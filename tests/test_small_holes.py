@@ -124,3 +124,10 @@ def test_recall_output_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     )
     err = capsys.readouterr().err
     assert "\x1b" not in err and err.count("\n") == 2 and "\\n" in err
+
+
+@pytest.mark.parametrize("bad", ["Vigil", "vigil\nREFUSE", "../x", "vigil vigil", ""])
+def test_memory_recall_validates_the_receiver_name(cli: Cli, bad: str) -> None:
+    r = cli("memory", "recall", "x", "--as", bad)
+    assert r.code == 2 and "is not an eidolon slug" in r.err and r.err.count("\n") == 1
+    assert cli("memory", "recall", "x", "--as", "vigil@1.9.0").code == 0

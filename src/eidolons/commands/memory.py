@@ -143,6 +143,12 @@ def _recall(args: argparse.Namespace) -> int:
             layers = parse_layers(args.layers) or None
         except ValueError as exc:
             raise UsageError(f"--layers: {exc}") from None
+    receiver = args.receiver.partition("@")[0] if args.receiver is not None else None
+    if receiver is not None:  # validated as verify-incoming validates it (ADR 0026)
+        from eidolons.ecl.grammar import is_slug
+
+        if not is_slug(receiver):
+            raise UsageError(f"--as {args.receiver!r} is not an eidolon slug")
     root = _find_root(args.root)
     memory = open_memory(root)
     if memory is None:
@@ -152,8 +158,8 @@ def _recall(args: argparse.Namespace) -> int:
             scope: dict[str, Any] = {}
             if memory.project:
                 scope["project"] = memory.project
-            if args.receiver:
-                scope["agent_class_visibility"] = args.receiver
+            if receiver:
+                scope["agent_class_visibility"] = receiver
             result = memory.recall(scope, args.query, args.k, layers, explain=args.explain)
         finally:
             memory.close()
