@@ -50,6 +50,7 @@ def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[st
         "eidolons trace import t1",
         # an MCP server the agent drives itself, unbound: any receiver it likes
         "eidolons mcp serve",
+        "eidolons skill install --all",
     ],
 )
 @pytest.mark.parametrize("agent", ["vigil", None])
@@ -358,3 +359,22 @@ def test_gemini_read_many_files_with_a_glob_or_a_directory_is_gated(
     assert r.code == 2, r
     ok = handoff.hook("gemini", {**doc, "tool_input": {"paths": ["README.md"]}}, "--as", "vigil")
     assert ok.code == 0, ok
+
+
+@pytest.mark.parametrize(
+    "rel", [".claude/skills/x/SKILL.md", ".claude/commands/x.md", ".claude/hooks/gate.sh"]
+)
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_no_agent_writes_a_skill_or_command_that_can_carry_hooks(
+    handoff: Handoff, tmp_path: Path, rel: str, agent: str | None
+) -> None:
+    """A skill's `hooks:` run outside the sandbox once it is invoked, where the signing key
+    can be read: writing one is writing the hook wiring."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for target in (handoff.root / rel, home / rel):
+        doc = read(handoff, target, agent)
+        doc["tool_name"] = "Write"
+        doc["tool_input"] = {"file_path": str(target), "content": "---\nhooks: {}\n---\n"}
+        r = handoff.hook("claude-code", doc, env=clean_env(HOME=str(home)))
+        assert r.code == 2 and "hook wiring" in r.err, (target, r)

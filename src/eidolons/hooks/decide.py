@@ -69,6 +69,7 @@ STATE_COMMANDS = {
     "mcp": None,
     "keys": None,  # but READ_ONLY_ACTIONS
     "trace": frozenset({"store", "import"}),
+    "skill": frozenset({"install"}),
 }
 READ_ONLY_ACTIONS = {"keys": frozenset({"list", "show", "export"})}
 ORCHESTRATOR_COMMANDS = frozenset({"verify-envelope", "run"})
