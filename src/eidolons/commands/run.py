@@ -79,8 +79,12 @@ def run(args: argparse.Namespace) -> int:
         data = None  # the orchestrator gate reads it again and reports it malformed
     keep = False
     if data is not None and receiver is not None and contracts is not None:
-        try:  # the receiver judges required sections on the bytes the orchestrator hashed
-            keep = sections_apply(parse_envelope(data, limits), contracts, receiver)
+        try:  # the receiver judges sections and the budget (B-1, in characters) on the
+            # bytes the orchestrator hashed: kept only for such an edge
+            parsed = parse_envelope(data, limits)
+            edge = contracts.get(parsed.sender.eidolon, receiver) if contracts else None
+            budget = edge is not None and edge.token_budget_max is not None
+            keep = budget or sections_apply(parsed, contracts, receiver)
         except EnvelopeError:
             pass
     with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700
