@@ -436,3 +436,37 @@ def test_verify_thread_with_a_trust_store_fails_an_unsigned_latest_pass(
     assert row["receipt"] == "none" and r.json()["all_pass"] is False
     text = cli("trace", "verify", thread, "--mode", "warn").out
     assert "receipt none" in text and "1/1" in text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"a": 1}\n{"b": 2}\n{"c": 3}\n',  # JSON objects, none a trace event
+        "not json\nstill not\nnor this\n",
+        '[1, 2]\n{"event": "emit"}\n',  # the first line decides
+        '{"event": 7}\n',
+    ],
+)
+def test_show_refuses_a_file_that_is_not_a_trace_with_one_line(
+    cli: Cli, project: Path, body: str
+) -> None:
+    (project / "notes.jsonl").write_text(body)
+    for extra in ((), ("--json",), ("--follow", "--max-events", "1", "--idle-timeout", "0")):
+        r = cli("trace", "show", "notes.jsonl", *extra)
+        assert r.code == 2, r
+        assert r.out == ""
+        lines = r.err.splitlines()
+        assert len(lines) == 1, r.err
+        assert lines[0].startswith("eidolons: notes.jsonl: not a trace (line ")
+        assert "damaged" not in r.err
+
+
+def test_show_still_reads_a_trace_with_a_damaged_later_line(cli: Cli, project: Path) -> None:
+    good = {"event": "emit", "message_id": IDS[0], "thread_id": THREAD}
+    (project / "t.jsonl").write_text(json.dumps(good) + "\nnot json\n")
+    r = cli("trace", "show", "t.jsonl", "--json")
+    assert r.code == 0, r
+    assert [e["message_id"] for e in r.json()] == [IDS[0]]
+    assert "t.jsonl:2: damaged line skipped" in r.err
+    (project / "empty.jsonl").write_text("")
+    assert cli("trace", "show", "empty.jsonl", "--json").code == 0

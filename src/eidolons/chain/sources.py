@@ -133,6 +133,25 @@ def collect(paths: Sequence[str], store: TraceStore, limits: Limits) -> Collecte
     return out
 
 
+def not_a_trace(path: Path) -> str | None:
+    """Why the file at *path* is not a trace, or None when it may be one. The rule: its first
+    non-blank line is a JSON object with a string ``event`` field (an empty file is an
+    empty trace). Only the first line is read."""
+    from eidolons.errors import InputError
+    from eidolons.trace import read_events
+
+    try:
+        for line in read_events(path):
+            if line.event is None:
+                return f"line {line.lineno} is not a trace event: {line.error}"
+            if not isinstance(line.event.get("event"), str):
+                return f"line {line.lineno} is not a trace event: a JSON object with no event"
+            return None
+    except InputError:
+        return None  # unreadable: reported by the reader as before
+    return None
+
+
 def _read(name: str, lines: Any, problems: list[str]) -> list[dict[str, Any]]:
     from eidolons.errors import InputError
 

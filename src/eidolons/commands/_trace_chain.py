@@ -51,6 +51,11 @@ def run_chain(args: argparse.Namespace) -> int:
 
     with open_store(root) as store:
         collected = sources.collect(args.paths, store, Limits.from_env(os.environ))
+        if verb == "show":
+            for path in collected.trace_files:
+                why = sources.not_a_trace(path)
+                if why is not None:
+                    return error(f"{path}: not a trace ({why}); nothing shown")
         if verb == "show" and args.follow:
             if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
                 _problems(collected)
