@@ -195,3 +195,30 @@ def test_unwritable_store_never_blocks_a_pass(cli: Cli, project: Path) -> None:
     doc = cli("verify-incoming", payload, "--as", "vigil", "--json").json()
     assert doc["status"] == "pass"
     assert doc["ingest"]["status"] == "skipped" and doc["ingest"]["backend"] == "unavailable"
+
+
+def test_a_hand_off_that_passed_both_gates_is_stored_validated_once(
+    cli: Cli, project: Path
+) -> None:
+    import sqlite3
+
+    first = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
+    doc = cli("verify-incoming", first, "--as", "vigil", "--json").json()
+    assert (doc["ingest"]["trust_tier"], doc["ingest"]["validation_state"]) == ("T1", "validated")
+    assert doc["ingest"]["commit_status"] == "committed"
+    old_id = json.loads(first.with_suffix(".envelope.json").read_text())["message_id"]
+    # re-emitted: same bytes, sender, receiver, act, kind, objective; a new message id
+    again = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report", "--force")
+    assert again == first
+    new_id = json.loads(first.with_suffix(".envelope.json").read_text())["message_id"]
+    assert new_id != old_id
+    doc2 = cli("verify-incoming", first, "--as", "vigil", "--json").json()
+    assert doc2["ingest"]["commit_status"] == "merged"
+    assert doc2["ingest"]["id"] == doc["ingest"]["id"]
+    with sqlite3.connect(project / ".eidolons" / "memory" / "memory.sqlite3") as conn:
+        rows = conn.execute("SELECT trust_tier, validation_state FROM crystals").fetchall()
+    assert rows == [("T1", "validated")]
+    # another act on the same bytes is another episode
+    other = handoff(cli, project, "atlas", "vigil", "INFORM", "scout-report", name="b/o.md")
+    doc3 = cli("verify-incoming", other, "--as", "vigil", "--json").json()
+    assert doc3["ingest"]["commit_status"] == "committed"

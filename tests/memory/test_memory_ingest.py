@@ -239,9 +239,37 @@ def test_same_message_id_new_payload_is_a_new_crystal(store: LocalMemory) -> Non
     assert count(store) == 2
 
 
-def test_same_payload_new_message_id_is_a_new_crystal(store: LocalMemory) -> None:
+def test_a_re_emitted_hand_off_is_not_ingested_twice(store: LocalMemory) -> None:
+    # same bytes, sender, receiver, act, kind and objective; a new message id and thread
     other, raw = make_handoff(payload=PAYLOAD)
+    assert other["message_id"] != ENVELOPE["message_id"]
+    first, again = store.ingest(ENVELOPE, PAYLOAD), store.ingest(other, raw)
+    assert again["id"] == first["id"] and again["commit_status"] == "merged"
+    assert count(store) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"objective": "Another objective."}, {"kind": "spec"}, {"sender": "spectra"}],
+)
+def test_same_payload_as_another_hand_off_is_a_new_crystal(
+    store: LocalMemory, change: dict[str, str]
+) -> None:
+    other, raw = make_handoff(payload=PAYLOAD, **change)
     assert store.ingest(ENVELOPE, PAYLOAD)["id"] != store.ingest(other, raw)["id"]
+    assert count(store) == 2
+
+
+def test_gated_ingest_is_validated_and_upgrades_an_earlier_unverified_one(
+    store: LocalMemory,
+) -> None:
+    plain = store.ingest(ENVELOPE, PAYLOAD)
+    assert (plain["trust_tier"], plain["validation_state"]) == ("T1", "unverified")
+    gated = store.ingest(ENVELOPE, PAYLOAD, gated=True)
+    assert (gated["id"], gated["validation_state"]) == (plain["id"], "validated")
+    assert store.ingest(ENVELOPE, PAYLOAD)["validation_state"] == "validated"  # never lowered
+    unknown, raw = make_handoff(sender="stranger", payload=b"x")
+    assert store.ingest(unknown, raw, gated=True)["validation_state"] == "quarantined"
 
 
 # -- trust tiers -----------------------------------------------------------------------

@@ -258,7 +258,8 @@ def test_superseded_and_inactive_crystals_are_excluded(store: LocalMemory) -> No
 
 
 def test_scores_non_increasing_and_ties_by_id(store: LocalMemory) -> None:
-    twins = sorted(add(store, "Identical twin hand-off.", "same") for _ in range(3))
+    # three hand-offs (payloads differ: the same one re-emitted would be one crystal)
+    twins = sorted(add(store, "Identical twin hand-off.", f"same {i}") for i in range(3))
     add(store, "Identical hand-off of a different kind.", "other")
     result = store.recall({}, "identical twin hand-off", k=10)
     scores = [record["score"] for record in result["records"]]

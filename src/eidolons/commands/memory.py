@@ -277,7 +277,7 @@ def ingest_envelope(
         if not isinstance(payload, bytes | bytearray):
             return {}
         if memory is not None:
-            seen["result"] = memory.ingest(envelope.data, bytes(payload))
+            seen["result"] = memory.ingest(envelope.data, bytes(payload), gated=True)
         return {}
 
     try:

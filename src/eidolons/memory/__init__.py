@@ -114,11 +114,17 @@ class Memory(Protocol):
         ...
 
     def ingest(
-        self, envelope: Mapping[str, Any], payload: Payload, *, payload_encoding: str = "utf8"
+        self,
+        envelope: Mapping[str, Any],
+        payload: Payload,
+        *,
+        payload_encoding: str = "utf8",
+        gated: bool = False,
     ) -> dict[str, Any]:
         """The CRYSTALIUM ``ingest`` tool: ``{"status": "ingested", "id", "layer",
         "trust_tier", "validation_state", ..., "commit_status", "backend"}`` or a refusal
-        ``{"error": <reason code>, "message", "backend"}``."""
+        ``{"error": <reason code>, "message", "backend"}``. ``gated``: the hand-off passed
+        both gates (the local store keeps it ``validated``; ADR 0028)."""
         ...
 
     def stats(self) -> dict[str, Any]: ...
@@ -223,7 +229,12 @@ class UnavailableMemory:
         return skipped_recall(self.reason, k)
 
     def ingest(
-        self, envelope: Mapping[str, Any], payload: Payload, *, payload_encoding: str = "utf8"
+        self,
+        envelope: Mapping[str, Any],
+        payload: Payload,
+        *,
+        payload_encoding: str = "utf8",
+        gated: bool = False,
     ) -> dict[str, Any]:
         return skipped_ingest(self.reason)
 
@@ -309,11 +320,13 @@ def ingest_after_pass(
     memory: Memory | None, envelope: Mapping[str, Any], payload: Payload
 ) -> dict[str, Any]:
     """Ingest a hand-off the receiver gate has just passed. Call it only after
-    ``verify_pass``, with the exact payload bytes the gate verified. Never raises."""
+    ``verify_pass``, with the exact payload bytes the gate verified: the receiver passes
+    only on the orchestrator's pass on record, so both gates passed (``gated``). Never
+    raises."""
     if memory is None:
         return skipped_ingest("memory is off")
     try:
-        return memory.ingest(envelope, payload)
+        return memory.ingest(envelope, payload, gated=True)
     except Exception as exc:  # memory failures never reach the gate's verdict
         return skipped_ingest(f"ingest failed: {type(exc).__name__}: {exc}")
 

@@ -24,16 +24,19 @@ timeout so several gate processes can share it.
 Then (§2.2, §2.3): one ``episodic`` crystal; trust tier is the *less* trusted of the
 identity tier (``host``/``host-llm``/``cortex`` T0, the server's roster T1, anything else
 T3) and a ``trace.tier`` that parses as ``T0``..``T3``; T3 is ``quarantined``, others
-``unverified``; summary ``"<kind>: <objective>"`` (at most 4,096 characters); project
-normalised to the store's canonical key with the original (``thread_id`` or
-``eidolon:<from>``) kept as ``project_raw``; no class visibility (visible to all).
+``validated`` when the caller says both gates passed (``gated``), else ``unverified``;
+summary ``"<kind>: <objective>"`` (at most 4,096 characters); project normalised to the
+store's canonical key with the original (``thread_id`` or ``eidolon:<from>``) kept as
+``project_raw``; no class visibility (visible to all).
 
-Deliberate differences from the server, all recorded in ``docs/adr/0100-memory-backends.md``:
-ingest is idempotent on ``(project, message_id, artifact.sha256)`` (a repeat answers the
-existing id with ``commit_status: "merged"``); the first ``excerpt_chars`` (4,096)
-characters of the decoded payload are indexed as a low-weight column (the server indexes the
-summary only); HMAC envelopes are accepted; there is no per-process rate limit; the native
-payload is kept verbatim only up to ``native_max_bytes`` (1 MiB).
+Deliberate differences from the server, all recorded in
+``docs/adr/0100-memory-backends.md``: ingest is idempotent on ``(project, message_id,
+artifact.sha256)`` and on the hand-off's content key (sender, receiver, performative, kind,
+objective, payload SHA-256: a re-emitted hand-off; ADR 0028); a repeat answers the existing
+id with ``commit_status: "merged"``; the first ``excerpt_chars`` (4,096) characters of the
+decoded payload are indexed as a low-weight column (the server indexes the summary only);
+HMAC envelopes are accepted; there is no per-process rate limit; the native payload is kept
+verbatim only up to ``native_max_bytes`` (1 MiB).
 
 ``recall(scope, query, k, layers)`` (§1.2, §3): arguments validated as the server's schema
 does, ``k`` clamped to [1, 100] and a hard cap; candidates are restricted in SQL to the
@@ -89,6 +92,7 @@ from eidolons.memory.mapping import (
     _parse_ts,
     decode_payload,
     estimate_tokens,
+    handoff_key,
     provenance_source,
     redact,
     summary_of,
@@ -106,7 +110,7 @@ from eidolons.memory.ranking import (
 )
 
 DB_NAME: Final = "memory.sqlite3"
-SCHEMA_VERSION: Final = "1"
+SCHEMA_VERSION: Final = "2"  # 2: crystals.handoff_key (ADR 0028)
 
 
 PREFETCH_FACTOR: Final = 10
@@ -174,7 +178,8 @@ CREATE TABLE IF NOT EXISTS crystals (
     t_valid_to TEXT,
     superseded_by TEXT,
     last_access TEXT NOT NULL,
-    access_count INTEGER NOT NULL DEFAULT 0
+    access_count INTEGER NOT NULL DEFAULT 0,
+    handoff_key TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS crystals_idem
     ON crystals (project, message_id, artifact_sha256) WHERE message_id IS NOT NULL;
@@ -185,6 +190,10 @@ CREATE INDEX IF NOT EXISTS crystals_scope ON crystals (project, status, layer);
 )
 
 _TRIGRAM_SCHEMA: Final = _fts_index("crystals_tri", "trigram")
+_HANDOFF_INDEX: Final = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS crystals_handoff"
+    " ON crystals (project, handoff_key) WHERE handoff_key IS NOT NULL"
+)
 
 _RECORD_COLUMNS: Final = (
     "id, layer, summary, trust_tier, validation_state, importance, last_access, content_ref, "
@@ -306,6 +315,10 @@ class LocalMemory:
         try:
             for statement in _split_sql(_SCHEMA):
                 conn.execute(statement)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(crystals)")}
+            if "handoff_key" not in columns:  # a schema-1 store
+                conn.execute("ALTER TABLE crystals ADD COLUMN handoff_key TEXT")
+            conn.execute(_HANDOFF_INDEX)
             trigram = "1"
             try:
                 conn.execute("SAVEPOINT tri")
@@ -343,9 +356,15 @@ class LocalMemory:
     # -- ingest -------------------------------------------------------------------------
 
     def ingest(
-        self, envelope: Mapping[str, Any], payload: Any, *, payload_encoding: str = "utf8"
+        self,
+        envelope: Mapping[str, Any],
+        payload: Any,
+        *,
+        payload_encoding: str = "utf8",
+        gated: bool = False,
     ) -> dict[str, Any]:
-        """The CRYSTALIUM ``ingest`` tool (see the module docstring for the rules)."""
+        """The CRYSTALIUM ``ingest`` tool (see the module docstring for the rules).
+        ``gated``: the hand-off passed both gates (stored ``validated``, ADR 0028)."""
         if payload is None:
             return input_error("'payload' is a required property", self.backend)
         if not isinstance(payload, bytes | bytearray | memoryview | str | Mapping | list):
@@ -359,16 +378,17 @@ class LocalMemory:
             return error_result(refusal[0], refusal[1], self.backend)
         try:
             with self._lock:
-                return self._ingest(envelope, payload, payload_encoding)
+                return self._ingest(envelope, payload, payload_encoding, gated)
         except (sqlite3.Error, OSError) as exc:
             return skipped_ingest(f"local store unavailable: {exc}")
 
     def _ingest(
-        self, envelope: Mapping[str, Any], payload: Any, payload_encoding: str
+        self, envelope: Mapping[str, Any], payload: Any, payload_encoding: str, gated: bool
     ) -> dict[str, Any]:
         artifact, sender = envelope["artifact"], envelope["from"]
         tier = trust_tier(envelope)
-        state = validation_state(tier)
+        state = validation_state(tier, gated)
+        key = handoff_key(envelope)
         kind, objective = str(artifact["kind"]), str(envelope["objective"])
         message_id, sha = str(envelope["message_id"]), str(artifact["sha256"])
         version = str(envelope["envelope_version"])
@@ -408,9 +428,10 @@ class LocalMemory:
         conn.execute("BEGIN IMMEDIATE")
         try:
             row = conn.execute(
-                "SELECT id, trust_tier, validation_state FROM crystals"
-                " WHERE project = ? AND message_id = ? AND artifact_sha256 = ?",
-                (self.project, message_id, sha),
+                "SELECT id, trust_tier, validation_state FROM crystals WHERE project = ?"
+                " AND ((message_id = ? AND artifact_sha256 = ?) OR handoff_key = ?)"
+                " ORDER BY rowid LIMIT 1",
+                (self.project, message_id, sha, key),
             ).fetchone()
             if row is None:
                 ident = str(uuid.uuid4())
@@ -418,9 +439,10 @@ class LocalMemory:
                     "INSERT INTO crystals (id, layer, summary, body_excerpt, project, project_raw,"
                     " agent_class_visibility, sensitivity_tag, trust_tier, validation_state,"
                     " status, importance, message_id, artifact_sha256, content_ref,"
-                    " payload_json, created_at, t_valid_from, last_access, access_count)"
+                    " payload_json, created_at, t_valid_from, last_access, access_count,"
+                    " handoff_key)"
                     " VALUES (?, 'episodic', ?, ?, ?, ?, NULL, 'internal', ?, ?, 'active', ?,"
-                    " ?, ?, ?, ?, ?, ?, ?, 0)",
+                    " ?, ?, ?, ?, ?, ?, ?, 0, ?)",
                     (
                         ident,
                         crystal["summary"],
@@ -437,11 +459,17 @@ class LocalMemory:
                         created_at,
                         now,
                         now,
+                        key,
                     ),
                 )
                 stored, commit_status = (ident, tier, state), "committed"
             else:
                 stored, commit_status = (str(row[0]), str(row[1]), str(row[2])), "merged"
+                if state == "validated" and stored[2] == "unverified":  # now both gates passed
+                    conn.execute(
+                        "UPDATE crystals SET validation_state = ? WHERE id = ?", (state, stored[0])
+                    )
+                    stored = (stored[0], stored[1], state)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -203,8 +203,29 @@ def trust_tier(envelope: Mapping[str, Any]) -> str:
     return tier
 
 
-def validation_state(tier: str) -> str:
-    return "quarantined" if tier == "T3" else "unverified"
+def validation_state(tier: str, gated: bool = False) -> str:
+    """T3 is ``quarantined`` whatever else is true; a hand-off that passed both gates
+    (orchestrator pass on record, then the receiver's pass: ``gated``) is ``validated``
+    (ADR 0028); anything else ``unverified``."""
+    if tier == "T3":
+        return "quarantined"
+    return "validated" if gated else "unverified"
+
+
+def handoff_key(envelope: Mapping[str, Any]) -> str:
+    """The idempotency key of a hand-off's content (ADR 0028): SHA-256 of the sender and
+    receiver (lower-cased), the performative, the artifact kind, the objective and the
+    payload's SHA-256. A re-emitted hand-off (new ``message_id``, thread or time, the same
+    everything else) has the same key; another act on the same bytes does not."""
+    parts = [
+        str(_get(envelope, "from.eidolon")).lower(),
+        str(_get(envelope, "to.eidolon")).lower(),
+        str(envelope.get("performative")),
+        str(_get(envelope, "artifact.kind")),
+        str(envelope.get("objective")),
+        str(_get(envelope, "artifact.sha256")),
+    ]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=True).encode()).hexdigest()
 
 
 def provenance_source(tier: str) -> str:

@@ -372,8 +372,14 @@ class McpMemory:
         return skipped_recall(answer, k) if isinstance(answer, str) else answer
 
     def ingest(
-        self, envelope: Mapping[str, Any], payload: Any, *, payload_encoding: str = "utf8"
+        self,
+        envelope: Mapping[str, Any],
+        payload: Any,
+        *,
+        payload_encoding: str = "utf8",
+        gated: bool = False,
     ) -> dict[str, Any]:
+        del gated  # the server's tool has no such argument: it sets its own validation state
         value, encoding = _payload_argument(payload, payload_encoding)
         try:
             envelope_arg = json.loads(json.dumps(envelope, default=str))
