@@ -213,10 +213,10 @@ def find_handoff(
     if not trace:
         return None
     from eidolons.errors import InputError
+    from eidolons.payloadindex import payload_keys
     from eidolons.tracestore import open_store
 
-    real_root = Path(os.path.realpath(root))
-    keys = [p.relative_to(real_root).as_posix() for p in spellings if p.is_relative_to(real_root)]
+    keys = payload_keys(str(path), str(root))
     try:
         with open_store(root, env) as store:
             event = store.find_payload(keys)

@@ -90,10 +90,14 @@ def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
     return open_state_path(anchor, parts, flags | os.O_NONBLOCK, create=create)
 
 
-def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
+def append_event(
+    path: Path, event: Mapping[str, Any], before: Callable[[], None] | None = None
+) -> bytes:
     """Append one event as one line, linked into the thread's hash chain (``seq``,
     ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
-    bytes (without the newline). Raises :class:`TraceWriteError` on any failure."""
+    bytes (without the newline). ``before`` runs under the lock before the line is written
+    (the payload index: :mod:`eidolons.payloadindex`). Raises :class:`TraceWriteError` on
+    any failure."""
     from eidolons.ecl.tracechain import chained, next_link
 
     written: list[bytes] = []
@@ -101,6 +105,8 @@ def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
     def link(fd: int, size: int) -> list[bytes]:
         last, last_seq = _last_link(fd, size)
         seq, prev = next_link(last, last_seq)
+        if before is not None:
+            before()
         written.append(encode_event(chained(event, seq, prev))[:-1])
         return written
 

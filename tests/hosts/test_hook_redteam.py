@@ -154,13 +154,6 @@ def test_a_configured_handoff_dir_is_protected_when_the_envelope_is_deleted(
         assert "-verify-incoming] REFUSE: UNVERIFIED from unknown" in r.err.splitlines()[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hook fast path (eidolons.hooks.events.Layout.classify_read) knows a hand-off by "
-    "its location and sibling envelope only; a payload the trace names (emit event, "
-    "config.find_handoff with trace=True) outside the hand-off directories is allowed "
-    "once its envelope is deleted: needs a cheap index of emitted payload paths (h10a/h8)",
-)
 def test_a_payload_the_trace_names_is_refused_when_its_envelope_is_deleted(
     handoff: Handoff,
 ) -> None:

@@ -573,10 +573,19 @@ def gate_code() -> tuple[str, ...]:
 class Layout:
     """The paths the hook protects, resolved once per event."""
 
-    __slots__ = ("handoff_dirs", "key_dirs", "root", "state_dir", "store_dir", "wiring")
+    __slots__ = (
+        "_index",
+        "handoff_dirs",
+        "key_dirs",
+        "root",
+        "state_dir",
+        "store_dir",
+        "wiring",
+    )
 
     def __init__(self, root: str, extra_handoff_dirs: tuple[str, ...] = ()) -> None:
         self.root = _real(root)
+        self._index: bytes | bool | None = False  # False: not read yet
         self.state_dir = os.path.join(self.root, ".eidolons")
         self.handoff_dirs = tuple(
             _real(os.path.join(self.root, d)) for d in (HANDOFF_DIR, *extra_handoff_dirs)
@@ -607,7 +616,27 @@ class Layout:
             return HANDOFF
         if self.links_to_handoff(real):
             return HANDOFF
+        if self.trace_names(path):
+            return HANDOFF
         return None
+
+    def trace_names(self, path: str) -> bool:
+        """Whether the trace may name ``path`` as a payload (its envelope deleted): looked
+        up in the payload index (:mod:`eidolons.payloadindex`, one small read per event);
+        when the index cannot tell, the full rule (:func:`eidolons.config.find_handoff`)
+        answers. True sends the read to the receiver gate, which decides."""
+        from eidolons.payloadindex import names, read_index
+
+        if self._index is False:
+            self._index = read_index(self.root)
+        index = self._index
+        if isinstance(index, bytes):
+            return names(index, path, self.root)
+        from pathlib import Path
+
+        from eidolons.config import find_handoff
+
+        return find_handoff(Path(path), Path(self.root)) is not None
 
     def links_to_handoff(self, real: str) -> bool:
         """A hard link elsewhere to a file in a hand-off directory is that hand-off: the

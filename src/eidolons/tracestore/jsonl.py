@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from eidolons.errors import InputError
+from eidolons.errors import InputError, TraceWriteError
 from eidolons.state import TRACE_DIR, trace_scan_bound
 from eidolons.trace import (
     TraceLine,
@@ -56,8 +56,42 @@ class JsonlStore(TraceStore):
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         path = self.path(thread_id)
-        line = append_event(path, event)
+        line = append_event(path, event, before=self._index_hook(event))
         return Appended(json.loads(line), line, str(path))
+
+    def _index_hook(self, event: Mapping[str, Any]) -> Callable[[], None] | None:
+        """Adds a payload event's ``payload_path`` to the payload index, under the lock."""
+        key = event.get("payload_path")
+        if not isinstance(key, str) or not is_payload_event(event, [key]):
+            return None
+
+        def add() -> None:
+            from eidolons.beneath import BeneathError
+            from eidolons.payloadindex import record
+
+            try:
+                record(str(self.root), key, self.payload_paths)
+            except (BeneathError, OSError) as exc:
+                raise TraceWriteError(f"cannot add to the payload index: {exc}") from None
+
+        return add
+
+    def payload_paths(self) -> list[str] | None:
+        """Every payload path the project's traces name (``emit``/verification events),
+        or None when they cannot be read within the scan bound."""
+        found: dict[str, None] = {}
+        try:
+            threads = self.threads()
+            if sum(os.stat(self.path(t)).st_size for t in threads) > trace_scan_bound():
+                return None
+            for thread in threads:
+                for line in self.iter_thread(thread):
+                    key = line.event.get("payload_path") if line.event else None
+                    if isinstance(key, str) and is_payload_event(line.event, [key]):
+                        found[key] = None
+        except (InputError, OSError):
+            return None
+        return list(found)
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         # lines are pre-filtered on the id as this tool writes it, so only candidate lines

@@ -1,0 +1,136 @@
+"""The payload index (``.eidolons/payloads.idx``): written by the gates with each emit or
+verification event, read by the hook's fast path so that a payload the trace names is
+gated even when its envelope was deleted (ADR 0049)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from eidolons.payloadindex import HEADER, entry
+from tests.hosts.conftest import Handoff, needs_samples, sample
+
+pytestmark = needs_samples
+
+INDEX = Path(".eidolons") / "payloads.idx"
+
+
+def read(handoff: Handoff, path: Path, agent: str | None = "vigil") -> dict[str, object]:
+    doc = sample("hook_stdin_read_main", handoff.root)
+    doc["tool_input"] = {"file_path": str(path)}
+    if agent is not None:
+        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
+    return doc
+
+
+def hook_in_process(handoff: Handoff, doc: dict[str, object]) -> tuple[int, str]:
+    from eidolons.hooks.fast import main
+
+    err = io.StringIO()
+    code = main(
+        ["claude-code", "--root", str(handoff.root)],
+        stdin=io.BytesIO(json.dumps(doc).encode()),
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    return code, err.getvalue()
+
+
+def forbid_full_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    import eidolons.config
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the full find_handoff rule ran on the fast path")
+
+    monkeypatch.setattr(eidolons.config, "find_handoff", boom)
+
+
+def test_emit_writes_the_payload_path_to_the_index(handoff: Handoff) -> None:
+    data = (handoff.root / INDEX).read_bytes()
+    assert data == HEADER + entry("handoff.md")
+
+
+def test_verify_adds_to_the_index_and_a_new_index_is_filled_from_the_traces(
+    handoff: Handoff,
+) -> None:
+    (handoff.root / INDEX).unlink()
+    handoff.verify()
+    lines = (handoff.root / INDEX).read_bytes().splitlines(keepends=True)
+    # the emit event already on disk (filled in), then the verify_pass being recorded
+    assert lines == [HEADER, entry("handoff.md"), entry("handoff.md")]
+
+
+def test_a_path_in_the_index_is_refused_once_its_envelope_is_deleted(handoff: Handoff) -> None:
+    handoff.envelope.unlink()
+    handoff.payload.write_text("# rewritten\n")
+    for agent in ("vigil", None):
+        r = handoff.hook("claude-code", read(handoff, handoff.payload, agent))
+        assert r.code == 2, r
+        assert "-verify-incoming] REFUSE: UNVERIFIED from " in r.err.splitlines()[0]
+    bash = sample("hook_stdin_bash_main", handoff.root)
+    bash.update(agent_id="a1", agent_type="vigil")
+    bash["tool_input"] = {"command": "cat handoff.md", "description": "x"}
+    assert handoff.hook("claude-code", bash).code == 2
+
+
+def test_an_unrelated_file_is_allowed_without_the_full_rule(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = handoff.root / "src.py"
+    source.write_text("print('hello')\n")
+    forbid_full_rule(monkeypatch)
+    for agent in ("vigil", None):
+        assert hook_in_process(handoff, read(handoff, source, agent)) == (0, "")
+
+
+def test_no_index_and_no_trace_allows_an_unrelated_file_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "fresh"
+    (root / ".eidolons").mkdir(parents=True)
+    (root / "src.py").write_text("x = 1\n")
+    forbid_full_rule(monkeypatch)
+    bare = Handoff(root, root / "src.py", root / "none", {})
+    assert hook_in_process(bare, read(bare, root / "src.py")) == (0, "")
+
+
+@pytest.mark.parametrize("damage", ["missing", "headerless", "directory", "oversized"])
+def test_an_index_that_cannot_tell_falls_back_to_the_full_rule(
+    handoff: Handoff, damage: str
+) -> None:
+    index = handoff.root / INDEX
+    index.unlink()
+    if damage == "headerless":
+        index.write_bytes(entry("other.md"))
+    elif damage == "directory":
+        index.mkdir()
+    elif damage == "oversized":
+        from eidolons.payloadindex import MAX_INDEX_BYTES
+
+        with index.open("wb") as fh:
+            fh.write(HEADER)
+            fh.truncate(MAX_INDEX_BYTES + 1)
+    handoff.envelope.unlink()
+    source = handoff.root / "src.py"
+    source.write_text("print('hello')\n")
+    for agent in ("vigil", None):
+        r = handoff.hook("claude-code", read(handoff, handoff.payload, agent))
+        assert r.code == 2, (damage, r)
+        assert "-verify-incoming] REFUSE: UNVERIFIED from " in r.err.splitlines()[0]
+        ok = handoff.hook("claude-code", read(handoff, source, agent))
+        assert (ok.code, ok.err) == (0, ""), (damage, ok)
+
+
+def test_an_index_that_cannot_be_written_fails_the_trace_append(handoff: Handoff) -> None:
+    index = handoff.root / INDEX
+    index.unlink()
+    index.mkdir()
+    traces = sorted((handoff.root / ".eidolons" / ".trace").glob("*.jsonl"))
+    before = [t.read_bytes() for t in traces]
+    r = handoff.cli("verify-envelope", handoff.envelope, "--block")
+    assert r.code != 0, r
+    assert "payload index" in r.err
+    assert [t.read_bytes() for t in traces] == before  # no trace line without its entry
