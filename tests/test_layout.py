@@ -163,16 +163,50 @@ def test_gates_and_memory_never_import_each_other() -> None:
             assert not [t for t in info.imports if t.startswith(f"{PACKAGE}.gates")], name
 
 
+def command_import_violations(modules: dict[str, ModuleInfo]) -> list[str]:
+    """Every ``eidolons.commands`` module (command or private plumbing) that imports a
+    command module other than itself: commands share only the ``commands/_*.py``
+    plumbing and the library."""
+    prefix = f"{PACKAGE}.commands."
+    problems = []
+    for name in sorted(modules):
+        if not name.startswith(prefix):
+            continue
+        for target in sorted(internal_edges(modules, name)):
+            if target.startswith(prefix) and not target[len(prefix) :].startswith("_"):
+                problems.append(f"{name} imports {target}")
+    return problems
+
+
 def test_no_command_imports_another_command() -> None:
     """What two commands share lives in the plumbing (``commands/_*.py``: the CLI's
-    helpers, never a command) or in the library; a command module never imports another
-    command module."""
+    helpers, never a command) or in the library; no module under ``eidolons.commands``
+    imports a command module."""
     modules = package_modules()
-    prefix = f"{PACKAGE}.commands."
-    for name, _info in modules.items():
-        if not name.startswith(prefix) or name.rsplit(".", 1)[1].startswith("_"):
-            continue
-        command = name.rsplit(".", 1)[1]
-        for target in internal_edges(modules, name):
-            if target.startswith(prefix):
-                assert target[len(prefix) :].startswith("_"), (command, target)
+    assert f"{PACKAGE}.commands._common" in modules
+    assert command_import_violations(modules) == []
+
+
+@pytest.mark.parametrize(
+    "planted, source",
+    [
+        ("memory", "from eidolons.commands.contracts import run\n"),
+        ("memory", "def f():\n    from eidolons.commands import trace\n"),
+        ("memory", "import importlib\nimportlib.import_module('eidolons.commands.check')\n"),
+        ("_trace_list", "from . import verify_incoming\n"),
+    ],
+)
+def test_the_command_import_check_catches_a_planted_import(planted: str, source: str) -> None:
+    modules = package_modules()
+    name = f"{PACKAGE}.commands.{planted}"
+    modules[name] = parse_module(name, SRC / PACKAGE / "commands" / f"{planted}.py", source)
+    problems = command_import_violations(modules)
+    assert len(problems) == 1 and problems[0].startswith(f"{name} imports "), problems
+
+
+def test_the_command_import_check_allows_the_plumbing() -> None:
+    modules = package_modules()
+    name = f"{PACKAGE}.commands.memory"
+    source = "from eidolons.commands._common import print_json\nfrom eidolons import config\n"
+    modules[name] = parse_module(name, SRC / PACKAGE / "commands" / "memory.py", source)
+    assert command_import_violations(modules) == []

@@ -198,17 +198,20 @@ def test_root_discovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     nested.mkdir(parents=True)
     (project / ".git").mkdir()
     monkeypatch.chdir(nested)
-    assert command._find_root(None) == project.resolve()
+    from eidolons.config import find_root
+
+    assert command.find_root is find_root  # the one rule, no copy of it in the command
+    assert command.find_root(None) == project.resolve()
     (project / "a" / ".eidolons").mkdir()
-    assert command._find_root(None) == (project / "a").resolve()
+    assert command.find_root(None) == (project / "a").resolve()
     monkeypatch.setenv("EIDOLONS_ROOT", str(project))
-    assert command._find_root(None) == project.resolve()
-    assert command._find_root(str(nested)) == nested.resolve()
+    assert command.find_root(None) == project.resolve()
+    assert command.find_root(str(nested)) == nested.resolve()
     bare = tmp_path / "bare"
     bare.mkdir()
     monkeypatch.delenv("EIDOLONS_ROOT")
     monkeypatch.chdir(bare)
-    assert command._find_root(None) in (bare.resolve(), *bare.resolve().parents)
+    assert command.find_root(None) in (bare.resolve(), *bare.resolve().parents)
 
 
 # -- ingest: the gate decides ------------------------------------------------------------

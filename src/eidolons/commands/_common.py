@@ -1,6 +1,7 @@
-"""The commands' plumbing, once: error printing, colour, the JSON printer (the contract
-loader is :func:`eidolons.contract.load_contracts`). No command imports another
-command; what two commands share lives here."""
+"""The commands' plumbing, once: error printing, colour, the JSON printer, the project
+root (the rule is :func:`eidolons.config.find_root`; the contract loader is
+:func:`eidolons.contract.load_contracts`). No command imports another command; what two
+commands share lives here (``tests/test_layout.py`` checks it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, TextIO
 
 
@@ -46,3 +48,18 @@ def print_json(value: Any) -> None:
     # make the encoder fail, and stay valid JSON
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()
+
+
+def project_root(explicit: str | None, *, note: bool = False) -> Path | int:
+    """The project root by the one rule (:func:`eidolons.config.find_root`: ``--root``,
+    else ``EIDOLONS_ROOT``, else the nearest ancestor holding ``.eidolons/`` or ``.git/``,
+    else the current directory, said on stderr with ``note``), or, when ``--root`` or
+    ``EIDOLONS_ROOT`` is not a directory, the usage exit code after its one line
+    (``eidolons: --root 'x' is not a directory``)."""
+    from eidolons.config import find_root
+    from eidolons.errors import UsageError
+
+    try:
+        return find_root(explicit, note=note)
+    except UsageError as exc:
+        return error(str(exc))

@@ -32,11 +32,13 @@ OK_VERDICTS = ("pass", "unverifiable")  # as upstream: anything else is a failur
 
 def run_chain(args: argparse.Namespace) -> int:
     from eidolons.chain import sources
-    from eidolons.commands._common import error
-    from eidolons.config import Limits, find_root, verify_mode
+    from eidolons.commands._common import error, project_root
+    from eidolons.config import Limits, verify_mode
 
     verb = args.trace_command
-    root = find_root(args.root)
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     mode = verify_mode("block" if getattr(args, "block", False) else getattr(args, "mode", None))
     if verb == "show":
         if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
@@ -226,10 +228,13 @@ def _report(hops: list[Hop], args: argparse.Namespace) -> int:
     from eidolons.chain.evidence import check_receipts
     from eidolons.chain.report import render_report
     from eidolons.chain.views import thread_of
-    from eidolons.config import find_root
+    from eidolons.commands._common import project_root
     from eidolons.ecl.events import TOOL, utc_now
 
-    trusted, problem = check_receipts(hops, find_root(args.root))
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
+    trusted, problem = check_receipts(hops, root)
     if problem:
         print(f"eidolons: {printable(problem)}", file=sys.stderr)
     page = render_report(

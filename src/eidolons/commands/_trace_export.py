@@ -24,8 +24,8 @@ EXIT_REFUSED = 3
 def run_export(args: argparse.Namespace) -> int:
     from eidolons import __version__
     from eidolons.chain import sources
-    from eidolons.commands._common import error
-    from eidolons.config import Limits, find_root
+    from eidolons.commands._common import error, project_root
+    from eidolons.config import Limits
     from eidolons.tracestore import open_store
 
     url = args.otlp
@@ -41,7 +41,9 @@ def run_export(args: argparse.Namespace) -> int:
         return error(
             f"the OpenTelemetry SDK is not installed ({exc.name}): pip install 'eidolons[otel]'"
         )
-    root = find_root(args.root)
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     with open_store(root) as store:
         paths = list(args.threads) or store.threads()
         collected = sources.collect(paths, store, Limits.from_env(os.environ))

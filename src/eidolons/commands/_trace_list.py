@@ -41,12 +41,14 @@ def thread_summary(thread_id: str, events: list[dict[str, Any]], damaged: int) -
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import print_json
-    from eidolons.config import find_root
+    from eidolons.commands._common import print_json, project_root
     from eidolons.tracestore import open_store
 
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     rows = []
-    with open_store(find_root(args.root)) as store:
+    with open_store(root) as store:
         for thread in store.threads():
             events: list[dict[str, Any]] = []
             damaged = 0

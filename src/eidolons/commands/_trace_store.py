@@ -55,14 +55,15 @@ def _copy(args: argparse.Namespace) -> int:
     """export: project JSONL -> PostgreSQL; import: PostgreSQL -> project JSONL. A thread
     is copied only when the target holds a prefix of the source (resumable, never a
     merge); a target that diverged is refused."""
-    from eidolons.commands._common import error
-    from eidolons.config import find_root
+    from eidolons.commands._common import error, project_root
     from eidolons.trace import append_lines, thread_file_name
     from eidolons.tracestore import TraceStore
     from eidolons.tracestore.jsonl import JsonlStore
     from eidolons.tracestore.postgres import PostgresStore
 
-    root = find_root(args.root)
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     for name in args.threads:
         if thread_file_name(name) != name:
             return error(f"{name!r} is not a valid thread id")

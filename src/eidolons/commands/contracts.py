@@ -14,11 +14,10 @@ Only the standard library is imported at module level (see :mod:`eidolons.cli`).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from eidolons.commands._common import error, print_json, project_root
 
 if TYPE_CHECKING:
     from eidolons.contract import Contract, ContractSet
@@ -63,42 +62,16 @@ def run(args: argparse.Namespace) -> int:
     """Load the effective set and print it; errors go to stderr as ``eidolons: ...``."""
     from eidolons.contract import ContractError, ContractSet
 
-    try:
-        root = _find_root(args.root)
-    except ValueError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     try:
         contract_set = ContractSet.load(root, [Path(d) for d in args.contracts])
     except ContractError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return error(str(exc), EXIT_USAGE)
     if args.contracts_action == "list":
         return _list(contract_set, args.to, as_json=args.json)
     return _show(contract_set, args.from_, args.to, as_json=args.json)
-
-
-def _find_root(explicit: str | None) -> Path:
-    """Project root: ``--root``, else ``$EIDOLONS_ROOT``, else the nearest ancestor of the
-    current directory holding ``.eidolons/`` or ``.git``, else the current directory.
-
-    Kept in this one function so it can be replaced by a shared ``eidolons.config`` helper.
-    """
-    chosen = explicit if explicit is not None else os.environ.get("EIDOLONS_ROOT") or None
-    if chosen is not None:
-        root = Path(chosen)
-        if not root.is_dir():
-            origin = "--root" if explicit is not None else "EIDOLONS_ROOT"
-            raise ValueError(f"{origin} {chosen}: not a directory")
-        return root
-    cwd = Path.cwd()
-    for candidate in (cwd, *cwd.parents):
-        if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
-            return candidate
-    return cwd
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"eidolons: {message}", file=sys.stderr)
-    return code
 
 
 #: Fields printed but not enforced by the receiver gate (ADR 0022): shown as advisory.
@@ -122,7 +95,7 @@ def _json_record(contract: Contract) -> dict[str, Any]:
 def _list(contract_set: ContractSet, to: str | None, *, as_json: bool) -> int:
     contracts = contract_set.edges() if to is None else contract_set.inbound(to)
     if as_json:
-        print(json.dumps([_json_record(c) for c in contracts], indent=2))
+        print_json([_json_record(c) for c in contracts])
         return EXIT_OK
     rows = [
         (
@@ -146,9 +119,9 @@ def _list(contract_set: ContractSet, to: str | None, *, as_json: bool) -> int:
 def _show(contract_set: ContractSet, from_: str, to: str, *, as_json: bool) -> int:
     contract = contract_set.get(from_, to)
     if contract is None:
-        return _fail(f"no contract for {from_} -> {to}", EXIT_NOT_FOUND)
+        return error(f"no contract for {from_} -> {to}", EXIT_NOT_FOUND)
     if as_json:
-        print(json.dumps(_json_record(contract), indent=2))
+        print_json(_json_record(contract))
         return EXIT_OK
     lines = [
         f"edge:              {contract.from_} -> {contract.to}",

@@ -15,24 +15,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
-    from eidolons.commands._common import error, print_json
+    from eidolons.commands._common import print_json, project_root
     from eidolons.doctor import run_checks
 
-    if args.root:
-        root = Path(args.root)
-        if not root.is_dir():
-            return error(f"--root {args.root!r} is not a directory")
-        root = root.resolve()
-    else:
-        from eidolons.config import find_root
-        from eidolons.errors import UsageError
-
-        try:
-            root = find_root(None)
-        except UsageError as exc:
-            return error(str(exc))
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     report = run_checks(root)
     if args.json:
         print_json(report.to_json())

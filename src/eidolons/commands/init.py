@@ -32,25 +32,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
-    from eidolons.commands._common import error, print_json
-    from eidolons.errors import UsageError
+    from eidolons.commands._common import error, print_json, project_root
     from eidolons.hooks.wiring import HOSTS, receiver_agent_findings
     from eidolons.initialize import InitError, detect_hosts, install, python_for_hooks, undo
 
-    if args.root:
-        root = Path(args.root)
-        if not root.is_dir():
-            return error(f"--root {args.root!r} is not a directory")
-        root = root.resolve()
-    else:
-        from eidolons.config import find_root
-
-        try:
-            root = find_root(None)
-        except UsageError as exc:
-            return error(str(exc))
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     hosts = detect_hosts(root)
     if args.hosts is not None:
         hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]

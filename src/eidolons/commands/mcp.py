@@ -43,23 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error
-    from eidolons.config import find_root
+    from eidolons.commands._common import error, project_root
     from eidolons.ecl.grammar import is_slug
-    from eidolons.errors import UsageError
 
     bound = None
     if args.receiver is not None:
         bound = args.receiver.partition("@")[0]
         if not is_slug(bound):
             return error(f"--as {args.receiver!r} is not an eidolon slug")
-    try:
-        explicit = args.root
-        if explicit is None and not os.environ.get("EIDOLONS_ROOT"):
-            explicit = os.environ.get("CLAUDE_PROJECT_DIR") or None
-        root = find_root(explicit)
-    except UsageError as exc:
-        return error(str(exc))
+    explicit = args.root
+    if explicit is None and not os.environ.get("EIDOLONS_ROOT"):
+        explicit = os.environ.get("CLAUDE_PROJECT_DIR") or None
+    root = project_root(explicit)
+    if isinstance(root, int):
+        return root
     for directory in args.contracts:
         if not Path(directory).is_dir():
             return error(f"--contracts {directory}: not a directory")

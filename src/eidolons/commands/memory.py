@@ -24,11 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from eidolons.commands._common import error as _error
+from eidolons.commands._common import print_json
+from eidolons.config import find_root
 
 if TYPE_CHECKING:
     from eidolons.memory import Memory
@@ -104,32 +107,6 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-def _find_root(explicit: str | None) -> Path:
-    """``--root``, else ``EIDOLONS_ROOT``, else the nearest ancestor of the current
-    directory holding ``.eidolons/`` or ``.git/``, else the current directory."""
-    from eidolons.errors import UsageError
-
-    for value, what in ((explicit, "--root"), (os.environ.get("EIDOLONS_ROOT"), "EIDOLONS_ROOT")):
-        if value:
-            root = Path(value)
-            if not root.is_dir():
-                raise UsageError(f"{what} {value!r} is not a directory")
-            return root.resolve()
-    here = Path.cwd().resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
-            return candidate
-    return here
-
-
-def _error(message: str) -> None:
-    print(f"eidolons: {message}", file=sys.stderr)
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False))
-
-
 def _recall(args: argparse.Namespace) -> int:
     from eidolons.errors import UsageError
     from eidolons.memory import is_error, is_skipped, open_memory
@@ -149,7 +126,7 @@ def _recall(args: argparse.Namespace) -> int:
 
         if not is_slug(receiver):
             raise UsageError(f"--as {args.receiver!r} is not an eidolon slug")
-    root = _find_root(args.root)
+    root = find_root(args.root)
     memory = open_memory(root)
     if memory is None:
         result = skipped_recall("memory is off (EIDOLONS_MEMORY=off)", args.k)
@@ -164,7 +141,7 @@ def _recall(args: argparse.Namespace) -> int:
         finally:
             memory.close()
     if args.json:
-        _print_json(result)
+        print_json(result)
     if is_skipped(result):
         _error(f"memory unavailable, recall skipped: {result.get('reason')}")
         return EXIT_MEMORY_UNAVAILABLE
@@ -337,10 +314,10 @@ def ingest_envelope(
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    root = _find_root(args.root)
+    root = find_root(args.root)
     outcome = ingest_envelope(Path(args.envelope), root)
     if args.json:
-        _print_json(outcome.to_dict())
+        print_json(outcome.to_dict())
     if outcome.exit_code == EXIT_OK:
         if not args.json:
             print(outcome.message)
@@ -355,7 +332,7 @@ def _ingest(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from eidolons.memory import open_memory
 
-    root = _find_root(args.root)
+    root = find_root(args.root)
     memory = open_memory(root)
     if memory is None:
         stats: dict[str, Any] = {"backend": "off", "status": "off"}
@@ -365,7 +342,7 @@ def _stats(args: argparse.Namespace) -> int:
         finally:
             memory.close()
     if args.json:
-        _print_json(stats)
+        print_json(stats)
     else:
         for key, value in stats.items():
             shown = (

@@ -81,16 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error
-    from eidolons.config import find_root
+    from eidolons.commands._common import error, project_root
     from eidolons.contract import ContractError
-    from eidolons.errors import UsageError
     from eidolons.skills.render import SkillError
 
-    try:
-        root = find_root(args.root)
-    except UsageError as exc:
-        return error(str(exc))
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
     try:
         if args.skill_action == "render":
             return _render(args, root, _contracts(root, args.contracts))
