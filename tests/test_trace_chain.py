@@ -470,3 +470,18 @@ def test_show_still_reads_a_trace_with_a_damaged_later_line(cli: Cli, project: P
     assert "t.jsonl:2: damaged line skipped" in r.err
     (project / "empty.jsonl").write_text("")
     assert cli("trace", "show", "empty.jsonl", "--json").code == 0
+
+
+def test_show_refuses_a_named_file_that_is_neither_a_trace_nor_an_envelope(
+    cli: Cli, project: Path
+) -> None:
+    (project / "notes.md").write_text("# Notes\n\nnot a trace\n")
+    event = {"event": "emit", "message_id": IDS[0], "thread_id": THREAD}
+    (project / "trace.log").write_text(json.dumps(event) + "\n")
+    for name, why in (("notes.md", "not valid JSON"), ("trace.log", "read from a .jsonl")):
+        r = cli("trace", "show", name)
+        assert r.code == 2, r
+        assert r.out == ""
+        assert r.err.splitlines() == [r.err.strip()], r.err  # one line
+        assert r.err.startswith(f"eidolons: {name}: not a trace or an envelope (")
+        assert why in r.err

@@ -58,6 +58,13 @@ def run_chain(args: argparse.Namespace) -> int:
                 why = sources.not_a_trace(path)
                 if why is not None:
                     return error(f"{path}: not a trace ({why}); nothing shown")
+            named = {a for a in args.paths if os.path.isfile(a)}
+            for env in collected.envelopes:  # a file named as such, not found in a directory
+                if env.path in named and env.error is not None:
+                    path = Path(env.path)
+                    is_trace = path.stat().st_size > 0 and sources.not_a_trace(path) is None
+                    why = "a trace is read from a .jsonl file" if is_trace else env.error
+                    return error(f"{env.path}: not a trace or an envelope ({why}); nothing shown")
         if verb == "show" and args.follow:
             if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
                 _problems(collected)
