@@ -206,3 +206,10 @@ def emit_payload(
     assert r.code == 0, r.err
     doc = r.json()
     return payload, Path(doc["envelope_path"]), doc["envelope"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _host_config(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """This host's config directory (keys, pins, trace heads) is a temporary one for the
+    session, never the user's: tests that need their own pass XDG_CONFIG_HOME."""
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))

@@ -100,13 +100,6 @@ def test_deleting_the_trust_store_does_not_downgrade_a_signed_handoff(
     assert "never judged unsigned" in unpinned.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the hash chain (eidolons.tracechain, ADR 0035) has no anchor outside the trace "
-    "file: removing its last lines, or rewriting the tail with a recomputed chain, leaves "
-    "`trace verify` reporting 'chain intact'; detecting it needs the chain head (seq and "
-    "line hash) in the signed receipt or pinned on the host (h9)",
-)
 def test_a_truncated_trace_tail_is_detected(signed: Project) -> None:  # noqa: F811
     payload, envelope = signed.emit()
     assert signed.verify(envelope).code == 0

@@ -101,17 +101,36 @@ def append_event(
     from eidolons.ecl.tracechain import chained, next_link
 
     written: list[bytes] = []
+    links: list[tuple[int, str]] = []
 
     def link(fd: int, size: int) -> list[bytes]:
         last, last_seq = _last_link(fd, size)
         seq, prev = next_link(last, last_seq)
         if before is not None:
             before()
+        links.append((seq, prev))
         written.append(encode_event(chained(event, seq, prev))[:-1])
         return written
 
-    append_lines(path, [], under_lock=link)
+    def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0037)
+        _record_head(path, links[0], written[0])
+
+    append_lines(path, [], under_lock=link, after_write=anchor)
     return written[0]
+
+
+def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
+    """Record the thread's new head on this host (ADR 0037). Silent on purpose: the gates'
+    stderr is a contract (the refusal line comes first). A head that cannot be written (a
+    sandbox without the config directory) leaves the line appended and the head behind,
+    and a tail cut before this append keeps the old head: ``trace verify`` reports both."""
+    from eidolons.ecl.tracechain import line_hash
+    from eidolons.keys.heads import record
+
+    try:
+        record(path, link[0], line_hash(line), link[1])
+    except OSError:
+        pass
 
 
 def _last_link(fd: int, size: int) -> tuple[bytes | None, int]:
@@ -162,9 +181,11 @@ def append_lines(
     path: Path,
     lines: Sequence[bytes],
     under_lock: Callable[[int, int], Sequence[bytes]] | None = None,
+    after_write: Callable[[], None] | None = None,
 ) -> None:
     """Append exact line bytes (each without its newline) in one ``write`` under the lock;
-    with ``under_lock(fd, size)``, the lines it returns, computed while the lock is held.
+    with ``under_lock(fd, size)``, the lines it returns, computed while the lock is held;
+    ``after_write()`` runs once they are written, before the lock is released.
     Raises :class:`TraceWriteError` on any failure."""
     line = b"".join(raw + b"\n" for raw in lines)
     try:
@@ -189,6 +210,8 @@ def append_lines(
                 view = view[written:]
             if os.environ.get("EIDOLONS_TRACE_FSYNC") == "1":
                 os.fsync(fd)
+            if after_write is not None:
+                after_write()
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     except OSError as exc:

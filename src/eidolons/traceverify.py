@@ -8,12 +8,17 @@ For each trace (a ``.jsonl`` file or a thread of the configured store):
   message, verdict, envelope bytes, payload digest), ``none`` (no receipt), or
   ``invalid: <why>``. Without a trust store every receipt is ``unchecked``.
 
+- for a JSONL file, its tail against the head this host recorded at the last append
+  (:mod:`eidolons.keys.heads`, ADR 0037): a cut or rewritten tail is a break; no head is
+  reported as "no head anchor on this host", not as complete.
+
 A broken chain or an invalid receipt is a failure (exit 3 in block mode).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from eidolons.ecl.tracechain import verify_chain
@@ -53,14 +58,35 @@ def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) ->
     return "valid"
 
 
+def head_status(lines: list[bytes], file: Path | None) -> dict[str, Any] | None:
+    """The trace against the head this host recorded for ``file`` (ADR 0037); None for a
+    store that is not a file (PostgreSQL keeps its own append-only guarantees)."""
+    if file is None:
+        return None
+    from eidolons.keys.heads import HeadError, check_head, recorded
+
+    try:
+        head = recorded(file)
+    except HeadError as exc:
+        return {"state": "unreadable", "ok": False, "reason": str(exc)}
+    return check_head(lines, head)
+
+
 def verify_trace(
-    name: str, raw_lines: Iterable[bytes], trust: TrustStore | None, now: str
+    name: str,
+    raw_lines: Iterable[bytes],
+    trust: TrustStore | None,
+    now: str,
+    file: Path | None = None,
 ) -> dict[str, Any]:
-    """The chain and receipts of one trace, as ``trace verify --json`` reports them."""
+    """The chain and receipts of one trace, as ``trace verify --json`` reports them; with
+    ``file`` (a JSONL trace), its tail against this host's head anchor too: a cut or
+    rewritten tail fails the trace (``head``), whatever the links say."""
     import json
 
     lines = list(raw_lines)
     chain = verify_chain(lines)
+    head = head_status(lines, file)
     receipts: list[dict[str, Any]] = []
     for n, raw in enumerate(lines, start=1):
         try:
@@ -84,7 +110,8 @@ def verify_trace(
     return {
         "trace": name,
         **chain.to_dict(),
+        "head": head,
         "receipts": receipts,
         "invalid_receipts": invalid,
-        "ok": chain.ok and invalid == 0,
+        "ok": chain.ok and invalid == 0 and (head is None or bool(head["ok"])),
     }

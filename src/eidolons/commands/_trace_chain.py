@@ -281,8 +281,10 @@ def _chains(
         collected.problems.append(f"{exc}; receipts not checked")
         trust = None
     now = utc_now()
-    out = [verify_trace(str(p), read_raw_lines(p), trust, now) for p in collected.trace_files]
-    out += [verify_trace(t, store.iter_raw(t), trust, now) for t in collected.threads]
+    out = [verify_trace(str(p), read_raw_lines(p), trust, now, p) for p in collected.trace_files]
+    for t in collected.threads:
+        file = Path(store.location(t)) if store.kind == "jsonl" else None
+        out.append(verify_trace(t, store.iter_raw(t), trust, now, file))
     return out, trust is not None
 
 
@@ -395,6 +397,17 @@ def _chain_lines(chains: list[dict[str, Any]]) -> list[str]:
             out.append(f"  ✗ chain BROKEN at line {brk['line']}: {brk['reason']}  {c['trace']}")
         else:
             out.append(f"  ✓ chain {c['state']} ({c['lines']} lines)  {c['trace']}")
+        head = c.get("head")
+        if head is not None and not head["ok"]:
+            out.append(f"  ✗ {head['reason']}  {c['trace']}")
+        elif head is not None:
+            if head["state"] == "anchored":
+                note = f"head anchored on this host at seq {head['seq']}"
+                if head["after"]:
+                    note += f" ({head['after']} later lines not anchored)"
+            else:
+                note = f"{head['reason']}: a cut tail would not show"
+            out.append(f"    {'✓' if head['state'] == 'anchored' else '!'} {note}")
         for r in c["receipts"]:
             glyph = "✗" if r["receipt"].startswith("invalid") else " "
             out.append(

@@ -1,0 +1,149 @@
+"""Host anchors of trace heads (ADR 0037): a cut or rewritten trace tail must show.
+
+The hash chain (:mod:`eidolons.ecl.tracechain`) links every line to the one before it,
+so nothing inside the file notices its last lines being removed, or its tail rewritten
+with a recomputed chain. Each append by this tool therefore records the thread's head
+(``seq`` and the SHA-256 of the line just written) on this host, under the append lock,
+in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/heads/<sha256 of the trace's real path>.head``
+-- beside the keys and the trust-store pins (ADR 0036), where the host rules deny agents.
+
+``trace verify`` then compares the trace with its head: fewer lines than the head's
+``seq``, or a line at that ``seq`` with other bytes, is a break. A trace with no head on
+this host (written by upstream tools, copied from another host, a moved project) is
+reported as unanchored, never as intact-and-complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+HEADS_DIR = "heads"
+
+
+class HeadError(Exception):
+    """A head file that exists but cannot be read or is malformed (fails closed)."""
+
+
+def heads_dir() -> Path:
+    from eidolons.keys.files import key_dir
+
+    return key_dir().parent / HEADS_DIR
+
+
+def _trace_key(trace: Path) -> str:
+    return os.path.realpath(trace)
+
+
+def head_path(trace: Path, key: str | None = None) -> Path:
+    name = (key if key is not None else _trace_key(trace)).encode("utf-8", "surrogateescape")
+    return heads_dir() / f"{hashlib.sha256(name).hexdigest()}.head"
+
+
+SLOT = 128  # bytes per slot; two slots, the head at seq n is written in slot n % 2
+
+
+def _slot(key: str, seq: int, sha256: str) -> bytes:
+    check = hashlib.sha256(f"{key}\n{seq}\n{sha256}".encode("utf-8", "surrogateescape"))
+    return f"{seq:020d} {sha256} {check.hexdigest()[:32]}\n".encode().ljust(SLOT, b" ")
+
+
+def record(trace: Path, seq: int, sha256: str, prev: str) -> bool:
+    """Record ``(seq, sha256)`` as the head of ``trace`` on this host. The caller holds
+    the trace's append lock, so writers of one thread never race. The file holds two
+    fixed-size slots, each checksummed with the trace's real path; the head at ``seq``
+    overwrites slot ``seq % 2`` with one ``pwrite``, so a torn write leaves the other slot
+    (the previous head, still true) valid: atomic without a rename, which costs several
+    times the append itself (ADR 0037). Durable only with ``EIDOLONS_TRACE_FSYNC=1``, as
+    the trace line.
+
+    The head moves only from the line this append follows (``seq - 1``, ``prev``), or
+    when there is no head yet: a tail cut or rewritten before this append keeps the old
+    head, so the tool's next append never re-anchors a rewritten history; returns False
+    then. Raises ``OSError``."""
+    key = _trace_key(trace)
+    path = head_path(trace, key)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileNotFoundError:  # the first head on this host
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, flags, 0o600)
+    try:
+        old = _best(key, os.pread(fd, 2 * SLOT, 0))
+        if old is not None and old != (seq - 1, prev):
+            return False
+        os.pwrite(fd, _slot(key, seq, sha256), (seq % 2) * SLOT)
+        if os.environ.get("EIDOLONS_TRACE_FSYNC") == "1":
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _best(key: str, raw: bytes) -> tuple[int, str] | None:
+    """The valid slot with the higher ``seq``; None when neither slot is valid."""
+    best: tuple[int, str] | None = None
+    for at in (0, SLOT):
+        fields = raw[at : at + SLOT].split()
+        if len(fields) != 3 or not fields[0].isdigit():
+            continue
+        seq, sha = int(fields[0]), fields[1].decode("ascii", "replace")
+        if seq >= 1 and _slot(key, seq, sha) == raw[at : at + SLOT]:
+            best = (seq, sha) if best is None or seq > best[0] else best
+    return best
+
+
+def recorded(trace: Path) -> tuple[int, str] | None:
+    """The head this host recorded for ``trace`` (the valid slot with the higher
+    ``seq``), None when there is none; raises :class:`HeadError` for a head file that is
+    unreadable or holds no valid slot."""
+    key = _trace_key(trace)
+    path = head_path(trace, key)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise HeadError(f"cannot read the trace head {path}: {exc.strerror}") from None
+    best = _best(key, raw)
+    if best is None:
+        raise HeadError(f"the trace head {path} is malformed")
+    return best
+
+
+def check_head(lines: Sequence[bytes], head: tuple[int, str] | None) -> dict[str, Any]:
+    """Pure: the trace's non-blank lines against the head recorded on this host.
+    ``state``: ``anchored`` (the line at the head's ``seq`` is the recorded one; ``after``
+    lines were appended after it without a head, e.g. by another tool), ``none`` (no
+    head on this host), ``cut`` or ``rewritten`` (both a break, ``reason`` says which)."""
+    from eidolons.ecl.tracechain import line_hash
+
+    if head is None:
+        return {"state": "none", "ok": True, "reason": "no head anchor on this host"}
+    seq, sha = head
+    out: dict[str, Any] = {"seq": seq, "sha256": sha}
+    if len(lines) < seq:
+        return {
+            **out,
+            "state": "cut",
+            "ok": False,
+            "reason": f"tail cut or rewritten after seq {len(lines)}: this host recorded "
+            f"the head at seq {seq}",
+        }
+    if line_hash(lines[seq - 1]) != sha:
+        return {
+            **out,
+            "state": "rewritten",
+            "ok": False,
+            "reason": f"tail cut or rewritten: the line at seq {seq} is not the head this "
+            "host recorded",
+        }
+    after = len(lines) - seq
+    return {**out, "state": "anchored", "ok": True, "after": after}
