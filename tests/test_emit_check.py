@@ -127,3 +127,43 @@ def test_four_hop_pipeline_passes_with_what_emit_asks_for(cli: Cli, project: Pat
         r = cli("verify-incoming", payload, "--as", to, env=KEYED)
         assert r.code == 0, (sender, to, r.err)
         assert r.err.startswith(f"[{to}-verify-incoming] PASS: {kind} from {sender} ")
+
+
+def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
+    cli: Cli, project: Path
+) -> None:
+    """emit loads contracts through :func:`eidolons.contract.load_contracts` (issue 7 §7):
+    a broken --contracts DIR is the typed fail-closed set, refused as the receiver would,
+    nothing written; the library's older spelling (a ContractError) still refuses."""
+    from eidolons.contract import load_contracts
+    from eidolons.ecl.contract import ContractError, ContractSetUnavailable
+    from eidolons.emit import emit, parse_agent
+
+    bad = project / "bad"
+    bad.mkdir()
+    (bad / "x.yaml").write_text("from: atlas\nto: [vigil\n")
+    payload = project / "s.md"
+    payload.write_text("# Scout\n")
+    r = cli(*emit_cmd(payload, "--contracts", bad), env=KEYED)
+    lines = r.err.splitlines()
+    assert r.code == 3 and r.out == "", r.err
+    assert lines[0].startswith("eidolons emit: REFUSE: UNDECLARED_EDGE: vigil would refuse")
+    assert "contract set failed to load: " in lines[1] and "invalid YAML" in lines[1]
+    assert not (project / "s.envelope.json").exists()
+    unavailable = load_contracts(project, [bad])
+    assert isinstance(unavailable, ContractSetUnavailable)
+    for contracts in (unavailable, unavailable.error, ContractError("contracts", "gone")):
+        with pytest.raises(HandoffRefused) as refused:
+            emit(
+                payload,
+                sender=parse_agent("atlas", "sender"),
+                recipient=parse_agent("vigil", "to"),
+                performative="PROPOSE",
+                kind="scout-report",
+                objective="o",
+                root=project,
+                contracts=contracts,
+            )
+        first = refused.value.failures[0]
+        assert first.code == "UNDECLARED_EDGE" and "contract set failed to load" in first.message
+    assert not (project / "s.envelope.json").exists()

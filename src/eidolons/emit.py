@@ -28,6 +28,7 @@ from typing import Any
 
 from eidolons.config import HANDOFF_DIR, find_handoff, payload_key
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
+from eidolons.ecl.contract import ContractError, ContractSet, ContractSetUnavailable
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
 from eidolons.ecl.grammar import is_safe_file_name
@@ -101,14 +102,12 @@ class HandoffRefused(EidolonsError):
         return [first, why]
 
 
-def load_contracts(root: Path, dirs: Sequence[Path] = ()) -> Any:
-    """The effective contract set, or the ContractError (every hand-off is then refused)."""
-    from eidolons.contract import ContractError, ContractSet
-
-    try:
-        return ContractSet.load(root, list(dirs))
-    except ContractError as exc:
-        return exc
+def _as_contract_set(contracts: Any) -> ContractSet | ContractSetUnavailable:
+    """A caller's ``contracts`` as the typed value the rules take: a ContractError (the
+    older spelling of a set that failed to load) becomes :class:`ContractSetUnavailable`."""
+    if isinstance(contracts, ContractError):
+        return ContractSetUnavailable(contracts)
+    return contracts  # type: ignore[no-any-return]
 
 
 def self_check(
@@ -124,12 +123,13 @@ def self_check(
     :func:`~eidolons.gates.receiver.contract_failures`): everything but the trace record."""
     env = Envelope.from_dict(dict(envelope))
     failures = envelope_failures(env, signed_sender=signed_sender)
-    if isinstance(contracts, Exception):
+    contracts = _as_contract_set(contracts)
+    if isinstance(contracts, ContractSetUnavailable):
         failures.append(
             Failure(
                 RefusalCode.UNDECLARED_EDGE,
                 "contracts",
-                f"contract set failed to load: {contracts}",
+                f"contract set failed to load: {contracts.reason}",
             )
         )
     else:
@@ -228,8 +228,9 @@ def emit(
     else ``trace_file``, else the project's configured store). With ``signer`` (the
     sender's key), ``<stem>.envelope.sig`` signs the exact envelope bytes (ADR 0034).
 
-    The edge's effective contract (``contracts``: a ContractSet, a ContractError, or None
-    to load the project's with ``contract_dirs``) gives the defaults: ``edge_origin``,
+    The edge's effective contract (``contracts``: a ContractSet, a ContractSetUnavailable or
+    ContractError, or None to load the project's with ``contract_dirs`` through
+    :func:`eidolons.contract.load_contracts`) gives the defaults: ``edge_origin``,
     ``token_budget`` (else 4000) and ``trust_level``. With ``check`` (the default), every
     receiver rule that needs no trace record is run before anything is written, and a
     hand-off the receiver would refuse raises :class:`HandoffRefused` (ADR 0024);
@@ -245,12 +246,11 @@ def emit(
             "receiver looks"
         )
     if contracts is None:
+        from eidolons.contract import load_contracts  # the commands' one loader
+
         contracts = load_contracts(root, contract_dirs)
-    contract = (
-        None
-        if isinstance(contracts, Exception)
-        else contracts.get(sender.eidolon, recipient.eidolon)
-    )
+    contracts = _as_contract_set(contracts)
+    contract = contracts.get(sender.eidolon, recipient.eidolon)
     if contract is not None:
         edge_origin = edge_origin or contract.edge_origin
         if token_budget is None and contract.token_budget_max is not None:

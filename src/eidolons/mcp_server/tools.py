@@ -142,12 +142,20 @@ class Toolbox:
         return candidate
 
     def _contracts(self) -> Any:
-        from eidolons.contract import ContractError, ContractSet
+        """The effective set, or the typed failure the gate refuses every hand-off with."""
+        from eidolons.contract import load_contracts
 
-        try:
-            return ContractSet.load(self.root, list(self.contract_dirs))
-        except ContractError as exc:
-            return exc  # the gate refuses every hand-off with it
+        return load_contracts(self.root, self.contract_dirs)
+
+    def _contracts_or_raise(self) -> Any:
+        """The effective set, for the tools that show or check contracts: a set that
+        failed to load is the tool's error reply (its ContractError)."""
+        from eidolons.ecl.contract import ContractSetUnavailable
+
+        contracts = self._contracts()
+        if isinstance(contracts, ContractSetUnavailable):
+            raise contracts.error
+        return contracts
 
     def _gate(self, artefact: Path, receiver: str, *, want_payload: bool) -> Any:
         from eidolons.config import Limits, hmac_key
@@ -428,7 +436,6 @@ class Toolbox:
     def _check(self, paths: list[str], strict: bool) -> Reply:
         from eidolons.checker import check_envelope
         from eidolons.config import Limits, hmac_key
-        from eidolons.contract import ContractSet
         from eidolons.ecl.conformance import exit_code
         from eidolons.payload import ENVELOPE_SUFFIX, find_envelopes
 
@@ -445,7 +452,7 @@ class Toolbox:
                 raise ToolInputError(f"not an envelope file or directory: {printable(raw)}")
             if len(targets) > MAX_CHECK_TARGETS:
                 raise ToolInputError(f"more than {MAX_CHECK_TARGETS} envelopes; narrow the paths")
-        contracts = ContractSet.load(self.root, list(self.contract_dirs))
+        contracts = self._contracts_or_raise()
         limits, key = Limits.from_env(os.environ), hmac_key(os.environ)
         reports, lines, codes = [], [], []
         for target in targets:
@@ -468,9 +475,7 @@ class Toolbox:
         return self.call("contracts_show", self._contracts_show, sender=sender, receiver=receiver)
 
     def _contracts_show(self, sender: str | None, receiver: str | None) -> Reply:
-        from eidolons.contract import ContractSet
-
-        contract_set = ContractSet.load(self.root, list(self.contract_dirs))
+        contract_set = self._contracts_or_raise()
         chosen = [
             c
             for c in contract_set.edges()
