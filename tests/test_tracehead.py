@@ -104,3 +104,14 @@ def test_a_damaged_head_file_fails_closed(project: Path) -> None:
     head_path(path).write_bytes(b"garbage")
     r = _verify(project, "t1")
     assert r.code == 3 and r.json()["chains"][0]["head"]["state"] == "unreadable", r
+
+
+def test_a_deleted_trace_whose_head_this_host_holds_is_a_break(project: Path) -> None:
+    path = _trace(project)
+    path.unlink()
+    for name in ("t1", str(path)):
+        r = _verify(project, name)
+        assert r.code == 3, r
+        assert r.json()["chains"][0]["head"]["state"] == "cut"
+    other = run_cli("trace", "verify", "t2", "--block", cwd=project)
+    assert other.code != 0 and "no trace for a thread of that id" in other.err

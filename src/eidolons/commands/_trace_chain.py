@@ -72,6 +72,8 @@ def run_chain(args: argparse.Namespace) -> int:
             return _follow(collected, root, args)
         if verb == "show" and collected.trace_only:
             return _show_events(collected, store, args.json)
+        if verb == "verify" and store.kind == "jsonl":
+            _deleted_traces(args.paths, collected, store)
         if collected.empty:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))
@@ -83,6 +85,31 @@ def run_chain(args: argparse.Namespace) -> int:
     if not hops:
         return error("no hand-off found in what was read", EXIT_NOTHING)
     return _VIEWS[verb](hops, args)
+
+
+def _deleted_traces(paths: list[str], collected: Collected, store: TraceStore) -> None:
+    """A trace named by thread id or ``.jsonl`` path that is gone, while this host holds
+    its head (ADR 0037), is verified as an empty trace: its head then reports the cut."""
+    from eidolons.keys.heads import HeadError, recorded
+    from eidolons.trace import thread_file_name
+
+    for arg in paths:
+        if os.path.exists(arg):
+            continue
+        is_thread = thread_file_name(arg) == arg and arg not in collected.threads
+        file = Path(store.location(arg)) if is_thread else Path(arg)
+        if not (is_thread or arg.endswith(".jsonl")):
+            continue
+        try:
+            if recorded(file) is None:
+                continue
+        except HeadError:
+            pass  # an unreadable head: verified, and failed, as one
+        if is_thread:
+            collected.threads.append(arg)
+        else:
+            collected.trace_files.append(file)
+        collected.problems = [p for p in collected.problems if not p.startswith(f"{arg}: ")]
 
 
 def _nothing_code(args: argparse.Namespace) -> int:
