@@ -8,6 +8,7 @@ sockets, databases or processes; a call to the builtin ``open`` is refused too.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,39 @@ def test_the_command_import_check_allows_the_plumbing() -> None:
     source = "from eidolons.commands._common import print_json\nfrom eidolons import config\n"
     modules[name] = parse_module(name, SRC / PACKAGE / "commands" / "memory.py", source)
     assert command_import_violations(modules) == []
+
+
+def _parsers(parser: Any) -> Iterator[Any]:
+    import argparse
+
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def test_every_parser_is_the_one_parser_class() -> None:
+    """One parser class with the usage exit code (issue 7 §7): the root, every command,
+    every action; and no command module builds a bare ``argparse.ArgumentParser``."""
+    from eidolons._cliparser import Parser
+    from eidolons.cli import build_parser
+
+    seen = list(_parsers(build_parser()))
+    assert len(seen) > 20
+    assert [p.prog for p in seen if type(p) is not Parser] == []
+    for path in sorted((SRC / PACKAGE / "commands").glob("*.py")):
+        assert "ArgumentParser(" not in path.read_text(encoding="utf-8"), path.name
+
+
+@pytest.mark.parametrize(
+    "argv", [["nope"], ["contracts", "list", "--bogus"], ["skill", "render", "--x"], ["trace"]]
+)
+def test_a_usage_error_at_any_level_exits_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eidolons.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "usage: eidolons" in err and "Traceback" not in err

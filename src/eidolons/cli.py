@@ -93,7 +93,7 @@ def epilog(name: str) -> str:
     return "\n".join([*lines, "", EXIT_CODES_OWN.get(name, EXIT_CODES)])
 
 
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # as eidolons._cliparser.EXIT_USAGE (the parsers' own)
 EXIT_INTERNAL = 70  # EX_SOFTWARE: never 0, so a crash can never read as a pass
 
 
@@ -109,9 +109,9 @@ def _load(name: str) -> ModuleType | None:
 
 
 def _root_parser() -> argparse.ArgumentParser:
-    import argparse
+    from eidolons._cliparser import Parser
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="eidolons",
         description="Mechanical integrity and contract gates for ECL hand-offs between agents.",
         epilog=EXIT_CODES + " (check: 0/2/4, see eidolons check --help)",

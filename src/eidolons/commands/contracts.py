@@ -31,7 +31,9 @@ EXIT_USAGE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``list`` and ``show`` actions, each with the shared source options."""
-    common = argparse.ArgumentParser(add_help=False)
+    from eidolons._cliparser import Parser
+
+    common = Parser(add_help=False)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument(
         "--root",

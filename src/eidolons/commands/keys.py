@@ -287,11 +287,10 @@ def _export(args: argparse.Namespace, root: Path) -> int:
 
 
 def _show(args: argparse.Namespace, root: Path) -> int:
-    import json
+    from eidolons.commands._common import print_json
 
-    now = _now()
-    doc = _describe(_store(root).find(args.keyid), now)
-    return _emit(args, doc, json.dumps(doc, indent=2))
+    print_json(_describe(_store(root).find(args.keyid), _now()))  # the text is the JSON too
+    return 0
 
 
 def _require(args: argparse.Namespace, root: Path) -> int:

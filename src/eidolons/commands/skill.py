@@ -28,14 +28,16 @@ EXIT_REFUSED = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common = argparse.ArgumentParser(add_help=False)
+    from eidolons._cliparser import Parser
+
+    common = Parser(add_help=False)
     common.add_argument(
         "--root",
         metavar="DIR",
         help="project root (default: $EIDOLONS_ROOT, else the nearest ancestor holding "
         ".eidolons/ or .git, else the current directory)",
     )
-    contracts = argparse.ArgumentParser(add_help=False)
+    contracts = Parser(add_help=False)
     contracts.add_argument(
         "--contracts",
         metavar="DIR",
@@ -43,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="extra contract directory, overriding earlier sources per edge (repeatable)",
     )
-    writing = argparse.ArgumentParser(add_help=False)
+    writing = Parser(add_help=False)
     writing.add_argument(
         "--dry-run", action="store_true", help="say what would be done, change nothing"
     )
