@@ -521,42 +521,38 @@ def user_key_dir() -> str:
     return os.path.join(base, "eidolons")
 
 
-WIRING_FILES = (
+# Claude Code's wiring, the same at the project and the user level: skills, commands and
+# plugins carry ``hooks:`` of their own (run outside the sandbox, where the signing key can
+# be read)
+_CLAUDE_WIRING = (
     os.path.join(".claude", "settings.json"),
     os.path.join(".claude", "settings.local.json"),
     os.path.join(".claude", "agents"),
-    # skills, commands and plugins carry ``hooks:`` of their own (run outside the sandbox,
-    # where the signing key can be read)
     os.path.join(".claude", "skills"),
     os.path.join(".claude", "commands"),
     os.path.join(".claude", "hooks"),
     os.path.join(".claude", "plugins"),
-    os.path.join(".agents", "skills"),
-    ".mcp.json",
+)
+# the other hosts' hook and settings files, the same at both levels
+_OTHER_HOST_WIRING = (
     os.path.join(".cursor", "hooks.json"),
     os.path.join(".codex", "hooks.json"),
     os.path.join(".codex", "config.toml"),
     os.path.join(".gemini", "settings.json"),
+)
+
+WIRING_FILES = (
+    *_CLAUDE_WIRING,
+    os.path.join(".agents", "skills"),
+    ".mcp.json",
+    *_OTHER_HOST_WIRING,
     os.path.join(".github", "hooks"),
 )
 
 
 # the same wiring in the user's home (hooks merge across levels, and a user-level
 # ``disableAllHooks`` turns the project's hooks off), and the managed-policy directory
-USER_WIRING_FILES = (
-    os.path.join(".claude", "settings.json"),
-    os.path.join(".claude", "settings.local.json"),
-    os.path.join(".claude", "agents"),
-    os.path.join(".claude", "skills"),
-    os.path.join(".claude", "commands"),
-    os.path.join(".claude", "hooks"),
-    os.path.join(".claude", "plugins"),
-    ".claude.json",
-    os.path.join(".cursor", "hooks.json"),
-    os.path.join(".codex", "hooks.json"),
-    os.path.join(".codex", "config.toml"),
-    os.path.join(".gemini", "settings.json"),
-)
+USER_WIRING_FILES = (*_CLAUDE_WIRING, ".claude.json", *_OTHER_HOST_WIRING)
 MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
