@@ -1,6 +1,6 @@
 """The MCP server over stdio, with the official ``mcp`` SDK (the only module importing it).
 
-Each tool is a thin wrapper over :class:`eidolons.mcp_server.tools.Toolbox`; the wrapper's
+Each tool is a thin wrapper over a :class:`eidolons.mcp_server.tools.Toolbox` method; the method's
 type hints are the input schema, and it returns a ``CallToolResult`` built from the
 toolbox's :class:`~eidolons.mcp_server.tools.Reply`, so ``isError``, text and structured
 content are exactly what the toolbox decided. Annotations say what each tool does to the
@@ -13,6 +13,9 @@ anything (``destructiveHint: false``); nothing reaches outside the project
 from __future__ import annotations
 
 import base64
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -52,6 +55,21 @@ def _result(reply: Reply) -> types.CallToolResult:
     )
 
 
+def _tool(method: Callable[..., Reply]) -> Callable[..., types.CallToolResult]:
+    """The MCP tool for a :class:`Toolbox` method: the method's own signature (its type
+    hints are the input schema), returning the ``CallToolResult`` built from its reply."""
+
+    @functools.wraps(method)
+    def tool(*args: Any, **kwargs: Any) -> types.CallToolResult:
+        return _result(method(*args, **kwargs))
+
+    signature = inspect.signature(method, eval_str=True)
+    tool.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        return_annotation=types.CallToolResult
+    )
+    return tool
+
+
 def _instructions(box: Toolbox) -> str:
     who = f"this server acts for receiver {box.bound} only" if box.bound else "unbound"
     return (
@@ -70,7 +88,7 @@ def build_server(box: Toolbox) -> MCPServer[Any]:
     )
     bound = f" This server is bound to {box.bound}; receiver defaults to it." if box.bound else ""
 
-    @server.tool(
+    server.tool(
         title="Read a hand-off payload through the receiver gate",
         description="Run the receiver gate on ARTIFACT (a hand-off payload path, relative to the "
         "project root) for RECEIVER and, only if it passes, return exactly the verified bytes, "
@@ -78,97 +96,53 @@ def build_server(box: Toolbox) -> MCPServer[Any]:
         "refusal: an error carrying the REFUSE line and no byte of the payload." + bound,
         annotations=_APPENDS,
         meta={"anthropic/maxResultSizeChars": MAX_RESULT_CHARS},
-    )
-    def read_verified(artifact: str, receiver: str | None = None) -> types.CallToolResult:
-        return _result(box.read_verified(artifact, receiver))
+    )(_tool(box.read_verified))
 
-    @server.tool(
+    server.tool(
         title="Receiver gate decision",
         description="Run the receiver gate on ARTIFACT for RECEIVER and return its decision "
         "(every failed check); records verify_pass/receive or verify_fail in the thread's "
         "trace like eidolons verify-incoming. Never returns the payload." + bound,
         annotations=_APPENDS,
-    )
-    def verify_incoming(artifact: str, receiver: str | None = None) -> types.CallToolResult:
-        return _result(box.verify_incoming(artifact, receiver))
+    )(_tool(box.verify_incoming))
 
-    @server.tool(
+    server.tool(
         title="Check an envelope's digest (not recorded)",
         description="Compute the orchestrator gate's verdict for ENVELOPE (pass, tamper, "
         "inconsistent, missing_payload, no_key, unverifiable, unsupported_algo, malformed). "
         "Read-only: the verdict is NOT recorded in the trace, so it is never evidence a "
         "receiver accepts; the orchestrator records with eidolons verify-envelope --block.",
         annotations=_READS,
-    )
-    def verify_envelope(envelope: str, strict: bool = False) -> types.CallToolResult:
-        return _result(box.verify_envelope(envelope, strict))
+    )(_tool(box.verify_envelope))
 
-    @server.tool(
+    server.tool(
         title="Emit an envelope for a payload",
         description="Write the ECL envelope beside PAYLOAD (never over an existing one) and "
         "record the emit event, as eidolons emit. sender is name@version (a bound server "
         "emits only as its receiver); to likewise.",
         annotations=_APPENDS,
-    )
-    def emit(
-        payload: str,
-        to: str,
-        performative: str,
-        kind: str,
-        objective: str,
-        sender: str | None = None,
-        thread: str | None = None,
-        parent: str | None = None,
-        summary: str | None = None,
-        tokens_used: int | None = None,
-        trust_level: str | None = None,
-        hmac: bool = False,
-    ) -> types.CallToolResult:
-        return _result(
-            box.emit(
-                payload,
-                to,
-                performative,
-                kind,
-                objective,
-                sender=sender,
-                thread=thread,
-                parent=parent,
-                summary=summary,
-                tokens_used=tokens_used,
-                trust_level=trust_level,
-                hmac=hmac,
-            )
-        )
+    )(_tool(box.emit))
 
-    @server.tool(
+    server.tool(
         title="Show a thread's trace",
         description="The events of one thread's trace (the last LIMIT, at most 1000), "
         "verify failures flagged with !!.",
         annotations=_READS,
-    )
-    def trace_show(thread: str, limit: int = 200) -> types.CallToolResult:
-        return _result(box.trace_show(thread, limit))
+    )(_tool(box.trace_show))
 
-    @server.tool(
+    server.tool(
         title="ECL conformance check",
         description="Run every conformance gate on the envelopes at PATHS (files or "
         "directories under the project root), as eidolons check.",
         annotations=_READS,
-    )
-    def check(paths: list[str], strict: bool = False) -> types.CallToolResult:
-        return _result(box.check(paths, strict))
+    )(_tool(box.check))
 
-    @server.tool(
+    server.tool(
         title="Show the contracts in force",
         description="The effective hand-off contracts, optionally only those from SENDER "
         "and/or to RECEIVER.",
         annotations=_READS,
-    )
-    def contracts_show(
-        sender: str | None = None, receiver: str | None = None
-    ) -> types.CallToolResult:
-        return _result(box.contracts_show(sender, receiver))
+    )(_tool(box.contracts_show))
 
     return server
 
