@@ -6,6 +6,8 @@ Everything here is about measuring fairly on a noisy machine:
   slow drift (thermal, other tenants, page cache) spreads evenly over all of them;
 - results are reported as medians, p90s and RATIOS against a baseline measured in the same
   invocation, never as absolute targets;
+- :func:`emit_handoff` and :func:`record_pass` set up the demo's ATLAS -> VIGIL hand-off
+  with its orchestrator pass on record, :func:`filler_event` pads a trace;
 - :func:`make_project` builds a throw-away project with an emitted envelope through the
   library (:func:`eidolons.emit.emit`), exactly as a sender would;
 - :func:`make_clean_venv` builds a throw-away virtual environment that sees the project's
@@ -26,6 +28,7 @@ import venv
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MiB = 1024 * 1024
 
@@ -80,12 +83,23 @@ class Stats:
 
 
 def run_timed(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], expect: int | None = 0
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    expect: int | None = 0,
+    stdin: bytes | None = None,
 ) -> float:
-    """Wall time (seconds) of one subprocess, output discarded. Checks its exit code."""
+    """Wall time (seconds) of one subprocess fed ``stdin`` (else nothing), output
+    discarded. Checks its exit code."""
     t0 = time.perf_counter()
     proc = subprocess.run(
-        list(argv), cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        list(argv),
+        input=stdin,
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     elapsed = time.perf_counter() - t0
     if expect is not None and proc.returncode != expect:
@@ -141,6 +155,66 @@ def make_project(base: Path, payload_bytes: bytes | None = None, *, size: int = 
         env={},
     )
     return result.envelope_path
+
+
+#: The body of the benches' hand-off: the demo's ATLAS scout report, in short.
+SCOUT_REPORT = b"# Scout report\n\n## Decision target\nWhere does install.sh race?\n"
+
+
+def emit_handoff(
+    root: Path,
+    name: str,
+    body: bytes = SCOUT_REPORT,
+    *,
+    objective: str = "Scout report.",
+    thread_id: str | None = None,
+) -> Any:
+    """Write ``body`` to ``root/name`` and emit its envelope through the library, as the
+    demo's ATLAS hands VIGIL a scout report (PROPOSE, kind ``scout-report``). Returns the
+    :class:`eidolons.emit.EmitResult`."""
+    from eidolons.emit import emit, parse_agent
+
+    payload = root / name
+    payload.write_bytes(body)
+    return emit(
+        payload,
+        sender=parse_agent("atlas@1.4.2", "--from"),
+        recipient=parse_agent("vigil@1.9.0", "--to"),
+        performative="PROPOSE",
+        kind="scout-report",
+        objective=objective,
+        root=root,
+        thread_id=thread_id,
+    )
+
+
+def record_pass(envelope: Path, root: Path) -> None:
+    """Run the orchestrator gate (block mode) on ``envelope`` so the receiver finds a
+    recorded ``verify_pass``; a bench set-up that does not pass stops the bench."""
+    from eidolons.gates.orchestrator import run_gate
+
+    outcome = run_gate(envelope, root=root, mode="block")
+    assert outcome.exit_code == 0, outcome.result.message
+
+
+def filler_event(thread_id: str, ts: str) -> dict[str, Any]:
+    """A well-formed orchestrator ``verify_pass`` to pad a trace with (set its
+    ``message_id`` per line)."""
+    return {
+        "ts": ts,
+        "event": "verify_pass",
+        "message_id": "",
+        "thread_id": thread_id,
+        "from": "atlas@1.4.2",
+        "to": "vigil@1.9.0",
+        "performative": "INFORM",
+        "integrity_method": "sha256",
+        "gate": "orchestrator",
+        "verdict": "pass",
+        "integrity_value": "0" * 64,
+        "payload_sha256": "0" * 64,
+        "verifier": "eidolons@bench",
+    }
 
 
 def console_script() -> tuple[list[str], str]:

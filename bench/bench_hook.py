@@ -24,20 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import child_env, console_script, fmt_ms, interleave
-from eidolons.emit import emit, parse_agent
-from eidolons.gates.orchestrator import run_gate
+from _benchlib import (
+    child_env,
+    console_script,
+    emit_handoff,
+    fmt_ms,
+    interleave,
+    record_pass,
+    run_timed,
+)
 from eidolons.hooks.fast import command_argv
-
-BODY = b"# Scout report\n\n## Decision target\nWhere does install.sh race?\n"
 
 
 def event(root: Path, path: Path) -> bytes:
@@ -58,15 +60,6 @@ def event(root: Path, path: Path) -> bytes:
     return json.dumps(doc, indent=2).encode()
 
 
-def timed(argv: list[str], stdin: bytes, cwd: Path, expect: int) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, input=stdin, cwd=cwd, env=child_env(), capture_output=True)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != expect:
-        raise SystemExit(f"bench: {argv[:4]} exited {proc.returncode}: {proc.stderr!r}")
-    return elapsed
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
@@ -77,27 +70,22 @@ def main() -> int:
         source = root / "src.py"
         source.write_text("print('hello')\n")
         payload = root / "handoff.md"
-        payload.write_bytes(BODY)
-        result = emit(
-            payload,
-            sender=parse_agent("atlas@1.4.2", "--from"),
-            recipient=parse_agent("vigil@1.9.0", "--to"),
-            performative="PROPOSE",
-            kind="scout-report",
-            objective="Scout report.",
-            root=root,
-        )
-        run_gate(result.envelope_path, root=root, mode="block")
+        result = emit_handoff(root, payload.name)
+        record_pass(result.envelope_path, root)
         hook = command_argv("claude-code", str(root))
         script, where = console_script()
         plain, handoff = event(root, source), event(root, payload)
+        env = child_env()
         jobs = {
-            "a": lambda: timed([sys.executable, "-c", "pass"], plain, root, 0),
-            "b": lambda: timed(hook, plain, root, 0),
-            "c": lambda: timed(
-                [*script, "hook", "claude-code", "--root", str(root)], plain, root, 0
+            "a": lambda: run_timed([sys.executable, "-c", "pass"], cwd=root, env=env, stdin=plain),
+            "b": lambda: run_timed(hook, cwd=root, env=env, stdin=plain),
+            "c": lambda: run_timed(
+                [*script, "hook", "claude-code", "--root", str(root)],
+                cwd=root,
+                env=env,
+                stdin=plain,
             ),
-            "d": lambda: timed(hook, handoff, root, 0),
+            "d": lambda: run_timed(hook, cwd=root, env=env, stdin=handoff),
         }
         stats = interleave(jobs, args.rounds)
     labels = {

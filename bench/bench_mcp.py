@@ -31,11 +31,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import child_env, console_script, fmt_ms, interleave, load_note, run_timed
-from eidolons.emit import emit, parse_agent
-from eidolons.gates.orchestrator import run_gate
+from _benchlib import (
+    SCOUT_REPORT,
+    child_env,
+    console_script,
+    emit_handoff,
+    fmt_ms,
+    interleave,
+    load_note,
+    record_pass,
+    run_timed,
+)
 
-BODY = b"# Scout report\n\n## Decision target\nWhere does install.sh race?\n" * 20
+BODY = SCOUT_REPORT * 20
 
 
 def main() -> int:
@@ -49,17 +57,8 @@ def main() -> int:
         root = Path(tmp)
         (root / ".eidolons").mkdir()
         payload = root / "scout-report.md"
-        payload.write_bytes(BODY)
-        result = emit(
-            payload,
-            sender=parse_agent("atlas@1.4.2", "--from"),
-            recipient=parse_agent("vigil@1.9.0", "--to"),
-            performative="PROPOSE",
-            kind="scout-report",
-            objective="Scout report.",
-            root=root,
-        )
-        assert run_gate(result.envelope_path, root=root, mode="block").exit_code == 0
+        result = emit_handoff(root, payload.name, BODY)
+        record_pass(result.envelope_path, root)
         script, where = console_script()
         env = child_env()
         params = StdioServerParameters(

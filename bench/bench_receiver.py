@@ -35,44 +35,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _benchlib import child_env, console_script, fmt_ms, interleave, load_note, run_timed
-from eidolons.emit import emit, parse_agent
-from eidolons.gates.orchestrator import run_gate
+from _benchlib import (
+    child_env,
+    console_script,
+    emit_handoff,
+    filler_event,
+    fmt_ms,
+    interleave,
+    load_note,
+    record_pass,
+    run_timed,
+)
 from eidolons.trace import thread_trace_path
 from eidolons.tracestore.jsonl import JsonlStore
-
-BODY = b"# Scout report\n\n## Decision target\nWhere does install.sh race?\n"
 
 
 def make_thread(root: Path, name: str, events: int) -> Path:
     payload = root / f"{name}.md"
-    payload.write_bytes(BODY)
-    result = emit(
-        payload,
-        sender=parse_agent("atlas@1.4.2", "--from"),
-        recipient=parse_agent("vigil@1.9.0", "--to"),
-        performative="PROPOSE",
-        kind="scout-report",
+    result = emit_handoff(
+        root,
+        payload.name,
         objective=f"Scout report on the {name} thread.",
-        root=root,
         thread_id=f"thread-{name}",
     )
     trace = thread_trace_path(root, result.envelope["thread_id"])
-    filler = {
-        "ts": "2026-11-30T00:00:00.000Z",
-        "event": "verify_pass",
-        "message_id": "",
-        "thread_id": f"thread-{name}",
-        "from": "atlas@1.4.2",
-        "to": "vigil@1.9.0",
-        "performative": "INFORM",
-        "integrity_method": "sha256",
-        "gate": "orchestrator",
-        "verdict": "pass",
-        "integrity_value": "0" * 64,
-        "payload_sha256": "0" * 64,
-        "verifier": "eidolons@bench",
-    }
+    filler = filler_event(f"thread-{name}", "2026-11-30T00:00:00.000Z")
     have = 1  # the emit event
     with trace.open("ab") as fh:
         batch: list[bytes] = []
@@ -83,8 +70,7 @@ def make_thread(root: Path, name: str, events: int) -> Path:
                 fh.write(b"".join(batch))
                 batch.clear()
         fh.write(b"".join(batch))
-    outcome = run_gate(result.envelope_path, root=root, mode="block")
-    assert outcome.exit_code == 0, outcome.result.message
+    record_pass(result.envelope_path, root)
     return payload
 
 

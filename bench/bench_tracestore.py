@@ -43,6 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _benchlib import filler_event  # noqa: E402
 from eidolons.ecl.tracechain import next_link  # noqa: E402
 from eidolons.trace import encode_event  # noqa: E402
 from eidolons.tracestore import TraceStore  # noqa: E402
@@ -51,21 +52,7 @@ from eidolons.tracestore.jsonl import JsonlStore  # noqa: E402
 THREAD = "thread-bench"
 MID = "message-under-test"
 FIRST = "filler-00000000"
-FILLER = {
-    "ts": "2026-12-01T00:00:00.000Z",
-    "event": "verify_pass",
-    "message_id": "",
-    "thread_id": THREAD,
-    "from": "atlas@1.4.2",
-    "to": "vigil@1.9.0",
-    "performative": "INFORM",
-    "integrity_method": "sha256",
-    "gate": "orchestrator",
-    "verdict": "pass",
-    "integrity_value": "0" * 64,
-    "payload_sha256": "0" * 64,
-    "verifier": "eidolons@bench",
-}
+FILLER = filler_event(THREAD, "2026-12-01T00:00:00.000Z")
 
 
 def filler_events(n: int) -> Any:
