@@ -1,0 +1,105 @@
+"""One copy of a payload in memory, and none when its bytes are not handed over (issue 7
+§6), measured with ``tracemalloc`` around the in-process ``main(argv)``.
+
+The edge is a project contract (``atlas -> zeta``) with no budget and no required
+sections, so nothing but ``--print-payload`` needs the bytes: every builtin edge has a
+token budget that a 32 MiB payload exceeds. stdout goes to a real file, so the capture
+itself holds no copy of what is printed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import clean_env, emit_cmd, run_cli
+
+MiB = 1024 * 1024
+SIZE = 32 * MiB
+ENV = clean_env(EIDOLONS_MEMORY="off")
+EDGE = """\
+contract_version: "1.0"
+from: atlas
+to: zeta
+edge_origin: implicit
+performatives_allowed: [INFORM]
+artifacts:
+  - kind: blob
+    schema_ref: x.json
+trust_level: standard
+notes: a test edge with no budget and no required sections
+"""
+
+
+def peak_of(argv: list[str], cwd: Path, out: Path) -> tuple[int, int]:
+    """``(exit code, peak bytes allocated)`` of ``eidolons ARGV`` run in this process,
+    its stdout written to the file ``out``."""
+    from eidolons.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved = sys.stdin, sys.stdout, sys.stderr
+    with out.open("wb") as raw:
+        stdout = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        try:
+            os.environ.clear()
+            os.environ.update(ENV)
+            os.chdir(cwd)
+            sys.stdin, sys.stdout, sys.stderr = io.StringIO(), stdout, io.StringIO()
+            tracemalloc.start()
+            try:
+                code = main(argv)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            stdout.flush()
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            stdout.detach()
+    return code, peak
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A project with a 32 MiB payload emitted on ``atlas -> zeta``; returns the
+    project, the payload and its envelope (not yet verified by the orchestrator)."""
+    root = tmp_path_factory.mktemp("mem") / "proj"
+    (root / ".eidolons" / "contracts").mkdir(parents=True)
+    (root / ".eidolons" / "contracts" / "atlas-to-zeta.yaml").write_text(EDGE)
+    payload = root / "big.txt"
+    payload.write_bytes(b"0123456789abcdef" * (SIZE // 16))
+    emit = emit_cmd(payload, sender="atlas", to="zeta", kind="blob")
+    r = run_cli(*emit, cwd=root, env=ENV)
+    assert r.code == 0, r.err
+    return root, payload, root / "big.envelope.json"
+
+
+def test_the_orchestrator_streams_the_hash(big: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    root, _, envelope = big
+    code, peak = peak_of(["verify-envelope", str(envelope)], root, tmp_path / "out")
+    assert code == 0
+    assert peak < 4 * MiB, f"verify-envelope peaked at {peak / MiB:.1f} MiB on 32 MiB"
+
+
+def test_the_receiver_holds_no_copy_unless_it_hands_the_bytes_over(
+    big: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    root, payload, envelope = big
+    assert run_cli("verify-envelope", envelope, cwd=root, env=ENV).code == 0
+    out = tmp_path / "out"
+    argv = ["verify-incoming", str(payload), "--as", "zeta"]
+    code, peak = peak_of(argv, root, out)
+    assert code == 0
+    assert out.read_bytes() == b""
+    assert peak < 4 * MiB, f"verify-incoming peaked at {peak / MiB:.1f} MiB on 32 MiB"
+    code, peak = peak_of([*argv, "--print-payload"], root, out)
+    assert code == 0
+    assert out.read_bytes() == payload.read_bytes()
+    assert peak < 1.5 * SIZE, f"--print-payload peaked at {peak / MiB:.1f} MiB on 32 MiB"
