@@ -73,6 +73,7 @@ __all__ = [
     "ContractArtifact",
     "ContractError",
     "ContractSet",
+    "ContractSetUnavailable",
     "edge_key",
     "load_builtin_contracts",
     "load_contract_dir",

@@ -208,14 +208,13 @@ def _refuse_template(text: str, receiver: str) -> str:
 
 
 def check_drift(report: Report) -> None:
-    from eidolons.contract import ContractError, ContractSet
+    from eidolons.contract import ContractSetUnavailable, load_contracts
     from eidolons.skills.install import skill_targets
     from eidolons.skills.render import receivers, render_skill
 
-    try:
-        contracts = ContractSet.load(report.root)
-    except ContractError as exc:
-        report.fail("drift", "contracts", f"the contract set does not load: {exc}")
+    contracts = load_contracts(report.root, [])
+    if isinstance(contracts, ContractSetUnavailable):
+        report.fail("drift", "contracts", f"the contract set does not load: {contracts.reason}")
         return
     for receiver in receivers(contracts):
         targets = [t for t in skill_targets(report.root, receiver) if t.path.is_file()]
@@ -323,12 +322,12 @@ def check_keys(report: Report) -> None:
 
 
 def check_agents(report: Report) -> None:
-    from eidolons.contract import ContractError, ContractSet
+    from eidolons.contract import ContractSetUnavailable, load_contracts
     from eidolons.hooks.wiring import receiver_agent_findings
 
-    try:
-        receivers = {c.to for c in ContractSet.load(report.root)}
-    except ContractError:
-        return
+    contracts = load_contracts(report.root, [])
+    if isinstance(contracts, ContractSetUnavailable):
+        return  # check_drift reports it
+    receivers = {c.to for c in contracts}
     for path, message in receiver_agent_findings(str(report.root), receivers):
         report.fail("agents", report.rel(path), message)

@@ -371,3 +371,14 @@ def test_no_agent_writes_a_skill_or_command_that_can_carry_hooks(
         doc["tool_input"] = {"file_path": str(target), "content": "---\nhooks: {}\n---\n"}
         r = handoff.hook("claude-code", doc, env=clean_env(HOME=str(home)))
         assert r.code == 2 and "hook wiring" in r.err, (target, r)
+
+
+def test_a_contract_set_that_does_not_load_denies_every_handoff(handoff: Handoff) -> None:
+    handoff.verify()
+    assert handoff.hook("claude-code", read(handoff, handoff.payload)).code == 0
+    contracts = handoff.root / ".eidolons" / "contracts"
+    contracts.mkdir(parents=True, exist_ok=True)
+    (contracts / "atlas-to-vigil.yaml").write_text("{not: [valid\n", encoding="utf-8")
+    r = handoff.hook("claude-code", read(handoff, handoff.payload))
+    assert r.code == 2, r
+    assert "[vigil-verify-incoming] REFUSE: " in r.err.splitlines()[0]

@@ -11,8 +11,11 @@ import sys
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
     from typing import Any, TextIO
+
+    from eidolons.contract import ContractSet
 
 
 def use_color(stream: TextIO) -> bool:
@@ -48,6 +51,20 @@ def print_json(value: Any) -> None:
     # make the encoder fail, and stay valid JSON
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()
+
+
+def contract_set(root: Path, dirs: Sequence[str | Path] = ()) -> ContractSet | int:
+    """For a command that reports a contract set which fails to load (``contracts``,
+    ``skill``): the effective set by the one loader
+    (:func:`eidolons.contract.load_contracts`), or the usage exit code after its one line
+    (``eidolons: <file>: <why>``). The gates take the loader's typed, fail-closed
+    :class:`~eidolons.contract.ContractSetUnavailable` instead and refuse with it."""
+    from eidolons.contract import ContractSetUnavailable, load_contracts
+
+    contracts = load_contracts(root, dirs)
+    if isinstance(contracts, ContractSetUnavailable):
+        return error(contracts.reason)
+    return contracts
 
 
 def project_root(explicit: str | None, *, note: bool = False) -> Path | int:

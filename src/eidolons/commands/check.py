@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from eidolons.checker import check_envelope
     from eidolons.config import Limits, find_root, hmac_key
-    from eidolons.contract import ContractError, ContractSet
+    from eidolons.contract import ContractSetUnavailable, load_contracts
     from eidolons.errors import UsageError
 
     level = str(args.level).upper()
@@ -226,9 +226,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         root = find_root(args.root)
         limits = Limits.from_env(os.environ)
-        contracts = ContractSet.load(root, [Path(d) for d in args.contracts])
-    except (UsageError, ContractError) as exc:
+    except UsageError as exc:
         raise _Usage(str(exc)) from None
+    contracts = load_contracts(root, args.contracts)
+    if isinstance(contracts, ContractSetUnavailable):
+        raise _Usage(contracts.reason)
     key = hmac_key()
 
     _reconfigure(sys.stdout)

@@ -14,9 +14,9 @@ Only the standard library is imported at module level (see :mod:`eidolons.cli`).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eidolons.commands._common import contract_set as load_contract_set
 from eidolons.commands._common import error, print_json, project_root
 
 if TYPE_CHECKING:
@@ -62,15 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the effective set and print it; errors go to stderr as ``eidolons: ...``."""
-    from eidolons.contract import ContractError, ContractSet
-
     root = project_root(args.root)
     if isinstance(root, int):
         return root
-    try:
-        contract_set = ContractSet.load(root, [Path(d) for d in args.contracts])
-    except ContractError as exc:
-        return error(str(exc), EXIT_USAGE)
+    contract_set = load_contract_set(root, args.contracts)
+    if isinstance(contract_set, int):
+        return contract_set
     if args.contracts_action == "list":
         return _list(contract_set, args.to, as_json=args.json)
     return _show(contract_set, args.from_, args.to, as_json=args.json)

@@ -61,12 +61,10 @@ def run(args: argparse.Namespace) -> int:
         return error(f"init: {exc}")
     advice = []
     if not args.undo:
-        from eidolons.contract import ContractError, ContractSet
+        from eidolons.contract import ContractSet, load_contracts
 
-        try:
-            receivers = {c.to for c in ContractSet.load(root)}
-        except ContractError:
-            receivers = set()
+        contracts = load_contracts(root, [])
+        receivers = {c.to for c in contracts} if isinstance(contracts, ContractSet) else set()
         advice = receiver_agent_findings(str(root), receivers)
     if args.json:
         print_json(

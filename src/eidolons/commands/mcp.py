@@ -61,14 +61,13 @@ def run(args: argparse.Namespace) -> int:
         if not Path(directory).is_dir():
             return error(f"--contracts {directory}: not a directory")
     if bound is not None:  # a typo in --as would refuse every call: say so now
-        from eidolons.contract import ContractError, ContractSet
+        from eidolons.contract import ContractSetUnavailable, load_contracts
 
-        try:
-            contract_set = ContractSet.load(root, [Path(d) for d in args.contracts])
-        except ContractError as exc:
+        contract_set = load_contracts(root, args.contracts)
+        if isinstance(contract_set, ContractSetUnavailable):
             print(
-                f"eidolons mcp: warning: contracts do not load ({exc}); every hand-off "
-                "will be refused",
+                f"eidolons mcp: warning: contracts do not load ({contract_set.reason}); "
+                "every hand-off will be refused",
                 file=sys.stderr,
             )
         else:

@@ -83,27 +83,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error, project_root
-    from eidolons.contract import ContractError
+    from eidolons.commands._common import contract_set, error, project_root
     from eidolons.skills.render import SkillError
 
     root = project_root(args.root)
     if isinstance(root, int):
         return root
     try:
+        if args.skill_action == "uninstall":
+            return _uninstall(args, root)
+        if args.skill_action == "install" and args.all == bool(args.receivers):
+            return error("skill install: name RECEIVER... or --all (one of them)")
+        contracts = contract_set(root, args.contracts)
+        if isinstance(contracts, int):
+            return contracts
         if args.skill_action == "render":
-            return _render(args, root, _contracts(root, args.contracts))
-        if args.skill_action == "install":
-            return _install(args, root)
-        return _uninstall(args, root)
-    except (ContractError, SkillError) as exc:
+            return _render(args, root, contracts)
+        return _install(args, root, contracts)
+    except SkillError as exc:
         return error(str(exc), EXIT_USAGE)
-
-
-def _contracts(root: Path, dirs: list[str]) -> ContractSet:
-    from eidolons.contract import ContractSet
-
-    return ContractSet.load(root, [Path(d) for d in dirs])
 
 
 def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> int:
@@ -122,14 +120,10 @@ def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> 
     return EXIT_OK
 
 
-def _install(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.commands._common import error
+def _install(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> int:
     from eidolons.skills.install import install_actions
     from eidolons.skills.render import receivers
 
-    if args.all == bool(args.receivers):
-        return error("skill install: name RECEIVER... or --all (one of them)")
-    contract_set = _contracts(root, args.contracts)
     names = receivers(contract_set) if args.all else [r.partition("@")[0] for r in args.receivers]
     actions = install_actions(root, names, contract_set, force=args.force, dry_run=args.dry_run)
     return _report(actions, root, dry_run=args.dry_run, as_json=args.json)

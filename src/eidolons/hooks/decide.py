@@ -176,12 +176,10 @@ class Decider:
 
     def contracts(self) -> Any:
         if self._contracts is None:
-            from eidolons.contract import ContractError, ContractSet
+            from eidolons.contract import load_contracts
 
-            try:
-                self._contracts = ContractSet.load(self.root)
-            except ContractError as exc:  # every hand-off is then refused
-                self._contracts = exc
+            # a set that fails to load is the typed fail-closed value: every hand-off refused
+            self._contracts = load_contracts(self.root, [])
         return self._contracts
 
     def gate(self, receiver: str | None, path: str) -> Decision:
