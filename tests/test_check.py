@@ -30,6 +30,7 @@ from eidolons.ecl.conformance import (
     exit_code,
     run_gates,
 )
+from tests._builders import DROP, edit, envelope_for
 from tests.conftest import FIXTURE_HMAC_KEY, FIXTURES, clean_env, needs_fixtures, run_cli
 
 FIXTURE_CONTRACTS = FIXTURES / "_contracts"
@@ -43,33 +44,22 @@ SHA = hashlib.sha256(PAYLOAD).hexdigest()
 KEY = b"test-key"
 MAC = hmac.new(KEY, PAYLOAD, hashlib.sha256).hexdigest()
 
-BASE: dict[str, Any] = {
-    "envelope_version": "2.1",
-    "message_id": "01942d10-0001-7e04-9c5d-2df1b8c3e701",
-    "thread_id": "01942d10-0001-7e04-9c5d-2df1b8c3e701",
-    "parent_id": None,
-    "from": {"eidolon": "atlas", "version": "1.5.1"},
-    "to": {"eidolon": "spectra", "version": "4.3.1"},
-    "performative": "PROPOSE",
-    "edge_origin": "roster",
-    "objective": "Hand off the scout report.",
-    "artifact": {
-        "kind": "scout-report",
-        "schema_version": "2.0",
-        "path": "scout-report.md",
-        "sha256": SHA,
-        "size_bytes": len(PAYLOAD),
-    },
-    "context_delta": {
-        "token_budget": 4000,
-        "tokens_used": 120,
-        "input_handles": ["mission.md"],
-        "summary": "Three race sites found.",
-    },
-    "constraints": {"trust_level": "standard"},
-    "integrity": {"method": "sha256", "value": SHA},
-    "trace": {"ts": "2026-07-02T10:00:00Z", "host": "raw", "model": "m", "tier": "standard"},
-}
+BASE: dict[str, Any] = envelope_for(
+    PAYLOAD,
+    path="scout-report.md",
+    message_id="01942d10-0001-7e04-9c5d-2df1b8c3e701",
+    sender="atlas@1.5.1",
+    to="spectra@4.3.1",
+    edge_origin="roster",
+    objective="Hand off the scout report.",
+    schema_version="2.0",
+    token_budget=4000,
+    tokens_used=120,
+    input_handles=("mission.md",),
+    summary="Three race sites found.",
+    trust_level="standard",
+    ts="2026-07-02T10:00:00Z",
+)
 
 CONTRACT_DOC: dict[str, Any] = {
     "contract_version": "1.0",
@@ -100,20 +90,7 @@ CONTRACTS = ContractSet([contract()], ["test"])
 
 def envelope(**changes: Any) -> dict[str, Any]:
     """BASE with changes; a dotted key sets a nested field, ``...=DROP`` removes it."""
-    env = copy.deepcopy(BASE)
-    for dotted, value in changes.items():
-        node = env
-        *parents, last = dotted.split("__")
-        for key in parents:
-            node = node.setdefault(key, {})
-        if value is DROP:
-            node.pop(last, None)
-        else:
-            node[last] = value
-    return env
-
-
-DROP = object()
+    return edit(BASE, **changes)
 
 
 def memory_reader(payload: bytes = PAYLOAD, key: bytes | None = None) -> Callable[..., Any]:

@@ -13,6 +13,7 @@ from eidolons.contract import ContractSet
 from eidolons.ecl.contract import ContractError, ContractSetUnavailable
 from eidolons.ecl.integrity import digest_bytes
 from eidolons.ecl.receiver import CheckOrderError, ReceiptJudgement, ReceiverCheck
+from tests._builders import edit, envelope_for
 
 PAYLOAD = b"# Scout report\n\n## Decision target\nx\n"
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -20,39 +21,8 @@ CONTRACTS = ContractSet.builtin()
 
 
 def envelope(**changes: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "envelope_version": "2.1",
-        "message_id": "m1",
-        "thread_id": "t1",
-        "parent_id": None,
-        "from": {"eidolon": "atlas", "version": "1.4.2"},
-        "to": {"eidolon": "vigil", "version": "1.9.0"},
-        "performative": "PROPOSE",
-        "edge_origin": "implicit",
-        "objective": "o",
-        "artifact": {
-            "kind": "scout-report",
-            "schema_version": "1.0",
-            "path": "r.md",
-            "sha256": SHA,
-            "size_bytes": len(PAYLOAD),
-        },
-        "context_delta": {
-            "token_budget": 10,
-            "tokens_used": 1,
-            "input_handles": [],
-            "summary": "s",
-        },
-        "integrity": {"method": "sha256", "value": SHA},
-        "trace": {"ts": "2026-12-01T00:00:00Z", "host": "raw", "model": "m", "tier": "standard"},
-    }
-    for dotted, value in changes.items():
-        node = doc
-        keys = dotted.split("__")
-        for key in keys[:-1]:
-            node = node[key]
-        node[keys[-1]] = value
-    return doc
+    """The sender builder's envelope for PAYLOAD, then raw edits (tests/_builders.py)."""
+    return edit(envelope_for(PAYLOAD, edge_origin="implicit", thread_id="t1"), **changes)
 
 
 def record_for(data: bytes, env: dict[str, Any]) -> dict[str, Any]:
