@@ -3,8 +3,6 @@ and the command line of the test CRYSTALIUM server (``crystalium_server.py``).""
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import socket
 import sys
 import uuid
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 
 from eidolons.memory.local import LocalMemory
+from tests._builders import DROP, edit, envelope_for
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "crystalium_server.py"
@@ -37,27 +36,22 @@ def make_handoff(
 ) -> Handoff:
     """A well-formed envelope for ``payload`` (sha256 integrity) and the payload bytes."""
     raw = payload.encode("utf-8") if isinstance(payload, str) else payload
-    digest = hashlib.sha256(raw).hexdigest()
     mid = message_id or str(uuid.uuid4())
-    envelope = {
-        "envelope_version": version,
-        "message_id": mid,
-        "thread_id": thread_id or mid,
-        "parent_id": None,
-        "from": {"eidolon": sender, "version": "1.4.2"},
-        "to": {"eidolon": receiver, "version": "1.9.0"},
-        "performative": "PROPOSE",
-        "objective": objective,
-        "artifact": {
-            "kind": kind,
-            "schema_version": "1.0",
-            "path": f"handoff/{kind}.md",
-            "sha256": digest,
-            "size_bytes": len(raw),
-        },
-        "integrity": {"method": "sha256", "value": digest},
-        "trace": {"ts": "2026-07-01T12:00:00Z", "host": "raw", "model": "m", "tier": tier},
-    }
+    # the fields below are set raw, after the builder: the store must handle senders,
+    # tiers and objectives the builder refuses (``ATLAS``, ``T2``, ``""``) as a hostile
+    # envelope would carry them
+    built = envelope_for(raw, message_id=mid, thread_id=thread_id, envelope_version=version)
+    envelope = edit(
+        built,
+        context_delta=DROP,  # the store's mapping is tested without one
+        from__eidolon=sender,
+        to__eidolon=receiver,
+        objective=objective,
+        artifact__kind=kind,
+        artifact__path=f"handoff/{kind}.md",
+        trace__ts="2026-07-01T12:00:00Z",
+        trace__tier=tier,
+    )
     return envelope, raw
 
 
@@ -65,16 +59,7 @@ def mutate(
     envelope: dict[str, Any], dotted: str, value: Any = ..., *, delete: bool = False
 ) -> dict[str, Any]:
     """A deep copy of ``envelope`` with one (dotted) field set or deleted."""
-    out = copy.deepcopy(envelope)
-    *parents, last = dotted.split(".")
-    target = out
-    for part in parents:
-        target = target[part]
-    if delete:
-        del target[last]
-    else:
-        target[last] = value
-    return out
+    return edit(envelope, **{dotted.replace(".", "__"): DROP if delete else value})
 
 
 @pytest.fixture
