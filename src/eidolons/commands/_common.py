@@ -1,7 +1,7 @@
 """The commands' plumbing, once: error printing, colour, the JSON printer, the project
 root (the rule is :func:`eidolons.config.find_root`; the contract loader is
-:func:`eidolons.contract.load_contracts`). No command imports another command; what two
-commands share lives here (``tests/test_layout.py`` checks it)."""
+:func:`eidolons.contract.load_contracts`), the memory opener. No command imports another
+command; what two commands share lives here (``tests/test_layout.py`` checks it)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from eidolons.contract import ContractSet
+    from eidolons.memory import Memory
 
 
 def use_color(stream: TextIO) -> bool:
@@ -65,6 +66,25 @@ def contract_set(root: Path, dirs: Sequence[str | Path] = ()) -> ContractSet | i
     if isinstance(contracts, ContractSetUnavailable):
         return error(contracts.reason)
     return contracts
+
+
+def open_memory(root: Path) -> Memory | None:
+    """The one memory opener of the commands and gates: the backend the project's
+    configuration names (``EIDOLONS_MEMORY``...: :func:`eidolons.memory.open_memory`), or
+    None when memory is off. Raises :class:`~eidolons.errors.UsageError` for a malformed
+    configuration (``memory recall``/``stats`` print it and exit 2)."""
+    from eidolons.memory import open_memory as open_configured
+
+    return open_configured(root)
+
+
+def gate_memory(root: Path, *, disabled: bool = False) -> tuple[Memory | None, str | None]:
+    """:func:`open_memory` for a gate command (``verify-incoming``): the memory and None,
+    or None and why it is not used; never raises (:func:`eidolons.memory.open_gate_memory`,
+    which the MCP tools call too: the library never imports the CLI)."""
+    from eidolons.memory import open_gate_memory
+
+    return open_gate_memory(root, disabled=disabled)
 
 
 def project_root(explicit: str | None, *, note: bool = False) -> Path | int:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eidolons.commands._common import error as _error
-from eidolons.commands._common import print_json
+from eidolons.commands._common import open_memory, print_json
 from eidolons.config import find_root
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _recall(args: argparse.Namespace) -> int:
     from eidolons.errors import UsageError
-    from eidolons.memory import is_error, is_skipped, open_memory
+    from eidolons.memory import is_error, is_skipped
     from eidolons.memory._common import parse_layers, skipped_recall
 
     if args.k < 1:
@@ -231,8 +231,8 @@ def ingest_envelope(
     """The receiver gate with an "on pass" callback that ingests (ADR 0011): the gate
     reads and parses the envelope once, and only what it judged, with the bytes it
     verified, reaches the memory. ``gate`` defaults to :func:`receiver_gate`,
-    ``memory_factory`` to :func:`eidolons.memory.open_memory`. A path that is missing or
-    not a regular file (a FIFO, a device) is bad input, refused before any read."""
+    ``memory_factory`` to the commands' one opener (``_common.open_memory``). A path that
+    is missing or not a regular file (a FIFO, a device) is bad input, refused before any read."""
     import stat
 
     import eidolons.memory as memory_api
@@ -246,7 +246,7 @@ def ingest_envelope(
         raise InputError(f"{envelope_path}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
         raise InputError(f"{envelope_path}: not a regular file")
-    memory = (memory_factory or memory_api.open_memory)(root)
+    memory = (memory_factory or open_memory)(root)
     seen: dict[str, Any] = {}
 
     def on_pass(envelope: Any, payload: Any) -> Mapping[str, Any]:
@@ -330,8 +330,6 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from eidolons.memory import open_memory
-
     root = find_root(args.root)
     memory = open_memory(root)
     if memory is None:

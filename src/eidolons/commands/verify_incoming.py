@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from eidolons.memory import Memory
+    pass
 
 HELP = "refuse an inbound hand-off unless its integrity is on record and its edge is allowed"
 
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
 
     from eidolons._text import printable
-    from eidolons.commands._common import error, print_json, say
+    from eidolons.commands._common import error, gate_memory, print_json, say
     from eidolons.config import Limits, find_handoff, find_root, hmac_key
     from eidolons.contract import load_contracts
     from eidolons.ecl.grammar import is_slug
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:  # an unreadable hand-off configuration
         return error(str(exc))
     contracts = load_contracts(root, args.contracts)
-    memory, memory_note = _open_memory(root, args.no_memory)
+    memory, memory_note = gate_memory(root, disabled=args.no_memory)
     try:
         from eidolons.gates.receiver import verify_incoming
 
@@ -148,20 +148,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(result.payload)
         sys.stdout.buffer.flush()
     return 0
-
-
-def _open_memory(root: Path, disabled: bool) -> tuple[Memory | None, str | None]:
-    """The configured memory, or None. A broken memory configuration never changes the
-    gate's decision: the memory is skipped and the reason reported in ``--json``."""
-    if disabled:
-        return None, "off (--no-memory)"
-    from eidolons.errors import UsageError
-    from eidolons.memory import open_memory
-
-    try:
-        return open_memory(root), None
-    except UsageError as exc:
-        return None, f"skipped: {exc}"
 
 
 def _print_recall(recall: dict[str, object]) -> None:

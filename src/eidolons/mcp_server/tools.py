@@ -160,14 +160,13 @@ class Toolbox:
     def _gate(self, artefact: Path, receiver: str, *, want_payload: bool) -> Any:
         from eidolons.config import Limits, hmac_key
         from eidolons.gates.receiver import verify_incoming
-        from eidolons.memory import open_memory
+        from eidolons.memory import open_gate_memory
 
         memory = None
-        if self.memory:
-            try:
-                memory = open_memory(self.root)
-            except Exception as exc:  # a broken memory configuration never blocks a pass
-                self.log(f"eidolons mcp: memory skipped: {exc}")
+        if self.memory:  # a broken memory configuration never blocks a pass
+            memory, note = open_gate_memory(self.root)
+            if note is not None:
+                self.log(f"eidolons mcp: memory {note}")
         try:
             from eidolons.memory import gate_callbacks
 

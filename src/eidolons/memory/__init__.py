@@ -68,6 +68,7 @@ __all__ = [
     "ingest_after_pass",
     "is_error",
     "is_skipped",
+    "open_gate_memory",
     "open_memory",
     "recall_before",
 ]
@@ -269,6 +270,18 @@ def open_memory(root: Path, config: MemoryConfig | None = None) -> Memory | None
             f"mcp SDK not importable ({exc.name or exc}); pip install 'eidolons[mcp]'"
         )
     return McpMemory(config)
+
+
+def open_gate_memory(root: Path, *, disabled: bool = False) -> tuple[Memory | None, str | None]:
+    """:func:`open_memory` for a gate (``verify-incoming``, the MCP tools): the memory and
+    None, or None and why it is not used (``off (--no-memory)``, ``skipped: <why>``). A
+    broken memory configuration never changes a gate's decision, so this never raises."""
+    if disabled:
+        return None, "off (--no-memory)"
+    try:
+        return open_memory(root), None
+    except Exception as exc:  # memory is context for the receiver, never the verdict
+        return None, f"skipped: {exc}"
 
 
 def _project_key(root: Path) -> str:
