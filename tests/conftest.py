@@ -187,7 +187,12 @@ def emit_payload(
     to: str = "vigil@1.9.0",
     performative: str = "PROPOSE",
     kind: str = "scout-report",
+    objective: str = "Hand the scout report over.",
+    env: dict[str, str] | None = None,
 ) -> tuple[Path, Path, dict[str, Any]]:
+    """Write ``project/NAME`` and emit its envelope (``extra`` options after ``--json``);
+    returns the payload, the envelope's path and the envelope. The one CLI-made hand-off
+    of the tests; the dict-made one is :func:`tests._builders.envelope_for`."""
     payload = project / name
     payload.parent.mkdir(parents=True, exist_ok=True)
     payload.write_text(body, encoding="utf-8")
@@ -200,8 +205,9 @@ def emit_payload(
             to=to,
             performative=performative,
             kind=kind,
-            objective="Hand the scout report over.",
-        )
+            objective=objective,
+        ),
+        **({"env": env} if env is not None else {}),
     )
     assert r.code == 0, r.err
     doc = r.json()

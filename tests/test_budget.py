@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Run, emit_cmd
+from tests.conftest import Run, emit_cmd, emit_payload
 
 Cli = Callable[..., Run]
 BIG = "# Scout report\n\n" + "x" * 20_000 + "\n"  # ≈5,000 tokens on a 4,000-token edge
 
 
 def emitted(cli: Cli, project: Path, body: str, *extra: str) -> tuple[Path, Path]:
-    payload = project / "r.md"
-    payload.write_text(body, encoding="utf-8")
-    r = cli(*emit_cmd(payload, "--tokens-used", "1", "--no-check", *extra))
-    assert r.code == 0, r.err
-    return payload, project / "r.envelope.json"
+    payload, envelope, _ = emit_payload(
+        cli, project, "r.md", body, "--tokens-used", "1", "--no-check", *extra,
+        performative="INFORM",
+    )  # fmt: skip
+    return payload, envelope
 
 
 @pytest.mark.parametrize("how", ["tokens_used-1", "no-context-delta"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.keys.crypto import Signer
-from tests.conftest import Run, clean_env, emit_cmd, run_cli
+from tests.conftest import Run, clean_env, emit_payload, run_cli
 
 
 @pytest.fixture
@@ -22,11 +22,12 @@ def run(project: Path, env: dict[str, str], *args: str | Path) -> Run:
 
 
 def handoff(project: Path, env: dict[str, str]) -> tuple[Path, Path]:
-    payload = project / "h" / "r.md"
-    payload.parent.mkdir(parents=True, exist_ok=True)
-    payload.write_text("# r\n\n## Decision target\nx\n")
-    assert run(project, env, *emit_cmd(payload, performative="PROPOSE")).code == 0
-    return payload, payload.with_name("r.envelope.json")
+    def cli(*args: str | Path, env: dict[str, str] | None = None) -> Run:
+        return run_cli(*args, cwd=project, env=env)
+
+    body = "# r\n\n## Decision target\nx\n"
+    payload, envelope, _ = emit_payload(cli, project, "h/r.md", body, env=env)
+    return payload, envelope
 
 
 def _hand_written_pass(project: Path, envelope: Path) -> None:

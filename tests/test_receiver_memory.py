@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.gates.receiver import REFUSAL_CODES
-from tests.conftest import Run, clean_env, emit_cmd
+from tests.conftest import Run, clean_env, emit_payload
 from tests.test_receiver import handoff, markdown_for
 
 Cli = Callable[..., Run]
@@ -22,11 +22,7 @@ Scenario = Callable[[Cli, Path], tuple[Path, str]]
 
 
 def _emit_only(cli: Cli, project: Path, body: str = "# r\n") -> Path:
-    payload = project / "p.md"
-    payload.write_text(body)
-    r = cli(*emit_cmd(payload, objective="install.sh race report"))
-    assert r.code == 0, r.err
-    return payload
+    return emit_payload(cli, project, "p.md", body, objective="install.sh race report")[0]
 
 
 def integrity_mismatch(cli: Cli, project: Path) -> tuple[Path, str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import emit_cmd, run_cli
 
 CALL_TIMEOUT = 30.0
 
@@ -114,22 +114,12 @@ def make_handoff(
     name = f"handoffs/{secret.lower()}{suffix}"
     payload = root / name
     payload.write_bytes(body or f"# Scout report\n\n## Decision target\n{secret}\n".encode())
-    r = run_cli(
-        "emit",
+    emit = emit_cmd(
         name,
-        "--from",
-        sender,
-        "--to",
-        to,
-        "--performative",
-        performative,
-        "--kind",
-        kind,
-        "--objective",
-        "Hand over.",
         "--no-check",  # hand-offs the receiver must refuse are made on purpose here
-        cwd=root,
-    )
+        sender=sender, to=to, performative=performative, kind=kind, objective="Hand over.",
+    )  # fmt: skip
+    r = run_cli(*emit, cwd=root)
     assert r.code == 0, r.err
     envelope = payload.with_name(payload.name.rsplit(".", 1)[0] + ".envelope.json")
     if verify:

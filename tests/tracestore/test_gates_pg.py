@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Run, clean_env, emit_cmd, trace_files
+from tests.conftest import Run, clean_env, emit_cmd, emit_payload, trace_files
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
 
 Cli = Callable[..., Run]
@@ -34,17 +34,8 @@ def gate(pg: PgServer, db: str) -> dict[str, str]:
 
 
 def handoff(cli: Cli, project: Path, env: dict[str, str]) -> tuple[Path, Path]:
-    payload = project / "handoff" / "scout-report.md"
-    payload.parent.mkdir(parents=True, exist_ok=True)
-    payload.write_text("# Report\n\n## Decision target\nx\n", encoding="utf-8")
-    r = cli(
-        *emit_cmd(
-            payload, "--json", sender="atlas@1.4.2", to="vigil@1.9.0", performative="PROPOSE"
-        ),
-        env=env,
-    )
-    assert r.code == 0, r.err
-    return payload, Path(r.json()["envelope_path"])
+    payload, envelope, _ = emit_payload(cli, project, env=env)
+    return payload, envelope
 
 
 def incoming(cli: Cli, payload: Path, env: dict[str, str]) -> Run:
