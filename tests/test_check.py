@@ -31,6 +31,7 @@ from eidolons.ecl.conformance import (
     run_gates,
 )
 from tests._builders import DROP, edit, envelope_for
+from tests._builders import write_pair as write_files
 from tests.conftest import FIXTURE_HMAC_KEY, FIXTURES, clean_env, needs_fixtures, run_cli
 
 FIXTURE_CONTRACTS = FIXTURES / "_contracts"
@@ -700,13 +701,8 @@ def test_exit_code_rule() -> None:
 
 
 def write_pair(folder: Path, name: str = "scout-report", **changes: Any) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.md").write_bytes(PAYLOAD)
     changes.setdefault("artifact__path", f"{name}.md")
-    env = envelope(**changes)
-    path = folder / f"{name}.envelope.json"
-    path.write_text(json.dumps(env, indent=2))
-    return path
+    return write_files(folder, name, PAYLOAD, envelope(**changes))
 
 
 def by_id(results: list[GateResult]) -> dict[str, GateResult]:

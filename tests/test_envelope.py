@@ -13,6 +13,9 @@ from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
 from eidolons.ecl.limits import Limits
 from eidolons.errors import EnvelopeError
 
+# written by hand, not by tests/_builders.py: this tests the envelope model that the
+# builder itself validates with (a builder-made document would check it against itself),
+# with placeholder digests and an x- extension field the builder does not make
 GOOD: dict[str, Any] = {
     "envelope_version": "2.1",
     "message_id": "01942d10-0002-7e04-9c5d-2df1b8c3e702",

@@ -18,6 +18,7 @@ from eidolons.errors import InputError
 from eidolons.memory import MemoryConfig, open_memory
 from eidolons.memory.local import LocalMemory
 
+from .._builders import write_pair
 from ..conftest import Run, run_cli
 from .conftest import make_handoff
 
@@ -60,10 +61,7 @@ def crystals(root: Path) -> int:
 
 def write_handoff(root: Path, objective: str = "Audit the trace writer.") -> tuple[Path, bytes]:
     envelope, raw = make_handoff(objective=objective)
-    (root / "handoff").mkdir(exist_ok=True)
-    (root / "handoff" / "scout-report.md").write_bytes(raw)
-    path = root / "handoff" / "scout-report.envelope.json"
-    path.write_text(json.dumps(envelope), encoding="utf-8")
+    path = write_pair(root / "handoff", "scout-report", raw, envelope)
     return path, raw
 
 
