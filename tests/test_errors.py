@@ -4,12 +4,15 @@ and ``diagnostics()``, the one line the CLI prints when an error reaches it."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from eidolons import cli
 from eidolons.contract import ContractError
 from eidolons.errors import EidolonsError, EnvelopeError, InputError, TraceWriteError, UsageError
+from tests.conftest import Run, clean_env
 
 
 @pytest.mark.parametrize(
@@ -45,3 +48,22 @@ def test_the_cli_prints_the_diagnostics_and_exits_by_class(
     code = cli.main(["trace", "show", "t1"])
     err = capsys.readouterr().err
     assert code == 3 and err == "eidolons: cannot append [TRACE_WRITE]\n"
+
+
+def test_a_command_that_catches_a_typed_error_prints_its_diagnostics(
+    cli: Callable[..., Run],
+) -> None:
+    r = cli("memory", "recall", "q", "--k", "0")
+    assert r.code == 2
+    assert r.err == "eidolons: --k must be at least 1, got 0 [USAGE]\n"
+
+
+def test_a_key_file_that_must_not_be_used_is_refused_with_its_code(
+    cli: Callable[..., Run], project: Path, tmp_path: Path
+) -> None:
+    inside = project / "secrets" / "orchestrator.pem"
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "config"), EIDOLONS_SIGNING_KEY_FILE=str(inside))
+    r = cli("keys", "init", "--root", project, env=env)
+    assert r.code == 3, r
+    assert r.err.startswith("eidolons: ") and r.err.endswith(" [KEY_FILE]\n"), r.err
+    assert "inside the project" in r.err

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from eidolons.contract import ContractSet
+    from eidolons.errors import EidolonsError
     from eidolons.memory import Memory
 
 
@@ -45,6 +46,14 @@ def say(*lines: str) -> None:
 def error(message: str, code: int = 2) -> int:
     say(f"eidolons: {message}")
     return code
+
+
+def fail(exc: EidolonsError, exit_code: int | None = None) -> int:
+    """A typed error as the CLI says it: ``eidolons: <diagnostics()>`` (the message, then
+    the stable code), and the error's own exit code, or ``exit_code`` where the command's
+    documented code for that error differs from its class's."""
+    say(f"eidolons: {exc.diagnostics()}")
+    return exc.exit_code if exit_code is None else exit_code
 
 
 def print_json(value: Any) -> None:

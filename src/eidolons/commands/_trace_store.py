@@ -12,7 +12,7 @@ import sys
 
 
 def run_store(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error
+    from eidolons.commands._common import fail
     from eidolons.errors import EidolonsError, UsageError
 
     try:
@@ -20,9 +20,9 @@ def run_store(args: argparse.Namespace) -> int:
             return _store_init(args)
         return _copy(args)
     except UsageError as exc:
-        return error(str(exc))
+        return fail(exc)
     except EidolonsError as exc:  # the store refused or failed
-        return error(str(exc), 3)
+        return fail(exc, 3)
 
 
 def _dsn(args: argparse.Namespace) -> str:

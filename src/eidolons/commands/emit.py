@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eidolons._text import printable
-    from eidolons.commands._common import error, print_json, say
+    from eidolons.commands._common import fail, print_json, say
     from eidolons.config import Limits, find_root, hmac_key, hmac_key_warning
     from eidolons.emit import HandoffRefused, emit, parse_agent
     from eidolons.errors import EidolonsError, UsageError
@@ -119,12 +119,12 @@ def run(args: argparse.Namespace) -> int:
             check=not args.no_check,
         )
     except KeyFileError as exc:
-        return error(str(exc), 3)
+        return fail(exc)
     except HandoffRefused as exc:
         say(*exc.lines())
         return 3
     except EidolonsError as exc:
-        return error(str(exc), 2)
+        return fail(exc, 2)
     for failure in result.refusals:  # --no-check: written, and said out loud
         say(
             f"eidolons: warning: --no-check: {printable(args.recipient)} will refuse this "

@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error
+    from eidolons.commands._common import fail
     from eidolons.config import find_root
     from eidolons.errors import EidolonsError, UsageError
     from eidolons.keys.files import KeyFileError
@@ -74,12 +74,10 @@ def run(args: argparse.Namespace) -> int:
             "unpin": _unpin,
         }[args.keys_command]
         return handler(args, root)
-    except KeyFileError as exc:
-        return error(str(exc), 3)
-    except UsageError as exc:
-        return error(str(exc))
+    except (KeyFileError, UsageError) as exc:
+        return fail(exc)
     except EidolonsError as exc:
-        return error(str(exc))
+        return fail(exc, 2)
 
 
 # ------------------------------------------------------------------------------ helpers

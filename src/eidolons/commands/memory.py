@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eidolons.commands._common import error as _error
-from eidolons.commands._common import open_memory, print_json
+from eidolons.commands._common import fail, open_memory, print_json
 from eidolons.config import find_root
 
 if TYPE_CHECKING:
@@ -100,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
             return _ingest(args)
         return _stats(args)
     except EidolonsError as exc:
-        _error(exc.message)
-        return EXIT_USAGE
+        return fail(exc, EXIT_USAGE)
 
 
 # ---------------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.commands._common import error
+    from eidolons.commands._common import fail
     from eidolons.errors import EidolonsError
 
     try:
@@ -148,4 +148,4 @@ def run(args: argparse.Namespace) -> int:
 
         return run_chain(args)
     except EidolonsError as exc:
-        return error(str(exc))
+        return fail(exc, 2)

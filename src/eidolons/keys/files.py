@@ -26,6 +26,7 @@ class KeyFileError(EidolonsError):
     """A private key file that must not be used (unsafe mode, owner or location)."""
 
     code = "KEY_FILE"
+    exit_code = 3  # a key that must not be used: refused
 
 
 def key_dir(env: dict[str, str] | None = None) -> Path:
