@@ -57,8 +57,9 @@ def test_performative_set_is_the_closed_ten() -> None:
 # --------------------------------------------------------------------------- envelopes
 
 # written by hand, not by tests/_builders.py: these tests judge the shipped JSON Schemas
-# on their own, and the builder validates what it makes with those same schemas (it would
-# be checked against itself); an ECL 1.0 envelope without context_delta, fake digests
+# independently of the library, whose builder and envelope model apply the same rules in
+# code (a base document made by that code could hide a mistake both share); an ECL 1.0
+# envelope without context_delta, with placeholder digests
 ENVELOPE: dict[str, Any] = {
     "envelope_version": "1.0",
     "message_id": "01942d10-0001-7e04-9c5d-2df1b8c3e701",
