@@ -94,3 +94,12 @@ def write_pair(folder: Path, name: str, payload: bytes, envelope: dict[str, Any]
     path = folder / f"{name}.envelope.json"
     path.write_text(json.dumps(envelope, indent=2))
     return path
+
+
+def rewrite(envelope: Path, *, indent: int | None = 2, **changes: Any) -> None:
+    """What an agent in the middle does to an envelope on disk: load it, apply
+    ``changes`` by :func:`edit`, write it back (no re-tagging)."""
+    import json
+
+    doc = json.loads(envelope.read_text())
+    envelope.write_text(json.dumps(edit(doc, **changes), indent=indent))

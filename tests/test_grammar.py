@@ -4,7 +4,6 @@ copies used to disagree on (``atlas\\n``, ``notes..v2.md``, ``r.md/``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from eidolons.ecl import grammar
+from tests._builders import rewrite
 from tests.conftest import Run, emit_payload, read_trace
 
 Cli = Callable[..., Run]
@@ -114,21 +114,10 @@ def test_sender_with_a_newline_is_refused_by_emit(cli: Cli, project: Path) -> No
     assert r.code == 2 and "eidolon must match" in r.err
 
 
-def _rewrite(envelope: Path, **changes: Any) -> None:
-    doc = json.loads(envelope.read_text())
-    for dotted, value in changes.items():
-        node = doc
-        keys = dotted.split("__")
-        for key in keys[:-1]:
-            node = node[key]
-        node[keys[-1]] = value
-    envelope.write_text(json.dumps(doc))
-
-
 def test_thread_id_with_a_newline_is_traced_under_unknown(cli: Cli, project: Path) -> None:
     """A thread id ``t1\\n`` made a trace file ``t1\\n.jsonl`` where ``$`` let it pass."""
     _, envelope, _ = emit_payload(cli, project, NAME, BODY, "--no-trace")
-    _rewrite(envelope, thread_id="t1\n")
+    rewrite(envelope, thread_id="t1\n")
     cli("verify-envelope", envelope, "--mode", "warn")
     names = sorted(p.name for p in (project / ".eidolons" / ".trace").iterdir())
     assert names == ["unknown.jsonl"]
@@ -138,7 +127,7 @@ def test_sender_slug_with_a_newline_is_refused_by_receiver_and_check(
     cli: Cli, project: Path
 ) -> None:
     payload, envelope, _ = emit_payload(cli, project)
-    _rewrite(envelope, from__eidolon="atlas\n")
+    rewrite(envelope, from__eidolon="atlas\n")
     r = cli("verify-incoming", payload, "--as", "vigil")
     first = r.err.splitlines()[0]  # the refusal line stays one line: the newline escaped
     assert r.code == 3 and first == "[vigil-verify-incoming] REFUSE: SCHEMA_INVALID from atlas\\n"
@@ -155,7 +144,7 @@ def test_dotdot_inside_a_name_is_judged_the_same_by_the_gate_and_check(
     payload, envelope, _ = emit_payload(cli, project, NAME, BODY, "--no-trace")
     odd = payload.with_name("notes..v2.md")
     payload.rename(odd)
-    _rewrite(envelope, artifact__path="notes..v2.md")
+    rewrite(envelope, artifact__path="notes..v2.md")
     r = cli("verify-envelope", envelope, "--json", "--mode", "block")
     assert r.code == 2 and r.json()["verdict"] == "malformed"
     r = cli("check", envelope, "--json")
@@ -171,7 +160,7 @@ def test_trailing_slash_forms_are_malformed_everywhere(cli: Cli, project: Path, 
     """``r.md/`` resolved to ``r.md`` for hashing but skipped the required-section check
     (not a ``.md`` name): now malformed for every reader, before any hashing."""
     payload, envelope, _ = emit_payload(cli, project, NAME, BODY, "--no-trace")
-    _rewrite(envelope, artifact__path=f"handoff/{path}")
+    rewrite(envelope, artifact__path=f"handoff/{path}")
     r = cli("verify-envelope", envelope, "--json", "--mode", "block")
     assert r.code == 2 and r.json()["verdict"] == "malformed"
     r = cli("verify-incoming", payload, "--as", "vigil", "--json")

@@ -7,25 +7,14 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from eidolons.evidence import UNSIGNED_WARNING
+from tests._builders import rewrite
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, trace_files
 
 Cli = Callable[..., Run]
-
-
-def rewrite(envelope: Path, **changes: Any) -> None:
-    doc = json.loads(envelope.read_text())
-    for dotted, value in changes.items():
-        *parents, last = dotted.split("__")
-        node = doc
-        for p in parents:
-            node = node[p]
-        node[last] = value
-    envelope.write_text(json.dumps(doc, indent=2))
 
 
 def test_pass_exit_zero_and_trace_event(cli: Cli, project: Path) -> None:
