@@ -101,11 +101,11 @@ def project_root(explicit: str | None, *, note: bool = False) -> Path | int:
     else ``EIDOLONS_ROOT``, else the nearest ancestor holding ``.eidolons/`` or ``.git/``,
     else the current directory, said on stderr with ``note``), or, when ``--root`` or
     ``EIDOLONS_ROOT`` is not a directory, the usage exit code after its one line
-    (``eidolons: --root 'x' is not a directory``)."""
+    (``eidolons: --root 'x' is not a directory [USAGE]``)."""
     from eidolons.config import find_root
     from eidolons.errors import UsageError
 
     try:
         return find_root(explicit, note=note)
     except UsageError as exc:
-        return error(str(exc))
+        return fail(exc)

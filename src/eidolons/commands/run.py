@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from eidolons._text import printable
-    from eidolons.commands._common import error
+    from eidolons.commands._common import error, fail
     from eidolons.config import find_root, hmac_key, verify_mode
     from eidolons.ecl.grammar import is_slug
     from eidolons.ecl.limits import Limits
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
-        return error(str(exc))
+        return fail(exc)
     key = hmac_key()
     envelope = Path(args.verify)
     from eidolons.contract import load_contracts

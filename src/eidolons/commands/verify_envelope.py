@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eidolons._text import printable
-    from eidolons.commands._common import error, print_json, use_color
+    from eidolons.commands._common import fail, print_json, use_color
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate, text_line, warning_line
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
-        return error(str(exc))
+        return fail(exc)
     outcome = run_gate(
         Path(args.envelope),
         root=root,

@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
 
     from eidolons._text import printable
-    from eidolons.commands._common import error, gate_memory, print_json, say
+    from eidolons.commands._common import error, fail, gate_memory, print_json, say
     from eidolons.config import Limits, find_handoff, find_root, hmac_key
     from eidolons.contract import load_contracts
     from eidolons.ecl.grammar import is_slug
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
-        return error(str(exc))
+        return fail(exc)
     artefact = Path(args.artefact)
     if artefact.is_dir():
         return error(f"{artefact} is a directory, not a hand-off artefact")
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     except AmbiguousEnvelope:
         pass  # the gate refuses it, with the reason
     except UsageError as exc:  # an unreadable hand-off configuration
-        return error(str(exc))
+        return fail(exc)
     contracts = load_contracts(root, args.contracts)
     memory, memory_note = gate_memory(root, disabled=args.no_memory)
     try:
