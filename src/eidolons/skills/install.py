@@ -357,10 +357,12 @@ def install_skills(
     :class:`SkillError` if a receiver cannot be rendered (nothing written),
     :class:`SkillConflict` after writing the rest if some targets were refused, and
     :class:`eidolons.contract.ContractError` if the contracts do not load."""
-    from eidolons.contract import ContractSet
+    from eidolons.contract import ContractSetUnavailable, load_contracts
     from eidolons.skills.render import receivers as all_receivers
 
-    contracts = contract_set if contract_set is not None else ContractSet.load(root)
+    contracts = contract_set if contract_set is not None else load_contracts(root, [])
+    if isinstance(contracts, ContractSetUnavailable):
+        raise contracts.error
     names = list(receivers) if receivers is not None else all_receivers(contracts)
     actions = install_actions(root, names, contracts, force=force, dry_run=dry_run)
     written = [a.target.path for a in actions if a.changed]
