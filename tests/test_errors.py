@@ -67,3 +67,20 @@ def test_a_key_file_that_must_not_be_used_is_refused_with_its_code(
     assert r.code == 3, r
     assert r.err.startswith("eidolons: ") and r.err.endswith(" [KEY_FILE]\n"), r.err
     assert "inside the project" in r.err
+
+
+def test_init_and_skill_errors_are_in_the_one_tree() -> None:
+    """Every error a command raises carries a stable code and the CLI's exit code."""
+    from eidolons.errors import EidolonsError
+    from eidolons.initialize import InitError
+    from eidolons.skills.install import SkillConflict
+    from eidolons.skills.render import SkillError
+
+    for cls, code, exit_code in (
+        (InitError, "INIT", 2),
+        (SkillError, "SKILL", 2),
+        (SkillConflict, "SKILL_CONFLICT", 3),
+    ):
+        assert issubclass(cls, EidolonsError)
+        assert (cls.code, cls.exit_code) == (code, exit_code)
+    assert InitError("x\n").diagnostics() == "x\\n [INIT]"

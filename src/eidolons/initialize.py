@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from eidolons.errors import EidolonsError
 from eidolons.hooks.wiring import CONFIG_FILES, Entry, WiringError, merge, plan, unmerge
 
 MANIFEST = os.path.join(".eidolons", "init.json")
@@ -36,8 +37,11 @@ IGNORE_LINES = ("handoffs/", "keys/", "memory/")
 DIRS = (".eidolons", os.path.join(".eidolons", "handoffs"))
 
 
-class InitError(Exception):
+class InitError(EidolonsError):
     """A file init must not touch without ``--force`` (exit 2)."""
+
+    code = "INIT"
+    exit_code = 2
 
 
 _INFINITIVE = {"created": "create", "merged": "merge", "removed": "remove", "moved": "move"}

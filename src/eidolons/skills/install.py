@@ -118,6 +118,7 @@ class SkillConflict(SkillError):
     ``refused`` lists the refused actions, ``written`` the paths changed anyway."""
 
     code = "SKILL_CONFLICT"
+    exit_code = 3  # refused, the rest written (ADR 0050)
 
     def __init__(self, refused: Sequence[SkillAction], written: Sequence[Path]) -> None:
         first = refused[0]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from eidolons._text import printable
 from eidolons.ecl.grammar import is_slug
 from eidolons.ecl.verdict import RefusalCode
+from eidolons.errors import EidolonsError
 
 if TYPE_CHECKING:
     from eidolons.ecl.contract import Contract, ContractSet
@@ -81,10 +82,11 @@ REFUSAL_CODE_WHEN: tuple[tuple[str, str], ...] = tuple(
 )
 
 
-class SkillError(Exception):
+class SkillError(EidolonsError):
     """A skill that cannot be rendered (unknown receiver, bad name). Exit 2 in the CLI."""
 
     code = "SKILL"
+    exit_code = 2
 
 
 @dataclass(frozen=True)
