@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.errors import TraceWriteError
@@ -194,10 +194,16 @@ class PostgresStore(TraceStore):
             self.close()
             raise TraceReadError(f"trace store {self.describe()}: {_reason(exc)}") from None
 
-    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+    def _insert_after_tail(
+        self,
+        thread: str,
+        build: Callable[[bytes | None, int], list[tuple[Any, ...]]],
+        failure: str,
+    ) -> None:
+        """One append transaction: connect, take the thread's lock, read its last line
+        and insert the rows ``build(last_line, last_seq)`` returns, under that lock."""
         import psycopg
 
-        thread = thread_file_name(thread_id)
         try:
             conn = self.connection()
         except TraceReadError as exc:
@@ -206,16 +212,25 @@ class PostgresStore(TraceStore):
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(LOCK, (thread,))
                 row = cur.execute(LAST_LINE, (thread,)).fetchone()
-                seq, prev = next_link(bytes(row[1]) if row else None, row[0] if row else 0)
-                linked = chained(event, seq, prev)
-                line = encode_event(linked)[:-1]
-                keys = verdict_key(linked), payload_key(linked)
-                cur.execute(INSERT, (thread, seq, prev, line, *keys))
+                rows = build(bytes(row[1]), row[0]) if row else build(None, 0)
+                cur.executemany(INSERT, rows)
         except psycopg.Error as exc:
             self.close()
-            raise TraceWriteError(
-                f"cannot append to trace store {self.describe()}: {_reason(exc)}"
-            ) from None
+            raise TraceWriteError(f"{failure} {self.describe()}: {_reason(exc)}") from None
+
+    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        thread = thread_file_name(thread_id)
+        out: list[tuple[dict[str, Any], bytes]] = []
+
+        def build(last: bytes | None, last_seq: int) -> list[tuple[Any, ...]]:
+            seq, prev = next_link(last, last_seq)
+            linked = chained(event, seq, prev)
+            line = encode_event(linked)[:-1]
+            out.append((linked, line))
+            return [(thread, seq, prev, line, verdict_key(linked), payload_key(linked))]
+
+        self._insert_after_tail(thread, build, "cannot append to trace store")
+        linked, line = out[0]
         return Appended(linked, line, self.location(thread_id))
 
     def append_lines(self, thread_id: str, lines: list[bytes], after: int | None = None) -> int:
@@ -223,34 +238,24 @@ class PostgresStore(TraceStore):
         is indexed as :meth:`append` would. With ``after``, refuse unless the thread still
         holds exactly that many lines (nobody appended since the caller looked). Returns
         the number appended."""
-        import psycopg
-
         thread = thread_file_name(thread_id)
-        try:
-            conn = self.connection()
-        except TraceReadError as exc:
-            raise TraceWriteError(str(exc)) from None
-        try:
-            with conn.transaction(), conn.cursor() as cur:
-                cur.execute(LOCK, (thread,))
-                row = cur.execute(LAST_LINE, (thread,)).fetchone()
-                last, last_seq = (bytes(row[1]), row[0]) if row else (None, 0)
-                if after is not None and last_seq != after:
-                    raise TraceWriteError(
-                        f"thread {thread} changed while it was copied ({last_seq} lines, "
-                        f"expected {after}); run the copy again"
-                    )
-                rows = []
-                for raw in lines:
-                    seq, prev = next_link(last, last_seq)
-                    event = decode_line(raw, seq).event
-                    keys = (verdict_key(event), payload_key(event)) if event else (None, None)
-                    rows.append((thread, seq, prev, raw, *keys))
-                    last, last_seq = raw, seq
-                cur.executemany(INSERT, rows)
-        except psycopg.Error as exc:
-            self.close()
-            raise TraceWriteError(f"cannot import into {self.describe()}: {_reason(exc)}") from None
+
+        def build(last: bytes | None, last_seq: int) -> list[tuple[Any, ...]]:
+            if after is not None and last_seq != after:
+                raise TraceWriteError(
+                    f"thread {thread} changed while it was copied ({last_seq} lines, "
+                    f"expected {after}); run the copy again"
+                )
+            rows: list[tuple[Any, ...]] = []
+            for raw in lines:
+                seq, prev = next_link(last, last_seq)
+                event = decode_line(raw, seq).event
+                keys = (verdict_key(event), payload_key(event)) if event else (None, None)
+                rows.append((thread, seq, prev, raw, *keys))
+                last, last_seq = raw, seq
+            return rows
+
+        self._insert_after_tail(thread, build, "cannot import into")
         return len(lines)
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
