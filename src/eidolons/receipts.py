@@ -175,30 +175,30 @@ def judge_receipt(
     payload_sha256: str | None,
 ) -> Judged:
     """Verify one receipt against the trust store and judge its statement."""
-    from eidolons.keys.dsse import DsseError, verify_envelope
+    from eidolons.keys.dsse import DsseError
 
-    known = {k.keyid: k.public_raw for k in store.keys if k.role == ORCHESTRATOR}
     try:
-        body, accepted = verify_envelope(doc, known, [PAYLOAD_TYPE])
+        signed = store.verify_signed(doc, ORCHESTRATOR, PAYLOAD_TYPE, now)
     except DsseError as exc:
         return Judged(source, (UNVERIFIED, f"the {source} receipt is malformed: {exc}"))
-    if not accepted:
+    if signed.key is None and signed.inactive is None:
         return Judged(
             source,
             (UNVERIFIED, f"the {source} receipt is not signed by any orchestrator key "
              "in the trust store (self-minted or forged)"),
         )  # fmt: skip
-    live = [k for k in accepted if store.get(k).status(now) == "active"]  # type: ignore[union-attr]
-    if not live:
-        key = store.get(accepted[0])
-        status = key.status(now) if key else "unknown"
-        when = (key.revoked if status == "revoked" else key.not_after) if key else None
+    if signed.key is None:
+        key = signed.inactive
+        assert key is not None
+        status = key.status(now)
+        when = key.revoked if status == "revoked" else key.not_after
         return Judged(
             source,
             (UNVERIFIED, f"the {source} receipt is signed by orchestrator key "
-             f"{accepted[0][:16]}, {status}" + (f" since {when}" if when else "")),
-            accepted[0],
+             f"{key.keyid[:16]}, {status}" + (f" since {when}" if when else "")),
+            key.keyid,
         )  # fmt: skip
+    body = signed.body
     doc_stmt = parse_statement(body)
     if doc_stmt is None:
         return Judged(source, (UNVERIFIED, f"the {source} receipt holds no eidolons statement"))
@@ -215,7 +215,8 @@ def judge_receipt(
         and pred.get("envelope_sha256") == envelope_sha256
         and pred.get("message_id") == message_id
     )
-    judged = Judged(source, problem, live[0], time if isinstance(time, str) else None, names)
+    when = time if isinstance(time, str) else None
+    judged = Judged(source, problem, signed.key.keyid, when, names)
     judged.subject_sha256 = doc_stmt["subject"][0]["digest"]["sha256"]
     return judged
 

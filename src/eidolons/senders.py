@@ -91,7 +91,7 @@ def check(
     else ``(code, why)``."""
     from eidolons.ecl.strict_json import loads_strict
     from eidolons.errors import EnvelopeError, InputError
-    from eidolons.keys.dsse import DsseError, verify_envelope
+    from eidolons.keys.dsse import DsseError
     from eidolons.payload import read_envelope_bytes
 
     path = signature_path(envelope_path)
@@ -102,18 +102,18 @@ def check(
     except (InputError, EnvelopeError) as exc:
         return UNVERIFIED, f"sender signature {path.name} unreadable: {exc}"
     role = sender_role(sender)
-    known = {k.keyid: k.public_raw for k in trust.keys if k.role == role}
     try:
-        body, accepted = verify_envelope(doc, known, [PAYLOAD_TYPE])
+        signed = trust.verify_signed(doc, role, PAYLOAD_TYPE, now)
     except DsseError as exc:
         return UNVERIFIED, f"sender signature malformed: {exc}"
-    if not accepted:
+    if signed.key is None and signed.inactive is None:
         return UNVERIFIED, f"the envelope is not signed by any {role} key of the trust store"
-    live = [k for k in accepted if trust.get(k).status(now) == "active"]  # type: ignore[union-attr]
-    if not live:
-        key = trust.get(accepted[0])
-        status = key.status(now) if key is not None else "unknown"
-        return UNVERIFIED, f"the sender signature is by {role} key {accepted[0][:16]}, {status}"
+    if signed.key is None:
+        key = signed.inactive
+        assert key is not None
+        status = key.status(now)
+        return UNVERIFIED, f"the sender signature is by {role} key {key.keyid[:16]}, {status}"
+    body = signed.body
     if hashlib.sha256(body).hexdigest() != envelope_sha256:
         return INTEGRITY_MISMATCH, (
             f"{sender}'s signature is for other envelope bytes (rewritten and re-emitted)"

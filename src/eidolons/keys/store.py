@@ -45,6 +45,20 @@ _KEY_FIELDS = {"keyid", "algorithm", "public_key", "role", "created", "not_after
 _OPTIONAL_FIELDS = {"revoked_reason", "comment"}
 
 
+class Signed:
+    """A signed document checked against the trust store: ``body`` (the bytes verified),
+    ``key`` (an active key that signed it, else None) and, when no signing key is active,
+    ``inactive`` (a trusted key that signed it but is revoked, expired or not yet valid).
+    Both None: no key of the role signed it (self-minted or forged)."""
+
+    __slots__ = ("body", "inactive", "key")
+
+    def __init__(self, body: bytes, key: TrustedKey | None, inactive: TrustedKey | None) -> None:
+        self.body = body
+        self.key = key
+        self.inactive = inactive
+
+
 class TrustStoreError(EidolonsError):
     """The trust store exists but cannot be read or does not parse: fail closed."""
 
@@ -255,6 +269,18 @@ class TrustStore:
         """The keys of ``role`` that count at ``now``, newest first."""
         found = [k for k in self.keys if k.role == role and k.status(now) == "active"]
         return sorted(found, key=lambda k: ts_key(k.created), reverse=True)
+
+    def verify_signed(self, doc: object, role: str, payload_type: str, now: str) -> Signed:
+        """The one key-validity rule for signed documents (receipts, sender signatures):
+        verify ``doc`` (DSSE) under this store's keys of ``role`` and keep only those
+        active at ``now``. Raises :class:`eidolons.keys.dsse.DsseError` when malformed."""
+        from eidolons.keys.dsse import verify_envelope
+
+        known = {k.keyid: k.public_raw for k in self.keys if k.role == role}
+        body, accepted = verify_envelope(doc, known, [payload_type])
+        keys = [k for a in accepted for k in self.keys if k.keyid == a]
+        live = [k for k in keys if k.status(now) == "active"]
+        return Signed(body, live[0] if live else None, keys[0] if keys and not live else None)
 
     def has_role(self, role: str) -> bool:
         return any(k.role == role for k in self.keys)
