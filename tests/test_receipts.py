@@ -378,3 +378,18 @@ def test_attack_key_file_inside_the_project_signs_nothing(signed: Project, tmp_p
     r = signed.verify(envelope, "--mode", "block", env=env)
     assert r.code == 3 and "inside the project" in r.err
     assert not receipt_file(envelope).exists()
+
+
+def test_trace_verify_with_an_unreadable_trust_store_fails_closed(signed: Project) -> None:
+    """A receipt that cannot be checked is no evidence: ``trace verify`` must not pass a
+    verdict on record because the trust store it would check it against is damaged."""
+    _, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    thread = json.loads(envelope.read_bytes())["thread_id"]
+    assert signed.cli("trace", "verify", thread, "--block").code == 0
+    (signed.root / ".eidolons/trust.json").write_text("{not json")
+    r = signed.cli("trace", "verify", thread, "--block", "--json")
+    assert r.code == 3, r.out
+    assert "receipts not checked" in r.err
+    doc = r.json()
+    assert doc["all_pass"] is False and doc["failed"] == 1

@@ -296,23 +296,25 @@ def _chains(
     collected: Collected, store: TraceStore, root: Path
 ) -> tuple[list[dict[str, Any]], bool]:
     """Traces named (files, threads): the hash chain and each verdict's receipt; and
-    whether the project has a trust store (then only a valid receipt is evidence)."""
+    whether the project has a trust store (then only a valid receipt is evidence). A
+    trust store that cannot be read counts as one: no receipt checks, so none is valid."""
     from eidolons.ecl.events import utc_now
     from eidolons.keys.store import TrustStoreError, load_trust_store
     from eidolons.trace import read_raw_lines
     from eidolons.traceverify import verify_trace
 
+    unreadable = False
     try:
         trust = load_trust_store(root)
     except TrustStoreError as exc:
         collected.problems.append(f"{exc}; receipts not checked")
-        trust = None
+        trust, unreadable = None, True
     now = utc_now()
     out = [verify_trace(str(p), read_raw_lines(p), trust, now, p) for p in collected.trace_files]
     for t in collected.threads:
         file = Path(store.location(t)) if store.kind == "jsonl" else None
         out.append(verify_trace(t, store.iter_raw(t), trust, now, file))
-    return out, trust is not None
+    return out, trust is not None or unreadable
 
 
 def _verify(
