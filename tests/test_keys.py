@@ -226,3 +226,38 @@ def test_init_role_is_the_library_call_eidolons_init_uses(
     sender = init_role(project, "sender:atlas")
     assert sender["status"] == "created" and sender["keyid"] != first["keyid"]
     assert [k.role for k in load_trust_store(project).keys] == ["orchestrator", "sender:atlas"]  # type: ignore[union-attr]
+
+
+def test_verify_signed_is_the_one_key_validity_rule(tmp_path: Path) -> None:
+    """Receipts and sender signatures both go through TrustStore.verify_signed: only a key
+    of the role, active now, counts; a revoked co-signer does not hide an active one."""
+    from eidolons.keys.crypto import Signer
+    from eidolons.keys.dsse import sign_envelope
+    from eidolons.keys.store import ORCHESTRATOR, TrustedKey
+
+    revoked, active, stranger = Signer.generate(), Signer.generate(), Signer.generate()
+    store = TrustStore(
+        tmp_path / "trust.json",
+        [
+            TrustedKey(revoked.public_raw, ORCHESTRATOR, "2026-01-01T00:00:00Z",
+                       revoked="2026-02-01T00:00:00Z"),
+            TrustedKey(active.public_raw, ORCHESTRATOR, "2026-01-01T00:00:00Z"),
+            TrustedKey(stranger.public_raw, "sender:vigil", "2026-01-01T00:00:00Z"),
+        ],
+    )  # fmt: skip
+    now, kind = "2026-06-01T00:00:00Z", "application/x-test"
+    both = sign_envelope(kind, b"body", revoked)
+    both["signatures"] += sign_envelope(kind, b"body", active)["signatures"]
+    signed = store.verify_signed(both, ORCHESTRATOR, kind, now)
+    assert signed.body == b"body" and signed.key is not None
+    assert signed.key.keyid == active.keyid and signed.inactive is None
+
+    only_revoked = store.verify_signed(sign_envelope(kind, b"x", revoked), ORCHESTRATOR, kind, now)
+    assert only_revoked.key is None and only_revoked.inactive is not None
+    assert only_revoked.inactive.keyid == revoked.keyid
+
+    # a key of another role (or of no role) never vouches: self-minted or forged
+    other_role = store.verify_signed(sign_envelope(kind, b"x", stranger), ORCHESTRATOR, kind, now)
+    assert other_role.key is None and other_role.inactive is None
+    before = store.verify_signed(both, ORCHESTRATOR, kind, "2025-12-31T00:00:00Z")
+    assert before.key is None and before.inactive is not None  # not yet valid
