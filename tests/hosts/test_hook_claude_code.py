@@ -358,6 +358,23 @@ def test_an_internal_error_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPa
     assert r.code == 2 and r.err == "eidolons hook: denied (internal error: RuntimeError: bug)\n"
 
 
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, GeneratorExit])
+def test_a_base_exception_denies(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]
+) -> None:
+    """An exception outside ``Exception`` (Ctrl-C, a stray ``sys.exit``) must not escape:
+    Claude Code takes any exit but 2 as a non-blocking error and runs the tool."""
+    from eidolons.hooks import decide
+
+    def boom(self: object, call: object) -> object:
+        raise exc()
+
+    monkeypatch.setattr(decide.Decider, "decide", boom)
+    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    assert r.code == 2 and r.out == ""
+    assert r.err == f"eidolons hook: denied (internal error: {exc.__name__}: )\n"
+
+
 def test_running_out_of_time_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 

@@ -163,7 +163,7 @@ def main(
         return answer(host, _deny(f"usage: {exc}"), out, err)
     except HookTimeout as exc:
         return answer(host, _deny(str(exc)), out, err)
-    except Exception as exc:
+    except BaseException as exc:  # Ctrl-C, a stray sys.exit: any exit but 2 runs the tool
         from eidolons.hooks.events import HookInputError
 
         if isinstance(exc, HookInputError):
