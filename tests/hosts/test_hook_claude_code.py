@@ -81,6 +81,23 @@ def test_a_handoff_whose_envelope_was_deleted_is_refused(handoff: Handoff) -> No
     assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from unknown"
 
 
+@pytest.mark.parametrize("how", ["--root", "EIDOLONS_ROOT", "CLAUDE_PROJECT_DIR"])
+def test_a_root_that_is_not_a_directory_denies(handoff: Handoff, how: str) -> None:
+    """A stale root (the project moved after ``init`` wrote ``--root``) must not shift the
+    protected directories somewhere empty: the hook denies, as the gates refuse it."""
+    handoff.move_into_handoff_dir()
+    handoff.envelope.unlink()
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(handoff.payload)}
+    gone = str(handoff.root.parent / "moved-away")
+    if how == "--root":
+        r = handoff.hook("claude-code", doc, "--root", gone)
+    else:
+        r = handoff.hook("claude-code", doc, env={how: gone})
+    assert r.code == 2 and r.out == ""
+    assert r.err == f"eidolons hook: denied (usage: the project root {gone!r} is not a directory)\n"
+
+
 def test_a_symlink_to_a_handoff_is_refused(handoff: Handoff) -> None:
     handoff.verify()
     link = handoff.root / "notes.md"

@@ -151,6 +151,8 @@ def main(
                 )
             call.receiver = as_arg
         root = root_arg or os.environ.get("EIDOLONS_ROOT") or _host_project_dir(host)
+        if root and not os.path.isdir(root):  # a stale root would protect an empty tree
+            raise _Usage(f"the project root {root!r} is not a directory")
         root = root if root else find_root(call.cwd)
         layout = Layout(root, configured_handoff_dirs(root))
         if quick_allow(call, layout):
