@@ -436,3 +436,20 @@ def test_mcp_read_verified_claiming_another_receiver_is_refused(handoff: Handoff
     r = handoff.hook("claude-code", doc)
     assert r.code == 2
     assert first_line(r.err) == "[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas"
+
+
+@pytest.mark.parametrize("marker", [".git", ".eidolons", None])
+def test_the_hook_finds_the_root_the_gates_find(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: str | None
+) -> None:
+    from eidolons.config import find_root as gates_root
+    from eidolons.hooks.events import find_root as hook_root
+
+    monkeypatch.delenv("EIDOLONS_ROOT", raising=False)
+    project = tmp_path / "project"
+    deep = project / "a" / "b"
+    deep.mkdir(parents=True)
+    if marker is not None:
+        (project / marker).mkdir()
+    expected = project if marker is not None else deep
+    assert hook_root(str(deep)) == str(gates_root(cwd=deep)) == str(expected.resolve())

@@ -494,10 +494,14 @@ def _under(path: str, directory: str) -> bool:
 
 
 def find_root(cwd: str) -> str:
-    """As :func:`eidolons.config.find_root`, over strings (no pathlib on the fast path)."""
-    env_root = os.environ.get("EIDOLONS_ROOT")
-    if env_root:
-        return _real(env_root)
+    """The ancestor walk of :func:`eidolons.config.find_root` (nearest ``.eidolons/`` or
+    ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and the
+    host's project directory are read by :func:`eidolons.hooks.fast.main` first).
+
+    Written a second time on purpose: importing :mod:`eidolons.config` (pathlib, limits,
+    state) costs about 8.6 ms of the hook's ~7 ms import on every tool call
+    (``python -X importtime -c "import eidolons.hooks.events, eidolons.config"``). Keep the
+    two in step (``test_the_hook_finds_the_root_the_gates_find``)."""
     here = _real(cwd)
     probe = here
     while True:
