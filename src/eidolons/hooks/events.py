@@ -525,6 +525,11 @@ def user_key_dir() -> str:
     return os.path.join(base, "eidolons")
 
 
+def key_dirs(root: str) -> tuple[str, str]:
+    """The signing-key directories: the project's ``.eidolons/keys`` and the user's."""
+    return (os.path.join(root, ".eidolons", "keys"), _real(user_key_dir()))
+
+
 # Claude Code's wiring, the same at the project and the user level: skills, commands and
 # plugins carry ``hooks:`` of their own (run outside the sandbox, where the signing key can
 # be read)
@@ -590,7 +595,7 @@ class Layout:
         self.handoff_dirs = tuple(
             _real(os.path.join(self.root, d)) for d in (HANDOFF_DIR, *extra_handoff_dirs)
         )
-        self.key_dirs = (os.path.join(self.state_dir, "keys"), _real(user_key_dir()))
+        self.key_dirs = key_dirs(self.root)
         self.store_dir = os.path.join(self.state_dir, "memory")
         home = os.path.expanduser("~")
         self.wiring = (
@@ -603,10 +608,14 @@ class Layout:
     def handoff_dir(self, real: str) -> bool:
         return any(_under(real, d) for d in self.handoff_dirs)
 
+    def key_dir(self, real: str) -> bool:
+        """Under a signing-key directory: no agent reads or writes there."""
+        return any(_under(real, d) for d in self.key_dirs)
+
     def classify_read(self, path: str) -> str | None:
         """HANDOFF, KEY, STORE, or None for a file that is none of ECL's business."""
         real = _real(path)
-        if any(_under(real, d) for d in self.key_dirs):
+        if self.key_dir(real):
             return KEY
         if self.handoff_dir(real):
             return HANDOFF
@@ -671,7 +680,7 @@ class Layout:
     def classify_write(self, path: str) -> str | None:
         """KEY, STATE or WIRING for a path no agent may write, else None."""
         real = _real(path)
-        if any(_under(real, d) for d in self.key_dirs):
+        if self.key_dir(real):
             return KEY
         if self.handoff_dir(real):
             return None

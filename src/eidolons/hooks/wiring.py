@@ -72,12 +72,6 @@ class Entry:
         return cls(tuple(doc["pointer"]), doc["value"])
 
 
-def key_dirs(root: str) -> list[str]:
-    from eidolons.hooks.events import user_key_dir
-
-    return [os.path.join(root, ".eidolons", "keys"), os.path.realpath(user_key_dir())]
-
-
 def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], dict[str, Any]]:
     """The entries for ``host`` and the scalar settings the file must hold."""
     argv = command_argv(host, root, python)
@@ -92,6 +86,8 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
             "statusMessage": STATUS,
         }
         state = os.path.join(root, ".eidolons")
+        from eidolons.hooks.events import key_dirs
+
         keys = key_dirs(root)
         deny = [f"Read(/{d}/**)" for d in (*keys, os.path.join(state, "memory"))]
         deny += [
