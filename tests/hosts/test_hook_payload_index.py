@@ -131,6 +131,6 @@ def test_an_index_that_cannot_be_written_fails_the_trace_append(handoff: Handoff
     traces = sorted((handoff.root / ".eidolons" / ".trace").glob("*.jsonl"))
     before = [t.read_bytes() for t in traces]
     r = handoff.cli("verify-envelope", handoff.envelope, "--block")
-    assert r.code != 0, r
-    assert "payload index" in r.err
+    assert r.code == 3, r  # TraceWriteError: a gate that cannot record refuses
+    assert "cannot add to the payload index" in r.err
     assert [t.read_bytes() for t in traces] == before  # no trace line without its entry
