@@ -133,7 +133,11 @@ def test_bound_server_refuses_another_receiver(bound: McpSession, mcp_root: Path
     assert h.trace() == before  # the gate did not even run for gilgamesh
     # and as vigil (the bound receiver) the gate refuses: the hand-off is gilgamesh's
     r = bound.call("read_verified", {"artifact": h.rel})
-    assert texts(r).startswith("[vigil-verify-incoming] REFUSE: UNDECLARED_EDGE from orchestrator")
+    assert r.is_error is True
+    assert (
+        texts(r).splitlines()[0]
+        == "[vigil-verify-incoming] REFUSE: UNDECLARED_EDGE from orchestrator"
+    )
     assert h.secret not in dump(r)
     r = bound.call("verify_incoming", {"artifact": h.rel, "receiver": "gilgamesh"})
     assert r.is_error is True and "bound to vigil" in texts(r)
@@ -159,7 +163,10 @@ def test_unbound_server_needs_a_receiver_and_the_gate_decides(
     r = unbound.call("read_verified", {"artifact": path})
     assert r.is_error is True and "name the receiver" in texts(r) and h.secret not in dump(r)
     r = unbound.call("read_verified", {"artifact": path, "receiver": "gilgamesh"})
-    assert texts(r).startswith("[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas")
+    assert r.is_error is True
+    assert (
+        texts(r).splitlines()[0] == "[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas"
+    )
     assert h.secret not in dump(r)
     r = unbound.call("read_verified", {"artifact": path, "receiver": "vigil"})
     assert r.is_error is False and h.secret in r.content[0].text
@@ -236,7 +243,8 @@ def test_verify_envelope_never_records(bound: McpSession, mcp_root: Path) -> Non
     assert r.structured_content["recorded"] is False
     assert [e["event"] for e in h.trace()] == ["emit"]  # no orchestrator pass minted
     refused = bound.call("read_verified", {"artifact": h.rel})
-    assert texts(refused).startswith("[vigil-verify-incoming] REFUSE: UNVERIFIED")
+    assert refused.is_error is True and h.secret not in dump(refused)
+    assert texts(refused).splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
     h.payload.write_bytes(b"tampered")
     r = bound.call("verify_envelope", {"envelope": h.rel})  # the payload's name works too
     assert r.is_error is True and r.structured_content["verdict"] == "tamper"
