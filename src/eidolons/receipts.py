@@ -25,6 +25,7 @@ from typing import Any
 from eidolons.ecl.receipt import (
     PAYLOAD_TYPE,
     RECEIPT_GATE,
+    judge_names,
     judge_statement,
     parse_statement,
     statement,
@@ -210,11 +211,7 @@ def judge_receipt(
         envelope_sha256=envelope_sha256,
         payload_sha256=payload_sha256,
     )
-    names = (
-        pred.get("gate") == RECEIPT_GATE
-        and pred.get("envelope_sha256") == envelope_sha256
-        and pred.get("message_id") == message_id
-    )
+    names = judge_names(pred, message_id=message_id, envelope_sha256=envelope_sha256) is None
     when = time if isinstance(time, str) else None
     judged = Judged(source, problem, signed.key.keyid, when, names)
     judged.subject_sha256 = doc_stmt["subject"][0]["digest"]["sha256"]

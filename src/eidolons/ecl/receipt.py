@@ -74,6 +74,20 @@ def parse_statement(body: bytes) -> dict[str, Any] | None:
     return doc
 
 
+def judge_names(
+    pred: dict[str, Any], *, message_id: str | None, envelope_sha256: str
+) -> tuple[str, str] | None:
+    """None when the predicate is an orchestrator verdict on these exact envelope bytes
+    and this ``message_id`` (whatever the verdict and payload); else (code, why)."""
+    if pred.get("gate") != RECEIPT_GATE:
+        return "UNVERIFIED", f"the receipt was written by gate {pred.get('gate')!r}"
+    if pred.get("envelope_sha256") != envelope_sha256:
+        return "INTEGRITY_MISMATCH", "the signed receipt is for other envelope bytes"
+    if pred.get("message_id") != message_id:
+        return "INTEGRITY_MISMATCH", "the signed receipt is for another message_id"
+    return None
+
+
 def judge_statement(
     doc: dict[str, Any],
     *,
@@ -83,12 +97,9 @@ def judge_statement(
 ) -> tuple[str, str] | None:
     """None when the statement vouches for this envelope (and payload); else (code, why)."""
     pred = doc["predicate"]
-    if pred.get("gate") != RECEIPT_GATE:
-        return "UNVERIFIED", f"the receipt was written by gate {pred.get('gate')!r}"
-    if pred.get("envelope_sha256") != envelope_sha256:
-        return "INTEGRITY_MISMATCH", "the signed receipt is for other envelope bytes"
-    if pred.get("message_id") != message_id:
-        return "INTEGRITY_MISMATCH", "the signed receipt is for another message_id"
+    problem = judge_names(pred, message_id=message_id, envelope_sha256=envelope_sha256)
+    if problem is not None:
+        return problem
     subject_sha = doc["subject"][0]["digest"]["sha256"]
     if payload_sha256 is not None and subject_sha != payload_sha256:
         return "INTEGRITY_MISMATCH", "the signed receipt is for other payload bytes"
