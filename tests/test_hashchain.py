@@ -206,3 +206,48 @@ def test_link_after_any_last_line_matches_what_readers_see(tmp_path: Path, prefi
     lines = list(read_raw_lines(path))
     report = verify_chain(lines)
     assert report.ok and report.chained == 2, report.to_dict()
+
+
+def test_attack_trace_swapped_between_reads_is_judged_on_one_read(
+    cli: Cli, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that swaps the trace file while ``trace verify`` reads it must not pair the
+    verdicts of one version with the intact chain of another: the file is opened once,
+    and a later open (if any) finds the intact file put back."""
+    import eidolons.trace as trace_mod
+
+    payload, envelope, env = emit_payload(cli, project)
+    payload.write_text("# Report\n\n## Decision target\ntampered\n", encoding="utf-8")
+    assert cli("verify-envelope", envelope, "--mode", "warn").code == 0  # a verify_fail line
+    trace = project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl"
+    append_event(trace, {"event": "note"})  # no hop of its own
+    intact = trace.read_bytes()
+    lines = lines_of(trace)
+    fail = json.loads(lines[1])
+    assert fail["event"] == "verify_fail"
+    forged_line = dict(fail, event="verify_pass", verdict="pass")  # same seq/prev
+    forged_line.pop("verify_failure_code", None)
+    lines[1] = json.dumps(forged_line, separators=(",", ":")).encode()
+    trace.write_bytes(b"".join(x + b"\n" for x in lines))  # line 3's prev now mismatches
+    spare = trace.with_name("intact.tmp")
+    spare.write_bytes(intact)
+
+    real_open = trace_mod.open_trace_fd
+    opened: list[Path] = []
+
+    def racing_open(path: Path, flags: int, *, create: bool) -> int:
+        fd = real_open(path, flags, create=create)
+        if Path(path).name == trace.name and not opened:
+            opened.append(Path(path))
+            spare.replace(trace)  # the open descriptor keeps the forged file
+        return fd
+
+    monkeypatch.setattr(trace_mod, "open_trace_fd", racing_open)
+    r = cli("trace", "verify", trace.stem, "--block", "--json")
+    assert opened, "the trace was never opened"
+    doc = r.json()
+    (chain,) = doc["chains"]
+    assert r.code == 3 and doc["all_pass"] is False, doc
+    assert chain["state"] == "broken" and chain["first_break"]["line"] == 3
+    # what the events said is what the chain covered: the forged pass, on a broken chain
+    assert [x["verdict"] for x in chain["receipts"]] == ["pass"]

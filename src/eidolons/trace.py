@@ -21,7 +21,7 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from eidolons.beneath import BeneathError, open_state_path
@@ -33,7 +33,7 @@ from eidolons.state import TRACE_DIR, trace_scan_bound
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, BinaryIO
 
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is damage (our events are well under 4 KiB)
 __all__ = [
@@ -278,22 +278,26 @@ def read_events(path: Path) -> Iterator[TraceLine]:
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
-        lineno = 0
-        while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                break
-            lineno += 1
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
-                    raw = fh.readline(MAX_LINE_BYTES)
-                yield TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
-                continue
-            if not raw.endswith(b"\n"):
-                yield TraceLine(lineno, None, "torn line (no newline at end of file)")
-                break
-            if raw.strip():
-                yield decode_line(raw[:-1], lineno)  # the limit does not count the newline
+        yield from _events_of(fh)
+
+
+def _events_of(fh: BinaryIO) -> Iterator[TraceLine]:
+    lineno = 0
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            break
+        lineno += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
+                raw = fh.readline(MAX_LINE_BYTES)
+            yield TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
+            continue
+        if not raw.endswith(b"\n"):
+            yield TraceLine(lineno, None, "torn line (no newline at end of file)")
+            break
+        if raw.strip():
+            yield decode_line(raw[:-1], lineno)  # the limit does not count the newline
 
 
 def read_raw_lines(path: Path) -> Iterator[bytes]:
@@ -304,10 +308,31 @@ def read_raw_lines(path: Path) -> Iterator[bytes]:
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
-        for raw in fh:
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            if line.strip():
-                yield line
+        yield from _raw_of(fh)
+
+
+def _raw_of(fh: Iterable[bytes]) -> Iterator[bytes]:
+    for raw in fh:
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if line.strip():
+            yield line
+
+
+def read_snapshot(path: Path) -> tuple[list[bytes], list[TraceLine]]:
+    """The trace read once: its raw lines (as :func:`read_raw_lines`: what the hash chain
+    covers) and its lines decoded (as :func:`read_events`: what readers judge), both from
+    the same bytes, so a writer swapping the file between two reads cannot pair the events
+    of one version with the chain of another. A missing file is empty. Raises
+    :class:`InputError` when it cannot be read."""
+    import io
+
+    try:
+        fd = _open_trace(path)
+    except FileNotFoundError:
+        return [], []
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    return list(_raw_of(io.BytesIO(data))), list(_events_of(io.BytesIO(data)))
 
 
 def iter_reverse(

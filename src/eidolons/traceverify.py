@@ -17,12 +17,67 @@ A broken chain or an invalid receipt is a failure (exit 3 in block mode).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from eidolons.ecl.tracechain import verify_chain
+from eidolons.errors import InputError
 from eidolons.keys.store import ORCHESTRATOR, TrustStore
+from eidolons.trace import TraceLine, decode_line, read_snapshot
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from eidolons.tracestore import TraceStore
+
+
+class TraceSnapshot:
+    """One trace read once (ADR 0096): ``raw``, its non-blank lines' exact bytes (what the
+    hash chain covers), and ``lines``, the same bytes decoded (the events whose verdicts
+    are judged); ``file``, the JSONL file it was read from (None for PostgreSQL)."""
+
+    __slots__ = ("file", "kind", "lines", "name", "raw")
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        raw: list[bytes],
+        lines: list[TraceLine],
+        file: Path | None,
+    ) -> None:
+        self.kind = kind  # "file" (a .jsonl PATH) or "thread" (a thread id of the store)
+        self.name = name
+        self.raw = raw
+        self.lines = lines
+        self.file = file
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.kind, self.name
+
+
+def snapshot_file(path: Path) -> TraceSnapshot:
+    """A ``.jsonl`` trace named by path. Raises :class:`InputError`."""
+    raw, lines = read_snapshot(path)
+    return TraceSnapshot("file", str(path), raw, lines, path)
+
+
+def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
+    """A thread of the configured store: a JSONL file read as :func:`snapshot_file`; a
+    PostgreSQL thread by one query, decoded as its ``iter_thread`` does."""
+    from eidolons.tracestore import TraceReadError
+
+    if store.kind == "jsonl":
+        file = Path(store.location(thread))
+        try:
+            raw, lines = read_snapshot(file)
+        except InputError as exc:  # as the store reports it
+            raise TraceReadError(str(exc)) from None
+        return TraceSnapshot("thread", thread, raw, lines, file)
+    raw = list(store.iter_raw(thread))
+    return TraceSnapshot(
+        "thread", thread, raw, [decode_line(r, n) for n, r in enumerate(raw, 1)], None
+    )
 
 
 def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) -> str:
@@ -72,21 +127,15 @@ def head_status(lines: list[bytes], file: Path | None) -> dict[str, Any] | None:
     return check_head(lines, head)
 
 
-def verify_trace(
-    name: str,
-    raw_lines: Iterable[bytes],
-    trust: TrustStore | None,
-    now: str,
-    file: Path | None = None,
-) -> dict[str, Any]:
-    """The chain and receipts of one trace, as ``trace verify --json`` reports them; with
-    ``file`` (a JSONL trace), its tail against this host's head anchor too: a cut or
-    rewritten tail fails the trace (``head``), whatever the links say."""
+def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dict[str, Any]:
+    """The chain and receipts of one trace, as ``trace verify --json`` reports them; for a
+    JSONL trace, its tail against this host's head anchor too: a cut or rewritten tail
+    fails the trace (``head``), whatever the links say."""
     import json
 
-    lines = list(raw_lines)
+    lines = snap.raw
     chain = verify_chain(lines)
-    head = head_status(lines, file)
+    head = head_status(lines, snap.file)
     receipts: list[dict[str, Any]] = []
     for n, raw in enumerate(lines, start=1):
         try:
@@ -108,7 +157,7 @@ def verify_trace(
             )
     invalid = sum(1 for r in receipts if r["receipt"].startswith("invalid"))
     return {
-        "trace": name,
+        "trace": snap.name,
         **chain.to_dict(),
         "head": head,
         "receipts": receipts,

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
 
     from eidolons.config import Limits
     from eidolons.ecl.envelope import Envelope
+    from eidolons.trace import TraceLine
     from eidolons.tracestore import TraceStore
+
+    #: traces already read, by ``("file", path)`` or ``("thread", id)``: their lines
+    PreRead = Mapping[tuple[str, str], Sequence[TraceLine]]
 
 
 class EnvelopeFile:
@@ -167,18 +171,25 @@ def _read(name: str, lines: Any, problems: list[str]) -> list[dict[str, Any]]:
     return events
 
 
-def trace_events(collected: Collected, store: TraceStore) -> list[dict[str, Any]]:
+def trace_events(
+    collected: Collected, store: TraceStore, read: PreRead | None = None
+) -> list[dict[str, Any]]:
     """The events of every trace named (files, then threads), then, for envelope PATHs,
     the events their own threads recorded for them (so their verdicts can be shown).
-    Damaged lines are reported in ``collected.problems``."""
+    A trace in ``read`` is taken from there, not read again (``trace verify`` judges the
+    events and the hash chain of one read). Damaged lines are reported in
+    ``collected.problems``."""
     from eidolons.trace import read_events
 
+    read = read or {}
     problems = collected.problems
     events: list[dict[str, Any]] = []
     for path in collected.trace_files:
-        events += _read(str(path), read_events(path), problems)
+        lines = read.get(("file", str(path)))
+        events += _read(str(path), read_events(path) if lines is None else lines, problems)
     for thread in collected.threads:
-        events += _read(thread, store.iter_thread(thread), problems)
+        lines = read.get(("thread", thread))
+        events += _read(thread, store.iter_thread(thread) if lines is None else lines, problems)
     wanted: dict[str, set[str]] = {}
     for env in collected.envelopes:
         tid, mid = (env.data.get("thread_id"), env.data.get("message_id")) if env.data else (0, 0)
@@ -191,10 +202,11 @@ def trace_events(collected: Collected, store: TraceStore) -> list[dict[str, Any]
     return events
 
 
-def hops(collected: Collected, store: TraceStore) -> list[Hop]:
-    """Every hop the PATHs describe, ordered by parent and time."""
+def hops(collected: Collected, store: TraceStore, read: PreRead | None = None) -> list[Hop]:
+    """Every hop the PATHs describe, ordered by parent and time (traces in ``read``: as
+    :func:`trace_events`)."""
     described = [
         Hop.from_envelope(env.data, env.path) for env in collected.envelopes if env.data is not None
     ]
-    recorded = hops_from_events(trace_events(collected, store))
+    recorded = hops_from_events(trace_events(collected, store, read))
     return order_hops(merge(described, recorded))

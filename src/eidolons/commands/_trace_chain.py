@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from eidolons.chain import Hop
     from eidolons.chain.sources import Collected
     from eidolons.tracestore import TraceStore
+    from eidolons.traceverify import TraceSnapshot
 
 EXIT_NOTHING = 1
 EXIT_BLOCKED = 3
@@ -77,8 +78,12 @@ def run_chain(args: argparse.Namespace) -> int:
         if collected.empty:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))
-        hops = sources.hops(collected, store)
-        chains, trusted = _chains(collected, store, root) if verb == "verify" else ([], False)
+        if verb == "verify":  # each trace read once: its events and its chain (ADR 0096)
+            read = _read_traces(collected, store)
+            hops = sources.hops(collected, store, {snap.key: snap.lines for snap in read})
+            chains, trusted = _chains(collected, read, root)
+        else:
+            hops, chains, trusted = sources.hops(collected, store), [], False
     _problems(collected)
     if verb == "verify":
         return _verify(collected, hops, root, mode, args.json, chains, trusted)
@@ -292,15 +297,23 @@ _VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel, "report"
 
 
 # -- verify
+def _read_traces(collected: Collected, store: TraceStore) -> list[TraceSnapshot]:
+    """Each trace named (files, then threads) read once: its raw lines and their decoding."""
+    from eidolons.traceverify import snapshot_file, snapshot_thread
+
+    return [snapshot_file(p) for p in collected.trace_files] + [
+        snapshot_thread(store, t) for t in collected.threads
+    ]
+
+
 def _chains(
-    collected: Collected, store: TraceStore, root: Path
+    collected: Collected, read: list[TraceSnapshot], root: Path
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Traces named (files, threads): the hash chain and each verdict's receipt; and
+    """Traces read (files, threads): the hash chain and each verdict's receipt; and
     whether the project has a trust store (then only a valid receipt is evidence). A
     trust store that cannot be read counts as one: no receipt checks, so none is valid."""
     from eidolons.ecl.events import utc_now
     from eidolons.keys.store import TrustStoreError, load_trust_store
-    from eidolons.trace import read_raw_lines
     from eidolons.traceverify import verify_trace
 
     unreadable = False
@@ -310,11 +323,7 @@ def _chains(
         collected.problems.append(f"{exc}; receipts not checked")
         trust, unreadable = None, True
     now = utc_now()
-    out = [verify_trace(str(p), read_raw_lines(p), trust, now, p) for p in collected.trace_files]
-    for t in collected.threads:
-        file = Path(store.location(t)) if store.kind == "jsonl" else None
-        out.append(verify_trace(t, store.iter_raw(t), trust, now, file))
-    return out, trust is not None or unreadable
+    return [verify_trace(snap, trust, now) for snap in read], trust is not None or unreadable
 
 
 def _verify(
