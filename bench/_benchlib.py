@@ -147,9 +147,9 @@ def make_project(base: Path, payload_bytes: bytes | None = None, *, size: int = 
     result = emit(
         payload,
         sender=AgentRef("atlas", "1.0.0"),
-        recipient=AgentRef("forge", "1.0.0"),
-        performative="INFORM",
-        kind="bench-payload",
+        recipient=AgentRef("vigil", "1.0.0"),
+        performative="INFORM",  # an edge and kind the shipped contracts allow
+        kind="scout-report",
         objective="benchmark payload",
         root=project,
         env={},
