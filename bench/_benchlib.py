@@ -241,22 +241,16 @@ def package_src_dir() -> Path:
     return Path(eidolons.__file__).resolve().parent.parent
 
 
-_SHIM = """#!{python}
-# -*- coding: utf-8 -*-
-import re
-import sys
-from eidolons.cli import entry
-if __name__ == '__main__':
-    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
-    sys.exit(entry())
-"""
+#: the installed console launcher (``bin/eidolons``, ADR 0080) with its shebang rewritten,
+#: as pip writes it
+_LAUNCHER = Path(__file__).resolve().parents[1] / "bin" / "eidolons"
 
 
 def make_clean_venv(base: Path, src: Path) -> tuple[Path, Path]:
     """A venv whose site-packages holds one ``.pth`` with plain directory lines: ``src``
     and this interpreter's site-packages (for the dependencies). Plain lines only extend
-    ``sys.path``; the ``.pth`` hooks of the base site-packages do not run. Also writes an
-    ``eidolons`` console script identical to the one setuptools generates.
+    ``sys.path``; the ``.pth`` hooks of the base site-packages do not run. Also writes the
+    ``eidolons`` console launcher as pip installs it (shebang rewritten).
 
     Returns (python, console script).
     """
@@ -274,7 +268,8 @@ def make_clean_venv(base: Path, src: Path) -> tuple[Path, Path]:
     lines = [str(src), *sorted(base_sites)]
     Path(purelib, "_eidolons_bench.pth").write_text("\n".join(lines) + "\n")
     script = bindir / "eidolons"
-    script.write_text(_SHIM.format(python=python))
+    body = _LAUNCHER.read_text().split("\n", 1)[1]
+    script.write_text(f"#!{python}\n{body}")
     script.chmod(0o755)
     return python, script
 

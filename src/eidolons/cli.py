@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
     from types import ModuleType
+    from typing import Any
 
 # command name -> module under eidolons.commands (order = order in --help)
 COMMANDS: dict[str, str] = {
@@ -146,14 +147,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
-        from eidolons.hooks.fast import main as hook_main
+#: the hot commands: their module declares ``OPTIONS`` (:mod:`eidolons._cliopts`), and
+#: the simple argv shapes are read without building an argparse parser (ADR 0081)
+FAST_COMMANDS = ("verify-envelope", "verify-incoming")
 
-        return hook_main(args_list[1:])
-    only = args_list[0] if args_list and args_list[0] in COMMANDS else None
-    parser = build_parser(only)
+
+def fast_args(args_list: Sequence[str]) -> Any | None:
+    """The parsed arguments of a hot command's simple argv (as :func:`main`'s parser
+    would give them: ``command``, ``_run`` and every dest), or None for anything the one
+    parser must read (help, abbreviations, errors...: :func:`eidolons._cliopts.fast_parse`)."""
+    if not args_list or args_list[0] not in FAST_COMMANDS:
+        return None
+    from eidolons._cliopts import fast_parse
+
+    module = _load(args_list[0])
+    options = getattr(module, "OPTIONS", None)
+    if module is None or options is None:
+        return None
+    args = fast_parse(args_list[1:], options)
+    if args is not None:
+        vars(args).update(command=args_list[0], _run=module.run)
+    return args
+
+
+def parse(args_list: Sequence[str], parser: argparse.ArgumentParser | None = None) -> Any:
+    """``args_list`` read by the one full parser: the parsed arguments, or the exit code
+    after what argparse printed (help, version, a usage error, no command)."""
+    if parser is None:
+        only = args_list[0] if args_list and args_list[0] in COMMANDS else None
+        parser = build_parser(only)
     try:
         args, extra = parser.parse_known_args(args_list)
         if extra:  # reported by the sub-command's own parser, with its own usage line
@@ -161,10 +183,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             sub.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, or a usage error
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    run = getattr(args, "_run", None)
-    if run is None:
+    if getattr(args, "_run", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
+        from eidolons.hooks.fast import main as hook_main
+
+        return hook_main(args_list[1:])
+    args = fast_args(args_list)
+    if args is None:
+        args = parse(args_list)
+        if isinstance(args, int):
+            return args
+    return dispatch(args._run, args)
+
+
+def dispatch(run: Any, args: Any) -> int:
+    """Run a command; every failure is its own line and a non-zero exit code."""
     try:
         return int(run(args))
     except KeyboardInterrupt:

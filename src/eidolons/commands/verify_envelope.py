@@ -2,39 +2,48 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
+
+from eidolons._cliopts import Option, add_options
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    import argparse
 
 HELP = "recompute an envelope's digest, decide pass or refuse, and record it in the trace"
 
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("envelope", metavar="ENVELOPE", help="path to the .envelope.json file")
-    p.add_argument("--mode", help="block or warn (default: $EIDOLONS_ECL_VERIFY_MODE, else block)")
-    p.add_argument("--block", action="store_true", help="same as --mode block")
-    p.add_argument(
+#: the options, once: the argparse parser and the fast argv reader both read this
+OPTIONS = (
+    Option("envelope", metavar="ENVELOPE", help="path to the .envelope.json file"),
+    Option("--mode", help="block or warn (default: $EIDOLONS_ECL_VERIFY_MODE, else block)"),
+    Option("--block", action="store_true", help="same as --mode block"),
+    Option(
         "--strict",
         action="store_true",
         help="schema warnings make the envelope malformed; in block mode every non-pass "
         "exits 3 (unverifiable included)",
-    )
-    p.add_argument(
+    ),
+    Option(
         "--json", action="store_true", help="print one JSON object on stdout, nothing on stderr"
-    )
-    p.add_argument(
-        "--trace", metavar="FILE", help="append the event to FILE instead of the thread trace"
-    )
-    p.add_argument("--no-trace", action="store_true", help="do not append a trace event")
-    p.add_argument(
+    ),
+    Option("--trace", metavar="FILE", help="append the event to FILE instead of the thread trace"),
+    Option("--no-trace", action="store_true", help="do not append a trace event"),
+    Option(
         "--root",
         metavar="DIR",
         help="project root (default: $EIDOLONS_ROOT, else .eidolons/ or .git/ ancestor)",
-    )
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_options(p, OPTIONS)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from eidolons._text import printable
     from eidolons.commands._common import fail, print_json, use_color
     from eidolons.config import Limits, find_root, hmac_key, verify_mode

@@ -2,62 +2,64 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from eidolons._cliopts import Option, add_options
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    pass
+    import argparse
 
 HELP = "refuse an inbound hand-off unless its integrity is on record and its edge is allowed"
 
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("artefact", metavar="ARTEFACT", help="the payload handed over (or its envelope)")
-    p.add_argument(
+#: the options, once: the argparse parser and the fast argv reader both read this
+OPTIONS = (
+    Option("artefact", metavar="ARTEFACT", help="the payload handed over (or its envelope)"),
+    Option(
         "--as",
         dest="receiver",
         required=True,
         metavar="RECEIVER",
         help="the receiving eidolon, e.g. vigil (a @version suffix is ignored)",
-    )
-    p.add_argument("--root", metavar="DIR")
-    p.add_argument(
+    ),
+    Option("--root", metavar="DIR"),
+    Option(
         "--contracts",
         action="append",
         default=[],
         metavar="DIR",
         help="extra contract directory (repeatable; later ones win)",
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print one JSON object with every failed check"
-    )
-    p.add_argument(
+    ),
+    Option("--json", action="store_true", help="print one JSON object with every failed check"),
+    Option(
         "--no-reverify",
         action="store_true",
         help="decide on the orchestrator's record (no recomputation unless the bytes are "
         "needed; bytes read are always verified)",
-    )
-    p.add_argument(
+    ),
+    Option(
         "--no-memory",
         action="store_true",
         help="neither recall nor ingest (default: $EIDOLONS_MEMORY, else the local store)",
-    )
-    p.add_argument(
-        "--show-recall", action="store_true", help="print the recalled records on stderr"
-    )
-    p.add_argument(
+    ),
+    Option("--show-recall", action="store_true", help="print the recalled records on stderr"),
+    Option(
         "--require-envelope",
         action="store_true",
         help="refuse (UNVERIFIED) an artefact without an envelope instead of skipping it",
-    )
-    p.add_argument(
+    ),
+    Option(
         "--print-payload",
         action="store_true",
         help="on pass, write to stdout exactly the bytes that were verified",
-    )
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_options(p, OPTIONS)
 
 
 def run(args: argparse.Namespace) -> int:
