@@ -393,3 +393,107 @@ def test_trace_verify_with_an_unreadable_trust_store_fails_closed(signed: Projec
     assert "receipts not checked" in r.err
     doc = r.json()
     assert doc["all_pass"] is False and doc["failed"] == 1
+
+
+# ------------------------------------------------------------------------ trace verify
+
+
+def _trace_with_receipt(signed: Project, out: Path, receipt: object | None = None) -> Path:
+    """The project's one trace copied to ``out`` and re-linked (the chain holds), with the
+    verdict line's receipt replaced by ``receipt`` when given."""
+    from eidolons.trace import append_event
+
+    (trace,) = (signed.root / ".eidolons/.trace").glob("*.jsonl")
+    for raw in trace.read_bytes().splitlines():
+        event = {k: v for k, v in json.loads(raw).items() if k not in ("seq", "prev")}
+        if receipt is not None and event.get("gate") == "orchestrator":
+            event["receipt"] = receipt
+        append_event(out, event)
+    return out
+
+
+def _trace_receipt(signed: Project, trace: Path) -> tuple[int, str]:
+    r = signed.cli("trace", "verify", trace, "--block", "--json")
+    (chain,) = r.json()["chains"]
+    assert chain["state"] == "intact", chain
+    (entry,) = chain["receipts"]
+    return r.code, str(entry["receipt"])
+
+
+def _key_file(tmp_path: Path, keyid: str) -> Path:
+    (found,) = (tmp_path / "orchestrator-config/eidolons/keys").glob(f"{keyid}*.pem")
+    return found
+
+
+def test_trace_verify_refuses_receipts_of_revoked_expired_or_untrusted_keys(
+    signed: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", signed.env["XDG_CONFIG_HOME"])  # the operator's pins
+    _, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    assert _trace_receipt(signed, _trace_with_receipt(signed, tmp_path / "ok.jsonl")) == (
+        0,
+        "valid",
+    )
+    genuine = json.loads(receipt_file(envelope).read_text())
+    forged = sign_envelope(
+        genuine["payloadType"], base64.b64decode(genuine["payload"]), Signer.generate()
+    )
+    untrusted = _trace_with_receipt(signed, tmp_path / "untrusted.jsonl", forged)
+    assert _trace_receipt(signed, untrusted) == (
+        3,
+        "invalid: not signed by an orchestrator key of the trust store",
+    )
+    store = load_trust_store(signed.root)
+    assert store is not None
+    key = store.keys[0]
+    key.created, key.not_after = "2025-01-01T00:00:00Z", "2026-01-01T00:00:00Z"
+    store.save(signed.root)
+    trace = _trace_with_receipt(signed, tmp_path / "expired.jsonl")
+    assert _trace_receipt(signed, trace) == (
+        3,
+        f"invalid: signed by orchestrator key {key.keyid[:16]}, expired",
+    )
+    key.not_after, key.revoked = None, "2026-02-01T00:00:00Z"
+    store.save(signed.root)
+    assert _trace_receipt(signed, trace) == (
+        3,
+        f"invalid: signed by orchestrator key {key.keyid[:16]}, revoked",
+    )
+    key.revoked, key.created = None, "2999-01-01T00:00:00Z"
+    store.save(signed.root)
+    assert _trace_receipt(signed, trace) == (
+        3,
+        f"invalid: signed by orchestrator key {key.keyid[:16]}, not-yet-valid",
+    )
+
+
+def test_trace_verify_judges_keys_as_the_receiver_does(signed: Project, tmp_path: Path) -> None:
+    """The one key-validity rule (``TrustStore.verify_signed``): a receipt that a revoked
+    key and an active key both signed is valid, whichever signature comes first."""
+    from eidolons.keys.store import Signed
+
+    _, envelope = signed.emit()
+    assert signed.verify(envelope, "--mode", "block").code == 0
+    genuine = json.loads(receipt_file(envelope).read_text())
+    old = load_trust_store(signed.root).keys[0].keyid  # type: ignore[union-attr]
+    assert signed.cli("keys", "rotate").code == 0
+    store = load_trust_store(signed.root)
+    assert store is not None
+    (new,) = store.active("orchestrator", "2100-01-01T00:00:00Z")
+    body = base64.b64decode(genuine["payload"])
+    second = sign_envelope(
+        genuine["payloadType"], body, Signer.from_pem(_key_file(tmp_path, new.keyid).read_bytes())
+    )
+    both = dict(genuine, signatures=genuine["signatures"] + second["signatures"])
+    now = "2100-01-01T00:00:00Z"
+    judged: Signed = store.verify_signed(both, "orchestrator", genuine["payloadType"], now)
+    assert judged.key is not None and judged.key.keyid == new.keyid  # the rule says valid
+    assert store.get(old) is not None and store.get(old).status(now) == "revoked"  # type: ignore[union-attr]
+    trace = _trace_with_receipt(signed, tmp_path / "both.jsonl", both)
+    assert _trace_receipt(signed, trace) == (0, "valid")
+    only_old = _trace_with_receipt(signed, tmp_path / "old.jsonl", genuine)
+    assert _trace_receipt(signed, only_old) == (
+        3,
+        f"invalid: signed by orchestrator key {old[:16]}, revoked",
+    )

@@ -4,9 +4,10 @@ For each trace (a ``.jsonl`` file or a thread of the configured store):
 
 - the chain, by :func:`eidolons.ecl.tracechain.verify_chain` over the exact line bytes;
 - for each orchestrator verdict line, its receipt: ``valid`` (signed by an orchestrator
-  key of the trust store that is active now, and its statement says what the line says:
-  message, verdict, envelope bytes, payload digest), ``none`` (no receipt), or
-  ``invalid: <why>``. Without a trust store every receipt is ``unchecked``.
+  key of the trust store that is active now, by the one key-validity rule,
+  :meth:`eidolons.keys.store.TrustStore.verify_signed`; and its statement says what the
+  line says: message, verdict, envelope bytes, payload digest), ``none`` (no receipt),
+  or ``invalid: <why>``. Without a trust store every receipt is ``unchecked``.
 
 - for a JSONL file, its tail against the head this host recorded at the last append
   (:mod:`eidolons.keys.heads`, ADR 0037): a cut or rewritten tail is a break; no head is
@@ -87,19 +88,18 @@ def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) ->
     if trust is None:
         return "unchecked (no trust store)"
     from eidolons.ecl.receipt import PAYLOAD_TYPE, parse_statement
-    from eidolons.keys.dsse import DsseError, verify_envelope
+    from eidolons.keys.dsse import DsseError
 
-    known = {k.keyid: k.public_raw for k in trust.keys if k.role == ORCHESTRATOR}
-    try:
-        body, accepted = verify_envelope(receipt, known, [PAYLOAD_TYPE])
+    try:  # the one key-validity rule, as the receiver applies it
+        signed = trust.verify_signed(receipt, ORCHESTRATOR, PAYLOAD_TYPE, now)
     except DsseError as exc:
         return f"invalid: malformed receipt ({exc})"
-    if not accepted:
+    key = signed.key or signed.inactive
+    if key is None:
         return "invalid: not signed by an orchestrator key of the trust store"
-    key = trust.get(accepted[0])
-    status = key.status(now) if key is not None else "unknown"
-    if status != "active":
-        return f"invalid: signed by orchestrator key {accepted[0][:16]}, {status}"
+    if signed.key is None:  # a trusted key signed it, but is revoked, expired or not yet valid
+        return f"invalid: signed by orchestrator key {key.keyid[:16]}, {key.status(now)}"
+    body = signed.body
     st = parse_statement(body)
     if st is None:
         return "invalid: not an eidolons receipt statement"
