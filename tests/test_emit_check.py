@@ -167,3 +167,39 @@ def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
         first = refused.value.failures[0]
         assert first.code == "UNDECLARED_EDGE" and "contract set failed to load" in first.message
     assert not (project / "s.envelope.json").exists()
+
+
+@pytest.mark.parametrize(
+    "contracts",
+    [OSError("disk gone"), {"atlas": "vigil"}, "builtin"],
+    ids=["an-exception", "a-dict", "a-string"],
+)
+def test_emit_takes_contracts_by_the_receivers_one_rule(project: Path, contracts: object) -> None:
+    """Anything but a contract set (an exception a loader raised, a stray value) is the
+    fail-closed unavailable set, for emit as for the receiver gate
+    (:func:`eidolons.ecl.contract.as_contract_set`): refused, nothing written, never a
+    traceback."""
+    from eidolons.emit import emit, parse_agent, self_check
+    from eidolons.gates.receiver import as_contract_set as receiver_rule
+
+    payload = project / "s.md"
+    payload.write_text("# Scout\n")
+    with pytest.raises(HandoffRefused) as refused:
+        emit(
+            payload,
+            sender=parse_agent("atlas", "sender"),
+            recipient=parse_agent("vigil", "to"),
+            performative="PROPOSE",
+            kind="scout-report",
+            objective="o",
+            root=project,
+            contracts=contracts,
+        )
+    first = refused.value.failures[0]
+    assert first.code == "UNDECLARED_EDGE" and "contract set failed to load" in first.message
+    assert receiver_rule(contracts).reason in first.message  # the receiver's words
+    assert not (project / "s.envelope.json").exists()
+    from tests._builders import envelope_for
+
+    failures = self_check(envelope_for(b"# Scout\n"), "vigil", contracts, b"# Scout\n")
+    assert any("contract set failed to load" in f.message for f in failures)

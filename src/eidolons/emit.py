@@ -28,7 +28,7 @@ from typing import Any
 
 from eidolons.config import HANDOFF_DIR, find_handoff, payload_key
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
-from eidolons.ecl.contract import ContractError, ContractSet, ContractSetUnavailable
+from eidolons.ecl.contract import ContractSetUnavailable, as_contract_set
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
 from eidolons.ecl.grammar import is_safe_file_name
@@ -102,14 +102,6 @@ class HandoffRefused(EidolonsError):
         return [first, why]
 
 
-def _as_contract_set(contracts: Any) -> ContractSet | ContractSetUnavailable:
-    """A caller's ``contracts`` as the typed value the rules take: a ContractError (the
-    older spelling of a set that failed to load) becomes :class:`ContractSetUnavailable`."""
-    if isinstance(contracts, ContractError):
-        return ContractSetUnavailable(contracts)
-    return contracts  # type: ignore[no-any-return]
-
-
 def self_check(
     envelope: Mapping[str, Any],
     receiver: str,
@@ -123,7 +115,7 @@ def self_check(
     :func:`~eidolons.gates.receiver.contract_failures`): everything but the trace record."""
     env = Envelope.from_dict(dict(envelope))
     failures = envelope_failures(env, signed_sender=signed_sender)
-    contracts = _as_contract_set(contracts)
+    contracts = as_contract_set(contracts)
     if isinstance(contracts, ContractSetUnavailable):
         failures.append(
             Failure(
@@ -249,7 +241,7 @@ def emit(
         from eidolons.contract import load_contracts  # the commands' one loader
 
         contracts = load_contracts(root, contract_dirs)
-    contracts = _as_contract_set(contracts)
+    contracts = as_contract_set(contracts)
     contract = contracts.get(sender.eidolon, recipient.eidolon)
     if contract is not None:
         edge_origin = edge_origin or contract.edge_origin

@@ -434,3 +434,17 @@ class ContractSet:
 
     def __contains__(self, edge: object) -> bool:
         return edge in self._by_edge
+
+
+def as_contract_set(contracts: object) -> ContractSet | ContractSetUnavailable:
+    """The one rule for a caller's ``contracts``: a set (or the typed failure of loading
+    one) as given; a :class:`ContractError` (the older spelling of a set that failed to
+    load), any other exception, or any other value is the unavailable set, which refuses
+    every edge (fail closed, never an allow)."""
+    if isinstance(contracts, ContractSetUnavailable | ContractSet):
+        return contracts
+    if isinstance(contracts, ContractError):
+        return ContractSetUnavailable(contracts)
+    if isinstance(contracts, Exception):
+        return ContractSetUnavailable(ContractError("contracts", str(contracts)))
+    return ContractSetUnavailable(ContractError("contracts", f"not a contract set: {contracts!r}"))

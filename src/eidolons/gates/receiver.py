@@ -52,8 +52,7 @@ from typing import Any
 from eidolons import senders
 from eidolons._text import printable
 from eidolons.config import find_handoff, foreign_projects, payload_key
-from eidolons.contract import ContractError, ContractSet
-from eidolons.ecl.contract import ContractSetUnavailable
+from eidolons.ecl.contract import as_contract_set
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
     EventType,
@@ -296,18 +295,6 @@ OnEnvelope = Callable[[Envelope], Mapping[str, Any]]
 #: ``on_pass(envelope, payload bytes or None) -> fields``: called only after the pass is on
 #: record, with the exact bytes that were verified (memory ingest).
 OnPass = Callable[[Envelope, "bytes | bytearray | None"], Mapping[str, Any]]
-
-
-def as_contract_set(contracts: Any) -> ContractSet | ContractSetUnavailable:
-    """The contract set to judge with: a set, or the typed failure of loading one (an
-    exception given here is wrapped: fail closed, never an allow)."""
-    if isinstance(contracts, ContractSetUnavailable | ContractSet):
-        return contracts
-    if isinstance(contracts, ContractError):
-        return ContractSetUnavailable(contracts)
-    if isinstance(contracts, Exception):
-        return ContractSetUnavailable(ContractError("contracts", str(contracts)))
-    return ContractSetUnavailable(ContractError("contracts", f"not a contract set: {contracts!r}"))
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
