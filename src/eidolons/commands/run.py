@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     envelope = Path(args.verify)
     from eidolons.contract import load_contracts
     from eidolons.ecl.envelope import parse_envelope
-    from eidolons.ecl.receiver import sections_apply
+    from eidolons.ecl.receiver import edge_budget, sections_apply
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.payload import read_envelope_bytes
 
@@ -82,9 +82,8 @@ def run(args: argparse.Namespace) -> int:
         try:  # the receiver judges sections and the budget (B-1, in characters) on the
             # bytes the orchestrator hashed: kept only for such an edge
             parsed = parse_envelope(data, limits)
-            edge = contracts.get(parsed.sender.eidolon, receiver) if contracts else None
-            budget = edge is not None and edge.token_budget_max is not None
-            keep = budget or sections_apply(parsed, contracts, receiver)
+            keep = edge_budget(parsed, contracts, receiver) is not None
+            keep = keep or sections_apply(parsed, contracts, receiver)
         except EnvelopeError:
             pass
     with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700

@@ -66,6 +66,7 @@ __all__ = [
     "Step",
     "budget_estimate",
     "contract_failures",
+    "edge_budget",
     "envelope_failures",
     "judge_record",
     "needs_payload",
@@ -181,6 +182,18 @@ def sections_apply(
         return False
     contract = contracts.get(env.sender.eidolon, receiver)
     return needs_payload(env, contract) and is_markdown_path(env.artifact_path)
+
+
+def edge_budget(
+    env: Envelope, contracts: ContractSet | ContractSetUnavailable, receiver: str
+) -> int | None:
+    """The edge's ``token_budget_max`` (B-1) when this hand-off is addressed to
+    ``receiver`` and its edge declares one: the shell asks before step 3 (a budget is
+    judged on the payload's characters, so the bytes may have to be kept)."""
+    if isinstance(contracts, ContractSetUnavailable) or env.recipient.eidolon != receiver:
+        return None
+    contract = contracts.get(env.sender.eidolon, receiver)
+    return contract.token_budget_max if contract is not None else None
 
 
 def envelope_failures(env: Envelope, *, signed_sender: bool = False) -> list[Failure]:

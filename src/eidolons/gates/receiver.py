@@ -70,6 +70,7 @@ from eidolons.ecl.receiver import (
     ReceiverCheck,
     budget_estimate,
     contract_failures,
+    edge_budget,
     envelope_failures,
     judge_record,
     needs_payload,
@@ -389,7 +390,7 @@ def evaluate(
         result.reverified = _feed_payload(
             check, env, artefact, envelope_path, root, key, limits, reverify,
             keep=want_payload or sections_apply(env, contract_set, check.as_receiver),
-            budget=_budget(env, contract_set, check.as_receiver),
+            budget=edge_budget(env, contract_set, check.as_receiver),
             snapshot=snapshot, result=result,
         )  # fmt: skip
         check.feed_contracts(contract_set)
@@ -417,14 +418,6 @@ def evaluate(
             if short is not None:
                 result.notes.append(short)
     return result
-
-
-def _budget(env: Envelope, contracts: Any, receiver: str) -> int | None:
-    """The edge's ``token_budget_max`` (B-1), when the edge is the receiver's."""
-    if not contracts or env.recipient.eidolon != receiver:
-        return None
-    contract = contracts.get(env.sender.eidolon, receiver)
-    return contract.token_budget_max if contract is not None else None
 
 
 def _feed_record(
