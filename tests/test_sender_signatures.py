@@ -214,3 +214,22 @@ def test_hmac_keys_shorter_than_32_bytes_warn(project: Path) -> None:
     long = clean_env(ECL_HMAC_KEY="k" * 32)
     r = run_cli(*emit_cmd(payload, "--hmac", "--force"), cwd=project, env=long)
     assert r.code == 0 and "ECL_HMAC_KEY" not in r.err
+
+
+def test_hand_off_files_follow_the_umask(pipe: Pipeline) -> None:
+    """The envelope, its sender signature and its gate receipt are files receivers must
+    read: created as ``open()`` would under the umask (never mkstemp's 0600, never a fixed
+    0644 that ignores a stricter umask)."""
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        _, envelope, r = pipe.emit("--sign")
+        assert r.code == 0, r.err
+        assert pipe.verify(envelope).code == 0
+    finally:
+        os.umask(old)
+    receipt = envelope.with_name(envelope.name.replace(".envelope.json", ".receipt.json"))
+    for path in (envelope, sig_of(envelope), receipt):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path

@@ -321,19 +321,21 @@ def emit(
         fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+    from eidolons.keys.store import atomic_write, readable_mode
+
     tmp = Path(tmp_name)
     trace_path: str | None = None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; receivers must read it
+        os.fchmod(fd, readable_mode())  # mkstemp makes 0600; receivers must read it
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         if signer is not None:  # the signature is in place before the envelope appears
-            from eidolons.keys.store import atomic_write
             from eidolons.senders import sign_bytes, signature_path
 
-            atomic_write(signature_path(envelope_path), sign_bytes(data, signer), 0o644)
+            sidecar = signature_path(envelope_path)
+            atomic_write(sidecar, sign_bytes(data, signer), readable_mode())
         if write_trace:
             from eidolons.tracestore import open_store
 
@@ -358,12 +360,6 @@ def emit(
         if tmp.exists():
             tmp.unlink()
     return EmitResult(envelope_path, envelope, trace_path, refusals)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def emit_event(

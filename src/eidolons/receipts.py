@@ -31,7 +31,7 @@ from eidolons.ecl.receipt import (
     statement,
     statement_bytes,
 )
-from eidolons.keys.store import ORCHESTRATOR, TrustStore, ts_key
+from eidolons.keys.store import ORCHESTRATOR, TrustStore, atomic_write, readable_mode, ts_key
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
@@ -90,18 +90,10 @@ def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
 def write_receipt(envelope_path: Path, receipt: dict[str, Any]) -> Path:
     import json
 
-    from eidolons.keys.store import atomic_write
-
     path = receipt_path(envelope_path)
     data = (json.dumps(receipt, indent=2, ensure_ascii=True) + "\n").encode("ascii")
-    atomic_write(path, data, 0o666 & ~_umask())
+    atomic_write(path, data, readable_mode())
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def signed_without_trust_store(envelope_path: Path, record: dict[str, Any] | None) -> str | None:

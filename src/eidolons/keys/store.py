@@ -335,6 +335,14 @@ def load_trust_store(root: Path) -> TrustStore | None:
     return TrustStore.parse(data, path)
 
 
+def readable_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (0666 less it): for
+    files others must read (an envelope, a receipt) where ``mkstemp`` would make 0600."""
+    mask = os.umask(0o022)  # the umask can only be read by setting it
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, data: bytes, mode: int) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename (never half a file)."""
     import tempfile
