@@ -5,7 +5,6 @@ command; what two commands share lives here (``tests/test_layout.py`` checks it)
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -59,7 +58,9 @@ def fail(exc: EidolonsError, exit_code: int | None = None) -> int:
 def print_json(value: Any) -> None:
     # ASCII: untrusted strings (lone surrogates, file names that are not UTF-8) can never
     # make the encoder fail, and stay valid JSON
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=True) + "\n")
+    from eidolons.ecl.jsontext import dumps
+
+    sys.stdout.write(dumps(value, indent=2) + "\n")
     sys.stdout.flush()
 
 

@@ -6,11 +6,15 @@ Pure. Rules (each failure raises :class:`~eidolons.errors.EnvelopeError`):
 2. No duplicate keys at any depth (a duplicate ``integrity.value`` would let an attacker
    show one digest to one reader and another to the next), no ``NaN`` / ``Infinity``, no
    lone surrogates, nesting at most ``Limits.max_json_depth``.
+
+The parse is the standard library's own C scanner (``_json.make_scanner``, what
+:func:`json.loads` runs), driven here so that :mod:`json` (which imports ``re``) is not
+imported when the bytes are valid; any failure is parsed again by :func:`json.loads` with
+the same hooks, whose error is the one reported (ADR 0082). Without ``_json``,
+:func:`json.loads` does all of it. ``tests/test_strict_json_fast.py`` checks both agree.
 """
 
 from __future__ import annotations
-
-import json
 
 from eidolons.ecl.limits import Limits
 from eidolons.errors import EnvelopeError
@@ -37,6 +41,51 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+class _Options:
+    """What the C scanner reads its options from (as a ``json.JSONDecoder`` would hold
+    them for ``json.loads(text, object_pairs_hook=..., parse_constant=...)``)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = staticmethod(_no_duplicates)
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_no_constants)
+
+
+try:
+    from _json import make_scanner as _make_scanner
+
+    _scan: Any = _make_scanner(_Options)  # type: ignore[arg-type]
+except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+    _scan = None
+
+_WHITESPACE = " \t\n\r"  # json.decoder.WHITESPACE's characters
+
+
+def _fast_loads(text: str) -> Any:
+    """``json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)``
+    for valid text, by the same C scanner; raises ``_Retry`` for anything else (which
+    :func:`json.loads` then reports), :class:`_DuplicateKey` and ``RecursionError`` as
+    :func:`json.loads` would."""
+    if _scan is None:
+        raise _Retry
+    start = len(text) - len(text.lstrip(_WHITESPACE))
+    try:
+        value, end = _scan(text, start)
+    except (_DuplicateKey, RecursionError):
+        raise
+    except Exception:  # StopIteration, JSONDecodeError, a constant: json says which
+        raise _Retry from None
+    if text[end:].strip(_WHITESPACE):
+        raise _Retry
+    return value
+
+
+class _Retry(Exception):
+    pass
+
+
 def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
     """Parse untrusted JSON bytes under the rules in the module docstring (1 and 2)."""
     limits = limits or Limits()
@@ -53,16 +102,23 @@ def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
     if text.startswith("\ufeff"):
         raise EnvelopeError("envelope starts with a byte-order mark")
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        try:
+            value = _fast_loads(text)
+        except _Retry:
+            import json
+
+            value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except _DuplicateKey as exc:
         raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None
     except RecursionError:
         raise EnvelopeError("JSON nesting too deep") from None
-    except json.JSONDecodeError as exc:
-        raise EnvelopeError(
-            f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-        ) from None
-    except ValueError as exc:
+    except ValueError as exc:  # only json.loads raises it (the fast path retries there)
+        import json
+
+        if isinstance(exc, json.JSONDecodeError):
+            raise EnvelopeError(
+                f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+            ) from None
         raise EnvelopeError(f"not valid JSON: {exc}") from None
     _check_tree(value, limits.max_json_depth)
     return value

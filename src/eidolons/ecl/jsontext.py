@@ -1,0 +1,122 @@
+"""JSON text out, ASCII only, exactly as ``json.dumps(value, ensure_ascii=True, ...)``
+writes it, without importing :mod:`json` (which imports ``re``) on the hot paths.
+
+Pure. The C accelerators of the standard library (``_json.encode_basestring_ascii``,
+``_json.make_encoder``) do the work, behind a fallback to :mod:`json` itself: when
+``_json`` is missing, for any value this writer does not know (a type ``json`` would
+refuse or convert through ``default``), or for a cycle, the public encoder writes it (or
+raises its own error). ``tests/test_jsontext.py`` checks that both write the same text
+(ADR 0082).
+
+Writes are ASCII (``ensure_ascii=True``): untrusted strings (lone surrogates, file names
+that are not UTF-8) can never make the encoder fail, and stay valid JSON.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+_encode_str: Any
+_make_encoder: Any
+try:
+    from _json import encode_basestring_ascii as _encode_str
+    from _json import make_encoder as _make_encoder
+except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+    _encode_str = _make_encoder = None
+
+
+class _Unknown(Exception):
+    """A value this writer leaves to :mod:`json` (its conversion or its error)."""
+
+
+def _unknown(value: Any) -> Any:
+    raise _Unknown
+
+
+def dumps(value: Any, *, indent: int | None = None, compact: bool = False) -> str:
+    """``json.dumps(value, ensure_ascii=True, indent=indent)``; with ``compact``, the
+    separators ``(",", ":")`` (``indent`` must then be None)."""
+    if _encode_str is not None and _make_encoder is not None:
+        try:
+            if indent is None:
+                item, key = ("," if compact else ", "), (":" if compact else ": ")
+                encode = _make_encoder(
+                    {}, _unknown, _encode_str, None, key, item, False, False, True
+                )
+                if isinstance(value, str):
+                    return str(_encode_str(value))
+                return "".join(encode(value, 0))
+            if not compact:
+                parts: list[str] = []
+                _indented(value, " " * indent, "\n", parts.append)
+                return "".join(parts)
+        except (_Unknown, RecursionError, ValueError):
+            pass
+    import json
+
+    separators = (",", ":") if compact else None
+    return json.dumps(value, ensure_ascii=True, indent=indent, separators=separators)
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return str(_encode_str(value))
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    raise _Unknown
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return str(_encode_str(key))
+    if key is None or isinstance(key, (bool, int, float)):
+        return str(_encode_str(_scalar(key)))
+    raise _Unknown
+
+
+def _indented(value: Any, step: str, newline: str, out: Callable[[str], Any]) -> None:
+    """``json``'s indented layout: items one per line, ``,`` after each but the last,
+    ``": "`` after keys, empty containers as ``{}`` / ``[]``."""
+    if isinstance(value, dict):
+        if not value:
+            out("{}")
+            return
+        inner = newline + step
+        out("{")
+        first = True
+        for key, child in value.items():
+            out(inner if first else "," + inner)
+            first = False
+            out(_key(key))
+            out(": ")
+            _indented(child, step, inner, out)
+        out(newline + "}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out("[]")
+            return
+        inner = newline + step
+        out("[")
+        first = True
+        for child in value:
+            out(inner if first else "," + inner)
+            first = False
+            _indented(child, step, inner, out)
+        out(newline + "]")
+    else:
+        out(_scalar(value))
