@@ -162,7 +162,7 @@ def test_writer_agrees_with_json_dumps() -> None:
         math.inf,
         -math.inf,
         {"k": {}, "l": []},
-        {1: "int key", 2.5: "float key", True: "b", None: "n"},
+        {1: "int key", 2.5: "float key", False: "b", None: "n"},
         (1, (2, 3)),
         [{"a": [[], {}]}],
     ]
