@@ -251,3 +251,18 @@ def test_attack_trace_swapped_between_reads_is_judged_on_one_read(
     assert chain["state"] == "broken" and chain["first_break"]["line"] == 3
     # what the events said is what the chain covered: the forged pass, on a broken chain
     assert [x["verdict"] for x in chain["receipts"]] == ["pass"]
+
+
+def test_trace_verify_of_nothing_is_an_input_error(cli: Cli, project: Path) -> None:
+    """Nothing to verify (a thread with no trace, a missing file) exits 2, the gates'
+    usage/input code, with one line that names the PATH: never 1, which no gate's exit
+    vocabulary (0/2/3/70) has, and never 0."""
+    _handoff(cli, project)
+    for args in (["no-such-thread"], ["no-such-thread", "gone.jsonl"], ["../x/y"]):
+        r = cli("trace", "verify", *args, "--block")
+        assert r.code == 2, (args, r.err)
+        (line,) = r.err.splitlines()
+        assert line.startswith("eidolons: nothing to verify: ") and args[0] in line, line
+        assert r.out == ""
+    r = cli("trace", "verify", "no-such-thread", "--json")
+    assert r.code == 2 and r.out == "" and len(r.err.splitlines()) == 1

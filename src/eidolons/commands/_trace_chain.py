@@ -75,6 +75,10 @@ def run_chain(args: argparse.Namespace) -> int:
             return _show_events(collected, store, args.json)
         if verb == "verify" and store.kind == "jsonl":
             _deleted_traces(args.paths, collected, store)
+        if collected.empty and verb == "verify":  # a gate's vocabulary: 2, one line
+            why = "; ".join(p.removesuffix("; skipped") for p in collected.problems)
+            collected.problems.clear()
+            return error(printable(f"nothing to verify: {why or 'no trace or envelope found'}"))
         if collected.empty:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))

@@ -12,10 +12,11 @@
 - ``store init``, ``export --to postgres``, ``import``: the shared PostgreSQL store
   (:mod:`eidolons.commands._trace_store`).
 
-Exit codes: 0 done; 1 nothing found to read; 2 usage (no PATH, a bad option, only PATHs
-that are not valid thread ids); 3 ``verify`` failures in block mode, ``cost`` over
-``--budget``. Problems with single PATHs (missing, malformed envelope, damaged trace
-line) are reported on stderr and skipped.
+Exit codes: 0 done; 1 nothing found to read (``verify``: 2, a gate's vocabulary, ADR
+0097); 2 usage (no PATH, a bad option, only PATHs that are not valid thread ids); 3
+``verify`` failures in block mode, ``cost`` over ``--budget``. Problems with single
+PATHs (missing, malformed envelope, damaged trace line) are reported on stderr and
+skipped.
 """
 
 from __future__ import annotations
