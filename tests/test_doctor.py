@@ -204,3 +204,41 @@ def test_text_output_and_usage(doctor: Any, initialised: Path) -> None:
     assert r.out.splitlines()[-1] == "doctor: 1 finding"
     assert r.out.startswith("doctor: [hosts] .claude/settings.json: the hook has no")
     assert doctor("--root", "/no/such/dir").code == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"members: [vigil\n", "not valid YAML"),
+        (b"\xff\xfe members", "not UTF-8"),
+        (b"- vigil\n", "not a mapping"),
+        (b"members: vigil\n", "members is not a list"),
+        (b"members:\n  - {version: 1}\n", "members[0] has no name"),
+        (None, "not a regular file"),
+    ],
+)
+def test_d8_an_unreadable_lock_is_a_finding_not_no_members(
+    doctor: Any, initialised: Path, content: bytes | None, why: str
+) -> None:
+    """A lock file that cannot be read is never "no members installed": the members it
+    lists would go unchecked. It is a D8 finding with the reason."""
+    lock = initialised / "eidolons.lock"
+    if content is None:
+        lock.mkdir()
+    else:
+        lock.write_bytes(content)
+    r = doctor("--json")
+    assert r.code == 1, r.out
+    (f,) = d8(r)
+    assert f["subject"] == "eidolons.lock" and why in f["message"], f
+
+
+def test_d8_a_readable_lock_lists_members(doctor: Any, initialised: Path) -> None:
+    (initialised / "eidolons.lock").write_text("members:\n  - name: forge\n  - newbie\n")
+    got = {(f["subject"], f["message"]) for f in d8(doctor("--json"))}
+    assert got == {
+        ("forge", "missing blocking verify-incoming skill"),
+        ("newbie", "not in the roster (no capability class known)"),
+    }
+    (initialised / "eidolons.lock").write_text("# nothing installed yet\n")
+    assert d8(doctor("--json")) == []

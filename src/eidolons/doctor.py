@@ -5,9 +5,10 @@ Checks, each finding reported once (ADR 0045):
 - **root**: the project root holds ``.eidolons/`` (else every gate guesses the root).
 - **D8** (upstream's receiver conformance, ``shared/ecl/nexus-cli.md``, without its
   holes): for every installed member (``eidolons.lock`` ``members``, and every member tree
-  under ``.eidolons/``), its class from the roster; a member not in the roster, without a
-  class, or with a class ``ecl.yaml`` does not know is a finding (upstream exempts unknown
-  classes). A receiver class needs a verify-incoming skill, in the EIIS 3.x layout
+  under ``.eidolons/``; a lock that cannot be read is a finding, never "no members"), its
+  class from the roster; a member not in the roster, without a class, or with a class
+  ``ecl.yaml`` does not know is a finding (upstream exempts unknown classes). A receiver
+  class needs a verify-incoming skill, in the EIIS 3.x layout
   (``skills/verify-incoming/SKILL.md``) or the flat one (``skills/verify-incoming.md``);
   each file found must hold one blocking marker and no forbidden marker; each violation
   counts once (upstream counts them twice).
@@ -118,21 +119,52 @@ def roster() -> tuple[dict[str, Any], dict[str, str]]:
     return ecl, classes
 
 
-def installed_members(root: Path) -> list[str]:
-    names: set[str] = set()
-    lock = root / "eidolons.lock"
-    if lock.is_file():
-        import yaml
+LOCK_FILE = "eidolons.lock"
 
-        try:
-            doc = yaml.safe_load(lock.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError, OSError):
-            doc = None
-        members = doc.get("members") if isinstance(doc, dict) else None
-        for m in members if isinstance(members, list) else []:
-            name = m.get("name") if isinstance(m, dict) else m
-            if isinstance(name, str):
-                names.add(name)
+
+def lock_members(root: Path) -> tuple[list[str], str | None]:
+    """The member names ``eidolons.lock`` lists, and why it cannot be read (None when it
+    can, or when there is none). A lock that is unreadable, not UTF-8, not YAML, not a
+    mapping, or whose ``members`` is not a list of names is never "no members": the
+    members it lists would go unchecked."""
+    lock = root / LOCK_FILE
+    if not os.path.lexists(lock):
+        return [], None
+    if not lock.is_file():
+        return [], "not a regular file: the members it lists cannot be read"
+    import yaml
+
+    try:
+        doc = yaml.safe_load(lock.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        return [], f"cannot be read: {exc.strerror or exc}"
+    except UnicodeDecodeError:
+        return [], "not UTF-8: the members it lists cannot be read"
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        return [], f"not valid YAML{line}: the members it lists cannot be read"
+    if doc is None:
+        return [], None  # an empty lock: nothing installed
+    if not isinstance(doc, dict):
+        return [], "not a mapping with a members list"
+    members = doc.get("members", [])
+    if not isinstance(members, list):
+        return [], "members is not a list"
+    names: list[str] = []
+    unnamed: list[str] = []
+    for i, m in enumerate(members):
+        name = m.get("name") if isinstance(m, dict) else m
+        if isinstance(name, str) and name:
+            names.append(name)
+        else:
+            unnamed.append(f"members[{i}]")
+    return names, f"{', '.join(unnamed)} has no name" if unnamed else None
+
+
+def installed_members(root: Path, listed: list[str]) -> list[str]:
+    """The lock's members (``listed``) and every member tree under ``.eidolons/``."""
+    names = set(listed)
     state = root / ".eidolons"
     try:
         entries = sorted(os.scandir(state), key=lambda e: e.name)
@@ -151,7 +183,10 @@ def check_d8(report: Report) -> None:
     ecl, classes = roster()
     vi = ecl["verify_incoming"]
     blocking, forbid = vi["blocking_markers"], vi["forbid_markers"]
-    for name in installed_members(report.root):
+    listed, problem = lock_members(report.root)
+    if problem is not None:
+        report.fail("D8", LOCK_FILE, problem)
+    for name in installed_members(report.root, listed):
         klass = classes.get(name)
         subject = f"D8 {name}"
         if klass is None:
