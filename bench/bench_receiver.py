@@ -1,41 +1,64 @@
-"""The receiver gate on a short thread and on a 1,000,000-event thread.
+"""The receiver gate's start-up against ``python -c pass`` (issue 12, goals 2 and 3).
 
 Usage::
 
-    python bench/bench_receiver.py [--events N] [--rounds R]
+    python bench/bench_receiver.py [--rounds R] [--records N] [--launcher script|c|both]
+                                   [--events N]
 
 Method
 ------
-One throw-away project, two threads. Each gets one atlas -> vigil hand-off emitted and
-passed by the orchestrator gate (the library calls a sender and an orchestrator make).
-Before the orchestrator's pass, the *short* thread's trace is filled to 10 events and the
-*long* one to N (default 1,000,000) events of other messages, so in both the message was
-verified last. Then, interleaved R times (default 20, after one warm-up round):
+Two throw-away projects, built through the library and the CLI as a user would:
 
-(a) ``eidolons verify-incoming SHORT --as vigil --no-memory`` (subprocess),
-(b) the same on the long thread,
+- *unsigned*: no trust store. One atlas -> vigil hand-off in ``.eidolons/handoffs/``
+  emitted and passed by the orchestrator gate; a local memory store filled with N
+  (default 10,000) hand-offs of ``bench_memory``'s corpus (ingested through
+  ``LocalMemory.ingest``, as the gate's callback does); a file with no envelope
+  (``notes.txt``) at the project root.
+- *signed*: ``eidolons init`` run in it (signing key and trust store in a private
+  ``XDG_CONFIG_HOME``/``HOME``), then the same hand-off emitted and passed, so the
+  receiver decides on a signed receipt (``cryptography``'s Ed25519 is imported).
 
-and, in-process, the record lookup alone (the JSONL store's ``latest_verdict``)
-on each trace. Reported: medians and the ratio (b)/(a), target <= 1.5: the gate reads the
-trace backwards and stops at the first record for the message, so its cost must not grow
-with the thread. For information, the lookup of a message that is *not* on record in the
-long trace (the worst case: the whole file is scanned, pre-filtered on the id), and the
-gate on an artefact with no envelope (skipped before anything is loaded) against
-``python -c pass``, interleaved with the rows above.
+Then, interleaved R times (default 20, after one warm-up round), each a subprocess:
+
+==========  ===============================================================================
+bare        ``python -c pass`` (the same venv's interpreter: the baseline of every ratio)
+off         ``verify-incoming HANDOFF --as vigil --no-memory``           target <= 3x
+on          ``verify-incoming HANDOFF --as vigil`` (local memory, N records)   <= 3.5x
+skip        ``verify-incoming notes.txt --as vigil`` (no envelope: SKIP)       <= 1.5x
+skip-json   the same with ``--json``                                           <= 1.5x
+signed      ``verify-incoming HANDOFF --as vigil --no-memory`` in the signed project
+            (informational: importing the Ed25519 binding alone is ~2.5x)
+==========  ===============================================================================
+
+each through the launcher(s) chosen: ``script`` is the installed console script next to
+``sys.executable``; ``c`` is ``python -c "import sys; from eidolons.cli import main;
+sys.exit(main(sys.argv[1:]))"`` (no shim; what the hooks run). Reported per row: median,
+minimum, the ratio of medians, the *paired* ratio (median over rounds of row / bare of the
+same round) and the ratio of minimums. ``PYTHONDONTWRITEBYTECODE`` is dropped from the
+children's environment (``.pyc`` cached: the compiler is not measured) and each child's
+exit code is checked (0: pass or skip).
+
+``--events N`` (default 0: off) adds a thread whose trace holds N events before the
+hand-off's record, and its row ``long`` (the record lookup's independence of the trace's
+size is ``bench_lookup.py``'s subject; this row is the whole gate on it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _benchlib import (
+    Stats,
     child_env,
     console_script,
     emit_handoff,
@@ -46,119 +69,174 @@ from _benchlib import (
     record_pass,
     run_timed,
 )
-from eidolons.trace import thread_trace_path
-from eidolons.tracestore.jsonl import JsonlStore
+
+TARGETS = {"off": 3.0, "on": 3.5, "skip": 1.5, "skip-json": 1.5}
+LAUNCHER_C = "import sys; from eidolons.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def make_thread(root: Path, name: str, events: int) -> Path:
-    payload = root / f"{name}.md"
-    result = emit_handoff(
-        root,
-        payload.name,
-        objective=f"Scout report on the {name} thread.",
-        thread_id=f"thread-{name}",
-    )
-    trace = thread_trace_path(root, result.envelope["thread_id"])
-    filler = filler_event(f"thread-{name}", "2026-11-30T00:00:00.000Z")
-    have = 1  # the emit event
+def fill_memory(root: Path, records: int) -> float:
+    """Ingest ``records`` hand-offs of bench_memory's corpus into the project's local
+    store (where the gate opens it). Returns the seconds it took."""
+    from bench_memory import corpus
+    from eidolons.memory import STORE_DIR
+    from eidolons.memory.local import LocalMemory
+
+    t0 = time.perf_counter()
+    memory = LocalMemory(root / STORE_DIR, project=root.resolve().name)
+    try:
+        handoffs, _ = corpus(records, 20261201)
+        for envelope, raw in handoffs:
+            result = memory.ingest(envelope, raw, gated=True)
+            assert result.get("status") == "ingested", result
+        count = memory.stats().get("crystals")
+    finally:
+        memory.close()
+    assert count is None or count == records, count
+    return time.perf_counter() - t0
+
+
+def pad_trace(root: Path, thread_id: str, events: int) -> None:
+    from eidolons.trace import thread_trace_path
+
+    trace = thread_trace_path(root, thread_id)
+    filler = filler_event(thread_id, "2026-11-30T00:00:00.000Z")
     with trace.open("ab") as fh:
         batch: list[bytes] = []
-        for i in range(events - have - 1):
+        for i in range(events):
             filler["message_id"] = f"filler-{i:08d}"
             batch.append((json.dumps(filler, separators=(",", ":")) + "\n").encode())
             if len(batch) >= 50_000:
                 fh.write(b"".join(batch))
                 batch.clear()
         fh.write(b"".join(batch))
+
+
+def handoff(root: Path, name: str, thread: str, events: int = 0) -> Path:
+    """A passed atlas -> vigil hand-off in the project's hand-off directory."""
+    directory = root / ".eidolons" / "handoffs"
+    directory.mkdir(parents=True, exist_ok=True)
+    result = emit_handoff(
+        root, f".eidolons/handoffs/{name}", objective=f"Scout report {name}.", thread_id=thread
+    )
+    if events:
+        pad_trace(root, thread, events)
     record_pass(result.envelope_path, root)
-    return payload
+    return Path(result.envelope_path).with_name(name)
 
 
-def find_record(trace: Path, message_id: str) -> dict[str, object] | None:
-    return JsonlStore(trace.parent, file=trace).latest_verdict(None, message_id)
+def quietly(fn: Callable[[], int]) -> int:
+    saved = sys.stdout, sys.stderr
+    with open(os.devnull, "w") as null:
+        sys.stdout = sys.stderr = null
+        try:
+            return fn()
+        finally:
+            sys.stdout, sys.stderr = saved
 
 
-def time_lookup(trace: Path, message_id: str, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        find_record(trace, message_id)
-        best = min(best, time.perf_counter() - t0)
-    return best
+def signed_project(base: Path, home: Path) -> Path:
+    """A project after ``eidolons init``, with one passed hand-off (signed receipt)."""
+    from eidolons.cli import main
+
+    root = base / "signed"
+    root.mkdir()
+    saved = {k: os.environ.get(k) for k in ("HOME", "XDG_CONFIG_HOME")}
+    os.environ["HOME"] = str(home)
+    os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
+    try:
+        assert quietly(lambda: main(["init", "--root", str(root)])) == 0
+        assert (root / ".eidolons" / "keys").exists() or (home / ".config").exists()
+        return handoff(root, "scout-report.md", "thread-signed")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def paired(row: Stats, bare: Stats) -> float:
+    return statistics.median(r / b for r, b in zip(row.samples, bare.samples, strict=True))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--records", type=int, default=10_000, help="memory records (10000)")
+    parser.add_argument("--launcher", choices=("script", "c", "both"), default="both")
+    parser.add_argument("--events", type=int, default=0, help="a long thread's events (0: none)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="eidolons-bench-receiver-") as tmp:
-        root = Path(tmp)
-        (root / ".eidolons").mkdir()
+        base = Path(tmp)
+        home = base / "home"
+        home.mkdir()
+        root = base / "unsigned"
+        (root / ".eidolons").mkdir(parents=True)
         t0 = time.perf_counter()
-        short = make_thread(root, "short", 10)
-        long = make_thread(root, "long", args.events)
-        trace_long = thread_trace_path(root, "thread-long")
-        size = trace_long.stat().st_size
-        print(
-            f"built traces in {time.perf_counter() - t0:.1f} s; long trace {size / 2**20:.0f} MiB"
-        )
-        lines = sum(1 for _ in trace_long.open("rb"))
-        print(
-            f"events: short={sum(1 for _ in thread_trace_path(root, 'thread-short').open('rb'))}, "
-            f"long={lines:,}"
-        )
-        script, where = console_script()
-        env = child_env()
-        jobs = {
-            key: (
-                lambda p=payload: run_timed(
-                    [*script, "verify-incoming", str(p), "--as", "vigil", "--no-memory"],
-                    cwd=root,
-                    env=env,
-                )
-            )
-            for key, payload in (("short", short), ("long", long))
-        }
-        plain = root / "notes.md"  # an artefact with no envelope: the gate's commonest case
+        payload = handoff(root, "scout-report.md", "thread-short")
+        long = handoff(root, "long.md", "thread-long", args.events) if args.events else None
+        plain = root / "notes.txt"  # an artefact with no envelope: the gate's commonest case
         plain.write_text("not a hand-off\n")
-        jobs["skip"] = lambda: run_timed(
-            [*script, "verify-incoming", str(plain), "--as", "vigil"], cwd=root, env=env
+        took = fill_memory(root, args.records) if args.records else 0.0
+        signed = signed_project(base, home)
+        print(
+            f"built the projects in {time.perf_counter() - t0:.1f} s "
+            f"({args.records:,} memory records in {took:.1f} s)"
         )
-        jobs["bare"] = lambda: run_timed([sys.executable, "-c", "pass"], cwd=root, env=env)
+        env = child_env({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")})
+        env.pop("EIDOLONS_MEMORY", None)
+        launchers: dict[str, list[str]] = {}
+        if args.launcher in ("script", "both"):
+            script, where = console_script()
+            launchers["script"] = script
+            print(f"launcher script: {where}")
+        if args.launcher in ("c", "both"):
+            launchers["c"] = [sys.executable, "-c", LAUNCHER_C]
+            print(f"launcher c: {sys.executable} -c {LAUNCHER_C!r}")
+        rows: dict[str, tuple[Path, Path, list[str]]] = {
+            "off": (root, payload, ["--no-memory"]),
+            "on": (root, payload, []),
+            "skip": (root, plain, []),
+            "skip-json": (root, plain, ["--json"]),
+            "signed": (signed.parent.parent.parent, signed, ["--no-memory"]),
+        }
+        if long is not None:
+            rows["long"] = (root, long, ["--no-memory"])
+        jobs: dict[str, Callable[[], float]] = {
+            "bare": lambda: run_timed([sys.executable, "-c", "pass"], cwd=root, env=env)
+        }
+        for lname, launcher in launchers.items():
+            for key, (cwd, target, extra) in rows.items():
+                argv = [*launcher, "verify-incoming", str(target), "--as", "vigil", *extra]
+                jobs[f"{key}/{lname}"] = lambda a=argv, c=cwd: run_timed(a, cwd=c, env=env)  # type: ignore[misc]
         stats = interleave(jobs, args.rounds)
-        mid_short = json.loads(short.with_suffix(".envelope.json").read_text())["message_id"]
-        mid_long = json.loads(long.with_suffix(".envelope.json").read_text())["message_id"]
-        look_short = time_lookup(thread_trace_path(root, "thread-short"), mid_short, 50)
-        look_long = time_lookup(trace_long, mid_long, 50)
-        t0 = time.perf_counter()
-        assert find_record(trace_long, "never-verified-message") is None
-        full_scan = time.perf_counter() - t0
 
-    print(f"\nreceiver gate ({where}), {args.rounds} interleaved rounds; {load_note()}")
-    print(f"{'':36}{'median':>10}{'p90':>10}")
-    for key, label in (
-        ("short", "(a) 10-event thread"),
-        ("long", f"(b) {args.events:,}-event thread"),
-    ):
-        s = stats[key]
-        print(f"{label:36}{fmt_ms(s.median):>10}{fmt_ms(s.p90):>10}")
-    ratio = stats["long"].median / stats["short"].median
-    verdict = "met" if ratio <= 1.5 else "MISSED"
-    print(f"\nratio (b)/(a), whole gate: {ratio:.2f}x   target <= 1.5x: {verdict}")
-    print(
-        f"record lookup alone (best of 50): short {look_short * 1e6:.0f} us, "
-        f"long {look_long * 1e6:.0f} us, ratio {look_long / look_short:.2f}x"
-    )
-    print(
-        f"info: lookup of a message never verified, full scan of the long trace: {full_scan:.2f} s"
-    )
-    skip, bare = stats["skip"].median, stats["bare"].median
-    print(
-        f"info: non-ECL artefact (no envelope, exit 0): {fmt_ms(skip)} ms median, "
-        f"{skip / bare:.2f}x `python -c pass` ({fmt_ms(bare)} ms)"
-    )
-    return 0 if ratio <= 1.5 else 1
+    bare = stats["bare"]
+    print(f"\nreceiver gate, {args.rounds} interleaved rounds; {load_note()}")
+    med, low = fmt_ms(bare.median).strip(), fmt_ms(bare.best).strip()
+    print(f"python -c pass: median {med} ms, min {low} ms")
+    head = f"{'row':22}{'median':>9}{'min':>9}{'x med':>8}{'x pair':>8}{'x min':>8}  target"
+    print(head)
+    missed = False
+    for key, s in stats.items():
+        if key == "bare":
+            continue
+        row = key.partition("/")[0]
+        target = TARGETS.get(row)
+        ratio = paired(s, bare)
+        verdict = ""
+        if target is not None:
+            ok = ratio <= target
+            missed = missed or not ok
+            verdict = f"<= {target}x: {'met' if ok else 'MISSED'}"
+        else:
+            verdict = "info"
+        print(
+            f"{key:22}{fmt_ms(s.median):>9}{fmt_ms(s.best):>9}"
+            f"{s.median / bare.median:>7.2f}x{ratio:>7.2f}x{s.best / bare.best:>7.2f}x  {verdict}"
+        )
+    print("(x pair: median over rounds of row/bare in the same round; targets judged on it)")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

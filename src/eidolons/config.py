@@ -57,10 +57,12 @@ def find_root(
         if not root.is_dir():
             raise UsageError(f"EIDOLONS_ROOT={env_root!r} is not a directory")
         return root.resolve()
+    from eidolons.knownhandoff import marked_root
+
     here = (cwd or Path.cwd()).resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / ".eidolons").is_dir() or (candidate / ".git").exists():
-            return candidate
+    found = marked_root(str(here))  # the one ancestor walk (the hook's too)
+    if found is not None:
+        return Path(found)
     # said out loud: two gates run from two directories would otherwise use two traces
     import sys
 
@@ -176,15 +178,6 @@ def _configured_handoff_dirs(root: Path) -> list[str]:
     return dirs
 
 
-def _spellings(path: Path) -> list[Path]:
-    """``path`` as written (made absolute, ``..`` folded), with its directory resolved,
-    and fully resolved: a link swapped in for the file or a directory must not move a
-    hand-off out of protection, so every spelling is checked."""
-    lexical = Path(os.path.abspath(path))
-    parent = Path(os.path.realpath(lexical.parent)) / lexical.name
-    return list(dict.fromkeys([lexical, parent, Path(os.path.realpath(lexical))]))
-
-
 def payload_key(path: Path, root: Path) -> str | None:
     """How events name a payload (``payload_path``): its path relative to the resolved
     root, with its directory resolved, POSIX separators; None outside the root."""
@@ -205,10 +198,10 @@ def find_handoff(
     verification event in the trace names it (``payload_path``). A trace too large to
     search within the bound is not evidence of absence: the path is then reported as a
     possible hand-off (fail closed)."""
-    spellings = _spellings(path)
+    from eidolons.knownhandoff import lies_under
+
     for directory in handoff_dirs(root, env):
-        bases = dict.fromkeys([Path(os.path.abspath(directory)), Path(os.path.realpath(directory))])
-        if any(p.is_relative_to(base) for base in bases for p in spellings):
+        if lies_under(str(path), str(directory)):  # any spelling, as written or resolved
             return f"it lies under the hand-off directory {directory}", None
     if not trace:
         return None

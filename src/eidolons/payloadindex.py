@@ -37,22 +37,23 @@ def entry(key: str) -> bytes:
     return encode_basestring_ascii(key).encode("ascii") + b"\n"
 
 
+def spellings(path: str) -> list[str]:
+    """``path`` as written (made absolute, ``..`` folded), with its directory resolved, and
+    fully resolved: a link swapped in for the file or a directory must not move a hand-off
+    out of protection, so every spelling is checked."""
+    lexical = os.path.abspath(path)
+    parent = os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical))
+    return list(dict.fromkeys([lexical, parent, os.path.realpath(lexical)]))
+
+
 def payload_keys(path: str, root: str) -> list[str]:
     """The keys a path may be named by (``payload_path``): relative to the resolved root,
     for the path as written, with its directory resolved, and fully resolved (the one
     rule; :func:`eidolons.config.find_handoff` calls it)."""
-    lexical = os.path.abspath(path)
-    spellings = dict.fromkeys(
-        [
-            lexical,
-            os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical)),
-            os.path.realpath(lexical),
-        ]
-    )
     real_root = os.path.realpath(root)
     prefix = real_root if real_root.endswith(os.sep) else real_root + os.sep
     keys = []
-    for p in spellings:
+    for p in spellings(path):
         if p == real_root:
             keys.append(".")
         elif p.startswith(prefix):

@@ -11,13 +11,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from eidolons.ecl.limits import MAX_PAYLOAD_CAP, MiB, _int_env
+from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, _int_env
 
 __all__ = ["DEFAULT_MAX_TRACE_SCAN_BYTES", "TRACE_DIR", "trace_scan_bound"]
 
 TRACE_DIR = Path(".eidolons") / ".trace"
-
-DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
 
 
 def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:

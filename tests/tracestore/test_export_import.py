@@ -115,3 +115,27 @@ def test_bad_invocations(cli: Cli, argv: tuple[str, ...], code: int) -> None:
     r = cli(*argv)
     assert r.code == code, r.err
     assert r.err.startswith("eidolons: ") and "Traceback" not in r.err
+
+
+def test_an_imported_payload_is_in_the_payload_index(
+    cli: Cli, project: Path, tmp_path: Path, pg: PgServer, db: str
+) -> None:
+    # `trace import` appends lines without the store's append: it must still index the
+    # payloads they name (ADR 0049), or the receiver's early SKIP (ADR 0084) and the hook
+    # would let through a hand-off whose envelope is gone
+    files = history(cli, project, 1)
+    dsn = pg.dsn(ORCH_LOGIN, db)
+    assert cli("trace", "export", "--to", "postgres", "--dsn", dsn).code == 0
+    other = tmp_path / "other-indexed"
+    (other / ".eidolons").mkdir(parents=True)
+    mine = other / "mine.md"  # the other project's own hand-off: its index already exists
+    mine.write_text("# Mine\n\n## Decision target\nx\n")
+    assert cli(*emit_cmd(mine, "--root", other, sender="atlas@1.4.2", to="vigil@1.9.0")).code == 0
+    assert (other / ".eidolons" / "payloads.idx").is_file()
+    r = cli("trace", "import", files[0].stem, "--dsn", dsn, "--root", other)
+    assert r.code == 0, r.err
+    payload = other / "handoff" / "r0.md"  # the imported hand-off's payload, no envelope
+    payload.parent.mkdir()
+    payload.write_text("forged bytes\n")
+    r = cli("verify-incoming", payload, "--as", "vigil", "--root", other)
+    assert r.code == 3 and "REFUSE: UNVERIFIED" in r.err and "the trace names it" in r.err

@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from eidolons.tracestore.jsonl import JsonlStore
+
 
 def run_store(args: argparse.Namespace) -> int:
     from eidolons.commands._common import fail
@@ -86,8 +90,24 @@ def _copy(args: argparse.Namespace) -> int:
             if new and args.trace_command == "export":
                 pg.append_lines(name, new, after=len(have))
             elif new:
+                _index_payloads(files, new)
                 append_lines(files.path(name), new)
             print(f"{name}: {len(new)} line(s) copied, {len(have)} already there")
     finally:
         pg.close()
     return 3 if diverged else 0
+
+
+def _index_payloads(files: JsonlStore, lines: list[bytes]) -> None:
+    """Before imported lines are written: the payload index names every payload they name
+    (ADR 0049: no trace line without its index entry; the receiver's early SKIP relies on
+    it, ADR 0084). The entry is made by the store's own rule for an appended event."""
+    import json
+
+    for raw in lines:
+        try:
+            event = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue  # a damaged line names nothing the gates would find
+        if isinstance(event, dict) and (add := files._index_hook(event)) is not None:
+            add()

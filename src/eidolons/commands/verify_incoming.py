@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from eidolons._cliopts import Option, add_options
 
@@ -63,6 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    early = _skip_early(args)
+    if early is not None:
+        return early
+    from pathlib import Path
 
     from eidolons._text import printable
     from eidolons.commands._common import error, fail, gate_memory, print_json, say
@@ -150,6 +153,76 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(result.payload)
         sys.stdout.buffer.flush()
     return 0
+
+
+def _skip_early(args: argparse.Namespace) -> int | None:
+    """The commonest case of a per-read gate, decided before anything it does not need is
+    imported (ADR 0084): an artefact with no envelope that the project does not know as a
+    hand-off is skipped (exit 0). Only when that answer is certain: every check of the full
+    path below that could answer otherwise (a usage error, ``--require-envelope``, an
+    envelope beside it, a hand-off directory, the trace naming it, a root found by falling
+    back to the current directory) answers None here, and the full path decides."""
+    if args.require_envelope or (args.json and args.print_payload):
+        return None
+    artefact = args.artefact
+    if not _plain(artefact) or artefact.endswith(".envelope.json"):
+        return None
+    from eidolons.ecl.grammar import is_slug
+
+    receiver = args.receiver.partition("@")[0]
+    if not is_slug(receiver):
+        return None
+    root = _root(args.root)
+    if root is None:
+        return None
+    from eidolons.ecl.limits import Limits
+    from eidolons.errors import UsageError
+
+    try:
+        Limits.from_env(os.environ)
+    except UsageError:
+        return None
+    if os.path.isdir(artefact) or not os.path.lexists(artefact):
+        return None
+    from eidolons.knownhandoff import envelope_candidates, rules_out
+
+    if any(os.path.lexists(p) for p in envelope_candidates(artefact)):
+        return None
+    if not rules_out(artefact, root):
+        return None
+    from eidolons.commands._common import print_json, say
+    from eidolons.gates.skip import skip_line, skipped_json
+
+    if args.json:
+        print_json(skipped_json(receiver, artefact))
+    else:
+        say(skip_line(receiver, artefact))
+    return 0
+
+
+def _plain(path: str) -> bool:
+    """Whether ``path`` is spelled as :class:`pathlib.Path` prints it (no empty or ``.``
+    component, no trailing slash): what the gate prints and looks up is then ``path``
+    itself."""
+    parts = path.split("/")
+    if parts[0] == "" and len(parts) > 1:  # absolute: one leading slash
+        parts = parts[1:]
+    return all(part not in ("", ".") for part in parts)
+
+
+def _root(explicit: str | None) -> str | None:
+    """The project root :func:`eidolons.config.find_root` finds, when it finds it without
+    a note or an error: ``--root`` or ``EIDOLONS_ROOT`` naming a directory, else an
+    ancestor holding ``.eidolons/`` or ``.git``; otherwise None."""
+    given = explicit or os.environ.get("EIDOLONS_ROOT")
+    if given:
+        return os.path.realpath(given) if os.path.isdir(given) else None
+    from eidolons.knownhandoff import marked_root
+
+    try:
+        return marked_root(os.getcwd())
+    except OSError:  # the current directory is gone: the full path says so
+        return None
 
 
 def _print_recall(recall: dict[str, object]) -> None:

@@ -7,9 +7,11 @@ silent fallback.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from eidolons.errors import UsageError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 MiB = 1024 * 1024
 DEFAULT_MAX_ENVELOPE_BYTES = 1 * MiB
@@ -18,6 +20,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1024 * MiB
 # the largest values the environment may set (a cap is a buffer size too)
 MAX_ENVELOPE_CAP = 64 * MiB
 MAX_PAYLOAD_CAP = 1024 * 1024 * MiB
+#: the most bytes one search of the trace reads by default (:func:`eidolons.state.trace_scan_bound`)
+DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
 
 
 class Limits:

@@ -87,6 +87,7 @@ from eidolons.evidence import (
     UNSIGNED_WARNING,
     combine,
 )
+from eidolons.gates.skip import skip_line
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.payload import (
     ENVELOPE_SUFFIX,
@@ -179,10 +180,7 @@ class IncomingResult:
         or one line saying the artefact was skipped and why."""
         tag = f"[{self.receiver}-verify-incoming]"
         if self.status == "skipped":
-            return [
-                f"{tag} SKIP: {printable(str(self.artefact))} has no envelope and is not a "
-                "known hand-off (not an ECL hand-off; --require-envelope refuses it)"
-            ]
+            return [skip_line(self.receiver, str(self.artefact))]
         if self.status == "pass" and self.envelope is not None:
             env = self.envelope
             kind = printable(env.artifact_kind or "?")

@@ -494,25 +494,14 @@ def _under(path: str, directory: str) -> bool:
 
 
 def find_root(cwd: str) -> str:
-    """The ancestor walk of :func:`eidolons.config.find_root` (nearest ``.eidolons/`` or
-    ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and the
-    host's project directory are read by :func:`eidolons.hooks.fast.main` first).
+    """The root :func:`eidolons.config.find_root` finds from ``cwd`` (nearest ``.eidolons/``
+    or ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and
+    the host's project directory are read by :func:`eidolons.hooks.fast.main` first). Both
+    call the one ancestor walk, :func:`eidolons.knownhandoff.marked_root` (``os`` only:
+    importing :mod:`eidolons.config` costs pathlib on every tool call)."""
+    from eidolons.knownhandoff import marked_root
 
-    Written a second time on purpose: importing :mod:`eidolons.config` (pathlib, limits,
-    state) costs about 8.6 ms of the hook's ~7 ms import on every tool call
-    (``python -X importtime -c "import eidolons.hooks.events, eidolons.config"``). Keep the
-    two in step (``test_the_hook_finds_the_root_the_gates_find``)."""
-    here = _real(cwd)
-    probe = here
-    while True:
-        if os.path.isdir(os.path.join(probe, ".eidolons")) or os.path.exists(
-            os.path.join(probe, ".git")
-        ):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return here
-        probe = parent
+    return marked_root(cwd) or _real(cwd)
 
 
 def user_key_dir() -> str:
@@ -693,11 +682,10 @@ class Layout:
 
 def has_envelope(path: str) -> bool:
     """The receiver gate's trigger (:func:`eidolons.payload.find_envelope`): the path is an
-    envelope, or ``${PATH%.*}.envelope.json`` or ``PATH.envelope.json`` exists."""
+    envelope, or ``${PATH%.*}.envelope.json`` or ``PATH.envelope.json`` exists
+    (:func:`eidolons.knownhandoff.envelope_candidates`, the one spelling)."""
+    from eidolons.knownhandoff import envelope_candidates
+
     if path.endswith(ENVELOPE_SUFFIX):
         return True
-    head, tail = os.path.split(path)
-    stem = tail.rpartition(".")[0] if "." in tail.lstrip(".") else tail
-    return os.path.lexists(os.path.join(head, stem + ENVELOPE_SUFFIX)) or os.path.lexists(
-        path + ENVELOPE_SUFFIX
-    )
+    return any(os.path.lexists(p) for p in envelope_candidates(path))

@@ -1,0 +1,161 @@
+"""Whether a path is a hand-off the project knows: the path rules, on ``str``, ``os`` only.
+
+The rules the receiver gate, the hook and :func:`eidolons.config.find_handoff` share,
+written once here so that the hot paths (a per-read gate, the hook) can apply them without
+importing :mod:`pathlib` or the trace store:
+
+- :func:`marked_root`: the nearest ancestor holding ``.eidolons/`` or ``.git``;
+- :func:`envelope_candidates`: the receiver gate's trigger, ``${PATH%.*}.envelope.json``
+  then ``PATH.envelope.json`` (``%.*`` as :attr:`pathlib.PurePath.suffix` defines it);
+- :func:`lies_under`: a path is under a directory when any of its spellings (as written,
+  with its directory resolved, fully resolved: :func:`eidolons.payloadindex.spellings`)
+  is under the directory as written or resolved (:meth:`pathlib.PurePath.is_relative_to`);
+- :func:`rules_out`: the exact, cheap "no" of :func:`eidolons.config.find_handoff`: True
+  only when that function would certainly answer None (ADR 0084). Every case this
+  module cannot settle (configuration, a PostgreSQL store, an index that cannot tell,
+  traces the full search would refuse to read) answers False, and the caller takes the
+  full rule.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.payload (importing it costs pathlib)
+STATE_DIR = ".eidolons"
+HANDOFF_DIR = os.path.join(STATE_DIR, "handoffs")
+CONFIG_FILE = os.path.join(STATE_DIR, "config.toml")
+STORE_FILE = os.path.join(STATE_DIR, "trace-store.json")
+TRACE_DIR = os.path.join(STATE_DIR, ".trace")
+#: the environment that changes what :func:`eidolons.config.find_handoff` reads
+ENV_DOUBTS = ("EIDOLONS_HANDOFF_DIRS", "EIDOLONS_TRACE_DSN", "EIDOLONS_MAX_TRACE_SCAN_BYTES")
+
+_S_IFMT = 0o170000
+_S_IFDIR = 0o040000
+_S_IFREG = 0o100000
+
+
+def marked_root(cwd: str) -> str | None:
+    """The nearest ancestor of ``cwd`` (resolved, itself included) holding a ``.eidolons``
+    directory or a ``.git`` entry; None when there is none."""
+    probe = os.path.realpath(cwd)
+    while True:
+        if os.path.isdir(os.path.join(probe, STATE_DIR)) or os.path.exists(
+            os.path.join(probe, ".git")
+        ):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+
+
+def envelope_candidates(path: str) -> tuple[str, str]:
+    """``(${PATH%.*}.envelope.json, PATH.envelope.json)`` beside ``path``, where ``%.*``
+    removes the suffix as :attr:`pathlib.PurePath.suffix` defines it (a last dot that is
+    neither the name's first nor its last character). Equal when ``path`` has no suffix."""
+    head, name = os.path.split(path)
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name
+    return os.path.join(head, stem + ENVELOPE_SUFFIX), path + ENVELOPE_SUFFIX
+
+
+def _anchor(path: str) -> str:
+    # POSIX keeps exactly two leading slashes (``//x``) as a root of their own
+    return "//" if path.startswith("//") and not path.startswith("///") else "/"
+
+
+def is_relative_to(path: str, base: str) -> bool:
+    """:meth:`pathlib.PurePosixPath.is_relative_to` for absolute, normalised paths (as
+    :func:`os.path.abspath` and :func:`os.path.realpath` give them)."""
+    anchor = _anchor(path)
+    if anchor != _anchor(base):
+        return False
+    rest, base_rest = path[len(anchor) :], base[len(_anchor(base)) :]
+    return not base_rest or rest == base_rest or rest.startswith(base_rest + "/")
+
+
+def lies_under(path: str, directory: str) -> bool:
+    """Whether any spelling of ``path`` (:func:`eidolons.payloadindex.spellings`) lies
+    under ``directory`` as written (absolute) or resolved."""
+    from eidolons.payloadindex import spellings
+
+    bases = dict.fromkeys([os.path.abspath(directory), os.path.realpath(directory)])
+    return any(is_relative_to(p, base) for base in bases for p in spellings(path))
+
+
+def _kind(path: str) -> int | None:
+    """The file type of ``path`` itself (a link is a link), 0 when it does not exist, None
+    when it cannot be told (any other error)."""
+    try:
+        return os.lstat(path).st_mode & _S_IFMT
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+
+
+def _traces_readable(root: str, bound: int) -> bool:
+    """Whether the full search (:func:`eidolons.trace.find_payload_event`) would read every
+    trace file of the project without refusing: each ``*.jsonl`` of the trace directory
+    opens (no link followed) as a regular file, and together they fit in ``bound``."""
+    trace_dir = os.path.join(root, TRACE_DIR)
+    kind = _kind(trace_dir)
+    if kind == 0:
+        return True
+    if kind != _S_IFDIR:
+        return False
+    try:
+        names = os.listdir(trace_dir)
+    except OSError:
+        return False
+    total = 0
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    for name in names:
+        if not name.endswith(".jsonl"):
+            continue
+        try:
+            fd = os.open(os.path.join(trace_dir, name), flags)
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        if st.st_mode & _S_IFMT != _S_IFREG:
+            return False
+        total += st.st_size
+        if total > bound:
+            return False
+    return True
+
+
+def rules_out(path: str, root: str) -> bool:
+    """True only when :func:`eidolons.config.find_handoff` ``(path, root)`` (with the
+    process environment) would certainly answer None: no hand-off directory from
+    configuration (no ``.eidolons/config.toml``, no ``EIDOLONS_HANDOFF_DIRS``), ``path``
+    not under ``<root>/.eidolons/handoffs/`` in any spelling, the JSONL store (no
+    PostgreSQL configured), every trace file readable within the default scan bound, and
+    the payload index (:mod:`eidolons.payloadindex`) able to tell and not naming ``path``.
+    ``root`` is the resolved project root. False means "cannot tell here"."""
+    from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES
+
+    if any(os.environ.get(name) for name in ENV_DOUBTS):
+        return False
+    state = _kind(os.path.join(root, STATE_DIR))
+    if state == 0:  # no state at all: the default directory, nothing configured or traced
+        return not lies_under(path, os.path.join(root, HANDOFF_DIR))
+    if state != _S_IFDIR:  # a link or a file: the stores refuse to read through it
+        return False
+    if _kind(os.path.join(root, CONFIG_FILE)) != 0 or _kind(os.path.join(root, STORE_FILE)) != 0:
+        return False
+    if lies_under(path, os.path.join(root, HANDOFF_DIR)):
+        return False
+    if not _traces_readable(root, DEFAULT_MAX_TRACE_SCAN_BYTES):
+        return False
+    from eidolons.payloadindex import names, read_index
+
+    index = read_index(root)
+    return index is not None and not names(index, path, root)
