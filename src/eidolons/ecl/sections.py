@@ -8,7 +8,7 @@ Pure: bytes and a contract in, a :class:`GateResult` out. The receiver gate (MUS
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eidolons.ecl.results import GateResult
 
@@ -34,6 +34,23 @@ def is_markdown_path(path: str) -> bool:
     return path.lower().endswith(MARKDOWN_SUFFIXES)
 
 
+_PARSER: list[Any] = []  # the one MarkdownIt, built on first use
+
+
+def _block_parser() -> Any:
+    """The CommonMark parser R-1 uses, built once per process (it is immutable once
+    configured, and every parse gets its own state). Its core ``inline`` rule is off: a
+    heading's text is the content of the inline token that the *block* parser makes,
+    so parsing emphasis, links and code spans inside every paragraph changes no heading
+    and only costs time (half of the parse). ``tests/test_sections_markdown.py`` checks
+    that the headings are those of the full parse."""
+    if not _PARSER:
+        from markdown_it import MarkdownIt
+
+        _PARSER.append(MarkdownIt("commonmark").disable("inline"))
+    return _PARSER[0]
+
+
 def markdown_headings(text: str) -> list[tuple[int, str]]:
     """The headings of a Markdown document as ``(level, text)``, in order, found by a real
     CommonMark parser (``markdown-it-py``, imported only here; ADR 0023).
@@ -49,15 +66,13 @@ def markdown_headings(text: str) -> list[tuple[int, str]]:
       not. The heading text is its raw inline source, trimmed (``**Gaps**`` is not
       ``Gaps``: R-1 compares names, not renderings).
     """
-    from markdown_it import MarkdownIt
-
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[0].rstrip(" \t") == "---":
         for i in range(1, len(lines)):
             if lines[i].rstrip(" \t") in ("---", "..."):
                 lines = [""] * (i + 1) + lines[i + 1 :]  # keep line numbers, drop the block
                 break
-    tokens = MarkdownIt("commonmark").parse("\n".join(lines))
+    tokens = _block_parser().parse("\n".join(lines))
     headings: list[tuple[int, str]] = []
     for i, token in enumerate(tokens):
         # a section is a top-level heading: not one inside a block quote or a list item

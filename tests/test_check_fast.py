@@ -1,0 +1,96 @@
+"""The faster pieces of ``eidolons check`` agree with the slow ones they replaced
+(issue 12, goal 5b; the byte-for-byte check of the whole command is
+``tests/test_check_golden.py``).
+
+- R-1 headings come from one cached block-only CommonMark parse; a fresh full parse
+  (inline rule on, as before) finds the same headings on every corpus payload and on
+  thousands of generated documents built from the constructs that hide or make headings.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from eidolons.ecl.sections import markdown_headings
+from tests.golden_check.corpus import MARKDOWN, SECTIONS_MD
+
+
+def full_parse_headings(text: str) -> list[tuple[int, str]]:
+    """:func:`markdown_headings` as it was: a new full ``MarkdownIt("commonmark")``
+    parse per call."""
+    from markdown_it import MarkdownIt
+
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[0].rstrip(" \t") == "---":
+        for i in range(1, len(lines)):
+            if lines[i].rstrip(" \t") in ("---", "..."):
+                lines = [""] * (i + 1) + lines[i + 1 :]
+                break
+    tokens: Any = MarkdownIt("commonmark").parse("\n".join(lines))
+    out: list[tuple[int, str]] = []
+    for i, token in enumerate(tokens):
+        if token.type != "heading_open" or token.level != 0 or i + 1 >= len(tokens):
+            continue
+        out.append((int(token.tag[1:]), tokens[i + 1].content.strip()))
+    return out
+
+
+FRAGMENTS = [
+    "# Gaps", "## Findings ##", "###### Scope", "####### no", "#no", "   # Decision target",
+    "    # indented code", "\t# tab", "Gaps", "====", "----", "- - -", "***", "___", "---",
+    "...", "```", "~~~", "```md", "    code", "> # quoted", "> lazy", ">", "- # in list",
+    "1. # ordered", "- item", "  - nested", "* star", "+ plus", "<div>", "</div>", "<!--",
+    "-->", "<custom-tag>", "<pre>", "</pre>", "[ref]: /url", "[ref]: /url 'title'",
+    "**Gaps**", "`# code span`", "a *b* c", "\\# escaped", "text with \u2028 separator",
+    "nul\x00byte", "x\x1c## glued", "", "", "", "   ", "\t", "Findings\r", "trailing #",
+    "# heading with `code` and *em*", "<!-- comment --> # not", "| a | b |", "|---|---|",
+]  # fmt: skip
+
+
+def documents(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        lines = [rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 30))]
+        if rng.random() < 0.2:
+            lines = ["---", "title: x", rng.choice(["---", "...", "# no"]), *lines]
+        out.append(rng.choice(["\n", "\r\n", "\r"]).join(lines) + rng.choice(["", "\n"]))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MARKDOWN))
+def test_block_parse_finds_the_full_parse_headings_on_the_corpus(name: str) -> None:
+    raw = MARKDOWN[name]
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    assert markdown_headings(text) == full_parse_headings(text)
+
+
+def test_block_parse_finds_the_full_parse_headings_on_generated_documents() -> None:
+    docs = documents(1500, 20261201)
+    assert sum(bool(full_parse_headings(d)) for d in docs) > 500  # headings are found
+    for doc in docs:
+        assert markdown_headings(doc) == full_parse_headings(doc), repr(doc)
+
+
+def test_the_parser_is_reused_and_keeps_no_state_between_documents() -> None:
+    first = markdown_headings("[ref]: /url\n# A\n")
+    assert markdown_headings(SECTIONS_MD) == full_parse_headings(SECTIONS_MD)
+    assert markdown_headings("[ref]: /url\n# A\n") == first == [(1, "A")]
+    assert markdown_headings("[ref]\n===\n") == [(1, "[ref]")]  # no definition left over
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "plain", 'q"uote', "back\\slash", "new\nline", "\x00\x1b\x7f", "é ✓ 日本", "\ud800x",
+     "\u2028\u2029", "tab\there", "/tmp/a b/c.envelope.json"],
+)  # fmt: skip
+def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
+    import json
+
+    from eidolons.commands.check import _quote
+
+    assert _quote(text) == json.dumps(text, ensure_ascii=False)
+    assert _quote(None) == "null"
