@@ -138,8 +138,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eidolons.ecl import grammar
 from eidolons.ecl.envelope import PERFORMATIVES, REQUIRED_FIELDS
@@ -279,7 +278,8 @@ def _get(env: Mapping[str, Any], *keys: str) -> Any:
     """``.a.b.c``: None when a level is absent or not an object."""
     node: Any = env
     for key in keys:
-        if not isinstance(node, Mapping):
+        # a parsed envelope is made of dicts: test that first (an ABC check costs more)
+        if type(node) is not dict and not isinstance(node, Mapping):
             return None
         node = node.get(key)
     return node
@@ -415,10 +415,10 @@ def envelope_results(env: Mapping[str, Any], *, target: str | None = None) -> li
 # --------------------------------------------------------------------------- integrity (I-)
 
 
-@dataclass(frozen=True)
-class PayloadFacts:
+class PayloadFacts(NamedTuple):
     """What one read of the payload gave: its size, plain SHA-256, the HMAC-SHA-256 when
-    it was asked for and a key was available (else None), and the bytes when asked for."""
+    it was asked for and a key was available (else None), and the bytes when asked for.
+    (A named tuple, as :class:`GateResult`: one is made per envelope checked.)"""
 
     size: int
     sha256: str

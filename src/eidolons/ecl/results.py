@@ -5,20 +5,23 @@ Pure data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Result levels, strongest first.
 LEVELS: tuple[str, ...] = ("MUST", "SHOULD", "INFO")
 
 
-@dataclass(frozen=True)
-class GateResult:
+class GateResult(NamedTuple):
     """One gate's outcome for one envelope. Truthy only when ``status == "ok"``.
 
     ``level`` is MUST, SHOULD or INFO; ``status`` is ok, fail or warn; ``reason`` says
     why a result is not ok (and carries the §7.3 sentence on E-3.compat); ``target`` is
     the envelope the result is about, when known.
+
+    A named tuple, not a frozen dataclass: ``eidolons check`` makes about 25 per
+    envelope, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
+    field) cost three times as much (ADR 0090). Immutable and compared by value all the
+    same.
     """
 
     id: str
