@@ -91,6 +91,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -399,12 +400,17 @@ class _TextReport(_Report):
     def add(self, results: Sequence[GateResult]) -> None:
         self._tally(results)
         lines = []
+        hide_below = self._hide_below
+        shown: dict[str | None, str] = {}  # the target is the same for one envelope
         for r in results:
-            if r.status == "ok" and _RANK.get(r.level, 2) > self._hide_below:
+            if r.status == "ok" and _RANK.get(r.level, 2) > hide_below:
                 continue
-            line = f"{_TAGS.get(r.status, '[?]    ')}{r.id} {r.level} {r.name}"
+            line = _text_head(r.status, r.id, r.level, r.name)
             if r.target:
-                line += f" <{printable(os.path.basename(r.target))}>"
+                where = shown.get(r.target)
+                if where is None:
+                    where = shown[r.target] = f" <{printable(os.path.basename(r.target))}>"
+                line += where
             if r.reason:
                 line += f" ({printable(r.reason)})"
             lines.append(line)
@@ -465,17 +471,14 @@ class _JsonReport(_Report):
         lines = []
         quoted: dict[str | None, str] = {}  # the target is the same for one envelope
         for r in results:
-            target = quoted.get(r.target)
-            if target is None:
-                target = quoted[r.target] = _quote(r.target)
-            line = (
-                f'{{"id": {_word(r.id)}, "level": {_word(r.level)}, '
-                f'"status": {_word(r.status)}, "name": {_word(r.name)}'
-            )
+            line = _json_head(r.id, r.level, r.status, r.name)
             if r.target is not None:
-                line += f', "target": {target}'
+                target = quoted.get(r.target)
+                if target is None:
+                    target = quoted[r.target] = ', "target": ' + _quote(r.target)
+                line += target
             if r.reason is not None:
-                line += f', "reason": {_quote(r.reason)}'
+                line += ', "reason": ' + _quote(r.reason)
             lines.append(line + "}")
         self.out.write(("\n    " if self._first else ",\n    ") + ",\n    ".join(lines))
         self._first = False
@@ -490,14 +493,26 @@ class _JsonReport(_Report):
 
 
 def _quote(text: str | None) -> str:
-    """A JSON string (``null`` for None), non-ASCII kept as is."""
-    return json.dumps(text, ensure_ascii=False)
+    """A JSON string (``null`` for None), non-ASCII kept as is: what
+    ``json.dumps(text, ensure_ascii=False)`` gives (it calls this same encoder), without
+    building a new encoder for every string."""
+    return "null" if text is None else encode_basestring(text)
 
 
-@functools.lru_cache(maxsize=512)
-def _word(text: str) -> str:
-    """:func:`_quote` for the small vocabulary of ids, levels, statuses and names."""
-    return _quote(text)
+@functools.lru_cache(maxsize=1024)
+def _json_head(gid: str, level: str, status: str, name: str) -> str:
+    """``{"id": .., "level": .., "status": .., "name": ..`` of a result line: the gates'
+    small vocabulary, quoted once per run instead of four times per result."""
+    return (
+        f'{{"id": {_quote(gid)}, "level": {_quote(level)}, '
+        f'"status": {_quote(status)}, "name": {_quote(name)}'
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_head(status: str, gid: str, level: str, name: str) -> str:
+    """``[OK]   E-1 MUST envelope_is_json``: the start of a text line, made once per run."""
+    return f"{_TAGS.get(status, '[?]    ')}{gid} {level} {name}"
 
 
 class _Progress:
