@@ -1,108 +1,214 @@
 """The lexical grammar of ECL: every rule on the spelling of a value, written once.
 
 Pure. Each rule is a predicate over an untrusted value that is True only for a ``str``
-matching the whole rule: patterns are applied with ``re.fullmatch``, never ``re.match``
-with ``$`` (which accepts a trailing newline, so ``"atlas\\n"`` would pass as a slug and a
-refusal line or a trace file name could be split in two). Every module that judges a
+matching the whole rule, never a prefix of it (a rule that accepted a trailing newline, as
+``re.match`` with ``$`` does, would let ``"atlas\\n"`` pass as a slug and split a refusal
+line or a trace file name in two). Every module that judges a
 slug, a version, a digest, a path or a thread file name calls this module; no other
 module compiles a pattern for these.
 
-Rules:
+Rules (each written once, below, as a test over the characters: the patterns here are
+their specification, and ``tests/test_grammar_rules.py`` checks every predicate against
+its pattern, applied with ``re.fullmatch`` and ``re.ASCII``, on many generated strings;
+``re`` itself is not imported on the gates' path, ADR 0082):
 
 - slug: ``[a-z][a-z0-9-]*`` (eidolon names, artifact kinds, checkers, ``--as``);
 - envelope version: ``(1\\.[012]|2\\.[01])(\\.\\d+)?``; a 2.1 envelope is
   ``2\\.1(\\.\\d+)?``, a 1.x envelope ``1\\.[012](\\.\\d+)?``;
-- agent version: ``\\d+\\.\\d+\\.\\d+`` or ``n/a``; schema version ``\\d+\\.\\d+(\\.\\d+)?``;
-- hex digest: 64 lowercase hex characters;
+- agent version: ``\\d+\\.\\d+\\.\\d+|n/a``; schema version ``\\d+\\.\\d+(\\.\\d+)?``;
+- hex digest: ``[0-9a-f]{64}``;
 - extension field: ``x_[a-z][a-z0-9_]*``;
-- RFC 3339 date-time; ``ecl://thread/<uuid>/message/<uuid>`` handles;
+- RFC 3339 date-time:
+  ``\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})``;
+  the trust store's UTC time stamps ``\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?Z``;
+- ``ecl://thread/[0-9a-f-]{36}/message/[0-9a-f-]{36}`` handles;
+- trust store roles ``orchestrator|sender:<slug>`` and edges ``(<slug>|\\*)->(<slug>|\\*)``;
 - placeholder digest: empty, ``PARENT_FILLS_*``, ``<...>``, ``TODO*`` (case-insensitive);
 - safe relative path and the one ``..`` rule (see :func:`is_safe_relative_path`);
 - safe file name for a thread's trace: ``[A-Za-z0-9][A-Za-z0-9._-]{0,199}``.
+
+``\\d`` is ASCII only: "١.٢.٣" is not a version, "２０２６-..." not a time stamp.
 """
 
 from __future__ import annotations
-
-import re
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-# ``\d`` is ASCII only (re.ASCII): in a str pattern it would match any Unicode digit, so
-# "١.٢.٣" would be a version and "２０２６-..." a timestamp
-SLUG_PATTERN = "[a-z][a-z0-9-]*"
-_SLUG = re.compile(SLUG_PATTERN)
-_ENVELOPE_VERSION = re.compile(r"(1\.[012]|2\.[01])(\.\d+)?", re.ASCII)
-_V1 = re.compile(r"1\.[012](\.\d+)?", re.ASCII)
-_V21 = re.compile(r"2\.1(\.\d+)?", re.ASCII)
-_AGENT_VERSION = re.compile(r"\d+\.\d+\.\d+|n/a", re.ASCII)
-_SCHEMA_VERSION = re.compile(r"\d+\.\d+(\.\d+)?", re.ASCII)
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_EXTENSION = re.compile(r"x_[a-z][a-z0-9_]*")
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
-)
-_HANDLE = re.compile(r"ecl://thread/[0-9a-f-]{36}/message/[0-9a-f-]{36}")
-_SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+SLUG_PATTERN = "[a-z][a-z0-9-]*"  # the slug rule's specification (is_slug is the rule)
+
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_DIGITS = "0123456789"
+_HEX = "0123456789abcdef"
+_ALNUM = _LOWER + _LOWER.upper() + _DIGITS
 
 
-def _full(pattern: re.Pattern[str], value: Any) -> bool:
-    return isinstance(value, str) and pattern.fullmatch(value) is not None
+def _only(text: str, chars: str) -> bool:
+    """Every character of ``text`` is one of ``chars`` (True for an empty ``text``)."""
+    return not text.strip(chars)
+
+
+def _digits(text: str) -> bool:
+    """``\\d+`` (ASCII digits, at least one)."""
+    return bool(text) and _only(text, _DIGITS)
+
+
+def _slug(text: str) -> bool:
+    return bool(text) and text[0] in _LOWER and _only(text, _LOWER + _DIGITS + "-")
+
+
+def _dotted(value: Any, first: tuple[str, ...], second: tuple[str, ...] | None) -> bool:
+    """``first\\.second(\\.\\d+)?`` (``\\d+`` where a tuple is None)."""
+    if not isinstance(value, str):
+        return False
+    parts = value.split(".")
+    if len(parts) not in (2, 3) or parts[0] not in first:
+        return False
+    if not (_digits(parts[1]) if second is None else parts[1] in second):
+        return False
+    return len(parts) == 2 or _digits(parts[2])
 
 
 def is_slug(value: Any) -> bool:
     """An eidolon name, artifact kind or checker: ``[a-z][a-z0-9-]*``, the whole string."""
-    return _full(_SLUG, value)
+    return isinstance(value, str) and _slug(value)
 
 
 def is_envelope_version(value: Any) -> bool:
     """``envelope_version`` 1.0-1.2 or 2.0-2.1, optionally with a patch number."""
-    return _full(_ENVELOPE_VERSION, value)
+    return is_v1_version(value) or _dotted(value, ("2",), ("0", "1"))
 
 
 def is_v1_version(value: Any) -> bool:
-    return _full(_V1, value)
+    return _dotted(value, ("1",), ("0", "1", "2"))
 
 
 def is_v21_version(value: Any) -> bool:
     """A 2.1 envelope: the promotions of I-5, S-3 and S-4 depend on this alone."""
-    return _full(_V21, value)
+    return _dotted(value, ("2",), ("1",))
 
 
 def is_agent_version(value: Any) -> bool:
     """``from.version`` / ``to.version``: ``MAJOR.MINOR.PATCH`` or ``n/a``."""
-    return _full(_AGENT_VERSION, value)
+    if value == "n/a" and isinstance(value, str):
+        return True
+    if not isinstance(value, str):
+        return False
+    parts = value.split(".")
+    return len(parts) == 3 and all(_digits(p) for p in parts)
 
 
 def is_schema_version(value: Any) -> bool:
     """``artifact.schema_version``: ``MAJOR.MINOR[.PATCH]``."""
-    return _full(_SCHEMA_VERSION, value)
+    if not isinstance(value, str):
+        return False
+    parts = value.split(".")
+    return len(parts) in (2, 3) and all(_digits(p) for p in parts)
 
 
 def is_hex64(value: Any) -> bool:
     """A SHA-256 or HMAC-SHA-256 tag as ECL writes it: 64 lowercase hex characters."""
-    return _full(_HEX64, value)
+    return isinstance(value, str) and len(value) == 64 and _only(value, _HEX)
 
 
 def is_extension_field(value: Any) -> bool:
     """A vendor extension field name: ``x_<vendor>_<field>``."""
-    return _full(_EXTENSION, value)
+    return (
+        isinstance(value, str)
+        and value.startswith("x_")
+        and len(value) > 2
+        and value[2] in _LOWER
+        and _only(value, _LOWER + _DIGITS + "_")
+    )
+
+
+def _date_time(value: Any, t: str) -> str | None:
+    """What follows ``\\d{4}-\\d{2}-\\d{2}[t]\\d{2}:\\d{2}:\\d{2}`` at the start of
+    ``value`` (a str), or None when it does not start so."""
+    if not isinstance(value, str) or len(value) < 19:
+        return None
+    head = value[:19]
+    for i, c in enumerate(head):
+        if i in (4, 7):
+            ok = c == "-"
+        elif i == 10:
+            ok = c in t
+        elif i in (13, 16):
+            ok = c == ":"
+        else:
+            ok = c in _DIGITS
+        if not ok:
+            return None
+    return value[19:]
+
+
+def _fraction(rest: str, most: int | None) -> str | None:
+    """``rest`` after an optional ``\\.\\d+`` (at most ``most`` digits), or None."""
+    if not rest.startswith("."):
+        return rest
+    n = len(rest) - len(rest[1:].lstrip(_DIGITS)) - 1
+    if n == 0 or (most is not None and n > most):
+        return None
+    return rest[1 + n :]
 
 
 def is_rfc3339(value: Any) -> bool:
-    return _full(_RFC3339, value)
+    rest = _date_time(value, "Tt")
+    rest = None if rest is None else _fraction(rest, None)
+    if rest is None:
+        return False
+    if rest in ("Z", "z"):
+        return True
+    return (
+        len(rest) == 6
+        and rest[0] in "+-"
+        and _digits(rest[1:3])
+        and rest[3] == ":"
+        and _digits(rest[4:6])
+    )
+
+
+def is_utc_timestamp(value: Any) -> bool:
+    """A trust store's time stamp: RFC 3339 in UTC, ``T`` and ``Z`` upper case, at most
+    microseconds."""
+    rest = _date_time(value, "T")
+    return rest is not None and _fraction(rest, 6) == "Z"
 
 
 def is_message_handle(value: Any) -> bool:
     """``ecl://thread/<uuid>/message/<uuid>``."""
-    return _full(_HANDLE, value)
+    if not isinstance(value, str) or len(value) != 94:
+        return False
+    if not (value.startswith("ecl://thread/") and value[49:58] == "/message/"):
+        return False
+    return _only(value[13:49], _HEX + "-") and _only(value[58:], _HEX + "-")
+
+
+def is_trust_role(value: Any) -> bool:
+    """A trust store key's role: ``orchestrator`` or ``sender:<slug>``."""
+    if not isinstance(value, str):
+        return False
+    return value == "orchestrator" or (value.startswith("sender:") and _slug(value[7:]))
+
+
+def is_trust_edge(value: Any) -> bool:
+    """A trust store edge: ``<slug or *>-><slug or *>``."""
+    if not isinstance(value, str):
+        return False
+    parts = value.split("->")
+    return len(parts) == 2 and all(p == "*" or _slug(p) for p in parts)
 
 
 def is_safe_file_name(value: Any) -> bool:
     """A name usable as one path component (a thread's trace file): letters, digits,
     ``.``, ``_``, ``-``, not starting with ``.``, at most 200 characters."""
-    return _full(_SAFE_FILE_NAME, value)
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 200
+        and value[0] in _ALNUM
+        and _only(value, _ALNUM + "._-")
+    )
 
 
 def is_placeholder(value: str) -> bool:

@@ -23,12 +23,11 @@ import base64
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from eidolons.ecl.grammar import SLUG_PATTERN
+from eidolons.ecl.grammar import is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
 
 TRUST_FILE = Path(".eidolons") / "trust.json"
@@ -37,10 +36,6 @@ ORCHESTRATOR = "orchestrator"
 SENDER_PREFIX = "sender:"
 VERSION = 1
 MAX_TRUST_BYTES = 1024 * 1024
-# whole-string matches (fullmatch) built on the one slug rule (eidolons.ecl.grammar)
-_ROLE_RE = re.compile(rf"orchestrator|sender:{SLUG_PATTERN}")
-_EDGE_RE = re.compile(rf"({SLUG_PATTERN}|\*)->({SLUG_PATTERN}|\*)")
-_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z", re.ASCII)
 _KEY_FIELDS = {"keyid", "algorithm", "public_key", "role", "created", "not_after", "revoked"}
 _OPTIONAL_FIELDS = {"revoked_reason", "comment"}
 
@@ -71,7 +66,7 @@ def key_id(public_raw: bytes) -> str:
 
 
 def valid_role(role: str) -> bool:
-    return bool(_ROLE_RE.fullmatch(role))
+    return is_trust_role(role)
 
 
 def sender_role(eidolon: str) -> str:
@@ -79,7 +74,7 @@ def sender_role(eidolon: str) -> str:
 
 
 def _ts_ok(value: object) -> bool:
-    return isinstance(value, str) and bool(_TS_RE.fullmatch(value))
+    return is_utc_timestamp(value)
 
 
 def ts_key(value: str) -> str:
@@ -217,7 +212,7 @@ class TrustStore:
         if len(set(ids)) != len(ids):
             raise TrustStoreError(f"{path}: a key is listed twice")
         for edge in edges:
-            if not isinstance(edge, str) or not _EDGE_RE.fullmatch(edge):
+            if not is_trust_edge(edge):
                 raise TrustStoreError(f"{path}: edge {edge!r} is not FROM->TO")
         return cls(path, keys, edges)
 
