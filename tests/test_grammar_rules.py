@@ -76,7 +76,7 @@ def candidates(rng: random.Random, pattern: str, examples: list[str]) -> list[st
         base = rng.choice(examples)
         n = rng.randint(0, len(base) + 3)
         out.append("".join(rng.choice(chars) for _ in range(n)))
-    return out + ["", "x" * 201, "A" * 201]
+    return [*out, "", "x" * 201, "A" * 201]
 
 
 @pytest.mark.parametrize("rule, pattern, examples", SPEC, ids=lambda x: getattr(x, "__name__", ""))
