@@ -44,11 +44,8 @@ name per directory, which keeps rule 1's "later source wins" unambiguous.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import stat
-from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 from eidolons.ecl.contract import (
@@ -64,6 +61,10 @@ from eidolons.ecl.contract import (
     parse_contract_bytes,
 )
 from eidolons.ecl.contract import ContractSet as _PureContractSet
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "BUILTIN_SOURCE",
@@ -179,15 +180,38 @@ def project_contract_dir(root: Path) -> Path:
 # --------------------------------------------------------------------------- builtin
 
 
-@functools.cache
+_BUILTIN: list[tuple[Contract, ...]] = []  # the shipped set, read once per process
+
+
 def load_builtin_contracts() -> tuple[Contract, ...]:
-    """The shipped set, from ``data/contracts/index.json`` (no YAML import needed)."""
+    """The shipped set, from ``data/contracts/index.json`` (no YAML import needed), read
+    beside this module (``importlib.resources`` costs more than the read: a package
+    that is not on a file system, a zip, falls back to it) and built without validating
+    each entry again (ADR 0083: they were validated when the index was built, and the
+    tests prove the two agree)."""
+    if _BUILTIN:
+        return _BUILTIN[0]
     source = f"{BUILTIN_SOURCE} ({'/'.join(_INDEX_PATH)})"
     try:
-        raw = resources.files(_INDEX_PACKAGE).joinpath(*_INDEX_PATH).read_bytes()
+        raw = _read_index()
     except OSError as exc:
         raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
-    return contracts_from_index(raw, source)
+    contracts = contracts_from_index(raw, source, validate=False)
+    _BUILTIN.append(contracts)
+    return contracts
+
+
+def _read_index() -> bytes:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), *_INDEX_PATH)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        if os.path.isdir(os.path.dirname(os.path.abspath(__file__))):
+            raise  # a package on disk without its index: damaged, fail closed
+    from importlib import resources  # a package imported from a zip
+
+    return resources.files(_INDEX_PACKAGE).joinpath(*_INDEX_PATH).read_bytes()
 
 
 # --------------------------------------------------------------------------- sets

@@ -8,14 +8,14 @@ rules (sources, directory entries, bytes, content, fail closed) are listed there
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
 from eidolons.errors import EidolonsError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+    from typing import Any
+
+    from eidolons.ecl._contract_schema import JsonSchemaValueException
 
 __all__ = [
     "BUILTIN_SOURCE",
@@ -65,14 +65,60 @@ class ContractError(EidolonsError):
         self.problem = problem
 
 
-@dataclass(frozen=True)
-class ContractArtifact:
+class _Record:
+    """An immutable record with value equality (what ``@dataclass(frozen=True)`` gave,
+    without importing :mod:`dataclasses`, which pulls in :mod:`inspect`: ADR 0083)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _set(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+class ContractArtifact(_Record):
     """One ``artifacts[]`` entry: an artifact kind the edge accepts and its section rules."""
 
+    __slots__ = ("evidence_anchor_required", "kind", "required_sections", "schema_ref")
     kind: str
     schema_ref: str
-    required_sections: tuple[str, ...] = ()
-    evidence_anchor_required: bool = False
+    required_sections: tuple[str, ...]
+    evidence_anchor_required: bool
+
+    def __init__(
+        self,
+        kind: str,
+        schema_ref: str,
+        required_sections: tuple[str, ...] = (),
+        evidence_anchor_required: bool = False,
+    ) -> None:
+        self._set(
+            kind=kind,
+            schema_ref=schema_ref,
+            required_sections=required_sections,
+            evidence_anchor_required=evidence_anchor_required,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,8 +129,7 @@ class ContractArtifact:
         }
 
 
-@dataclass(frozen=True)
-class Contract:
+class Contract(_Record):
     """A validated hand-off contract for the edge ``from_ -> to``.
 
     Build instances with :meth:`from_dict`, which validates; every loader in this module
@@ -93,17 +138,58 @@ class Contract:
     ``trust_level`` and ``notes`` are None when the document omits them.
     """
 
+    __slots__ = (
+        "artifacts",
+        "contract_version",
+        "edge_origin",
+        "from_",
+        "notes",
+        "performatives_allowed",
+        "required_handles",
+        "source",
+        "to",
+        "token_budget_max",
+        "trust_level",
+    )
     from_: str
     to: str
     edge_origin: str
     performatives_allowed: tuple[str, ...]
     artifacts: tuple[ContractArtifact, ...]
-    token_budget_max: int | None = None
-    required_handles: tuple[str, ...] = ()
-    trust_level: str | None = None
-    notes: str | None = None
-    source: str = BUILTIN_SOURCE
-    contract_version: str = "1.0"
+    token_budget_max: int | None
+    required_handles: tuple[str, ...]
+    trust_level: str | None
+    notes: str | None
+    source: str
+    contract_version: str
+
+    def __init__(
+        self,
+        from_: str,
+        to: str,
+        edge_origin: str,
+        performatives_allowed: tuple[str, ...],
+        artifacts: tuple[ContractArtifact, ...],
+        token_budget_max: int | None = None,
+        required_handles: tuple[str, ...] = (),
+        trust_level: str | None = None,
+        notes: str | None = None,
+        source: str = BUILTIN_SOURCE,
+        contract_version: str = "1.0",
+    ) -> None:
+        self._set(
+            from_=from_,
+            to=to,
+            edge_origin=edge_origin,
+            performatives_allowed=performatives_allowed,
+            artifacts=artifacts,
+            token_budget_max=token_budget_max,
+            required_handles=required_handles,
+            trust_level=trust_level,
+            notes=notes,
+            source=source,
+            contract_version=contract_version,
+        )
 
     @classmethod
     def from_dict(cls, data: Any, source: str) -> Contract:
@@ -113,10 +199,19 @@ class Contract:
         ``handoff-contract.v1.json`` or repeats an artifact kind. The file-name rule is
         checked by the file loader, which knows the name.
         """
+        from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
+
         try:
             validate_contract(data)
         except JsonSchemaValueException as exc:
             raise ContractError(source, _schema_problem(exc)) from None
+        return cls._build(data, source)
+
+    @classmethod
+    def _build(cls, data: Any, source: str) -> Contract:
+        """The contract of a document valid under the schema (:meth:`from_dict` has just
+        validated it, or it is the shipped index, validated when it was built and by the
+        tests: ADR 0083)."""
         artifacts = tuple(
             ContractArtifact(
                 kind=item["kind"],
@@ -260,9 +355,18 @@ def _schema_problem(exc: JsonSchemaValueException) -> str:
 # --------------------------------------------------------------------------- YAML
 
 
-@functools.cache
+_LOADER: list[Any] = []  # the loader class, built once
+
+
 def _yaml_loader() -> Any:
-    """Build the strict safe loader class. Imports yaml, so only called for YAML input."""
+    """The strict safe loader class (built once). Imports yaml, so only called for YAML
+    input."""
+    if not _LOADER:
+        _LOADER.append(_build_yaml_loader())
+    return _LOADER[0]
+
+
+def _build_yaml_loader() -> Any:
     import yaml
     from yaml.constructor import ConstructorError
 
@@ -348,12 +452,22 @@ def edge_key(from_: str, to: str) -> str:
     return f"{from_}->{to}"
 
 
-def contracts_from_index(raw: bytes, source: str) -> tuple[Contract, ...]:
-    """The contracts of a shipped ``index.json`` (bytes). Each entry is validated like a
-    file would be: a damaged install fails closed too."""
+def contracts_from_index(raw: bytes, source: str, *, validate: bool = True) -> tuple[Contract, ...]:
+    """The contracts of a shipped ``index.json`` (bytes).
+
+    With ``validate``, each entry is validated as a file would be. Without it (the
+    package's own index, on every gate call), the entries are built as they are: they were
+    validated when ``scripts/build_contracts.py`` wrote the index, and
+    ``tests/contracts/test_contracts_fast_index.py`` proves that building them so gives
+    exactly the contracts validating them gives (ADR 0083). A damaged index still fails
+    closed: anything that does not build is a :class:`ContractError`."""
+    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.errors import EnvelopeError
+
     try:
-        index = json.loads(raw)
-    except ValueError as exc:
+        index = loads_strict(raw, Limits(max_envelope_bytes=max(len(raw), 1)))
+    except EnvelopeError as exc:
         raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT:
         raise ContractError(source, f"not a contract index of format {INDEX_FORMAT!r}")
@@ -366,7 +480,14 @@ def contracts_from_index(raw: bytes, source: str) -> tuple[Contract, ...]:
             raise ContractError(source, f"entry {key!r} must be an object")
         file_name = entry.get("file")
         where = f"{BUILTIN_SOURCE} ({file_name})"
-        contract = Contract.from_dict(entry.get("contract"), BUILTIN_SOURCE)
+        document = entry.get("contract")
+        if validate:
+            contract = Contract.from_dict(document, BUILTIN_SOURCE)
+        else:
+            try:
+                contract = Contract._build(document, BUILTIN_SOURCE)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ContractError(where, f"damaged index entry {key!r}: {exc!r}") from None
         if key != edge_key(contract.from_, contract.to) or file_name != contract.file_name:
             raise ContractError(where, f"index entry {key!r} does not match its contract")
         contracts.append(contract)
