@@ -91,19 +91,26 @@ def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
 
 
 def append_event(
-    path: Path, event: Mapping[str, Any], before: Callable[[], None] | None = None
+    path: Path,
+    event: Mapping[str, Any],
+    before: Callable[[], None] | None = None,
+    after: Callable[[int, int, bytes], None] | None = None,
 ) -> bytes:
     """Append one event as one line, linked into the thread's hash chain (``seq``,
     ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
     bytes (without the newline). ``before`` runs under the lock before the line is written
-    (the payload index: :mod:`eidolons.payloadindex`). Raises :class:`TraceWriteError` on
-    any failure."""
+    (the payload index: :mod:`eidolons.payloadindex`); ``after(fd, start, line)`` runs
+    under the lock once it is written, with the trace's descriptor and the byte offset
+    the line starts at (the verdict index: :mod:`eidolons.tracestore.verdictindex`).
+    Raises :class:`TraceWriteError` on any failure."""
     from eidolons.ecl.tracechain import chained, next_link
 
     written: list[bytes] = []
     links: list[tuple[int, str]] = []
+    fds: list[int] = []
 
     def link(fd: int, size: int) -> list[bytes]:
+        fds.append(fd)
         last, last_seq = _last_link(fd, size)
         seq, prev = next_link(last, last_seq)
         if before is not None:
@@ -114,6 +121,8 @@ def append_event(
 
     def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0037)
         _record_head(path, links[0], written[0])
+        if after is not None:  # the line is the file's last bytes (O_APPEND, locked)
+            after(fds[0], os.fstat(fds[0]).st_size - len(written[0]) - 1, written[0])
 
     append_lines(path, [], under_lock=link, after_write=anchor)
     return written[0]
@@ -255,6 +264,12 @@ def decode_line(raw: bytes, lineno: int) -> TraceLine:
     return TraceLine(lineno, value)
 
 
+def open_trace(path: Path) -> int:
+    """A trace opened for reading (a regular file, no link followed: :func:`open_trace_fd`).
+    Raises :class:`FileNotFoundError` when there is none, :class:`InputError` else."""
+    return _open_trace(path)
+
+
 def _open_trace(path: Path) -> int:
     try:
         fd = open_trace_fd(path, os.O_RDONLY, create=False)
@@ -352,65 +367,84 @@ def iter_reverse(
     except FileNotFoundError:
         return
     try:
-        pos = os.fstat(fd).st_size
-        floor = 0 if max_bytes is None else max(0, pos - max_bytes)
-        parts: list[bytes] = []  # pieces of the current (partial) line, last piece first
-        size = 0  # bytes in parts
-        overlong = False
-        at_end = True  # the current line is the file's last segment
-        lineno = 0
-
-        def finish(first_piece: bytes) -> TraceLine | None:
-            nonlocal parts, size, overlong, at_end, lineno
-            raw = b"" if overlong else first_piece + b"".join(reversed(parts))
-            was_end, was_long = at_end, overlong
-            parts, size, overlong, at_end = [], 0, False, False
-            if was_end and not was_long and not raw:
-                return None  # the file ends with a newline
-            if not was_long and not raw.strip():
-                return None
-            lineno -= 1
-            if was_long:
-                return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
-            if was_end:
-                return TraceLine(lineno, None, "torn line (no newline at end of file)")
-            if contains is not None and contains not in raw:
-                return None
-            return decode_line(raw, lineno)
-
-        while pos > 0:
-            if pos <= floor:
-                raise InputError(
-                    f"trace {path}: nothing found in its last {max_bytes} bytes (the scan "
-                    "bound); refusing rather than reading on"
-                )
-            step = min(block, pos - floor)
-            pos -= step
-            chunk = os.pread(fd, step, pos)
-            pieces = chunk.split(b"\n")
-            # pieces[-1] completes the line held in parts; pieces[1:-1] are whole lines
-            if len(pieces) > 1:
-                line = finish(pieces[-1])
-                if line is not None:
-                    yield line
-                for raw in reversed(pieces[1:-1]):  # the hot loop: no call per line
-                    if not raw or (contains is not None and contains not in raw):
-                        lineno -= 1 if raw else 0
-                        continue
-                    if raw.strip():
-                        lineno -= 1
-                        yield decode_line(raw, lineno)
-            head = pieces[0]
-            if not overlong:
-                parts.append(head)
-                size += len(head)
-                if size > MAX_LINE_BYTES:
-                    overlong, parts, size = True, [], 0
-        line = finish(b"")
-        if line is not None:
-            yield line
+        size = os.fstat(fd).st_size
+        yield from reverse_lines(
+            fd, size, block=block, contains=contains, max_bytes=max_bytes, name=path
+        )
     finally:
         os.close(fd)
+
+
+def reverse_lines(
+    fd: int,
+    size: int,
+    start: int = 0,
+    *,
+    block: int = 64 * 1024,
+    contains: bytes | None = None,
+    max_bytes: int | None = None,
+    name: object = "",
+) -> Iterator[TraceLine]:
+    """:func:`iter_reverse` over the bytes ``[start, size)`` of an open trace (``start``
+    is a line start: the verdict index reads only the tail it does not cover this way).
+    ``max_bytes`` bounds the bytes read back from ``size``; ``name`` is for the error."""
+    pos = size
+    floor = start if max_bytes is None else max(start, pos - max_bytes)
+    parts: list[bytes] = []  # pieces of the current (partial) line, last piece first
+    held = 0  # bytes in parts
+    overlong = False
+    at_end = True  # the current line is the file's last segment
+    lineno = 0
+
+    def finish(first_piece: bytes) -> TraceLine | None:
+        nonlocal parts, held, overlong, at_end, lineno
+        raw = b"" if overlong else first_piece + b"".join(reversed(parts))
+        was_end, was_long = at_end, overlong
+        parts, held, overlong, at_end = [], 0, False, False
+        if was_end and not was_long and not raw:
+            return None  # the file ends with a newline
+        if not was_long and not raw.strip():
+            return None
+        lineno -= 1
+        if was_long:
+            return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
+        if was_end:
+            return TraceLine(lineno, None, "torn line (no newline at end of file)")
+        if contains is not None and contains not in raw:
+            return None
+        return decode_line(raw, lineno)
+
+    while pos > start:
+        if pos <= floor:
+            raise InputError(
+                f"trace {name}: nothing found in its last {max_bytes} bytes (the scan "
+                "bound); refusing rather than reading on"
+            )
+        step = min(block, pos - floor)
+        pos -= step
+        chunk = os.pread(fd, step, pos)
+        pieces = chunk.split(b"\n")
+        # pieces[-1] completes the line held in parts; pieces[1:-1] are whole lines
+        if len(pieces) > 1:
+            line = finish(pieces[-1])
+            if line is not None:
+                yield line
+            for raw in reversed(pieces[1:-1]):  # the hot loop: no call per line
+                if not raw or (contains is not None and contains not in raw):
+                    lineno -= 1 if raw else 0
+                    continue
+                if raw.strip():
+                    lineno -= 1
+                    yield decode_line(raw, lineno)
+        head = pieces[0]
+        if not overlong:
+            parts.append(head)
+            held += len(head)
+            if held > MAX_LINE_BYTES:
+                overlong, parts, held = True, [], 0
+    line = finish(b"")
+    if line is not None:
+        yield line
 
 
 def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:

@@ -13,10 +13,11 @@ from eidolons.trace import (
     TraceLine,
     append_event,
     find_payload_event,
-    iter_reverse,
+    open_trace,
     read_events,
     read_new_events,
     read_raw_lines,
+    reverse_lines,
     thread_file_name,
     thread_trace_path,
 )
@@ -56,7 +57,9 @@ class JsonlStore(TraceStore):
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         path = self.path(thread_id)
-        line = append_event(path, event, before=self._index_hook(event))
+        from eidolons.tracestore.verdictindex import update
+
+        line = append_event(path, event, before=self._index_hook(event), after=update)
         return Appended(json.loads(line), line, str(path))
 
     def _index_hook(self, event: Mapping[str, Any]) -> Callable[[], None] | None:
@@ -94,14 +97,31 @@ class JsonlStore(TraceStore):
         return list(found)
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
-        # lines are pre-filtered on the id as this tool writes it, so only candidate lines
-        # are decoded; the decoded event is then judged by the one record rule
-        needle = verdict_needle(message_id)
+        # the verdict index answers in O(1) when it checks out, scanning only the tail it
+        # does not cover (ADR 0087); else the full backward scan. Both pre-filter lines
+        # on the id as this tool writes it and judge the decoded event by the one rule
+        from eidolons.tracestore.verdictindex import lookup
+
+        path = self.path(thread_id)
         try:
             bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0021)
-            for line in iter_reverse(self.path(thread_id), contains=needle, max_bytes=bound):
-                if is_orchestrator_verdict(line.event, message_id):
-                    return line.event
+            try:
+                fd = open_trace(path)
+            except FileNotFoundError:
+                return None
+            try:
+                st = os.fstat(fd)
+                found = lookup(fd, st, message_id, bound, path)
+                if found is not None:
+                    return found.event
+                needle = verdict_needle(message_id)
+                for line in reverse_lines(
+                    fd, st.st_size, contains=needle, max_bytes=bound, name=path
+                ):
+                    if is_orchestrator_verdict(line.event, message_id):
+                        return line.event
+            finally:
+                os.close(fd)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
         return None
