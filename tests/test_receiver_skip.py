@@ -275,3 +275,33 @@ def test_the_hook_s_trigger_is_the_gate_s(tmp_path: Path, name: str) -> None:
     assert not has_envelope(str(artefact))
     Path(default_envelope_path(artefact)).write_text("{}")  # "..r" -> ".envelope.json"
     assert has_envelope(str(artefact)) and find_envelope(artefact) is not None
+
+
+# --- the verified hand-off: what its path no longer imports (ADR 0085) -------------------
+
+
+def test_the_receiver_records_are_not_dataclasses() -> None:
+    from tests._imports import SRC, parse_module
+
+    for name in ("ecl/receiver.py", "gates/receiver.py"):
+        imports = parse_module(name, SRC / "eidolons" / name).imports
+        assert not {"dataclasses", "typing"} & imports, name
+
+
+def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
+    cli: Cli, traced: Path
+) -> None:
+    payload = traced / "handoff" / "scout-report.md"
+    run, modules = launch(traced, str(payload), "--as", "vigil", "--no-memory")
+    assert run.code == 0 and "PASS" in run.err, run.err
+    assert not {"eidolons.memory", "eidolons.senders", "sqlite3", "uuid"} & modules
+
+
+def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, traced: Path) -> None:
+    payload = traced / "handoff" / "scout-report.md"
+    first, modules = launch(traced, str(payload), "--as", "vigil", "--json")
+    assert first.code == 0 and json.loads(first.out)["ingest"]["status"] == "ingested"
+    again, modules = launch(traced, str(payload), "--as", "vigil", "--json")
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["ingest"]["commit_status"] == "merged"
+    assert "eidolons.memory.local" in modules and "uuid" not in modules

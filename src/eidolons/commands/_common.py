@@ -90,11 +90,15 @@ def open_memory(root: Path) -> Memory | None:
 
 def gate_memory(root: Path, *, disabled: bool = False) -> tuple[Memory | None, str | None]:
     """:func:`open_memory` for a gate command (``verify-incoming``): the memory and None,
-    or None and why it is not used; never raises (:func:`eidolons.memory.open_gate_memory`,
-    which the MCP tools call too: the library never imports the CLI)."""
+    or None and why it is not used (``off (--no-memory)`` when ``disabled``: then
+    :mod:`eidolons.memory` is not even imported); never raises
+    (:func:`eidolons.memory.open_gate_memory`, which the MCP tools call too: the library
+    never imports the CLI)."""
+    if disabled:
+        return None, "off (--no-memory)"
     from eidolons.memory import open_gate_memory
 
-    return open_gate_memory(root, disabled=disabled)
+    return open_gate_memory(root)
 
 
 def project_root(explicit: str | None, *, note: bool = False) -> Path | int:

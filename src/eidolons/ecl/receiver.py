@@ -34,10 +34,7 @@ payload bytes only when they were fed and every rule passed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
 
 from eidolons._text import printable
 from eidolons.ecl.conformance import (
@@ -56,6 +53,11 @@ from eidolons.ecl.orchestrator import judge_digest, precheck
 from eidolons.ecl.sections import is_markdown_path, section_result
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, EnvelopeError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = [
     "CheckOrderError",
@@ -89,41 +91,103 @@ class Step(IntEnum):
     CONTRACTS = 4
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    code: str
-    check: str
-    message: str
+class _Record:
+    """A plain ``__slots__`` record with value equality and a readable ``repr``: the
+    receiver's records are not dataclasses, because importing :mod:`dataclasses` pulls in
+    :mod:`inspect` on every gate's start-up (ADR 0085)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._values() == self._values()
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+class Failure(_Record):
+    """One failed check: its refusal code, the check's name and why."""
+
+    __slots__ = ("check", "code", "message")
+
+    def __init__(self, code: str, check: str, message: str) -> None:
+        self.code = code
+        self.check = check
+        self.message = message
+
+    def __hash__(self) -> int:
+        return hash(self._values())
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "check": self.check, "message": self.message}
 
 
-@dataclass(frozen=True, slots=True)
-class ReceiptJudgement:
+class ReceiptJudgement(_Record):
     """What the shell's check of a signed receipt found (a trust store is configured):
     ``problem`` None when a valid receipt confirms this envelope, and the payload digest
     it vouches for (``subject_sha256``), which step 3's digest must equal."""
 
-    problem: tuple[str, str] | None
-    subject_sha256: str | None = None
-    check: str = "receipt"  # the failure's check name
+    __slots__ = ("check", "problem", "subject_sha256")
+
+    def __init__(
+        self,
+        problem: tuple[str, str] | None,
+        subject_sha256: str | None = None,
+        check: str = "receipt",  # the failure's check name
+    ) -> None:
+        self.problem = problem
+        self.subject_sha256 = subject_sha256
+        self.check = check
+
+    def __hash__(self) -> int:
+        return hash(self._values())
 
 
-@dataclass(slots=True)
-class ReceiverDecision:
+class ReceiverDecision(_Record):
     """What the checker decided. Truthy only when every rule passed."""
 
-    passed: bool
-    failures: list[Failure]
-    envelope: Envelope | None
-    envelope_sha256: str | None
-    record: dict[str, Any] | None
-    payload: bytes | bytearray | None  # the bytes fed at step 3, only on pass
-    payload_sha256: str | None
-    hmac_checked: bool  # an HMAC tag was recomputed over bytes read (evidence)
-    sender_signed: bool  # a verified sender signature (evidence)
-    contract_source: str | None
+    __slots__ = (
+        "contract_source",
+        "envelope",
+        "envelope_sha256",
+        "failures",
+        "hmac_checked",  # an HMAC tag was recomputed over bytes read (evidence)
+        "passed",
+        "payload",  # the bytes fed at step 3, only on pass
+        "payload_sha256",
+        "record",
+        "sender_signed",  # a verified sender signature (evidence)
+    )
+
+    def __init__(
+        self,
+        passed: bool,
+        failures: list[Failure],
+        envelope: Envelope | None,
+        envelope_sha256: str | None,
+        record: dict[str, Any] | None,
+        payload: bytes | bytearray | None,
+        payload_sha256: str | None,
+        hmac_checked: bool,
+        sender_signed: bool,
+        contract_source: str | None,
+    ) -> None:
+        self.passed = passed
+        self.failures = failures
+        self.envelope = envelope
+        self.envelope_sha256 = envelope_sha256
+        self.record = record
+        self.payload = payload
+        self.payload_sha256 = payload_sha256
+        self.hmac_checked = hmac_checked
+        self.sender_signed = sender_signed
+        self.contract_source = contract_source
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __bool__(self) -> bool:
         return self.passed
@@ -316,30 +380,50 @@ _EARLY_CODES: dict[Verdict, RefusalCode] = {
 }
 
 
-@dataclass(slots=True)
 class ReceiverCheck:
     """The stepwise receiver check for ``receiver`` (see the module docstring).
 
     ``receiver`` None judges the hand-off as its addressed recipient (``to.eidolon``):
     what ``eidolons memory ingest`` does."""
 
-    receiver: str | None
-    limits: Limits = field(default_factory=Limits)
-    failures: list[Failure] = field(default_factory=list)
-    step: Step = Step.START
-    done: bool = False  # a failure ended the check early (the envelope did not parse)
-    envelope: Envelope | None = None
-    envelope_sha256: str | None = None
-    record: dict[str, Any] | None = None
-    integrity_judgeable: bool = False  # the envelope's own integrity fields are sound
-    integrity_failed: bool = False
-    payload: bytes | bytearray | None = None
-    payload_sha256: str | None = None
-    hmac_checked: bool = False
-    contract_source: str | None = None
-    receipt_sha256: str | None = None  # the payload digest a signed receipt vouches for
-    sender_signed: bool = False  # a verified sender signature (stands in for HMAC)
-    payload_size: int | None = None  # bytes hashed (an upper bound on characters)
+    __slots__ = (
+        "contract_source",
+        "done",
+        "envelope",
+        "envelope_sha256",
+        "failures",
+        "hmac_checked",
+        "integrity_failed",
+        "integrity_judgeable",
+        "limits",
+        "payload",
+        "payload_sha256",
+        "payload_size",
+        "receipt_sha256",
+        "receiver",
+        "record",
+        "sender_signed",
+        "step",
+    )
+
+    def __init__(self, receiver: str | None, limits: Limits | None = None) -> None:
+        self.receiver = receiver
+        self.limits = limits if limits is not None else Limits()
+        self.failures: list[Failure] = []
+        self.step = Step.START
+        self.done = False  # a failure ended the check early (the envelope did not parse)
+        self.envelope: Envelope | None = None
+        self.envelope_sha256: str | None = None
+        self.record: dict[str, Any] | None = None
+        self.integrity_judgeable = False  # the envelope's own integrity fields are sound
+        self.integrity_failed = False
+        self.payload: bytes | bytearray | None = None
+        self.payload_sha256: str | None = None
+        self.hmac_checked = False
+        self.contract_source: str | None = None
+        self.receipt_sha256: str | None = None  # the payload digest a signed receipt vouches for
+        self.sender_signed = False  # a verified sender signature (stands in for HMAC)
+        self.payload_size: int | None = None  # bytes hashed (an upper bound on characters)
 
     def _advance(self, step: Step) -> None:
         if self.done:

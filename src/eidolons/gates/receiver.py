@@ -44,12 +44,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from eidolons import senders
 from eidolons._text import printable
 from eidolons.config import find_handoff, foreign_projects, payload_key
 from eidolons.ecl.contract import as_contract_set
@@ -127,29 +123,79 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
 class IncomingResult:
-    """The receiver gate's decision. Truthy only on pass."""
+    """The receiver gate's decision. Truthy only on pass. (A ``__slots__`` class, not a
+    dataclass: :mod:`dataclasses` imports :mod:`inspect` on every gate's start-up.)"""
 
-    status: str  # "pass" | "refused" | "skipped"
-    receiver: str
-    artefact: Path
-    envelope_path: Path | None = None
-    envelope: Envelope | None = None
-    failures: list[Failure] = field(default_factory=list)
-    record: dict[str, Any] | None = None
-    reverified: bool = False
-    payload: bytes | bytearray | None = None  # the exact bytes hashed; set only on pass
-    payload_path: Path | None = None
-    trace_path: str | None = None  # where the decision was recorded (a file, or the store)
-    trace_error: str | None = None
-    contract_source: str | None = None
-    envelope_sha256: str | None = None  # of the envelope bytes judged
-    payload_sha256: str | None = None  # of the payload bytes judged (when read)
-    known_handoff: dict[str, Any] | None = None  # the event naming an envelope-less payload
-    evidence: str | None = None  # what the pass rested on (ADR 0030); None unless pass
-    notes: list[str] = field(default_factory=list)  # warnings about the evidence
-    extra: dict[str, Any] = field(default_factory=dict)
+    __slots__ = (
+        "artefact",
+        "contract_source",
+        "envelope",
+        "envelope_path",
+        "envelope_sha256",
+        "evidence",
+        "extra",
+        "failures",
+        "known_handoff",
+        "notes",
+        "payload",
+        "payload_path",
+        "payload_sha256",
+        "receiver",
+        "record",
+        "reverified",
+        "status",
+        "trace_error",
+        "trace_path",
+    )
+
+    def __init__(
+        self,
+        status: str,  # "pass" | "refused" | "skipped"
+        receiver: str,
+        artefact: Path,
+        envelope_path: Path | None = None,
+        envelope: Envelope | None = None,
+        failures: list[Failure] | None = None,
+        record: dict[str, Any] | None = None,
+        reverified: bool = False,
+        payload: bytes | bytearray | None = None,  # the exact bytes hashed; only on pass
+        payload_path: Path | None = None,
+        trace_path: str | None = None,  # where the decision was recorded (file or store)
+        trace_error: str | None = None,
+        contract_source: str | None = None,
+        envelope_sha256: str | None = None,  # of the envelope bytes judged
+        payload_sha256: str | None = None,  # of the payload bytes judged (when read)
+        known_handoff: dict[str, Any] | None = None,  # the event naming an envelope-less payload
+        evidence: str | None = None,  # what the pass rested on (ADR 0030); None unless pass
+        notes: list[str] | None = None,  # warnings about the evidence
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.receiver = receiver
+        self.artefact = artefact
+        self.envelope_path = envelope_path
+        self.envelope = envelope
+        self.failures = failures if failures is not None else []
+        self.record = record
+        self.reverified = reverified
+        self.payload = payload
+        self.payload_path = payload_path
+        self.trace_path = trace_path
+        self.trace_error = trace_error
+        self.contract_source = contract_source
+        self.envelope_sha256 = envelope_sha256
+        self.payload_sha256 = payload_sha256
+        self.known_handoff = known_handoff
+        self.evidence = evidence
+        self.notes = notes if notes is not None else []
+        self.extra = extra if extra is not None else {}
+
+    def __repr__(self) -> str:
+        return (
+            f"IncomingResult(status={self.status!r}, receiver={self.receiver!r}, "
+            f"artefact={self.artefact!r}, failures={self.failures!r})"
+        )
 
     def __bool__(self) -> bool:
         return self.status == "pass"
@@ -288,12 +334,18 @@ class Snapshot:
         self.error = error
 
 
-#: ``on_envelope(envelope) -> fields``: called once the envelope parses, before any
-#: verdict (memory recall); the fields are added to ``--json``. Never changes the verdict.
-OnEnvelope = Callable[[Envelope], Mapping[str, Any]]
-#: ``on_pass(envelope, payload bytes or None) -> fields``: called only after the pass is on
-#: record, with the exact bytes that were verified (memory ingest).
-OnPass = Callable[[Envelope, "bytes | bytearray | None"], Mapping[str, Any]]
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any, TypeAlias
+
+    #: ``on_envelope(envelope) -> fields``: called once the envelope parses, before any
+    #: verdict (memory recall); the fields are added to ``--json``. Never changes the
+    #: verdict.
+    OnEnvelope: TypeAlias = Callable[[Envelope], Mapping[str, Any]]
+    #: ``on_pass(envelope, payload bytes or None) -> fields``: called only after the pass
+    #: is on record, with the exact bytes that were verified (memory ingest).
+    OnPass: TypeAlias = Callable[[Envelope, bytes | bytearray | None], Mapping[str, Any]]
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -438,13 +490,16 @@ def _feed_record(
         check.feed_record(None, receipt=ReceiptJudgement(problem))
         return False
     sender: tuple[bool, tuple[str, str] | None] = (False, None)
-    if trust is not None and senders.required(trust, env.sender.eidolon, check.as_receiver):
-        # the sender's signature over the exact envelope bytes, when the store asks for it
-        # (ADR 0034); a valid one stands in for HMAC at high trust
-        found = senders.check(
-            envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
-        )
-        sender = (found is None, found)
+    if trust is not None:  # senders' rules exist only with a trust store: imported then
+        from eidolons import senders
+
+        if senders.required(trust, env.sender.eidolon, check.as_receiver):
+            # the sender's signature over the exact envelope bytes, when the store asks for
+            # it (ADR 0034); a valid one stands in for HMAC at high trust
+            found = senders.check(
+                envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
+            )
+            sender = (found is None, found)
     if not check.wants_record or env.message_id is None:
         check.feed_record(None, sender_signed=sender[0], sender_problem=sender[1])
         return False

@@ -272,12 +272,11 @@ def open_memory(root: Path, config: MemoryConfig | None = None) -> Memory | None
     return McpMemory(config)
 
 
-def open_gate_memory(root: Path, *, disabled: bool = False) -> tuple[Memory | None, str | None]:
+def open_gate_memory(root: Path) -> tuple[Memory | None, str | None]:
     """:func:`open_memory` for a gate (``verify-incoming``, the MCP tools): the memory and
-    None, or None and why it is not used (``off (--no-memory)``, ``skipped: <why>``). A
-    broken memory configuration never changes a gate's decision, so this never raises."""
-    if disabled:
-        return None, "off (--no-memory)"
+    None, or None and why it is not used (``skipped: <why>``; ``--no-memory`` is the
+    command's, which then never imports this package). A broken memory configuration
+    never changes a gate's decision, so this never raises."""
     try:
         return open_memory(root), None
     except Exception as exc:  # memory is context for the receiver, never the verdict

@@ -64,7 +64,6 @@ import json
 import os
 import sqlite3
 import threading
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +124,14 @@ PRUNE_MIN_DOCS: Final = 1000
 
 # ---------------------------------------------------------------------------------------
 # The store.
+
+
+def _new_id() -> str:
+    """A new record id. ``uuid`` is imported here, not at open: it imports ``platform``
+    (about 2 ms), which a gate that only recalls or merges never needs (ADR 0085)."""
+    import uuid
+
+    return str(uuid.uuid4())
 
 
 def _fts_index(name: str, tokenize: str) -> str:
@@ -434,7 +441,7 @@ class LocalMemory:
                 (self.project, message_id, sha, key),
             ).fetchone()
             if row is None:
-                ident = str(uuid.uuid4())
+                ident = _new_id()
                 conn.execute(
                     "INSERT INTO crystals (id, layer, summary, body_excerpt, project, project_raw,"
                     " agent_class_visibility, sensitivity_tag, trust_tier, validation_state,"
@@ -522,7 +529,7 @@ class LocalMemory:
             with self._lock:
                 conn = self._connection(create=True)
                 assert conn is not None
-                ident, now = str(uuid.uuid4()), _now()
+                ident, now = _new_id(), _now()
                 record = {
                     "layer": layer,
                     "payload": dict(payload),
