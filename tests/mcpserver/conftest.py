@@ -54,14 +54,20 @@ def mcp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _session(root: Path, *options: str, **env: str) -> Iterator[McpSession]:
     from anyio.from_thread import start_blocking_portal
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "eidolons", "mcp", "serve", "--root", str(root), *options],
         env={"EIDOLONS_MEMORY": "local", **env},
     )
+    # the server's stderr goes to this process's stderr *now*: the SDK's default (errlog=
+    # sys.stderr) is bound when mcp.client.stdio is first imported, and an in-process CLI
+    # run that imports it (the memory MCP backend) does so while run_cli has swapped
+    # sys.stderr for a capture with no file descriptor
+    transport = stdio_client(params, errlog=sys.stderr)
     with start_blocking_portal() as portal:
-        client_cm = Client(params, read_timeout_seconds=CALL_TIMEOUT)
+        client_cm = Client(transport, read_timeout_seconds=CALL_TIMEOUT)
         with portal.wrap_async_context_manager(client_cm) as client:
             yield McpSession(portal, client)
 
