@@ -18,7 +18,10 @@ Answers (ADR 0040, facts in ``shared/hosts/README.md``):
 
 Fail closed: malformed input, a usage error, an internal error or the time budget
 (``EIDOLONS_HOOK_TIMEOUT`` seconds, default 10, kept under the registered timeout) all
-answer deny, with the reason.
+answer deny, with the reason. The budget covers the decision only: it is stopped before
+the answer is written, so it can never interrupt a deny half-said (an exception out of
+the hook is exit 1, which Claude Code takes as a non-blocking error); the write is the
+last thing done, and an answer that cannot be written is exit 2 in every dialect.
 """
 
 from __future__ import annotations
@@ -103,28 +106,44 @@ def _budget() -> float:
     return value
 
 
-def _alarm(seconds: float) -> Any:
-    # the C module: ``signal`` builds enums (imports enum, 5 ms)
-    import _signal as signal  # type: ignore[import-not-found]
+class _Alarm:
+    """The time budget: SIGALRM after ``seconds``. :meth:`stop` first marks it disarmed (one
+    attribute store: a signal delivered after it is ignored), then cancels the timer and
+    puts the previous handler back; so once stopped, nothing the alarm does can interrupt
+    the answer."""
 
-    def expired(signum: int, frame: Any) -> None:
-        raise HookTimeout(f"the hook's {seconds:g}-second budget ran out")
+    __slots__ = ("armed", "installed", "previous")
 
-    try:
-        previous = signal.signal(signal.SIGALRM, expired)
-    except ValueError:  # not the main thread: the host's own timeout still applies
-        return None
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    return previous
+    def __init__(self) -> None:
+        self.armed = False
+        self.installed = False
+        self.previous: Any = None
 
+    def start(self, seconds: float) -> None:
+        # the C module: ``signal`` builds enums (imports enum, 5 ms)
+        import _signal as signal  # type: ignore[import-not-found]
 
-def _disarm(previous: Any) -> None:
-    if previous is None:
-        return
-    import _signal as signal
+        def expired(signum: int, frame: Any) -> None:
+            if self.armed:
+                raise HookTimeout(f"the hook's {seconds:g}-second budget ran out")
 
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, previous)
+        try:
+            self.previous = signal.signal(signal.SIGALRM, expired)
+        except ValueError:  # not the main thread: the host's own timeout still applies
+            return
+        self.installed = self.armed = True
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def stop(self) -> None:
+        self.armed = False  # first: from here on a late SIGALRM is a no-op
+        if not self.installed:
+            return
+        import _signal as signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if self.previous is not None:  # None: not set from Python; ours stays, a no-op now
+            signal.signal(signal.SIGALRM, self.previous)
+        self.installed = False
 
 
 def main(
@@ -133,46 +152,64 @@ def main(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
+    """Decide under the time budget, stop the budget, then answer: the answer is the last
+    thing the hook does, and nothing (a late alarm, a failed write) turns it into exit 1."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     host = argv[0] if argv and argv[0] in HOSTS else "claude-code"
-    previous = None
+    alarm = _Alarm()
+    decision: Decision | _Denied | None
     try:
-        host, root_arg, as_arg = parse_args(argv)
-        previous = _alarm(_budget())
-        from eidolons.hooks.events import MAX_EVENT_BYTES, PARSERS, Layout, find_root, loads_event
-
-        stream = stdin if stdin is not None else sys.stdin.buffer
-        call = PARSERS[host](loads_event(stream.read(MAX_EVENT_BYTES + 1)))
-        if as_arg is not None:
-            if call.receiver is not None and call.receiver != as_arg:
-                return answer(
-                    host, _deny(f"the host says {call.receiver}, --as says {as_arg}"), out, err
-                )
-            call.receiver = as_arg
-        root = root_arg or os.environ.get("EIDOLONS_ROOT") or _host_project_dir(host)
-        if root and not os.path.isdir(root):  # a stale root would protect an empty tree
-            raise _Usage(f"the project root {root!r} is not a directory")
-        root = root if root else find_root(call.cwd)
-        layout = Layout(root, configured_handoff_dirs(root))
-        if quick_allow(call, layout):
-            return answer(host, None, out, err)
-        from eidolons.hooks.decide import Decider
-
-        decision = Decider(layout).decide(call)
-        return answer(host, decision, out, err)
-    except _Usage as exc:
-        return answer(host, _deny(f"usage: {exc}"), out, err)
-    except HookTimeout as exc:
-        return answer(host, _deny(str(exc)), out, err)
+        try:
+            host, root_arg, as_arg = parse_args(argv)
+            alarm.start(_budget())
+            decision = _decide(host, root_arg, as_arg, stdin)
+        finally:
+            alarm.stop()
     except BaseException as exc:  # Ctrl-C, a stray sys.exit: any exit but 2 runs the tool
+        alarm.stop()  # the alarm may have fired in the finally, before it stopped
+        decision = _failure(exc)
+    return answer(host, decision, out, err)
+
+
+def _decide(
+    host: str, root_arg: str | None, as_arg: str | None, stdin: BinaryIO | None
+) -> Decision | None:
+    from eidolons.hooks.events import MAX_EVENT_BYTES, PARSERS, Layout, find_root, loads_event
+
+    stream = stdin if stdin is not None else sys.stdin.buffer
+    call = PARSERS[host](loads_event(stream.read(MAX_EVENT_BYTES + 1)))
+    if as_arg is not None:
+        if call.receiver is not None and call.receiver != as_arg:
+            return _deny(f"the host says {call.receiver}, --as says {as_arg}")
+        call.receiver = as_arg
+    root = root_arg or os.environ.get("EIDOLONS_ROOT") or _host_project_dir(host)
+    if root and not os.path.isdir(root):  # a stale root would protect an empty tree
+        raise _Usage(f"the project root {root!r} is not a directory")
+    root = root if root else find_root(call.cwd)
+    layout = Layout(root, configured_handoff_dirs(root))
+    if quick_allow(call, layout):
+        return None
+    from eidolons.hooks.decide import Decider
+
+    return Decider(layout).decide(call)
+
+
+def _failure(exc: BaseException) -> Decision | _Denied:
+    """The deny for what stopped the decision; never raises (a deny that cannot be built
+    in full is still a deny)."""
+    try:
+        if isinstance(exc, _Usage):
+            return _deny(f"usage: {exc}")
+        if isinstance(exc, HookTimeout):
+            return _deny(str(exc))
         from eidolons.hooks.events import HookInputError
 
         if isinstance(exc, HookInputError):
-            return answer(host, _deny(f"malformed hook input: {exc}"), out, err)
-        return answer(host, _deny(f"internal error: {exc.__class__.__name__}: {exc}"), out, err)
-    finally:
-        _disarm(previous)
+            return _deny(f"malformed hook input: {exc}")
+        return _deny(f"internal error: {exc.__class__.__name__}: {exc}")
+    except BaseException:
+        return _Denied(f"eidolons hook: denied (internal error: {exc.__class__.__name__})")
 
 
 def _host_project_dir(host: str) -> str | None:
@@ -215,38 +252,61 @@ def _deny(reason: str) -> Decision:
     return Decision(False, f"eidolons hook: denied ({reason})")
 
 
-def answer(host: str, decision: Decision | None, out: TextIO, err: TextIO) -> int:
-    """Write the host's answer; return the exit code. ``None`` is a plain allow."""
+class _Denied:
+    """A deny built without :mod:`eidolons.hooks.decide` (when even that failed)."""
+
+    __slots__ = ("reason",)
+    allow = False
+    context = None
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def answer(host: str, decision: Decision | _Denied | None, out: TextIO, err: TextIO) -> int:
+    """Write the host's answer; return the exit code. ``None`` is a plain allow. The write
+    is the last thing done: an answer that cannot be written (a closed or broken pipe) is
+    exit 2, which every host takes as a block (Cursor's ``failClosed`` and Copilot block a
+    failing hook), never an exception."""
+    extra = ""  # said on stderr beside a JSON answer, if it can be
     if decision is None or decision.allow:
+        code, stream = 0, out
         context = decision.context if decision is not None else None
         if host == "cursor":
-            out.write('{"permission":"allow"}\n')
+            text = '{"permission":"allow"}\n'
         elif host == "claude-code" and context:
-            out.write(
-                _dumps(
-                    {
-                        "hookSpecificOutput": {
-                            "hookEventName": "PreToolUse",
-                            "additionalContext": context[:MAX_REASON],
-                        }
+            text = _dumps(
+                {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "additionalContext": context[:MAX_REASON],
                     }
-                )
+                }
             )
-        out.flush()
-        return 0
-    reason = decision.reason[:MAX_REASON]
-    if host == "cursor":
-        out.write(_dumps({"permission": "deny", "user_message": reason, "agent_message": reason}))
-        out.flush()
-        err.write(reason + "\n")
-        return 0
-    if host == "copilot":
-        out.write(_dumps({"permissionDecision": "deny", "permissionDecisionReason": reason}))
-        out.flush()
-        return 0
-    err.write(reason + "\n")
-    err.flush()
-    return 2
+        else:
+            return 0  # nothing to say
+    else:
+        reason = decision.reason[:MAX_REASON]
+        if host == "cursor":
+            code, stream, extra = 0, out, reason + "\n"
+            text = _dumps({"permission": "deny", "user_message": reason, "agent_message": reason})
+        elif host == "copilot":
+            code, stream = 0, out
+            text = _dumps({"permissionDecision": "deny", "permissionDecisionReason": reason})
+        else:
+            code, stream, text = 2, err, reason + "\n"
+    if extra:
+        try:
+            err.write(extra)
+            err.flush()
+        except BaseException:
+            pass  # beside the answer only: the JSON on stdout is what the host reads
+    try:
+        stream.write(text)
+        stream.flush()
+    except BaseException:
+        return 2
+    return code
 
 
 def _dumps(value: Any) -> str:
