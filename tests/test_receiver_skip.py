@@ -283,9 +283,11 @@ def test_the_hook_s_trigger_is_the_gate_s(tmp_path: Path, name: str) -> None:
 def test_the_receiver_records_are_not_dataclasses() -> None:
     from tests._imports import SRC, parse_module
 
-    for name in ("ecl/receiver.py", "gates/receiver.py"):
+    for name in ("ecl/receiver.py", "gates/receiver.py", "memory/__init__.py"):
         imports = parse_module(name, SRC / "eidolons" / name).imports
         assert not {"dataclasses", "typing"} & imports, name
+    for name in ("memory/_common.py", "memory/mapping.py", "memory/local.py"):
+        assert "dataclasses" not in parse_module(name, SRC / "eidolons" / name).imports, name
 
 
 def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
@@ -294,7 +296,7 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
     payload = traced / "handoff" / "scout-report.md"
     run, modules = launch(traced, str(payload), "--as", "vigil", "--no-memory")
     assert run.code == 0 and "PASS" in run.err, run.err
-    assert not {"eidolons.memory", "eidolons.senders", "sqlite3", "uuid"} & modules
+    assert not {"eidolons.memory", "eidolons.senders", "sqlite3", "uuid", "dataclasses"} & modules
 
 
 def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, traced: Path) -> None:
@@ -304,4 +306,5 @@ def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, trac
     again, modules = launch(traced, str(payload), "--as", "vigil", "--json")
     assert again.code == 0, again.err
     assert json.loads(again.out)["ingest"]["commit_status"] == "merged"
-    assert "eidolons.memory.local" in modules and "uuid" not in modules
+    assert "eidolons.memory.local" in modules
+    assert not {"uuid", "platform", "dataclasses", "inspect"} & modules

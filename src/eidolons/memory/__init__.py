@@ -35,10 +35,8 @@ hot path. Backends are imported inside :func:`open_memory`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
 
 from eidolons.errors import UsageError
 from eidolons.memory._common import (
@@ -73,11 +71,19 @@ __all__ = [
     "recall_before",
 ]
 
-Payload = bytes | bytearray | str | Mapping[str, Any] | list[Any]
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at open (ADR 0085)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, Literal, Protocol, TypeAlias
+
+    Payload: TypeAlias = bytes | bytearray | str | Mapping[str, Any] | list[Any]
+    Mode: TypeAlias = Literal["off", "local", "mcp"]
+else:
+    Protocol = object  # Memory is a protocol for the type checker, a plain base at run time
+    Payload = bytes | bytearray | str | Mapping | list
 """What ``ingest`` accepts: the payload bytes the gate verified (normal case), a string,
 or a JSON object/array (the server's "dict payload", which skips the digest binding)."""
 
-Mode = Literal["off", "local", "mcp"]
 MODES: tuple[Mode, ...] = ("off", "local", "mcp")
 
 STORE_DIR = Path(".eidolons") / "memory"
@@ -133,23 +139,89 @@ class Memory(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
 class MemoryConfig:
-    """How to reach the memory. Timeouts in seconds."""
+    """How to reach the memory. Timeouts in seconds. Frozen; a plain ``__slots__`` class,
+    not a dataclass (:mod:`dataclasses` imports :mod:`inspect` at every gate's memory open).
 
-    mode: Mode = "local"
-    command: tuple[str, ...] = ()
-    url: str | None = None
-    project: str | None = None
-    store_dir: Path | None = None
-    first_call_timeout: float = DEFAULT_FIRST_CALL_TIMEOUT
-    """Budget for starting the server, the handshake, ``list_tools`` and the first call
-    (a real CRYSTALIUM loads its embedding model on the first recall, ~30 s on CPU)."""
-    call_timeout: float = DEFAULT_CALL_TIMEOUT
-    close_timeout: float = 10.0
-    extra_env: Mapping[str, str] = field(default_factory=dict)
-    """Environment passed to a stdio server on top of the SDK's allow-list (the
-    ``CRYSTALIUM_*`` variables of this process are always forwarded)."""
+    - ``first_call_timeout``: budget for starting the server, the handshake,
+      ``list_tools`` and the first call (a real CRYSTALIUM loads its embedding model on the
+      first recall, ~30 s on CPU).
+    - ``extra_env``: environment passed to a stdio server on top of the SDK's allow-list
+      (the ``CRYSTALIUM_*`` variables of this process are always forwarded)."""
+
+    __slots__ = (
+        "call_timeout",
+        "close_timeout",
+        "command",
+        "extra_env",
+        "first_call_timeout",
+        "mode",
+        "project",
+        "store_dir",
+        "url",
+    )
+    _FIELDS = (
+        "mode",
+        "command",
+        "url",
+        "project",
+        "store_dir",
+        "first_call_timeout",
+        "call_timeout",
+        "close_timeout",
+        "extra_env",
+    )
+
+    mode: Mode
+    command: tuple[str, ...]
+    url: str | None
+    project: str | None
+    store_dir: Path | None
+    first_call_timeout: float
+    call_timeout: float
+    close_timeout: float
+    extra_env: Mapping[str, str]
+
+    def __init__(
+        self,
+        mode: Mode = "local",
+        command: tuple[str, ...] = (),
+        url: str | None = None,
+        project: str | None = None,
+        store_dir: Path | None = None,
+        first_call_timeout: float = DEFAULT_FIRST_CALL_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        close_timeout: float = 10.0,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        values = (
+            mode,
+            command,
+            url,
+            project,
+            store_dir,
+            first_call_timeout,
+            call_timeout,
+            close_timeout,
+            {} if extra_env is None else extra_env,
+        )
+        for name, value in zip(self._FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"MemoryConfig is frozen: cannot assign {name}")
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemoryConfig) and other._values() == self._values()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"MemoryConfig({inner})"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> MemoryConfig:

@@ -20,7 +20,10 @@ Rules stated here, from the CRYSTALIUM notes (``crystalium.md`` §1.2, §1.5, §
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (memory open)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 LAYERS: Final[tuple[str, ...]] = ("episodic", "semantic", "procedural", "execution")
 """The four CRYSTALIUM layers, in the server's enum order."""

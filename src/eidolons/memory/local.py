@@ -65,7 +65,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -208,11 +207,15 @@ _RECORD_COLUMNS: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
 class _Scope:
-    project: str
-    visibility: str | None
-    layers: tuple[str, ...]
+    """Which rows a recall may see (a plain class: no :mod:`dataclasses` at open)."""
+
+    __slots__ = ("layers", "project", "visibility")
+
+    def __init__(self, project: str, visibility: str | None, layers: tuple[str, ...]) -> None:
+        self.project = project
+        self.visibility = visibility
+        self.layers = layers
 
     def where(self, alias: str = "c") -> tuple[str, list[Any]]:
         marks = ", ".join("?" for _ in self.layers)

@@ -13,7 +13,6 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -79,19 +78,63 @@ _REDACTIONS: Final[tuple[tuple[str, re.Pattern[str], bool], ...]] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
 class LocalLimits:
-    """Every bound of the local store, in one place."""
+    """Every bound of the local store, in one place (frozen; not a dataclass: importing
+    :mod:`dataclasses` costs a gate's memory open :mod:`inspect`, ADR 0085).
 
-    excerpt_chars: int = 4096
-    """Characters of the decoded payload indexed for search (the server indexes none)."""
-    summary_chars: int = 4096
-    """The server's cap on ``"<kind>: <objective>"``."""
-    native_max_bytes: int = 1024 * 1024
-    """Largest payload kept verbatim in ``encoding_context.native_artifact``."""
-    busy_timeout_ms: int = 5000
-    """How long a writer waits for another process's lock before giving up (skip)."""
-    importance_cold_start: float = 0.30
+    - ``excerpt_chars``: characters of the decoded payload indexed for search (the server
+      indexes none);
+    - ``summary_chars``: the server's cap on ``"<kind>: <objective>"``;
+    - ``native_max_bytes``: largest payload kept verbatim in
+      ``encoding_context.native_artifact``;
+    - ``busy_timeout_ms``: how long a writer waits for another process's lock before giving
+      up (skip);
+    - ``importance_cold_start``: a new crystal's importance."""
+
+    __slots__ = (
+        "busy_timeout_ms",
+        "excerpt_chars",
+        "importance_cold_start",
+        "native_max_bytes",
+        "summary_chars",
+    )
+
+    excerpt_chars: int
+    summary_chars: int
+    native_max_bytes: int
+    busy_timeout_ms: int
+    importance_cold_start: float
+
+    def __init__(
+        self,
+        excerpt_chars: int = 4096,
+        summary_chars: int = 4096,
+        native_max_bytes: int = 1024 * 1024,
+        busy_timeout_ms: int = 5000,
+        importance_cold_start: float = 0.30,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "excerpt_chars", excerpt_chars)
+        set_(self, "summary_chars", summary_chars)
+        set_(self, "native_max_bytes", native_max_bytes)
+        set_(self, "busy_timeout_ms", busy_timeout_ms)
+        set_(self, "importance_cold_start", importance_cold_start)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"LocalLimits is frozen: cannot assign {name}")
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in sorted(self.__slots__))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalLimits) and other._values() == self._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"LocalLimits({inner})"
 
 
 def _now() -> str:
