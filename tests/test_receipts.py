@@ -497,3 +497,20 @@ def test_trace_verify_judges_keys_as_the_receiver_does(signed: Project, tmp_path
         3,
         f"invalid: signed by orchestrator key {old[:16]}, revoked",
     )
+
+
+def test_a_receipt_that_cannot_be_written_is_recorded_and_blocks(signed: Project) -> None:
+    """The documented late failure of a pass (README, ADR 0098): the sidecar receipt
+    cannot be written, the verdict is recorded with its receipt in the trace, and block
+    mode exits 3 (a receiver on another host would find no receipt); warn mode says so
+    and exits 0."""
+    _, envelope = signed.emit()
+    receipt_file(envelope).mkdir()  # nothing can be renamed over a directory
+    (receipt_file(envelope) / "x").write_text("")
+    r = signed.verify(envelope, "--mode", "block")
+    assert r.code == 3 and "receipt not written beside the envelope" in r.err, r.err
+    (trace,) = (signed.root / ".eidolons/.trace").glob("*.jsonl")
+    last = read_trace(trace)[-1]
+    assert last["event"] == "verify_pass" and last["receipt"]["signatures"]
+    warn = signed.verify(envelope, "--mode", "warn")
+    assert warn.code == 0 and "receipt not written beside the envelope" in warn.err

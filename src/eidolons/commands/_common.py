@@ -10,7 +10,7 @@ import sys
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
     from typing import Any, TextIO
 
@@ -40,6 +40,35 @@ def say(*lines: str) -> None:
         stream.flush()
     except (OSError, ValueError):
         pass
+
+
+def speak(code: int, answer: Callable[[], object], undelivered: int | None = None) -> int:
+    """Say a gate's answer once its verdict is on record, and return ``code``, the exit
+    code that verdict decided (ADR 0098): an answer that cannot be written (stdout or
+    stderr closed, broken or full) never changes it, so a refusal on record still exits
+    3 and a pass 0. ``undelivered``: the code instead of a 0 when the answer was the
+    hand-over itself (``--print-payload``: the receiver did not get the bytes whole)."""
+    try:
+        answer()
+    except (OSError, ValueError):  # BrokenPipeError, ENOSPC, a closed stream
+        _quiet_stdout()
+        return undelivered if undelivered is not None and code == 0 else code
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point fd 1 at /dev/null after a failed write, so the interpreter's last flush of
+    what is still buffered cannot fail and turn the exit code into 120."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(fd, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real descriptor (or none)
+        pass
+    finally:
+        os.close(fd)
 
 
 def error(message: str, code: int = 2) -> int:

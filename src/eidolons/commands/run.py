@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,7 +118,7 @@ def _route(
     import subprocess
 
     from eidolons._text import printable
-    from eidolons.commands._common import error, print_json, say
+    from eidolons.commands._common import error, print_json, say, speak
     from eidolons.gates.orchestrator import text_line, warning_line
     from eidolons.gates.receiver import Snapshot, verify_incoming
     from eidolons.gates.route import RouteDecision
@@ -145,32 +144,36 @@ def _route(
             ),
         )
     if receiver is not None and data is None and decision.allowed:  # fail closed
-        print(f"eidolons run: route blocked: cannot read {envelope}", file=sys.stderr)
+        say(f"eidolons run: route blocked: cannot read {envelope}")
         return 3
-    if args.json:
-        print_json(decision.to_json())
-    if not args.json:
-        for note in decision.outcome.notes:
-            print(f"eidolons: {note}", file=sys.stderr)
-    if not decision.allowed:
+
+    def answer() -> None:
         incoming = decision.incoming  # falsy when refused: compare with None
-        if incoming is not None and incoming.failures:  # every mode: stdout may be redirected
-            say(*incoming.status_lines())
         if not args.json:
-            say(f"eidolons run: route blocked: {printable(decision.reason())}")
-            handback = incoming.extra.get("handback") if incoming is not None else None
-            if handback:
-                say(f"eidolons run: hand-back for the orchestrator: {printable(str(handback))}")
-        return 3
-    warning = warning_line(decision.outcome)
-    if warning is not None:  # warn mode let a non-pass through: say so before anything runs
-        if not args.json:
-            print(text_line(decision.outcome), file=sys.stderr)
-        print(warning, file=sys.stderr)
-    if not command:
-        if not args.json:
+            say(*(f"eidolons: {note}" for note in decision.outcome.notes))
+        if not decision.allowed and incoming is not None and incoming.failures:
+            say(*incoming.status_lines())  # every mode: stdout may be redirected, or broken
+        if args.json:
+            print_json(decision.to_json())
+        if not decision.allowed:
+            if not args.json:
+                say(f"eidolons run: route blocked: {printable(decision.reason())}")
+                handback = incoming.extra.get("handback") if incoming is not None else None
+                if handback:
+                    say(f"eidolons run: hand-back for the orchestrator: {printable(str(handback))}")
+            return
+        warning = warning_line(decision.outcome)
+        if warning is not None:  # warn mode let a non-pass through: say so before anything runs
+            if not args.json:
+                say(text_line(decision.outcome))
+            say(warning)
+        if not command and not args.json:
             say(f"eidolons run: route allowed: {printable(decision.reason())}")
-        return 0
+
+    # the decision on record decides, whatever the output does (ADR 0098)
+    code = speak(0 if decision.allowed else 3, answer)
+    if code != 0 or not command:
+        return code
     # COMMAND reads the bytes the gate hashed (a read-only snapshot), never the live file
     hashed = decision.outcome.result.digest is not None
     if hashed:

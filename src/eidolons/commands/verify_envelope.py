@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from eidolons._text import printable
-    from eidolons.commands._common import fail, print_json, use_color
+    from eidolons.commands._common import fail, print_json, say, speak, use_color
     from eidolons.config import Limits, find_root, hmac_key, verify_mode
     from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate, text_line, warning_line
@@ -68,16 +68,18 @@ def run(args: argparse.Namespace) -> int:
         trace_file=Path(args.trace) if args.trace else None,
         write_trace=not args.no_trace,
     )
-    if args.json:
-        print_json(outcome.to_json())
-    else:
-        print(text_line(outcome, color=use_color(sys.stderr)), file=sys.stderr)
-        for note in outcome.notes:
-            print(f"eidolons: {note}", file=sys.stderr)
-        for item in outcome.result.warnings:  # upstream prints I-4's mismatch too
-            if item.startswith("size_bytes_match"):
-                print(f"eidolons: warning: {printable(item)}", file=sys.stderr)
-    warning = warning_line(outcome)
-    if warning is not None:  # even with --json: what was let through is never silent
-        print(warning, file=sys.stderr)
-    return outcome.exit_code
+
+    def answer() -> None:
+        if args.json:
+            print_json(outcome.to_json())
+        else:
+            say(text_line(outcome, color=use_color(sys.stderr)))
+            say(*(f"eidolons: {note}" for note in outcome.notes))
+            for item in outcome.result.warnings:  # upstream prints I-4's mismatch too
+                if item.startswith("size_bytes_match"):
+                    say(f"eidolons: warning: {printable(item)}")
+        warning = warning_line(outcome)
+        if warning is not None:  # even with --json: what was let through is never silent
+            say(warning)
+
+    return speak(outcome.exit_code, answer)  # the verdict on record decides (ADR 0098)

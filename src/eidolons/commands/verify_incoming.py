@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from eidolons._text import printable
-    from eidolons.commands._common import error, fail, gate_memory, print_json, say
+    from eidolons.commands._common import error, fail, gate_memory, print_json, say, speak
     from eidolons.config import Limits, find_handoff, find_root, hmac_key
     from eidolons.contract import load_contracts
     from eidolons.ecl.grammar import is_slug
@@ -130,29 +130,36 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         if memory is not None:
-            memory.close()
+            try:
+                memory.close()
+            except Exception as exc:  # memory never reaches the verdict (ADR 0011, 0098)
+                why = f"{exc.__class__.__name__}: {exc}"
+                memory_note = f"{memory.backend} (not closed cleanly: {why})"
     result.extra["memory"] = memory_note or (memory.backend if memory is not None else "off")
-    if args.show_recall and not args.json and "recall" in result.extra:
-        _print_recall(result.extra["recall"])
-    if args.json:
-        print_json(result.to_json())
-    if result.status == "skipped":
-        if not args.json:
-            say(*result.status_lines())
-        return 0
-    if not result:
-        # the REFUSE line goes to stderr in every mode (--json and redirected stdout too)
-        if result.failures:
-            say(*result.status_lines())
-        if result.trace_error:
-            say(f"eidolons: trace not written: {printable(result.trace_error)}")
-        return 3
-    if not args.json:
-        say(*result.status_lines(), *(f"eidolons: {note}" for note in result.notes))
-    if args.print_payload and result.payload is not None:
-        sys.stdout.buffer.write(result.payload)
-        sys.stdout.buffer.flush()
-    return 0
+
+    def answer() -> None:
+        if args.show_recall and not args.json and "recall" in result.extra:
+            _print_recall(result.extra["recall"])
+        if not result and result.status != "skipped":
+            # the REFUSE line goes to stderr in every mode (--json and redirected stdout
+            # too), first: a stdout that cannot be written does not silence it
+            if result.failures:
+                say(*result.status_lines())
+            if result.trace_error:
+                say(f"eidolons: trace not written: {printable(result.trace_error)}")
+        if args.json:
+            print_json(result.to_json())
+        elif result or result.status == "skipped":
+            notes = result.notes if result else []
+            say(*result.status_lines(), *(f"eidolons: {note}" for note in notes))
+        if args.print_payload and result and result.payload is not None:
+            sys.stdout.buffer.write(result.payload)
+            sys.stdout.buffer.flush()
+
+    # the decision on record decides the exit code, whatever the output does (ADR 0098);
+    # a pass whose bytes could not be handed over whole is a 3
+    code = 0 if result or result.status == "skipped" else 3
+    return speak(code, answer, undelivered=3 if args.print_payload else None)
 
 
 def _skip_early(args: argparse.Namespace) -> int | None:
