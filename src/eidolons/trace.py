@@ -489,10 +489,30 @@ def find_payload_event(
     if not keys:
         return None
     needles = [payload_needle(k) for k in keys]
+    for raw in payload_search_lines(root):
+        if any(n in raw for n in needles):
+            event = decode_line(raw, 0).event
+            if is_payload_event(event, keys):
+                return event
+    return None
+
+
+#: what every line a payload search can match holds (the needle's key, compact JSON)
+PAYLOAD_FIELD = b'"payload_path":'
+
+
+def payload_search_lines(root: Path) -> Iterator[bytes]:
+    """The raw pieces the payload search (:func:`find_payload_event`) judges, in its
+    order: every ``*.jsonl`` of the trace directory (whatever its name), read by
+    ``readline`` of at most :data:`MAX_LINE_BYTES` + 1 bytes, a torn last line included,
+    each file's size checked against the scan bound before it is read (past it raises
+    :class:`InputError`). The one list of what the search reads: the payload index is
+    filled from it too (:meth:`eidolons.tracestore.jsonl.JsonlStore.payload_paths`), so
+    that an index can never lack a payload the search would find."""
     try:
         files = sorted((root / TRACE_DIR).glob("*.jsonl"))
     except OSError:
-        return None
+        return
     bound = trace_scan_bound()
     budget = bound
     for path in files:
@@ -506,8 +526,4 @@ def find_payload_event(
                 raise InputError(f"the traces exceed the {bound}-byte scan bound")
             budget -= size
             while raw := fh.readline(MAX_LINE_BYTES + 1):
-                if any(n in raw for n in needles):
-                    event = decode_line(raw, 0).event
-                    if is_payload_event(event, keys):
-                        return event
-    return None
+                yield raw

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -10,10 +11,13 @@ from pathlib import Path
 from eidolons.errors import InputError, TraceWriteError
 from eidolons.state import TRACE_DIR, trace_scan_bound
 from eidolons.trace import (
+    PAYLOAD_FIELD,
     TraceLine,
     append_event,
+    decode_line,
     find_payload_event,
     open_trace,
+    payload_search_lines,
     read_events,
     read_new_events,
     read_raw_lines,
@@ -81,18 +85,26 @@ class JsonlStore(TraceStore):
 
     def payload_paths(self) -> list[str] | None:
         """Every payload path the project's traces name (``emit``/verification events),
-        or None when they cannot be read within the scan bound."""
+        or None when they cannot be read within the scan bound: every line the payload
+        search reads (:func:`eidolons.trace.payload_search_lines`, every ``*.jsonl`` of
+        the trace directory whatever its name, not only this store's file or the thread
+        files), so that the index built from it never lacks a payload the search finds;
+        with ``file`` (``--trace FILE``), that file's lines too."""
         found: dict[str, None] = {}
         try:
-            threads = self.threads()
-            if sum(os.stat(self.path(t)).st_size for t in threads) > trace_scan_bound():
-                return None
-            for thread in threads:
-                for line in self.iter_thread(thread):
-                    key = line.event.get("payload_path") if line.event else None
-                    if isinstance(key, str) and is_payload_event(line.event, [key]):
-                        found[key] = None
-        except (InputError, OSError):
+            pieces: Iterator[bytes] = payload_search_lines(self.root)
+            if self.file is not None:
+                if os.stat(self.file).st_size > trace_scan_bound():
+                    return None
+                pieces = itertools.chain(pieces, self.iter_raw(None))
+            for raw in pieces:
+                if PAYLOAD_FIELD not in raw:
+                    continue
+                event = decode_line(raw.rstrip(b"\n"), 0).event
+                key = event.get("payload_path") if event else None
+                if isinstance(key, str) and is_payload_event(event, [key]):
+                    found[key] = None
+        except (InputError, OSError):  # a missing FILE too: it is being appended to
             return None
         return list(found)
 

@@ -1,0 +1,62 @@
+"""Red team of the speed work (issue 12): every fast path must refuse what the full path
+it stands in for refuses. Each test here was written red against the landed code first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from eidolons.config import find_handoff
+from eidolons.knownhandoff import rules_out
+from tests.conftest import Run, emit_payload
+
+Cli = Callable[..., Run]
+
+
+def refused(r: Run) -> bool:
+    return r.code == 3 and "REFUSE: UNVERIFIED" in r.err
+
+
+# --- the payload index (ADR 0049) that the early SKIP trusts (ADR 0084) -----------------
+
+
+def _orphaned(cli: Cli, project: Path) -> tuple[Path, Path]:
+    """A payload the trace names whose envelope is gone, in a project whose traces
+    predate the payload index (written before ADR 0049, or by another tool); and the
+    envelope of another hand-off, emitted, not yet verified."""
+    payload, envelope, _ = emit_payload(cli, project, "notes/report.md")
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    _, other, _ = emit_payload(cli, project, "notes/other.md")
+    (project / ".eidolons" / "payloads.idx").unlink()
+    envelope.unlink()
+    assert find_handoff(payload, project.resolve()) is not None  # the full search names it
+    return payload, other
+
+
+def test_an_index_first_made_by_a_trace_file_still_names_the_project_s_payloads(
+    cli: Cli, project: Path, tmp_path: Path
+) -> None:
+    # the first append after the upgrade goes to an explicit --trace FILE: the index it
+    # creates must be filled from the project's traces (what the full search reads), not
+    # from FILE alone, or every payload those traces name is skipped unread
+    payload, other = _orphaned(cli, project)
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    assert cli("verify-envelope", other, "--block", "--trace", elsewhere).code == 0
+    assert (project / ".eidolons" / "payloads.idx").is_file()
+    assert not rules_out(str(payload), str(project.resolve()))
+    assert refused(cli("verify-incoming", payload, "--as", "vigil"))
+
+
+def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
+    cli: Cli, project: Path
+) -> None:
+    # the full search reads every *.jsonl of the trace directory; a file whose name is no
+    # thread id (another tool's, a copy) must be in the fill too
+    payload, other = _orphaned(cli, project)
+    trace_dir = project / ".eidolons" / ".trace"
+    (named,) = [t for t in trace_dir.glob("*.jsonl") if b"notes/report.md" in t.read_bytes()]
+    named.rename(trace_dir / "old copy.jsonl")
+    assert find_handoff(payload, project.resolve()) is not None
+    assert cli("verify-envelope", other, "--block").code == 0  # creates the index
+    assert not rules_out(str(payload), str(project.resolve()))
+    assert refused(cli("verify-incoming", payload, "--as", "vigil"))
