@@ -94,3 +94,27 @@ def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
 
     assert _quote(text) == json.dumps(text, ensure_ascii=False)
     assert _quote(None) == "null"
+
+
+def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
+    from eidolons.ecl.conformance import GateResult, envelope_results
+
+    results = envelope_results({"envelope_version": "1.0"}, target="/t/x.envelope.json")
+    assert results and all(type(r) is GateResult for r in results)
+    for r in results:
+        assert r == GateResult(r.id, r.level, r.status, r.name, r.reason, r.target)
+        assert bool(r) is (r.status == "ok")
+        assert r.target == "/t/x.envelope.json"
+    assert results[0].id == "E-2" and not results[0] and results[0].reason  # fields missing
+
+
+def test_section_names_normalise_the_same_cached_or_not() -> None:
+    from eidolons.ecl.sections import _normalise, normalise_section
+
+    for text in ["Decision target", " decision--target ", "FINDINGS", "Gaps\t\u00a0x", "ß-Straße"]:
+        assert normalise_section(text) == _normalise(text)
+        assert normalise_section(text) == normalise_section(text)  # a cache hit, same answer
+    long = "Decision target " * 20  # longer than the cached length: computed, not kept
+    assert (
+        normalise_section(long) == _normalise(long) == "decision_target_" * 19 + "decision_target"
+    )

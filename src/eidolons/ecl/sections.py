@@ -7,6 +7,7 @@ Pure: bytes and a contract in, a :class:`GateResult` out. The receiver gate (MUS
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,17 @@ def normalise_section(text: str) -> str:
     """A heading or section name as compared by R-1: trimmed, case-folded, and every run
     of whitespace and hyphens turned into one underscore (``Decision target`` and
     ``decision-target`` both give ``decision_target``)."""
+    if len(text) <= _CACHED_LENGTH:  # the same few names, on every payload checked
+        return _normalise_cached(text)
+    return _normalise(text)
+
+
+def _normalise(text: str) -> str:
     return _SEPARATORS_RE.sub("_", text.strip()).casefold()
+
+
+_CACHED_LENGTH = 120  # longer headings are normalised each time, never kept
+_normalise_cached = functools.lru_cache(maxsize=2048)(_normalise)
 
 
 def is_markdown_path(path: str) -> bool:
