@@ -11,11 +11,15 @@ message shows the first lines that differ.
 from __future__ import annotations
 
 import difflib
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from eidolons.contract import ContractSetUnavailable
 from tests.conftest import FIXTURES
 from tests.golden_check import corpus
 
@@ -23,10 +27,15 @@ EXPECTED = corpus.decode(corpus.EXPECTED.read_bytes())
 
 
 @pytest.fixture(scope="module")
-def golden_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def golden_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("golden").resolve() / "project"
     corpus.build(root, FIXTURES)
-    return dict(corpus.run_all(root))
+    return root
+
+
+@pytest.fixture(scope="module")
+def golden_runs(golden_root: Path) -> dict[str, dict[str, Any]]:
+    return dict(corpus.run_all(golden_root))
 
 
 def _diff(expected: bytes, actual: bytes) -> str:
@@ -56,16 +65,15 @@ def test_output_is_identical(name: str, golden_runs: dict[str, dict[str, Any]]) 
     assert actual["code"] == expected["code"]
 
 
-def test_the_corpus_is_what_was_recorded(tmp_path: Path) -> None:
-    """The generator is deterministic: the same tree twice (so the expected output is
-    about these inputs, not a tree that changed under it)."""
-    one, two = tmp_path / "a" / "project", tmp_path / "b" / "project"
-    corpus.build(one, None)
-    corpus.build(two, None)
+def test_the_corpus_is_what_was_recorded(tmp_path: Path, golden_root: Path) -> None:
+    """The generator is deterministic: a second tree is the same as the one checked (so
+    the expected output is about these inputs, not a tree that changed under it)."""
+    again = tmp_path / "project"
+    corpus.build(again, None)
 
     def listing(root: Path) -> list[tuple[str, bytes]]:
         out = []
-        for p in sorted(root.rglob("*")):
+        for p in sorted((root / "corpus").rglob("*")):
             rel = str(p.relative_to(root))
             if p.is_symlink():
                 link = str(p.readlink()).replace(str(root.parent), "")
@@ -74,5 +82,64 @@ def test_the_corpus_is_what_was_recorded(tmp_path: Path) -> None:
                 out.append((rel, p.read_bytes()))
         return out
 
-    assert listing(one) == listing(two)
-    assert len([p for p in one.rglob("*.envelope.json") if p.is_file()]) > 500
+    assert listing(again) == listing(golden_root)
+    assert len([p for p in again.rglob("*.envelope.json") if p.is_file()]) > 500
+
+
+@pytest.mark.parametrize("name", ["json", "quiet-wrong-key"])
+def test_worker_processes_give_the_same_output(name: str, golden_root: Path) -> None:
+    """``--jobs 2`` (547 envelopes: two forked workers) prints what one process printed
+    before the speed work, byte for byte, in the same order, with the same exit code. A
+    real process: forking the test runner (and its threads) is not what a user runs."""
+    argv, extra = corpus.RUNS[name]
+    real = [a.replace("{R}", str(golden_root)) for a in argv]
+    env = {**corpus._base_env(), **extra}
+    proc = subprocess.run(
+        [sys.executable, "-m", "eidolons", "check", *real, "--jobs", "2"],
+        cwd=golden_root,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    root_b, token = os.fsencode(str(golden_root)), corpus.ROOT_TOKEN.encode()
+    expected = EXPECTED[name]
+    out = proc.stdout.replace(root_b, token)
+    assert out == expected["stdout"], _diff(expected["stdout"], out)
+    assert proc.stderr.replace(root_b, token) == expected["stderr"]
+    assert proc.returncode == expected["code"]
+
+
+def test_check_many_in_one_process_is_check_envelope_in_order(golden_root: Path) -> None:
+    from eidolons.checker import check_envelope, check_many
+    from eidolons.contract import load_contracts
+
+    root = golden_root
+    contracts = load_contracts(root, [])
+    assert not isinstance(contracts, ContractSetUnavailable)
+    paths = sorted(str(p) for p in (root / "corpus" / "ise").glob("*.envelope.json"))
+    one = [check_envelope(Path(p), contracts, root=root, key=None) for p in paths]
+    assert list(check_many(paths, contracts, root=root, key=None)) == one
+    # too few envelopes for two workers (fewer than MIN_PER_JOB each): one process
+    assert list(check_many(paths, contracts, root=root, key=None, jobs=2)) == one
+
+
+def test_check_many_without_fork_checks_in_this_process(
+    golden_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import multiprocessing
+
+    from eidolons import checker
+    from eidolons.contract import load_contracts
+
+    def no_fork(method: str | None = None) -> Any:
+        raise ValueError(f"cannot find context for {method!r}")
+
+    monkeypatch.setattr(multiprocessing, "get_context", no_fork)
+    root = golden_root
+    contracts = load_contracts(root, [])
+    assert not isinstance(contracts, ContractSetUnavailable)
+    paths = sorted(str(p) for p in (root / "corpus" / "mixed").rglob("*.envelope.json"))
+    assert len(paths) >= 2 * checker.MIN_PER_JOB
+    serial = list(checker.check_many(paths, contracts, root=root, key=None))
+    assert list(checker.check_many(paths, contracts, root=root, key=None, jobs=4)) == serial
+    assert not checker._WORKER_JOB

@@ -9,6 +9,8 @@ resolved with this project's resolution (:mod:`eidolons.payload`) and read once.
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,9 +32,11 @@ from eidolons.payload import (
 )
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import Pool
+
     from eidolons.ecl.contract import ContractSet
 
-__all__ = ["check_envelope", "read_payload_facts"]
+__all__ = ["check_envelope", "check_many", "read_payload_facts"]
 
 
 def read_payload_facts(
@@ -102,3 +106,99 @@ def check_envelope(
         e1 = GateResult("E-1", "MUST", "fail", "envelope_is_json", str(exc), target)
         return results_after_e1(e1, None, contracts, reader, strict=strict, target=target)
     return run_gates(data, contracts, reader, strict=strict, limits=lim, target=target)
+
+
+#: below this many envelopes per worker, starting the workers costs more than it saves
+MIN_PER_JOB = 64
+CHUNK = 32  # envelopes handed to a worker at a time
+
+
+class _Job:
+    """What every envelope of one ``check_many`` run is checked with (inherited by forked
+    workers, never pickled: the contracts a worker uses are the ones the parent loaded)."""
+
+    __slots__ = ("contracts", "key", "limits", "root", "strict")
+
+    def __init__(
+        self, contracts: ContractSet, root: Path, key: bytes | None, strict: bool, limits: Limits
+    ) -> None:
+        self.contracts = contracts
+        self.root = root
+        self.key = key
+        self.strict = strict
+        self.limits = limits
+
+    def check(self, path: str) -> list[GateResult]:
+        return check_envelope(
+            Path(path),
+            self.contracts,
+            root=self.root,
+            key=self.key,
+            strict=self.strict,
+            limits=self.limits,
+        )
+
+
+_WORKER_JOB: list[_Job] = []  # set in the parent just before the fork
+
+
+def _check_in_worker(path: str) -> list[GateResult]:
+    return _WORKER_JOB[0].check(path)
+
+
+def check_many(
+    paths: Sequence[str],
+    contracts: ContractSet,
+    *,
+    root: Path,
+    key: bytes | None,
+    strict: bool = False,
+    limits: Limits | None = None,
+    jobs: int = 1,
+) -> Iterator[list[GateResult]]:
+    """:func:`check_envelope` on every path, the results yielded in the order of
+    ``paths`` whatever ``jobs`` is. With ``jobs`` > 1 (and at least
+    :data:`MIN_PER_JOB` envelopes per job) the envelopes are checked by that many
+    forked worker processes, in chunks, and collected in order; where ``fork`` is not
+    available, in this process. The decisions are the same functions either way."""
+    job = _Job(contracts, root, key, strict, limits or Limits())
+    workers = min(jobs, len(paths) // MIN_PER_JOB)
+    pool = _fork_pool(workers, job) if workers > 1 else None
+    if pool is None:
+        for path in paths:
+            yield job.check(path)
+        return
+    try:
+        yield from pool.imap(_check_in_worker, paths, chunksize=CHUNK)
+    finally:
+        pool.terminate()
+        pool.join()
+        _WORKER_JOB.clear()
+
+
+def _fork_pool(workers: int, job: _Job) -> Pool | None:
+    import multiprocessing
+
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform: check in this process
+        return None
+    # a forked child holds a copy of what the parent has not written yet: write it now,
+    # so that nothing the parent printed can ever be printed twice
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    _WORKER_JOB[:] = [job]
+    try:
+        return context.Pool(workers, initializer=_worker_start)
+    except OSError:  # cannot start processes (limits): check in this process
+        _WORKER_JOB.clear()
+        return None
+
+
+def _worker_start() -> None:
+    """An interrupt (^C reaches the whole process group) is the parent's to handle: it
+    stops the workers and exits 130; a worker never prints a traceback of its own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

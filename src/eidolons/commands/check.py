@@ -92,7 +92,6 @@ import sys
 import time
 from collections.abc import Sequence
 from json.encoder import encode_basestring
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from eidolons._text import printable
@@ -170,6 +169,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--exit-zero", action="store_true", help="exit 0 whatever is found (usage errors still 1)"
     )
+    p.add_argument(
+        "--jobs",
+        metavar="N|auto",
+        help="check with N worker processes (auto: one per CPU); output and its order are "
+        "the same as with one (default: 1, this process only)",
+    )
     _exit_1_on_usage_errors(p)
 
 
@@ -206,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eidolons.checker import check_envelope
+    from eidolons.checker import check_many
     from eidolons.config import Limits, find_root, hmac_key
     from eidolons.contract import ContractSetUnavailable, load_contracts
     from eidolons.errors import UsageError
@@ -219,6 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         raise _Usage(f"--fail-on must be must or should, got {args.fail_on!r}")
     if args.quiet and args.json:
         raise _Usage("-q is for text output; --json already lists every result")
+    jobs = _jobs(args.jobs)
     if not args.paths:
         raise _Usage("no PATH given (usage: eidolons check PATH... [options])")
     targets = [_absolute(p) for p in args.paths]
@@ -250,10 +256,10 @@ def _run(args: argparse.Namespace) -> int:
         strict=bool(args.strict),
     )
     report.start()
-    for i, path in enumerate(envelopes, 1):
-        results = check_envelope(
-            Path(path), contracts, root=root, key=key, strict=args.strict, limits=limits
-        )
+    checked = check_many(
+        envelopes, contracts, root=root, key=key, strict=args.strict, limits=limits, jobs=jobs
+    )
+    for i, results in enumerate(checked, 1):
         progress.clear()
         report.add(results)
         progress.tick(i)
@@ -267,6 +273,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- inputs
+
+
+def _jobs(raw: str | None) -> int:
+    """``--jobs N``: a positive integer; ``auto`` is the number of CPUs this process may
+    use. Absent: 1 (this process only)."""
+    if raw is None:
+        return 1
+    if raw == "auto":
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if not raw.isdecimal() or int(raw) < 1:
+        raise _Usage(f"--jobs must be a positive integer or auto, got {raw!r}")
+    return int(raw)
 
 
 def _absolute(path: str) -> str:
