@@ -3,6 +3,7 @@
 Usage::
 
     python bench/bench_check.py [--envelopes N] [--rounds R] [--keep DIR] [--compare SRC]
+                                [--jobs N]
 
 Method
 ------
@@ -18,14 +19,18 @@ one warm-up round):
     reads and ``json.loads`` each envelope and SHA-256s its payload: the least work any
     checker must do.
 
-Both include interpreter start-up. Reported for each: the median and the minimum wall
-time, envelopes per second, and the **CPU time** of the child (user + system, from
-``wait4``): envelopes per CPU-second is the per-core figure, the one the goal (5,000/s)
-is about, and it moves less than wall time when other work shares the cores. Then the
-ratio (a)/(b), which is what the checker's rules, payload resolution, strict parsing and
-output cost on top of parse+hash. Only the ratio is comparable across machines. The
-checker runs on one core (no worker processes), so wall and CPU figures differ only by
-waiting (load, I/O).
+Optional rows, interleaved with those: (c) ``--compare SRC``, the same check with
+``PYTHONPATH=SRC`` (the ``src/`` of an older checkout: before/after in one run); (d)
+``--jobs N``, the same check with ``--jobs N``.
+
+All include interpreter start-up. Reported for each: the median and the minimum wall
+time and envelopes per second, on wall time and on the **CPU time** of the child (user +
+system of the reaped child, workers included). Envelopes per CPU-second of row (a) is the
+**per-core** figure, the one the goal (5,000/s) is about: it moves less than wall time
+when other work shares the cores. Row (d)'s wall time is what N cores give; its CPU time
+is the sum over the workers (the per-core cost plus the hand-over). Then the ratio
+(a)/(b), which is what the checker's rules, payload resolution, strict parsing and output
+cost on top of parse+hash. Only ratios are comparable across machines.
 """
 
 from __future__ import annotations
@@ -168,9 +173,11 @@ def timed(
     return elapsed, used, proc.stdout, proc.stderr, proc.returncode
 
 
-def time_check(root: Path, count: int, src: str | None = None) -> tuple[float, float]:
+def time_check(
+    root: Path, count: int, src: str | None = None, jobs: int = 1
+) -> tuple[float, float]:
     argv = [sys.executable, "-m", "eidolons", "check", str(root / "handoffs"), "--json"]
-    argv += ["--root", str(root)]
+    argv += ["--root", str(root)] + (["--jobs", str(jobs)] if jobs > 1 else [])
     elapsed, cpu, out, err, code = timed(argv, root, src)
     if code != 0:
         raise SystemExit(f"bench: check exited {code}: {err[-2000:]!r}")
@@ -193,6 +200,14 @@ def main() -> int:
     parser.add_argument("--envelopes", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="add row (d): check --jobs N (wall time on N cores; its CPU row is the sum "
+        "over the workers, so the per-core figure stays row (a)'s)",
+    )
     parser.add_argument(
         "--compare",
         metavar="SRC",
@@ -219,6 +234,8 @@ def main() -> int:
         if args.compare:
             src = str(Path(args.compare).resolve())
             jobs["compare"] = lambda: time_check(root, args.envelopes, src)
+        if args.jobs > 1:
+            jobs["jobs"] = lambda: time_check(root, args.envelopes, jobs=args.jobs)
         wall: dict[str, list[float]] = {k: [] for k in jobs}
         cpu: dict[str, list[float]] = {k: [] for k in jobs}
         keys = list(jobs)
@@ -239,6 +256,8 @@ def main() -> int:
         }
         if args.compare:
             rows["(c) check, PYTHONPATH=SRC"] = "compare"
+        if args.jobs > 1:
+            rows[f"(d) check --jobs {args.jobs}"] = "jobs"
         for label, key in rows.items():
             for what, series in (("wall", wall[key]), ("cpu ", cpu[key])):
                 med, low = statistics.median(series), min(series)
