@@ -266,3 +266,16 @@ def test_trace_verify_of_nothing_is_an_input_error(cli: Cli, project: Path) -> N
         assert r.out == ""
     r = cli("trace", "verify", "no-such-thread", "--json")
     assert r.code == 2 and r.out == "" and len(r.err.splitlines()) == 1
+
+
+def test_trace_verify_block_and_mode_warn_contradict(cli: Cli, project: Path) -> None:
+    """One rule for ``--block`` against ``--mode`` (as verify-envelope and run say it):
+    asking for both block and warn is a usage error, not a silent block."""
+    trace = _handoff(cli, project)
+    r = cli("trace", "verify", trace.stem, "--block", "--mode", "warn")
+    assert r.code == 2 and r.err == "eidolons: --block contradicts --mode warn [USAGE]\n", r.err
+    assert cli("trace", "verify", trace.stem, "--block", "--mode", "block").code == 0
+    for command in (["verify-envelope", "x.envelope.json", "--block"], ["run", "--verify", "x"]):
+        flag = "--block" if command[0] == "verify-envelope" else "--verify-block"
+        r = cli(*command, *([] if flag == "--block" else [flag]), "--mode", "warn")
+        assert r.code == 2 and r.err == f"eidolons: {flag} contradicts --mode warn [USAGE]\n"

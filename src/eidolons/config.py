@@ -101,10 +101,21 @@ def hmac_key_warning(key: bytes | None) -> str | None:
 VERIFY_MODES = ("warn", "block")
 
 
-def verify_mode(explicit: str | None, env: Mapping[str, str] | None = None) -> str:
-    """The verify mode: ``--mode`` if given, else ``EIDOLONS_ECL_VERIFY_MODE``, else block.
+def verify_mode(
+    explicit: str | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    block: bool = False,
+    flag: str = "--block",
+) -> str:
+    """The verify mode: block with the ``block`` flag (``flag``: its name; ``--mode`` may
+    only agree), else ``--mode`` if given, else ``EIDOLONS_ECL_VERIFY_MODE``, else block.
 
     Block is the default of every gate (the seeds' posture change); warn is an opt-in."""
+    if block:
+        if explicit not in (None, "block"):
+            raise UsageError(f"{flag} contradicts --mode {explicit}")
+        return "block"
     if explicit is not None:
         if explicit not in VERIFY_MODES:
             raise UsageError(f"--mode must be warn or block, got {explicit!r}")

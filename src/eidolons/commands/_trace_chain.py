@@ -40,7 +40,7 @@ def run_chain(args: argparse.Namespace) -> int:
     root = project_root(args.root)
     if isinstance(root, int):
         return root
-    mode = verify_mode("block" if getattr(args, "block", False) else getattr(args, "mode", None))
+    mode = verify_mode(getattr(args, "mode", None), block=getattr(args, "block", False))
     if verb == "show":
         if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
             return error("--max-events and --idle-timeout go with --follow")

@@ -56,9 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if receiver is not None and not is_slug(receiver):
         return error(f"--as {args.receiver!r} is not an eidolon slug")
     try:
-        if args.verify_block and args.mode not in (None, "block"):
-            raise UsageError("--verify-block contradicts --mode " + args.mode)
-        mode = "block" if args.verify_block else verify_mode(args.mode)
+        mode = verify_mode(args.mode, block=args.verify_block, flag="--verify-block")
         root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:

@@ -51,9 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.gates.orchestrator import run_gate, text_line, warning_line
 
     try:
-        if args.block and args.mode not in (None, "block"):
-            raise UsageError("--block contradicts --mode " + args.mode)
-        mode = "block" if args.block else verify_mode(args.mode)
+        mode = verify_mode(args.mode, block=args.block)
         root = find_root(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
