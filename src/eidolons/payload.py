@@ -218,6 +218,14 @@ def default_envelope_path(payload: Path) -> Path:
     return payload.with_suffix("").with_name(payload.with_suffix("").name + ENVELOPE_SUFFIX)
 
 
+def sidecar_path(envelope_path: Path, suffix: str) -> Path:
+    """``<stem><suffix>`` beside ``<stem>.envelope.json``: the files that travel with an
+    envelope (its receipt, its sender signature)."""
+    name = envelope_path.name
+    stem = name[: -len(ENVELOPE_SUFFIX)] if name.endswith(ENVELOPE_SUFFIX) else name
+    return envelope_path.with_name(stem + suffix)
+
+
 class AmbiguousEnvelope(InputError):
     code = "AMBIGUOUS"
 

@@ -41,11 +41,9 @@ INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
 
 def receipt_path(envelope_path: Path) -> Path:
     """``<stem>.receipt.json`` beside ``<stem>.envelope.json``."""
-    from eidolons.payload import ENVELOPE_SUFFIX
+    from eidolons.payload import sidecar_path
 
-    name = envelope_path.name
-    stem = name[: -len(ENVELOPE_SUFFIX)] if name.endswith(ENVELOPE_SUFFIX) else name
-    return envelope_path.with_name(stem + RECEIPT_SUFFIX)
+    return sidecar_path(envelope_path, RECEIPT_SUFFIX)
 
 
 def build_statement(result: Any, *, command: str, time: str) -> dict[str, Any] | None:

@@ -33,11 +33,10 @@ INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
 
 
 def signature_path(envelope_path: Path) -> Path:
-    from eidolons.payload import ENVELOPE_SUFFIX
+    """``<stem>.envelope.sig`` beside ``<stem>.envelope.json``."""
+    from eidolons.payload import sidecar_path
 
-    name = envelope_path.name
-    stem = name[: -len(ENVELOPE_SUFFIX)] if name.endswith(ENVELOPE_SUFFIX) else name
-    return envelope_path.with_name(stem + SIG_SUFFIX)
+    return sidecar_path(envelope_path, SIG_SUFFIX)
 
 
 def required(trust: TrustStore | None, sender: str, receiver: str) -> bool:
