@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import eidolons
+from eidolons.ecl.receiver import Failure
 from eidolons.emit import HandoffRefused
 from tests.conftest import Run, clean_env, emit_cmd
 
@@ -137,7 +138,6 @@ def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
     nothing written; the library's older spelling (a ContractError) still refuses."""
     from eidolons.contract import load_contracts
     from eidolons.ecl.contract import ContractError, ContractSetUnavailable
-    from eidolons.emit import emit, parse_agent
 
     bad = project / "bad"
     bad.mkdir()
@@ -153,20 +153,28 @@ def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
     unavailable = load_contracts(project, [bad])
     assert isinstance(unavailable, ContractSetUnavailable)
     for contracts in (unavailable, unavailable.error, ContractError("contracts", "gone")):
-        with pytest.raises(HandoffRefused) as refused:
-            emit(
-                payload,
-                sender=parse_agent("atlas", "sender"),
-                recipient=parse_agent("vigil", "to"),
-                performative="PROPOSE",
-                kind="scout-report",
-                objective="o",
-                root=project,
-                contracts=contracts,
-            )
-        first = refused.value.failures[0]
+        first = _refusal(project, payload, contracts)
         assert first.code == "UNDECLARED_EDGE" and "contract set failed to load" in first.message
     assert not (project / "s.envelope.json").exists()
+
+
+def _refusal(project: Path, payload: Path, contracts: object) -> Failure:
+    """The first failure library ``emit`` refuses atlas -> vigil with, given ``contracts``."""
+    from eidolons.emit import emit, parse_agent
+
+    with pytest.raises(HandoffRefused) as refused:
+        emit(
+            payload,
+            sender=parse_agent("atlas", "sender"),
+            recipient=parse_agent("vigil", "to"),
+            performative="PROPOSE",
+            kind="scout-report",
+            objective="o",
+            root=project,
+            contracts=contracts,
+        )
+    first: Failure = refused.value.failures[0]
+    return first
 
 
 @pytest.mark.parametrize(
@@ -179,23 +187,12 @@ def test_emit_takes_contracts_by_the_receivers_one_rule(project: Path, contracts
     fail-closed unavailable set, for emit as for the receiver gate
     (:func:`eidolons.ecl.contract.as_contract_set`): refused, nothing written, never a
     traceback."""
-    from eidolons.emit import emit, parse_agent, self_check
+    from eidolons.emit import self_check
     from eidolons.gates.receiver import as_contract_set as receiver_rule
 
     payload = project / "s.md"
     payload.write_text("# Scout\n")
-    with pytest.raises(HandoffRefused) as refused:
-        emit(
-            payload,
-            sender=parse_agent("atlas", "sender"),
-            recipient=parse_agent("vigil", "to"),
-            performative="PROPOSE",
-            kind="scout-report",
-            objective="o",
-            root=project,
-            contracts=contracts,
-        )
-    first = refused.value.failures[0]
+    first = _refusal(project, payload, contracts)
     assert first.code == "UNDECLARED_EDGE" and "contract set failed to load" in first.message
     assert receiver_rule(contracts).reason in first.message  # the receiver's words
     assert not (project / "s.envelope.json").exists()
