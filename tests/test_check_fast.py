@@ -128,3 +128,25 @@ def test_jobs_must_be_a_positive_integer_or_auto(value: str, tmp_path: Path) -> 
     r = run_cli("check", tmp_path, "--jobs", value, cwd=tmp_path)
     assert r.code == 1
     assert r.err == f"eidolons: --jobs must be a positive integer or auto, got {value!r}\n"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, 7, -3, 10**30, True, False, None, 1.0, 1.5, -0.0, 1e300, "s", [1, "a"], {"k": None}],
+)
+def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
+    """``_text`` writes an int itself instead of through ``json.dumps``: same text."""
+    import json
+
+    from eidolons.ecl.conformance import _text
+
+    if value is None or value is False:
+        assert _text(value) == ""
+    elif isinstance(value, str):
+        assert _text(value) == value
+    elif value is True:
+        assert _text(value) == "true"
+    elif isinstance(value, float) and value.is_integer() and abs(value) < 1e17:
+        assert _text(value) == str(int(value))
+    else:
+        assert _text(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -273,6 +273,8 @@ def _text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
+    if type(value) is int:  # what json.dumps writes for an int (token counts, sizes)
+        return str(value)
     if value is True:
         return "true"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e17:

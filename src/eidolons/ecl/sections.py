@@ -50,15 +50,16 @@ _PARSER: list[Any] = []  # the one MarkdownIt, built on first use
 
 def _block_parser() -> Any:
     """The CommonMark parser R-1 uses, built once per process (it is immutable once
-    configured, and every parse gets its own state). Its core ``inline`` rule is off: a
-    heading's text is the content of the inline token that the *block* parser makes,
-    so parsing emphasis, links and code spans inside every paragraph changes no heading
-    and only costs time (half of the parse). ``tests/test_sections_markdown.py`` checks
+    configured, and every parse gets its own state). Its core ``inline`` rule is off (and
+    ``text_join``, which only rewrites what ``inline`` makes): a heading's text is the
+    content of the inline token that the *block* parser makes, so parsing emphasis,
+    links and code spans inside every paragraph changes no heading and only costs time
+    (half of the parse). ``tests/test_sections_markdown.py`` checks
     that the headings are those of the full parse."""
     if not _PARSER:
         from markdown_it import MarkdownIt
 
-        _PARSER.append(MarkdownIt("commonmark").disable("inline"))
+        _PARSER.append(MarkdownIt("commonmark").disable(["inline", "text_join"]))
     return _PARSER[0]
 
 
