@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,7 +155,7 @@ def check_many(
     strict: bool = False,
     limits: Limits | None = None,
     jobs: int = 1,
-) -> Iterator[list[GateResult]]:
+) -> Generator[list[GateResult], None, None]:
     """:func:`check_envelope` on every path, the results yielded in the order of
     ``paths`` whatever ``jobs`` is. With ``jobs`` > 1 (and at least
     :data:`MIN_PER_JOB` envelopes per job) the envelopes are checked by that many

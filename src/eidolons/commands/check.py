@@ -259,10 +259,13 @@ def _run(args: argparse.Namespace) -> int:
     checked = check_many(
         envelopes, contracts, root=root, key=key, strict=args.strict, limits=limits, jobs=jobs
     )
-    for i, results in enumerate(checked, 1):
-        progress.clear()
-        report.add(results)
-        progress.tick(i)
+    try:
+        for i, results in enumerate(checked, 1):
+            progress.clear()
+            report.add(results)
+            progress.tick(i)
+    finally:
+        checked.close()  # workers, if any, are stopped now, whatever ended the loop
     progress.done()
     code = report.finish()
     if args.exit_zero:
