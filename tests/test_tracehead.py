@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.keys.heads import head_path, recorded
 from eidolons.trace import append_event
@@ -115,3 +117,26 @@ def test_a_deleted_trace_whose_head_this_host_holds_is_a_break(project: Path) ->
         assert r.json()["chains"][0]["head"]["state"] == "cut"
     other = run_cli("trace", "verify", "t2", "--block", cwd=project)
     assert other.code != 0 and "no trace for a thread of that id" in other.err
+
+
+def test_an_honest_append_during_verify_is_no_cut(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head is read before the trace's bytes: a gate appending while ``trace verify``
+    runs leaves a head at or behind what was read (later lines not anchored), never one
+    past it, which would report the honest append as a cut tail."""
+    import eidolons.traceverify as tv
+
+    _trace(project)
+    real = tv.read_snapshot
+
+    def read_then_append(file: Path) -> tuple[list[bytes], list[object]]:
+        out = real(file)
+        append_event(file, {"event": "emit", "thread_id": "t1", "n": 99})  # a gate, meanwhile
+        return out  # type: ignore[return-value]
+
+    monkeypatch.setattr(tv, "read_snapshot", read_then_append)
+    r = _verify(project, "t1")
+    chain = r.json()["chains"][0]
+    assert r.code == 0, chain
+    assert chain["head"]["state"] == "anchored" and chain["lines"] == 4

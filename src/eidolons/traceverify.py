@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 class TraceSnapshot:
     """One trace read once (ADR 0096): ``raw``, its non-blank lines' exact bytes (what the
     hash chain covers), and ``lines``, the same bytes decoded (the events whose verdicts
-    are judged); ``file``, the JSONL file it was read from (None for PostgreSQL)."""
+    are judged); ``file``, the JSONL file it was read from (None for PostgreSQL), and
+    ``head``, this host's head anchor for it (ADR 0037), read *before* the bytes: a gate
+    appending meanwhile leaves the head at or behind what was read, never past it."""
 
-    __slots__ = ("file", "kind", "lines", "name", "raw")
+    __slots__ = ("file", "head", "kind", "lines", "name", "raw")
 
     def __init__(
         self,
@@ -45,22 +47,35 @@ class TraceSnapshot:
         raw: list[bytes],
         lines: list[TraceLine],
         file: Path | None,
+        head: Any = None,
     ) -> None:
         self.kind = kind  # "file" (a .jsonl PATH) or "thread" (a thread id of the store)
         self.name = name
         self.raw = raw
         self.lines = lines
         self.file = file
+        self.head = head  # what keys.heads.recorded gave, or the HeadError it raised
 
     @property
     def key(self) -> tuple[str, str]:
         return self.kind, self.name
 
 
-def snapshot_file(path: Path) -> TraceSnapshot:
-    """A ``.jsonl`` trace named by path. Raises :class:`InputError`."""
+def _head_of(file: Path) -> Any:
+    from eidolons.keys.heads import HeadError, recorded
+
+    try:
+        return recorded(file)
+    except HeadError as exc:
+        return exc
+
+
+def snapshot_file(path: Path, kind: str = "file", name: str | None = None) -> TraceSnapshot:
+    """A ``.jsonl`` trace: this host's head for it, then its bytes in one read. Raises
+    :class:`InputError`."""
+    head = _head_of(path)
     raw, lines = read_snapshot(path)
-    return TraceSnapshot("file", str(path), raw, lines, path)
+    return TraceSnapshot(kind, str(path) if name is None else name, raw, lines, path, head)
 
 
 def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
@@ -69,12 +84,10 @@ def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
     from eidolons.tracestore import TraceReadError
 
     if store.kind == "jsonl":
-        file = Path(store.location(thread))
         try:
-            raw, lines = read_snapshot(file)
+            return snapshot_file(Path(store.location(thread)), "thread", thread)
         except InputError as exc:  # as the store reports it
             raise TraceReadError(str(exc)) from None
-        return TraceSnapshot("thread", thread, raw, lines, file)
     raw = list(store.iter_raw(thread))
     return TraceSnapshot(
         "thread", thread, raw, [decode_line(r, n) for n, r in enumerate(raw, 1)], None
@@ -113,18 +126,16 @@ def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) ->
     return "valid"
 
 
-def head_status(lines: list[bytes], file: Path | None) -> dict[str, Any] | None:
-    """The trace against the head this host recorded for ``file`` (ADR 0037); None for a
+def head_status(snap: TraceSnapshot) -> dict[str, Any] | None:
+    """The trace against the head this host recorded for its file (ADR 0037); None for a
     store that is not a file (PostgreSQL keeps its own append-only guarantees)."""
-    if file is None:
+    if snap.file is None:
         return None
-    from eidolons.keys.heads import HeadError, check_head, recorded
+    from eidolons.keys.heads import HeadError, check_head
 
-    try:
-        head = recorded(file)
-    except HeadError as exc:
-        return {"state": "unreadable", "ok": False, "reason": str(exc)}
-    return check_head(lines, head)
+    if isinstance(snap.head, HeadError):
+        return {"state": "unreadable", "ok": False, "reason": str(snap.head)}
+    return check_head(snap.raw, snap.head)
 
 
 def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dict[str, Any]:
@@ -135,7 +146,7 @@ def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dic
 
     lines = snap.raw
     chain = verify_chain(lines)
-    head = head_status(lines, snap.file)
+    head = head_status(snap)
     receipts: list[dict[str, Any]] = []
     for n, raw in enumerate(lines, start=1):
         try:
