@@ -538,3 +538,28 @@ def test_the_lookup_agrees_with_the_full_scan_on_mixed_traces(
             add_raw(store, thread, raw_verdict(kind="verify_pass", mid=mid, n=step)[:-1] + b"}}")
         for m in [*mids, "absent"]:
             assert store.latest_verdict(thread, m) == full_scan(store, thread, m), (step, m)
+
+
+def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str) -> None:
+    """What a reception writes is the same the 1st and the 1,000th time (ADR 0088): two
+    trace lines, the heads, the verdict index's header; the payload index only once."""
+    from eidolons.payloadindex import HEADER, entry, read_index
+
+    index = store.root / ".eidolons" / "payloads.idx"
+    store.append(thread, verdict("emit", gate="sender", payload_path="out/a.md"))
+    store.append(thread, verdict("verify_pass", payload_path="out/a.md"))
+    assert index.read_bytes() == HEADER + entry("out/a.md")
+    sizes = []
+    for _ in range(50):
+        for event in receipt_events():
+            store.append(thread, dict(event, payload_path="out/a.md"))
+        sizes.append(index.stat().st_size)
+        verdict_index = index_file(store, thread).stat().st_size
+    assert sizes == [len(HEADER + entry("out/a.md"))] * 50
+    assert verdict_index == verdictindex.HEADER + 1024 * verdictindex.SLOT
+    store.append(thread, verdict("verify_pass", payload_path="out/b.md"))  # a new path
+    assert index.read_bytes() == HEADER + entry("out/a.md") + entry("out/b.md")
+    index.write_bytes(HEADER)  # emptied by someone: the next append writes its entry again
+    store.append(thread, verdict("verify_pass", payload_path="out/a.md"))
+    named = read_index(str(store.root))
+    assert named is not None and b"\n" + entry("out/a.md") in named

@@ -74,8 +74,15 @@ class JsonlStore(TraceStore):
 
         def add() -> None:
             from eidolons.beneath import BeneathError
-            from eidolons.payloadindex import record
+            from eidolons.payloadindex import entry, read_index, record
 
+            # a path the index names already is not written again: every reception of a
+            # hand-off (the receiver's verify_pass) would grow the index the hook reads
+            # whole on every event. Entries are never removed, and the hook only asks
+            # whether the index names the path (ADR 0088)
+            named = read_index(str(self.root))
+            if named is not None and b"\n" + entry(key) in named:
+                return
             try:
                 record(str(self.root), key, self.payload_paths)
             except (BeneathError, OSError) as exc:

@@ -56,7 +56,7 @@ SLOT = 64
 NO_ID = bytes(16)  # the id hash field of an empty slot
 MIN_CAPACITY = 1024
 MAX_CAPACITY = 1 << 30
-RUN = 16  # slots read per probe step
+RUN = 4  # slots read per probe step (a table at most half full: most probes end in one)
 CHUNK = 1024 * 1024  # forward reads when catching up or rebuilding
 NO_LINE = "-"
 
@@ -134,26 +134,23 @@ def header_slot(key: str, header: Header) -> bytes:
 
 def read_header(raw: bytes, key: str) -> Header | None:
     """The valid header slot with the higher ``gen`` of ``raw`` (the first 512 bytes)."""
-    candidates: list[tuple[int, int, Header]] = []
+    candidates: list[tuple[int, list[bytes], bytes]] = []
     for at in (0, HEADER_SLOT):
-        fields = raw[at : at + HEADER_SLOT].split()
-        if len(fields) != 8 or fields[0] != MAGIC_BYTES:
+        slot = raw[at : at + HEADER_SLOT]
+        fields = slot.split()
+        if len(fields) == 8 and fields[0] == MAGIC_BYTES and fields[1].isdigit():
+            candidates.append((int(fields[1]), fields, slot))
+    candidates.sort(key=lambda c: -c[0])  # the newer first
+    for _, fields, slot in candidates:
+        if not all(f.isdigit() for f in fields[2:6]) or not fields[6].isascii():
             continue
-        try:
-            text = [f.decode("ascii") for f in fields]
-        except UnicodeDecodeError:
+        text = b" ".join(fields[:7]).decode("ascii")
+        if slot != f"{text} {_check(key, text)}".encode().ljust(HEADER_SLOT - 1) + b"\n":
             continue
-        if not all(t.isdigit() for t in text[1:6]):
+        gen, cap, count, covered, last_start = (int(f) for f in fields[1:6])
+        if cap < MIN_CAPACITY or cap > MAX_CAPACITY or cap & (cap - 1) or count > cap // 2:
             continue
-        gen, cap, count, covered, last_start = (int(t) for t in text[1:6])
-        header = Header(gen, cap, count, covered, last_start, text[6])
-        candidates.append((gen, at, header))
-    for _, at, header in sorted(candidates, key=lambda c: -c[0]):  # the newer first
-        cap = header.capacity
-        if cap < MIN_CAPACITY or cap > MAX_CAPACITY or cap & (cap - 1) or header.count > cap // 2:
-            continue
-        if header_slot(key, header) == raw[at : at + HEADER_SLOT]:
-            return header
+        return Header(gen, cap, count, covered, last_start, fields[6].decode("ascii"))
     return None
 
 
@@ -223,15 +220,17 @@ def _covers(fd: int, size: int, header: Header) -> bool:
     return _line_at(fd, header.last_start, length, header.last_sha) is not None
 
 
-def _open_index(st: os.stat_result, flags: int) -> int | None:
+def _open_index(st: os.stat_result, flags: int) -> tuple[int, int] | None:
+    """(descriptor, size) of the trace's index when it is a regular file."""
     try:
         ifd = os.open(index_path(st), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    if os.fstat(ifd).st_mode & 0o170000 != 0o100000:
+    ist = os.fstat(ifd)
+    if ist.st_mode & 0o170000 != 0o100000:
         os.close(ifd)
         return None
-    return ifd
+    return ifd, ist.st_size
 
 
 def lookup(
@@ -241,13 +240,14 @@ def lookup(
     (``st`` its ``fstat``) as the index and the uncovered tail tell it, or None when
     they cannot tell (the caller scans). Raises :class:`eidolons.errors.InputError` when
     the uncovered tail is past ``bound`` (the scan bound) with no verdict in it."""
-    ifd = _open_index(st, os.O_RDONLY)
-    if ifd is None:
+    opened = _open_index(st, os.O_RDONLY)
+    if opened is None:
         return None
+    ifd, isize = opened
     try:
         key = file_key(st)
         header = read_header(os.pread(ifd, HEADER, 0), key)
-        if header is None or os.fstat(ifd).st_size != HEADER + header.capacity * SLOT:
+        if header is None or isize != HEADER + header.capacity * SLOT:
             return None
         if not _covers(fd, st.st_size, header):
             return None
@@ -347,13 +347,14 @@ def update(fd: int, start: int, line: bytes) -> None:
 
 def _update(fd: int, st: os.stat_result, start: int, line: bytes) -> None:
     key = file_key(st)
-    ifd = _open_index(st, os.O_RDWR)
+    opened = _open_index(st, os.O_RDWR)
+    ifd = opened[0] if opened is not None else None
     try:
         header = None
-        if ifd is not None:
-            header = read_header(os.pread(ifd, HEADER, 0), key)
+        if opened is not None:
+            header = read_header(os.pread(opened[0], HEADER, 0), key)
             if header is not None and (
-                os.fstat(ifd).st_size != HEADER + header.capacity * SLOT
+                opened[1] != HEADER + header.capacity * SLOT
                 or header.covered > start
                 or not _covers(fd, start, header)
             ):
