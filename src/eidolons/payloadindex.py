@@ -87,7 +87,7 @@ def read_index(root: str) -> bytes | None:
         st = os.fstat(fd)
         if st.st_mode & 0o170000 != 0o100000 or st.st_size > MAX_INDEX_BYTES:
             return None
-        data = os.read(fd, MAX_INDEX_BYTES + 1)
+        data = os.read(fd, st.st_size + 1)  # not an 8 MiB buffer for a small index
     except OSError:
         return None
     finally:
