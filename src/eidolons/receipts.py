@@ -31,12 +31,13 @@ from eidolons.ecl.receipt import (
     statement,
     statement_bytes,
 )
+from eidolons.ecl.verdict import RefusalCode
 from eidolons.keys.store import ORCHESTRATOR, TrustStore, atomic_write, readable_mode, ts_key
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
-UNVERIFIED = "UNVERIFIED"
-INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
+UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.verdict)
+INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
 def receipt_path(envelope_path: Path) -> Path:

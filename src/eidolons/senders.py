@@ -23,13 +23,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from eidolons.ecl.verdict import RefusalCode
 from eidolons.keys.store import TrustStore, sender_role
 
 PAYLOAD_TYPE = "application/vnd.eidolons.ecl-envelope+json"
 SIG_SUFFIX = ".envelope.sig"
 MAX_SIG_BYTES = 64 * 1024
-UNVERIFIED = "UNVERIFIED"
-INTEGRITY_MISMATCH = "INTEGRITY_MISMATCH"
+UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.verdict)
+INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
 def signature_path(envelope_path: Path) -> Path:
