@@ -150,3 +150,27 @@ def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
         assert _text(value) == str(int(value))
     else:
         assert _text(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_one_process_check_never_imports_multiprocessing(tmp_path: Path) -> None:
+    """``--jobs`` is opt-in: the default run does not even import the pool."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.golden_check.corpus import base_envelope
+
+    payload = SECTIONS_MD.encode()
+    (tmp_path / "r.md").write_bytes(payload)
+    envelope = tmp_path / "r.envelope.json"
+    envelope.write_text(json.dumps(base_envelope(payload, "r.md", 1)))
+    code = (
+        "import sys; from eidolons.cli import main; "
+        f"rc = main(['check', {str(envelope)!r}, '--json', '--root', {str(tmp_path)!r}]); "
+        "print('multiprocessing' in sys.modules, rc, file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip() == "False 0", proc.stderr
+    assert json.loads(proc.stdout)["envelopes"] == 1
