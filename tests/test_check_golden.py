@@ -143,3 +143,31 @@ def test_check_many_without_fork_checks_in_this_process(
     serial = list(checker.check_many(paths, contracts, root=root, key=None))
     assert list(checker.check_many(paths, contracts, root=root, key=None, jobs=4)) == serial
     assert not checker._WORKER_JOB
+
+
+def test_a_worker_that_dies_ends_the_run_as_an_internal_error(golden_root: Path) -> None:
+    """Fail closed: a worker killed mid-run (here: it exits on one envelope) makes the
+    command exit 70 with one line, never hang and never print a partial pass."""
+    script = (
+        "import os, sys\n"
+        "from eidolons import checker\n"
+        "from eidolons.cli import main\n"
+        "real = checker._Job.check\n"
+        "def dying(self, path):\n"
+        "    if path.endswith('m100.envelope.json'):\n"
+        "        os._exit(9)\n"
+        "    return real(self, path)\n"
+        "checker._Job.check = dying\n"
+        "sys.exit(main(['check', sys.argv[1], '--jobs', '2', '-q']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(golden_root / "corpus" / "mixed")],
+        cwd=golden_root,
+        env=corpus._base_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 70, proc.stderr
+    assert proc.stderr.startswith("eidolons: internal error: BrokenProcessPool"), proc.stderr
+    assert "Result: OK" not in proc.stdout

@@ -32,7 +32,7 @@ from eidolons.payload import (
 )
 
 if TYPE_CHECKING:
-    from multiprocessing.pool import Pool
+    from concurrent.futures import ProcessPoolExecutor
 
     from eidolons.ecl.contract import ContractSet
 
@@ -160,7 +160,9 @@ def check_many(
     ``paths`` whatever ``jobs`` is. With ``jobs`` > 1 (and at least
     :data:`MIN_PER_JOB` envelopes per job) the envelopes are checked by that many
     forked worker processes, in chunks, and collected in order; where ``fork`` is not
-    available, in this process. The decisions are the same functions either way."""
+    available, in this process. The decisions are the same functions either way. A
+    worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
+    (an internal error, exit 70), never a hang and never a missing result."""
     job = _Job(contracts, root, key, strict, limits or Limits())
     workers = min(jobs, len(paths) // MIN_PER_JOB)
     pool = _fork_pool(workers, job) if workers > 1 else None
@@ -169,15 +171,15 @@ def check_many(
             yield job.check(path)
         return
     try:
-        yield from pool.imap(_check_in_worker, paths, chunksize=CHUNK)
+        yield from pool.map(_check_in_worker, paths, chunksize=CHUNK)
     finally:
-        pool.terminate()
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
         _WORKER_JOB.clear()
 
 
-def _fork_pool(workers: int, job: _Job) -> Pool | None:
+def _fork_pool(workers: int, job: _Job) -> ProcessPoolExecutor | None:
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     try:
         context = multiprocessing.get_context("fork")
@@ -190,7 +192,7 @@ def _fork_pool(workers: int, job: _Job) -> Pool | None:
             stream.flush()
     _WORKER_JOB[:] = [job]
     try:
-        return context.Pool(workers, initializer=_worker_start)
+        return ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start)
     except OSError:  # cannot start processes (limits): check in this process
         _WORKER_JOB.clear()
         return None
