@@ -29,6 +29,10 @@ LAUNCH = (
 )
 #: what the early SKIP must not import (each was on this path before ADR 0084)
 NOT_IMPORTED = (
+    "re",
+    "argparse",
+    "typing",
+    "enum",
     "json",
     "pathlib",
     "dataclasses",
