@@ -300,7 +300,8 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
     payload = traced / "handoff" / "scout-report.md"
     run, modules = launch(traced, str(payload), "--as", "vigil", "--no-memory")
     assert run.code == 0 and "PASS" in run.err, run.err
-    assert not {"eidolons.memory", "eidolons.senders", "sqlite3", "uuid", "dataclasses"} & modules
+    unwanted = {"eidolons.memory", "eidolons.senders", "sqlite3", "uuid", "dataclasses", "typing"}
+    assert not unwanted & modules
 
 
 def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, traced: Path) -> None:
@@ -312,3 +313,26 @@ def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, trac
     assert json.loads(again.out)["ingest"]["commit_status"] == "merged"
     assert "eidolons.memory.local" in modules
     assert not {"uuid", "platform", "dataclasses", "inspect"} & modules
+
+
+@pytest.mark.parametrize(
+    "module, name", [("ecl/results.py", "GateResult"), ("ecl/conformance.py", "PayloadFacts")]
+)
+def test_the_named_tuples_declare_the_same_fields_twice(module: str, name: str) -> None:
+    # the type checker's NamedTuple and the interpreter's namedtuple (no typing at start-up)
+    import ast
+    import importlib
+
+    from tests._imports import SRC
+
+    tree = ast.parse((SRC / "eidolons" / module).read_text())
+    declared = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == f"_{name}"
+    )
+    fields = [s.target.id for s in declared.body if isinstance(s, ast.AnnAssign)]  # type: ignore[union-attr]
+    defaults = [s.target.id for s in declared.body if isinstance(s, ast.AnnAssign) and s.value]  # type: ignore[union-attr]
+    cls = getattr(importlib.import_module("eidolons." + module[:-3].replace("/", ".")), name)
+    assert list(cls._fields) == fields
+    assert sorted(cls._field_defaults) == sorted(defaults)
+    assert all(v is None for v in cls._field_defaults.values())
+    assert cls.__name__ == name and repr(cls(*range(len(fields)))).startswith(f"{name}(")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from eidolons.ecl.receipt import (
     PAYLOAD_TYPE,
@@ -33,6 +32,10 @@ from eidolons.ecl.receipt import (
 )
 from eidolons.ecl.verdict import RefusalCode
 from eidolons.keys.store import ORCHESTRATOR, TrustStore, atomic_write, readable_mode, ts_key
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024

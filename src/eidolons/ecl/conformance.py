@@ -137,8 +137,8 @@ Each is deliberate; ``docs/adr/0200-conformance-checker.md`` gives the reasons.
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eidolons.ecl import grammar
 from eidolons.ecl.envelope import PERFORMATIVES, REQUIRED_FIELDS
@@ -157,8 +157,22 @@ from eidolons.ecl.strict_json import json_type, loads_strict
 from eidolons.ecl.verdict import RefusalCode
 from eidolons.errors import EnvelopeError
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+
     from eidolons.ecl.contract import Contract, ContractSet
+
+    class _PayloadFacts(NamedTuple):
+        size: int
+        sha256: str
+        hmac_sha256: str | None = None
+        data: bytes | bytearray | None = None
+
+else:  # the same fields for the interpreter: typing.NamedTuple would import typing
+    _PayloadFacts = namedtuple(
+        "PayloadFacts", ("size", "sha256", "hmac_sha256", "data"), defaults=(None, None)
+    )
 
 __all__ = [
     "LEVELS",
@@ -423,15 +437,12 @@ def envelope_results(env: Mapping[str, Any], *, target: str | None = None) -> li
 # --------------------------------------------------------------------------- integrity (I-)
 
 
-class PayloadFacts(NamedTuple):
+class PayloadFacts(_PayloadFacts):
     """What one read of the payload gave: its size, plain SHA-256, the HMAC-SHA-256 when
     it was asked for and a key was available (else None), and the bytes when asked for.
     (A named tuple, as :class:`GateResult`: one is made per envelope checked.)"""
 
-    size: int
-    sha256: str
-    hmac_sha256: str | None = None
-    data: bytes | bytearray | None = None
+    __slots__ = ()
 
 
 class PayloadUnavailable(Exception):

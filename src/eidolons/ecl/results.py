@@ -5,13 +5,30 @@ Pure data.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections import namedtuple
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+
+    class _GateResult(NamedTuple):
+        id: str
+        level: str
+        status: str
+        name: str
+        reason: str | None = None
+        target: str | None = None
+
+else:  # the same fields for the interpreter: typing.NamedTuple would import typing
+    _GateResult = namedtuple(
+        "GateResult", ("id", "level", "status", "name", "reason", "target"), defaults=(None, None)
+    )
 
 #: Result levels, strongest first.
 LEVELS: tuple[str, ...] = ("MUST", "SHOULD", "INFO")
 
 
-class GateResult(NamedTuple):
+class GateResult(_GateResult):
     """One gate's outcome for one envelope. Truthy only when ``status == "ok"``.
 
     ``level`` is MUST, SHOULD or INFO; ``status`` is ok, fail or warn; ``reason`` says
@@ -24,12 +41,7 @@ class GateResult(NamedTuple):
     same.
     """
 
-    id: str
-    level: str
-    status: str
-    name: str
-    reason: str | None = None
-    target: str | None = None
+    __slots__ = ()
 
     def __bool__(self) -> bool:
         return self.status == "ok"

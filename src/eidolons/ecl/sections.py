@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Any
 
 from eidolons.ecl.results import GateResult
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from eidolons.ecl.contract import Contract
 
 #: Payload names (``artifact.path``) treated as Markdown by R-1, compared lower-case.

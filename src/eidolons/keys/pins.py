@@ -21,7 +21,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 PINS_FILE = "pins.json"
 

@@ -25,10 +25,13 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from eidolons.ecl.grammar import is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 TRUST_FILE = Path(".eidolons") / "trust.json"
 ALGORITHM = "ed25519"
