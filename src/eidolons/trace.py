@@ -12,7 +12,10 @@ Rules:
   is traced under ``unknown``, which no honest envelope's thread can reach.
 - Reading tolerates damage: a line that is not a JSON object is reported and skipped.
 - :func:`iter_reverse` reads from the end in blocks, so finding a recent event costs the
-  same on a 10-line trace and a 1,000,000-line one.
+  same on a 10-line trace and a 1,000,000-line one; the record lookup of the store finds
+  an old or absent one through the verdict index (:mod:`eidolons.tracestore.verdictindex`,
+  which ``append_event``'s ``after`` keeps under the lock) and reads only the lines past
+  what it covers with :func:`reverse_lines`.
 """
 
 from __future__ import annotations

@@ -563,3 +563,41 @@ def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str
     store.append(thread, verdict("verify_pass", payload_path="out/a.md"))
     named = read_index(str(store.root))
     assert named is not None and b"\n" + entry("out/a.md") in named
+
+
+def _writer(root: str, thread: str, count: int, ready: Any) -> None:
+    store = JsonlStore(Path(root))
+    ready.wait()
+    for i in range(count):  # the message's verdict moves on; other messages in between
+        store.append(thread, verdict("verify_fail" if i % 2 else "verify_pass", n=i))
+        store.append(thread, verdict(mid=f"other-{i}", n=i))
+        for event in receipt_events():
+            store.append(thread, event)
+
+
+def test_a_reader_during_appends_never_sees_an_older_verdict(
+    store: JsonlStore, thread: str
+) -> None:
+    """Readers take no lock: a header or slot read while it is written is either the old
+    one (the newer lines are read as tail) or fails its checksum (the scan). One reader's
+    answers never go back in time, and each is a verdict that was written."""
+    import multiprocessing as mp
+
+    count = 150
+    store.append(thread, verdict(n=-1))
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    proc = ctx.Process(target=_writer, args=(str(store.root), thread, count, ready))
+    proc.start()
+    seen = []
+    ready.set()
+    while proc.is_alive() or not seen:
+        record = store.latest_verdict(thread, MID)
+        assert record is not None
+        seen.append(record["n"])
+    proc.join(timeout=30)
+    assert proc.exitcode == 0
+    seen.append(n_of(store.latest_verdict(thread, MID)))
+    assert seen == sorted(seen) and seen[-1] == count - 1
+    assert all(-1 <= n < count for n in seen)
+    assert n_of(store.latest_verdict(thread, MID)) == n_of(full_scan(store, thread))
