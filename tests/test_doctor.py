@@ -242,3 +242,22 @@ def test_d8_a_readable_lock_lists_members(doctor: Any, initialised: Path) -> Non
     }
     (initialised / "eidolons.lock").write_text("# nothing installed yet\n")
     assert d8(doctor("--json")) == []
+
+
+def test_keys_an_unusable_trust_store_is_a_finding(
+    doctor: Any, initialised: Path, env: dict[str, str]
+) -> None:
+    """A trust store every gate fails closed on (it does not parse, or it is not the one
+    this host pinned) is never reported as "present": every hand-off would be refused."""
+    trust = initialised / ".eidolons" / "trust.json"
+    assert not [f for f in findings(doctor("--json")) if f["check"] == "keys"]
+    good = trust.read_bytes()
+    trust.write_text("{not json")
+    (f,) = [f for f in findings(doctor("--json")) if f["check"] == "keys"]
+    assert f["subject"] == ".eidolons/trust.json" and "every gate refuses" in f["message"], f
+    trust.write_bytes(good.replace(b'"version": 1', b'"version": 1 '))  # edited, not re-pinned
+    (f,) = [f for f in findings(doctor("--json")) if f["check"] == "keys"]
+    assert "differs from the one this host pinned" in f["message"], f
+    trust.unlink()  # a pinned store deleted: a downgrade, not "unsigned"
+    (f,) = [f for f in findings(doctor("--json")) if f["check"] == "keys"]
+    assert "it is gone" in f["message"], f

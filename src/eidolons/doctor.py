@@ -17,8 +17,9 @@ Checks, each finding reported once (ADR 0045):
   the inbound-edges section and the exact REFUSE line must match.
 - **hosts**: the Claude Code hook is registered, its matcher covers Read, Bash, Grep and
   Glob, it has ``"onFailure": "block"`` and a timeout; Cursor's hooks are ``failClosed``.
-- **keys**: a trust store exists; the signing-key directory is outside the project,
-  mode 0700, its key files 0600.
+- **keys**: a trust store exists and loads as the gates load it (parses, is the one this
+  host pinned); the signing-key directory is outside the project, mode 0700, its key
+  files 0600.
 - **agents**: receiver agent files (``.claude/agents/<receiver>.md``) whose tools include
   a shell or write tools, or that name none.
 """
@@ -327,17 +328,26 @@ def check_hosts(report: Report) -> None:
 
 def check_keys(report: Report) -> None:
     from eidolons.keys.files import inside, key_dir
+    from eidolons.keys.store import TrustStoreError, load_trust_store, trust_store_path
 
-    trust = report.root / ".eidolons" / "trust.json"
-    if trust.is_file():
-        report.ok("keys", report.rel(trust), "trust store present")
+    trust = trust_store_path(report.root)
+    try:  # as every gate loads it: one that fails closed there is no "present" here
+        signed = load_trust_store(report.root) is not None
+    except TrustStoreError as exc:
+        signed = True
+        report.fail("keys", report.rel(trust), f"{exc}: every gate refuses every hand-off")
     else:
-        report.fail(
-            "keys", report.rel(trust), "no trust store: passes are unsigned (eidolons keys init)"
-        )
+        if signed:
+            report.ok("keys", report.rel(trust), "trust store present")
+        else:
+            report.fail(
+                "keys",
+                report.rel(trust),
+                "no trust store: passes are unsigned (eidolons keys init)",
+            )
     directory = key_dir()
     if not directory.exists():
-        if trust.is_file():
+        if signed:
             report.fail("keys", str(directory), "no signing-key directory on this machine")
         return
     if inside(directory, report.root):
