@@ -489,7 +489,7 @@ def test_catching_up_finds_every_line_across_read_boundaries(
 def test_the_table_grows_and_keeps_every_message(
     store: JsonlStore, thread: str, no_scan: None
 ) -> None:
-    for i in range(1100):  # past half of the first table's 1,024 slots, twice
+    for i in range(1100):  # past half of the table several times: it grows each time
         store.append(thread, verdict(mid=f"m-{i}", n=i))
     store.append(thread, verdict("verify_fail", mid="m-3", n="late"))
     key = verdictindex.file_key(os.stat(store.path(thread)))
@@ -556,7 +556,7 @@ def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str
         sizes.append(index.stat().st_size)
         verdict_index = index_file(store, thread).stat().st_size
     assert sizes == [len(HEADER + entry("out/a.md"))] * 50
-    assert verdict_index == verdictindex.HEADER + 1024 * verdictindex.SLOT
+    assert verdict_index == verdictindex.HEADER + verdictindex.MIN_CAPACITY * verdictindex.SLOT
     store.append(thread, verdict("verify_pass", payload_path="out/b.md"))  # a new path
     assert index.read_bytes() == HEADER + entry("out/a.md") + entry("out/b.md")
     index.write_bytes(HEADER)  # emptied by someone: the next append writes its entry again
@@ -601,3 +601,19 @@ def test_a_reader_during_appends_never_sees_an_older_verdict(
     assert seen == sorted(seen) and seen[-1] == count - 1
     assert all(-1 <= n < count for n in seen)
     assert n_of(store.latest_verdict(thread, MID)) == n_of(full_scan(store, thread))
+
+
+def test_an_index_update_that_fails_never_fails_the_append(
+    store: JsonlStore, thread: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.append(thread, verdict("verify_pass", n=1))
+    path = index_file(store, thread)
+    assert path.exists()
+
+    def broken(*a: Any, **k: Any) -> None:
+        raise RuntimeError("a bug in the index")
+
+    monkeypatch.setattr(verdictindex, "_update", broken)
+    store.append(thread, verdict("verify_fail", n=2))  # appended all the same
+    assert not path.exists()  # and the index that fell behind is gone
+    assert n_of(store.latest_verdict(thread, MID)) == 2

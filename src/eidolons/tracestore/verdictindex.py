@@ -54,7 +54,7 @@ HEADER_SLOT = 256
 HEADER = 2 * HEADER_SLOT
 SLOT = 64
 NO_ID = bytes(16)  # the id hash field of an empty slot
-MIN_CAPACITY = 1024
+MIN_CAPACITY = 64  # 4 KiB: a file per trace on the host, most threads hold few messages
 MAX_CAPACITY = 1 << 30
 RUN = 4  # slots read per probe step (a table at most half full: most probes end in one)
 CHUNK = 1024 * 1024  # forward reads when catching up or rebuilding
@@ -338,7 +338,7 @@ def update(fd: int, start: int, line: bytes) -> None:
     cannot be brought up to date is removed (the lookup then scans)."""
     try:
         _update(fd, os.fstat(fd), start, line)
-    except (OSError, ValueError):
+    except Exception:  # whatever went wrong, the append stands (the line is the record)
         try:
             os.unlink(index_path(os.fstat(fd)))
         except OSError:
