@@ -236,6 +236,13 @@ def main() -> int:
             f"{s.median / bare.median:>7.2f}x{ratio:>7.2f}x{s.best / bare.best:>7.2f}x  {verdict}"
         )
     print("(x pair: median over rounds of row/bare in the same round; targets judged on it)")
+    for lname in launchers:
+        if f"long/{lname}" in stats:  # the old issue-3 figure: a long thread vs a short one
+            long_s, short_s = stats[f"long/{lname}"], stats[f"off/{lname}"]
+            print(
+                f"long/{lname} vs off/{lname} ({args.events:,}-event vs 2-event thread): "
+                f"{paired(long_s, short_s):.2f}x paired, {long_s.best / short_s.best:.2f}x minimums"
+            )
     return 1 if missed else 0
 
 

@@ -228,8 +228,6 @@ class MemoryConfig:
         """Read ``EIDOLONS_MEMORY``, ``EIDOLONS_MEMORY_COMMAND``, ``EIDOLONS_MEMORY_URL``,
         ``EIDOLONS_MEMORY_PROJECT``, ``EIDOLONS_MEMORY_TIMEOUT`` and
         ``EIDOLONS_MEMORY_FIRST_TIMEOUT``. Raises :class:`UsageError` when malformed."""
-        import shlex
-
         env = os.environ if env is None else env
         raw_mode = (env.get("EIDOLONS_MEMORY") or "local").strip().lower()
         if raw_mode not in MODES:
@@ -238,6 +236,8 @@ class MemoryConfig:
         command: tuple[str, ...] = ()
         raw_command = env.get("EIDOLONS_MEMORY_COMMAND") or ""
         if raw_command.strip():
+            import shlex  # only for a command line to split (not on the local memory's open)
+
             try:
                 command = tuple(shlex.split(raw_command))
             except ValueError as exc:
