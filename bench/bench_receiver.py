@@ -240,7 +240,8 @@ def main() -> int:
         if f"long/{lname}" in stats:  # the old issue-3 figure: a long thread vs a short one
             long_s, short_s = stats[f"long/{lname}"], stats[f"off/{lname}"]
             print(
-                f"long/{lname} vs off/{lname} ({args.events:,}-event vs 2-event thread): "
+                f"long/{lname} vs off/{lname} (a thread padded with {args.events:,} events vs "
+                "a short one): "
                 f"{paired(long_s, short_s):.2f}x paired, {long_s.best / short_s.best:.2f}x minimums"
             )
     return 1 if missed else 0
