@@ -31,8 +31,11 @@ Format: two 256-byte ASCII header slots (the valid one with the higher ``gen`` i
 header; slot ``gen % 2`` is written), then ``capacity`` (a power of two) 64-byte slots of
 an open-addressing table: 16 bytes of the message's id hash, the line's offset (8) and
 length (4), the line's SHA-256 (32), a 4-byte checksum bound to the file and the slot
-number. An all-zero slot is empty. The table is rebuilt twice as large (a new file,
-renamed over the old one) when it would be more than half full.
+number. An empty slot has a zero id hash and its checksum too (bytes a crash left as zeros
+are damage, never "no verdict"). The table is rebuilt twice as large (a new file, renamed
+over the old one) when it would be more than half full. The checksums catch damage and
+misplaced files, not forgery: the rules are public, and the directory is what keeps
+agents out (ADR 0087).
 """
 
 from __future__ import annotations
