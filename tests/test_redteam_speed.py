@@ -60,3 +60,56 @@ def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
     assert cli("verify-envelope", other, "--block").code == 0  # creates the index
     assert not rules_out(str(payload), str(project.resolve()))
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))
+
+
+# --- check --jobs (ADR 0091): a worker that dies must end the run, never hang it --------
+
+DIE_IN_WORKER = """
+import os, sys
+from eidolons import checker
+from eidolons.cli import main
+
+check = checker._Job.check
+
+def dying(self, path):
+    if path.endswith("r7.envelope.json") and os.getpid() != PARENT:
+        os._exit(9)  # what an OOM kill or a crash does to a worker
+    return check(self, path)
+
+PARENT = os.getpid()
+checker._Job.check = dying
+sys.exit(main(["check", ".", "-q", "--jobs", "2"]))
+"""
+
+
+def test_a_worker_that_dies_ends_check_with_an_error_not_a_hang(cli: Cli, project: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import clean_env
+
+    _, envelope, _ = emit_payload(cli, project, "r.md")
+    for i in range(2 * 64):  # enough envelopes for two workers (checker.MIN_PER_JOB each)
+        (project / f"r{i}.envelope.json").write_bytes(envelope.read_bytes())
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", DIE_IN_WORKER],
+            cwd=project,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("check --jobs hangs when a worker dies") from None
+    assert proc.returncode == 70, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "internal error" in proc.stderr, proc.stderr
+
+
+def test_jobs_is_an_ascii_count(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    for value in ("\uff12", "\u0663", "\u0968"):  # fullwidth 2, Arabic-Indic 3, Devanagari 2
+        r = run_cli("check", tmp_path, "--jobs", value, cwd=tmp_path)
+        assert r.code == 1, (value, r.err)
+        assert r.err == f"eidolons: --jobs must be a positive integer or auto, got {value!r}\n"

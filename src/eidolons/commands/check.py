@@ -285,7 +285,7 @@ def _jobs(raw: str | None) -> int:
         return 1
     if raw == "auto":
         return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-    if not raw.isdecimal() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdecimal()) or int(raw) < 1:  # "３" is no count here
         raise _Usage(f"--jobs must be a positive integer or auto, got {raw!r}")
     return int(raw)
 
