@@ -57,17 +57,15 @@ total, words x 1.3), summaries are regex-redacted, and surfaced rows get
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from eidolons.memory import schema
 from eidolons.memory._common import (
     BACKEND_LOCAL,
     LAYERS,
@@ -102,27 +100,16 @@ from eidolons.memory.ranking import (
     RRF_K,
     fts_or,
     identifier_terms,
+    identifier_text,
     rrf_fuse,
     selectivity,
     word_terms,
 )
 
-DB_NAME: Final = "memory.sqlite3"
-SCHEMA_VERSION: Final = "2"  # 2: crystals.handoff_key (ADR 0028)
-
-
 PREFETCH_FACTOR: Final = 10
 PRUNE_MIN_DOCS: Final = 1000
 
 # Redaction rules (crystalium.md §3). SSN always; the others unless sensitivity is "none".
-
-
-# ---------------------------------------------------------------------------------------
-# Pure functions: validation, trust, mapping, query building, fusion, packing, redaction.
-
-
-# ---------------------------------------------------------------------------------------
-# The store.
 
 
 def _new_id() -> str:
@@ -132,74 +119,6 @@ def _new_id() -> str:
 
     return str(uuid.uuid4())
 
-
-def _fts_index(name: str, tokenize: str) -> str:
-    """An external-content FTS5 index over ``crystals`` (summary, body_excerpt), kept in
-    step by triggers; the word index and the trigram index differ only in the tokenizer."""
-    return f"""
-CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5 (
-    summary, body_excerpt, content='crystals', content_rowid='rowid', tokenize='{tokenize}'
-);
-CREATE TRIGGER IF NOT EXISTS {name}_ai AFTER INSERT ON crystals BEGIN
-    INSERT INTO {name} (rowid, summary, body_excerpt)
-        VALUES (new.rowid, new.summary, new.body_excerpt);
-END;
-CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON crystals BEGIN
-    INSERT INTO {name} ({name}, rowid, summary, body_excerpt)
-        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
-END;
-CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE OF summary, body_excerpt ON crystals
-BEGIN
-    INSERT INTO {name} ({name}, rowid, summary, body_excerpt)
-        VALUES ('delete', old.rowid, old.summary, old.body_excerpt);
-    INSERT INTO {name} (rowid, summary, body_excerpt)
-        VALUES (new.rowid, new.summary, new.body_excerpt);
-END;
-"""
-
-
-_SCHEMA: Final = (
-    """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS crystals (
-    rowid INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    layer TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    body_excerpt TEXT NOT NULL DEFAULT '',
-    project TEXT NOT NULL,
-    project_raw TEXT,
-    agent_class_visibility TEXT,
-    sensitivity_tag TEXT NOT NULL DEFAULT 'internal',
-    trust_tier TEXT NOT NULL,
-    validation_state TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'active',
-    importance REAL NOT NULL,
-    message_id TEXT,
-    artifact_sha256 TEXT,
-    content_ref TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    t_valid_from TEXT NOT NULL,
-    t_valid_to TEXT,
-    superseded_by TEXT,
-    last_access TEXT NOT NULL,
-    access_count INTEGER NOT NULL DEFAULT 0,
-    handoff_key TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS crystals_idem
-    ON crystals (project, message_id, artifact_sha256) WHERE message_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS crystals_scope ON crystals (project, status, layer);
-"""
-    + _fts_index("crystals_fts", "unicode61")
-    + "CREATE VIRTUAL TABLE IF NOT EXISTS crystals_vocab USING fts5vocab (crystals_fts, 'row');\n"
-)
-
-_TRIGRAM_SCHEMA: Final = _fts_index("crystals_tri", "trigram")
-_HANDOFF_INDEX: Final = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS crystals_handoff"
-    " ON crystals (project, handoff_key) WHERE handoff_key IS NOT NULL"
-)
 
 _RECORD_COLUMNS: Final = (
     "id, layer, summary, trust_tier, validation_state, importance, last_access, content_ref, "
@@ -233,29 +152,6 @@ class _Scope:
         return sql, params
 
 
-CREATION_LOCK = ".create.lock"
-
-
-@contextlib.contextmanager
-def _creation_lock(store_dir: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``<store>/.create.lock`` while the store is created or
-    its journal mode set: one process at a time, the others wait (no busy error)."""
-    fd = os.open(store_dir / CREATION_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _ensure_wal(conn: sqlite3.Connection) -> None:
-    """WAL is persistent in the database file: set it once in the store's life, under
-    the creation lock, and only when it is not already set."""
-    mode = conn.execute("PRAGMA journal_mode").fetchone()
-    if mode is None or str(mode[0]).lower() != "wal":
-        conn.execute("PRAGMA journal_mode = WAL")
-
-
 class LocalMemory:
     """The embedded backend. Thread-safe; one SQLite connection per object, opened lazily."""
 
@@ -263,7 +159,7 @@ class LocalMemory:
 
     def __init__(self, store_dir: Path, *, project: str, limits: LocalLimits | None = None) -> None:
         self.store_dir = Path(store_dir)
-        self.path = self.store_dir / DB_NAME
+        self.path = self.store_dir / schema.DB_NAME
         self._project = project
         self.limits = limits or LocalLimits()
         self._conn: sqlite3.Connection | None = None
@@ -294,62 +190,15 @@ class LocalMemory:
             # changed outside the creation lock (ADR 0012)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
             conn.execute("PRAGMA synchronous = NORMAL")
-            if create:
-                with _creation_lock(self.store_dir):
-                    _ensure_wal(conn)
-                    if not self._schema_ready(conn):
-                        self._create_schema(conn)
-            elif not self._schema_ready(conn):
+            if not schema.ready(conn, create=create, store_dir=self.store_dir):
                 conn.close()
                 return None
-            self._has_trigram = self._meta(conn, "trigram") == "1"
+            self._has_trigram = schema.has_trigram(conn)
         except BaseException:
             conn.close()
             raise
         self._conn = conn
         return conn
-
-    @staticmethod
-    def _meta(conn: sqlite3.Connection, key: str) -> str | None:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def _schema_ready(self, conn: sqlite3.Connection) -> bool:
-        try:
-            return self._meta(conn, "schema_version") == SCHEMA_VERSION
-        except sqlite3.OperationalError:  # no meta table yet
-            return False
-
-    def _create_schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _split_sql(_SCHEMA):
-                conn.execute(statement)
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(crystals)")}
-            if "handoff_key" not in columns:  # a schema-1 store
-                conn.execute("ALTER TABLE crystals ADD COLUMN handoff_key TEXT")
-            conn.execute(_HANDOFF_INDEX)
-            trigram = "1"
-            try:
-                conn.execute("SAVEPOINT tri")
-                for statement in _split_sql(_TRIGRAM_SCHEMA):
-                    conn.execute(statement)
-                conn.execute("RELEASE tri")
-            except sqlite3.OperationalError:  # SQLite < 3.34 has no trigram tokenizer
-                conn.execute("ROLLBACK TO tri")
-                conn.execute("RELEASE tri")
-                trigram = "0"
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('trigram', ?)", (trigram,)
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (SCHEMA_VERSION,),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         with self._lock:
@@ -450,9 +299,9 @@ class LocalMemory:
                     " agent_class_visibility, sensitivity_tag, trust_tier, validation_state,"
                     " status, importance, message_id, artifact_sha256, content_ref,"
                     " payload_json, created_at, t_valid_from, last_access, access_count,"
-                    " handoff_key)"
+                    " handoff_key, tri_body)"
                     " VALUES (?, 'episodic', ?, ?, ?, ?, NULL, 'internal', ?, ?, 'active', ?,"
-                    " ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                    " ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                     (
                         ident,
                         crystal["summary"],
@@ -470,6 +319,7 @@ class LocalMemory:
                         now,
                         now,
                         key,
+                        identifier_text(excerpt),
                     ),
                 )
                 stored, commit_status = (ident, tier, state), "committed"
@@ -540,19 +390,21 @@ class LocalMemory:
                 }
                 blob = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
                 content_ref = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+                summary = payload["summary"][: self.limits.summary_chars]
+                excerpt = str(body)[: self.limits.excerpt_chars] if body else ""
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     conn.execute(
                         "INSERT INTO crystals (id, layer, summary, body_excerpt, project,"
                         " project_raw, agent_class_visibility, sensitivity_tag, trust_tier,"
                         " validation_state, status, importance, content_ref, payload_json,"
-                        " created_at, t_valid_from, last_access, access_count)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, 0)",
+                        " created_at, t_valid_from, last_access, access_count, tri_body)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, 0, ?)",
                         (
                             ident,
                             layer,
-                            payload["summary"][: self.limits.summary_chars],
-                            str(body)[: self.limits.excerpt_chars] if body else "",
+                            summary,
+                            excerpt,
                             self.project,
                             project_raw,
                             visibility if isinstance(visibility, str) else None,
@@ -565,6 +417,7 @@ class LocalMemory:
                             now,
                             now,
                             now,
+                            identifier_text(excerpt),
                         ),
                     )
                     conn.execute("COMMIT")
@@ -883,7 +736,8 @@ class LocalMemory:
                 )
         except (sqlite3.Error, OSError) as exc:
             return {**base, "status": "unavailable", "reason": str(exc)}
-        size = sum(p.stat().st_size for p in self.store_dir.glob(DB_NAME + "*") if p.is_file())
+        files = self.store_dir.glob(schema.DB_NAME + "*")
+        size = sum(p.stat().st_size for p in files if p.is_file())
         return {
             **base,
             "status": "ok",
@@ -894,18 +748,5 @@ class LocalMemory:
             "by_validation_state": by_state,
             "trigram": self._has_trigram,
             "bytes": size,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": schema.SCHEMA_VERSION,
         }
-
-
-def _split_sql(script: str) -> list[str]:
-    """Statements of a schema script (triggers keep their inner semicolons)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip():
-                statements.append(buffer.strip())
-            buffer = ""
-    return statements

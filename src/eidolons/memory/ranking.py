@@ -6,7 +6,7 @@ selectivity and reciprocal-rank fusion of the word and trigram arms. Pure;
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 RRF_K: Final = 60
@@ -15,7 +15,13 @@ RRF_K: Final = 60
 _WORD_RE: Final = re.compile(r"\w+")
 
 
-_RAW_TOKEN_RE: Final = re.compile(r"[^\s\"'`()\[\]{}<>,;|]+")
+_SEPARATORS: Final = r"\s\"'`()\[\]{}<>,;|"
+# A whole raw token (a run of non-separators) that is not made of lower-case ASCII letters
+# only: those never look like an identifier (no punctuation, digit or capital), so the
+# scan skips them in C.
+_CANDIDATE_RE: Final = re.compile(
+    f"(?<![^{_SEPARATORS}])(?![a-z]+(?![^{_SEPARATORS}]))[^{_SEPARATORS}]+"
+)
 
 
 _CAMEL_RE: Final = re.compile(r"[a-z0-9][A-Z]")
@@ -46,16 +52,39 @@ def looks_like_identifier(token: str) -> bool:
     )
 
 
-def identifier_terms(query: str) -> list[str]:
-    """Whitespace tokens of the query that look like identifiers or paths (>= 3 chars)."""
-    seen: dict[str, None] = {}
-    for raw in _RAW_TOKEN_RE.findall(query):
+def _identifier_tokens(text: str) -> Iterator[str]:
+    """The tokens of ``text`` (runs without whitespace, quotes, brackets, ``,;|``, stripped
+    of ``.:!?=`` at both ends) that look like identifiers or paths, at least 3 chars."""
+    for raw in _CANDIDATE_RE.findall(text):
         token = raw.strip(".:!?=")
-        if len(token) >= 3 and looks_like_identifier(token):
-            seen.setdefault(token, None)
-            if len(seen) >= MAX_QUERY_TERMS:
-                break
+        if len(token) < 3:
+            continue
+        # a token of letters only can look like an identifier by an inner capital alone
+        if _CAMEL_RE.search(token) if token.isalpha() else looks_like_identifier(token):
+            yield token
+
+
+def identifier_terms(query: str) -> list[str]:
+    """The query's identifier- and path-like tokens, deduplicated, at most 32: what the
+    trigram arm searches for."""
+    seen: dict[str, None] = {}
+    for token in _identifier_tokens(query):
+        seen.setdefault(token, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
     return list(seen)
+
+
+def identifier_text(text: str) -> str:
+    """What the trigram index holds of a summary or an excerpt: its identifier- and
+    path-like tokens, in order, repeats kept, one space apart (ADR 0093).
+
+    A query term (an identifier token itself: no separator inside, none of ``.:!?=`` at
+    its ends) that occurs in ``text`` lies inside one of its tokens, and that token then
+    also looks like an identifier (it contains the term's punctuation, digit or inner
+    capital) and is at least as long: so every case-exact occurrence of every query term
+    is still found; the space between tokens can never be part of a match."""
+    return " ".join(_identifier_tokens(text))
 
 
 def fts_or(terms: Iterable[str]) -> str:
