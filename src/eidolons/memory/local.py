@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
@@ -107,6 +108,9 @@ from eidolons.memory.ranking import (
 )
 
 PREFETCH_FACTOR: Final = 10
+WAL_CHECKPOINT_PAGES: Final = 4000
+"""Pages the WAL may hold before a commit checkpoints it (SQLite's default is 1,000): each
+checkpoint costs two fsyncs, and ingest commits once per hand-off (ADR 0093)."""
 PRUNE_MIN_DOCS: Final = 1000
 
 # Redaction rules (crystalium.md §3). SSN always; the others unless sensitivity is "none".
@@ -189,7 +193,11 @@ class LocalMemory:
             # the busy timeout covers every later statement; the journal mode is never
             # changed outside the creation lock (ADR 0012)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
+            # durable when the call returns against the process's death, not a power cut
+            # (the trace's default too); fsync at checkpoints only, which a 16 MiB WAL
+            # keeps rare (ADR 0093)
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
             if not schema.ready(conn, create=create, store_dir=self.store_dir):
                 conn.close()
                 return None
@@ -593,11 +601,9 @@ class LocalMemory:
         (total,) = conn.execute("SELECT count(*) FROM crystals").fetchone()
         if total < PRUNE_MIN_DOCS:
             return terms
-        marks = ", ".join("?" for _ in terms)
-        df = dict(
-            conn.execute(f"SELECT term, doc FROM crystals_vocab WHERE term IN ({marks})", terms)
-        )
-        kept = [term for term in terms if df.get(term, 0) * 2 < total]
+        half = (total + 1) // 2  # df >= half  <=>  df * 2 >= total
+        df = _document_frequencies(conn, terms, half)
+        kept = [term for term in terms if df.get(term, 0) < half]
         if not any(df.get(term, 0) for term in kept):
             return terms  # nothing informative left: rank on everything
         return kept
@@ -750,3 +756,32 @@ class LocalMemory:
             "bytes": size,
             "schema_version": schema.SCHEMA_VERSION,
         }
+
+
+_PLAIN_TERM: Final = re.compile("[a-z0-9]+")
+"""A word the ``unicode61`` tokenizer keeps as it is (ASCII letters and digits only)."""
+
+
+def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) -> dict[str, int]:
+    """How many crystals hold each word, counted up to ``cap`` (a word at the cap is in at
+    least ``cap`` of them): exact below the cap. A plain word is counted on the word index
+    itself, stopping at the cap, so a word in nearly every crystal costs half a walk of its
+    postings; any other word (one the tokenizer splits or folds) is looked up in the
+    vocabulary under its own spelling, as it always was."""
+    df: dict[str, int] = {}
+    others = []
+    for term in terms:
+        if _PLAIN_TERM.fullmatch(term):
+            (df[term],) = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM crystals_fts WHERE crystals_fts MATCH ?"
+                " LIMIT ?)",
+                (fts_or([term]), cap),
+            ).fetchone()
+        else:
+            others.append(term)
+    if others:
+        marks = ", ".join("?" for _ in others)
+        df.update(
+            conn.execute(f"SELECT term, doc FROM crystals_vocab WHERE term IN ({marks})", others)
+        )
+    return df
