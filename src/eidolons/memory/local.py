@@ -47,7 +47,8 @@ over words (``unicode61``, OR of the query's word tokens, summary weighted 5:1 o
 excerpt; in a store of 1,000 crystals or more, words present in at least half of them are
 dropped while an informative word remains, since BM25 gives them no weight) and a
 ``trigram`` substring match for the query's identifier- and path-like tokens (a token with
-``_ . / - : # @ =`` or a backslash, a digit, or an inner capital; at least 3 characters). They are
+``_ . / - : # @ =`` or a backslash, a digit, or an inner capital; at least 3 characters),
+against the summary and the excerpt's own such tokens (schema 3, ADR 0093). They are
 fused by weighted reciprocal rank, ``score = sum(w_arm / (60 + rank))`` with
 ``w_arm = 1 + selectivity`` (the server's sparse-arm weighting applied to both arms), ties
 broken by id. The first ``k`` are packed into the server's token budget (slot caps, 3,500
