@@ -29,10 +29,13 @@ import errno
 import io
 import os
 import stat
-from collections import deque
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.errors import EidolonsError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from eidolons.pathstr import StrPath
 
 MAX_SYMLINKS = 40
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -59,7 +62,7 @@ class Opened:
 
     __slots__ = ("fd", "real", "st")
 
-    def __init__(self, fd: int, real: Path, st: os.stat_result) -> None:
+    def __init__(self, fd: int, real: str, st: os.stat_result) -> None:
         self.fd = fd
         self.real = real
         self.st = st
@@ -98,7 +101,7 @@ def _under(boundary: str, path: str) -> str | None:
     return norm[len(prefix) :] if norm.startswith(prefix) else None
 
 
-def open_beneath(boundary: Path, rel: str) -> Opened | None:
+def open_beneath(boundary: StrPath, rel: str) -> Opened | None:
     """Open the regular file ``rel`` (a relative path) beneath ``boundary``.
 
     Returns None when nothing exists at ``rel`` (a missing component that is not a
@@ -111,7 +114,8 @@ def open_beneath(boundary: Path, rel: str) -> Opened | None:
     root_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     stack: list[int] = [root_fd]
     names: list[str] = []
-    todo: deque[str] = deque(rel.split("/"))
+    # the components still to open, the next one last (a stack: a link's target goes on top)
+    todo: list[str] = rel.split("/")[::-1]
     links = 0
     in_link = False  # once a link was followed, a missing target is dangling, not absent
 
@@ -122,7 +126,7 @@ def open_beneath(boundary: Path, rel: str) -> Opened | None:
 
     try:
         while todo:
-            comp = todo.popleft()
+            comp = todo.pop()
             if comp in ("", "."):
                 continue
             if comp == "..":
@@ -151,9 +155,9 @@ def open_beneath(boundary: Path, rel: str) -> Opened | None:
                     if inside is None:
                         raise BeneathError(f"{rel} resolves outside {base}")
                     reset()
-                    todo.extendleft(reversed(inside.split("/")))
+                    todo.extend(reversed(inside.split("/")))
                 else:
-                    todo.extendleft(reversed(target.split("/")))
+                    todo.extend(reversed(target.split("/")))
                 continue
             if last:
                 if not stat.S_ISREG(st.st_mode):
@@ -169,7 +173,7 @@ def open_beneath(boundary: Path, rel: str) -> Opened | None:
                     os.close(fd)
                     raise BeneathError(f"{rel} is not a regular file", not_regular=True)
                 os.set_blocking(fd, True)
-                return Opened(fd, Path(base, *names, comp), st2)
+                return Opened(fd, pathstr.join(base, *names, comp), st2)
             if not stat.S_ISDIR(st.st_mode):
                 if in_link:
                     raise BeneathError(f"{rel} is a dangling symlink")
@@ -186,7 +190,7 @@ def open_beneath(boundary: Path, rel: str) -> Opened | None:
             os.close(fd)
 
 
-def open_path_beneath(path: Path, boundary: Path) -> Opened | None:
+def open_path_beneath(path: StrPath, boundary: StrPath) -> Opened | None:
     """:func:`open_beneath` for an absolute or relative ``path`` that must lie under
     ``boundary``. A path textually outside it is refused if it exists (even as a
     dangling link), else None."""
@@ -201,11 +205,11 @@ def open_path_beneath(path: Path, boundary: Path) -> Opened | None:
         return None
     if rel == "":
         raise BeneathError(f"{path} is a directory, not a regular file", not_regular=True)
-    return open_beneath(Path(base), rel)
+    return open_beneath(base, rel)
 
 
 def open_state_path(
-    anchor: Path, parts: tuple[str, ...], flags: int, *, create: bool, mode: int = 0o644
+    anchor: StrPath, parts: tuple[str, ...], flags: int, *, create: bool, mode: int = 0o644
 ) -> int:
     """Open ``anchor/parts...`` following no link below ``anchor``, for the tool's own
     state. With ``create``, missing directories are made one by one (``mkdirat``) and
@@ -223,7 +227,7 @@ def open_state_path(
                 child = os.open(comp, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    where = Path(anchor, *parts[: i + 1])
+                    where = pathstr.join(anchor, *parts[: i + 1])
                     raise BeneathError(
                         f"{where} is a symbolic link or not a directory; "
                         "the gates' state is never reached through a link"
@@ -241,7 +245,7 @@ def open_state_path(
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise BeneathError(
-                    f"{Path(anchor, *parts)} is a symbolic link; "
+                    f"{pathstr.join(anchor, *parts)} is a symbolic link; "
                     "the gates' state is never reached through a link"
                 ) from None
             raise

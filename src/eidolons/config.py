@@ -14,12 +14,18 @@ defaults are documented in the README. Environment variables read here:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.ecl.limits import Limits
 from eidolons.errors import UsageError
 from eidolons.state import TRACE_DIR, trace_scan_bound
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from eidolons.pathstr import StrPath
 
 __all__ = [
     "CONFIG_FILE",
@@ -42,27 +48,37 @@ __all__ = [
 def find_root(
     explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None, *, note: bool = False
 ) -> Path:
-    """The project root: ``--root``, else ``EIDOLONS_ROOT``, else the nearest ancestor of
-    the current directory holding ``.eidolons/`` or ``.git/``, else the current directory.
-    With ``note`` (the gates, which write the trace), falling back to the current
-    directory is said on stderr."""
+    """:func:`root_dir` as a :class:`~pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(root_dir(explicit, cwd, note=note))
+
+
+def root_dir(
+    explicit: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    note: bool = False,
+) -> str:
+    """The project root, resolved: ``--root``, else ``EIDOLONS_ROOT``, else the nearest
+    ancestor of the current directory holding ``.eidolons/`` or ``.git/``, else the
+    current directory. With ``note`` (the gates, which write the trace), falling back to
+    the current directory is said on stderr."""
     if explicit:
-        root = Path(explicit)
-        if not root.is_dir():
-            raise UsageError(f"--root {str(root)!r} is not a directory")
-        return root.resolve()
+        if not os.path.isdir(explicit):
+            raise UsageError(f"--root {pathstr.pure(explicit)!r} is not a directory")
+        return pathstr.pure(os.path.realpath(explicit))
     env_root = os.environ.get("EIDOLONS_ROOT")
     if env_root:
-        root = Path(env_root)
-        if not root.is_dir():
+        if not os.path.isdir(env_root):
             raise UsageError(f"EIDOLONS_ROOT={env_root!r} is not a directory")
-        return root.resolve()
+        return pathstr.pure(os.path.realpath(env_root))
     from eidolons.knownhandoff import marked_root
 
-    here = (cwd or Path.cwd()).resolve()
-    found = marked_root(str(here))  # the one ancestor walk (the hook's too)
+    here = pathstr.pure(os.path.realpath(os.getcwd() if cwd is None else cwd))
+    found = marked_root(here)  # the one ancestor walk (the hook's too)
     if found is not None:
-        return Path(found)
+        return pathstr.pure(found)
     # said out loud: two gates run from two directories would otherwise use two traces
     import sys
 
@@ -139,14 +155,16 @@ def foreign_projects(path: Path, root: Path) -> list[Path]:
     hand-off is judged by the project that holds it, with that project's trust store and
     trace; pointing the gates at another root (``--root``, ``EIDOLONS_ROOT``, a
     ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own."""
+    from pathlib import Path
+
     real_root = Path(os.path.realpath(root))
     here = Path(os.path.realpath(Path(os.path.abspath(path)).parent))
     return [d for d in (here, *here.parents) if d != real_root and (d / ".eidolons").is_dir()]
 
 
-HANDOFF_DIR = Path(".eidolons") / "handoffs"
+HANDOFF_DIR = os.path.join(".eidolons", "handoffs")
 #: The project's configuration file (TOML); only ever read to *add* protection.
-CONFIG_FILE = Path(".eidolons") / "config.toml"
+CONFIG_FILE = os.path.join(".eidolons", "config.toml")
 HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
 
 
@@ -157,7 +175,10 @@ def handoff_dirs(root: Path, env: Mapping[str, str] | None = None) -> tuple[Path
     the root. Configuration can only add directories, never remove the default: any
     project file can be written by an agent, so no project setting may loosen a gate.
     A configuration file that cannot be read or parsed is a :class:`UsageError`."""
+    from pathlib import Path
+
     env = os.environ if env is None else env
+    root = Path(root)
     dirs = [root / HANDOFF_DIR]
     for raw in [
         *_configured_handoff_dirs(root),
@@ -189,15 +210,15 @@ def _configured_handoff_dirs(root: Path) -> list[str]:
     return dirs
 
 
-def payload_key(path: Path, root: Path) -> str | None:
+def payload_key(path: StrPath, root: StrPath) -> str | None:
     """How events name a payload (``payload_path``): its path relative to the resolved
     root, with its directory resolved, POSIX separators; None outside the root."""
-    lexical = Path(os.path.abspath(path))
-    full = Path(os.path.realpath(lexical.parent)) / lexical.name
-    real_root = Path(os.path.realpath(root))
-    if not full.is_relative_to(real_root):
+    lexical = os.path.abspath(path)
+    full = pathstr.join(os.path.realpath(pathstr.parent(lexical)), pathstr.name(lexical))
+    real_root = pathstr.pure(os.path.realpath(root))
+    if not pathstr.is_relative_to(full, real_root):
         return None
-    return full.relative_to(real_root).as_posix()
+    return pathstr.relative_to(full, real_root)
 
 
 def find_handoff(

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import os
 
+from eidolons.pathstr import is_relative_to  # the rule, written once there
+
+__all__ = ["envelope_candidates", "is_relative_to", "lies_under", "marked_root", "rules_out"]
+
 ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.payload (importing it costs pathlib)
 STATE_DIR = ".eidolons"
 HANDOFF_DIR = os.path.join(STATE_DIR, "handoffs")
@@ -58,21 +62,6 @@ def envelope_candidates(path: str) -> tuple[str, str]:
     dot = name.rfind(".")
     stem = name[:dot] if 0 < dot < len(name) - 1 else name
     return os.path.join(head, stem + ENVELOPE_SUFFIX), path + ENVELOPE_SUFFIX
-
-
-def _anchor(path: str) -> str:
-    # POSIX keeps exactly two leading slashes (``//x``) as a root of their own
-    return "//" if path.startswith("//") and not path.startswith("///") else "/"
-
-
-def is_relative_to(path: str, base: str) -> bool:
-    """:meth:`pathlib.PurePosixPath.is_relative_to` for absolute, normalised paths (as
-    :func:`os.path.abspath` and :func:`os.path.realpath` give them)."""
-    anchor = _anchor(path)
-    if anchor != _anchor(base):
-        return False
-    rest, base_rest = path[len(anchor) :], base[len(_anchor(base)) :]
-    return not base_rest or rest == base_rest or rest.startswith(base_rest + "/")
 
 
 def lies_under(path: str, directory: str) -> bool:

@@ -22,15 +22,18 @@ from __future__ import annotations
 import errno
 import io
 import os
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.beneath import BeneathError, Opened, open_path_beneath
 from eidolons.ecl.integrity import Digest, PayloadTooLarge, digest_stream
 from eidolons.errors import EidolonsError, InputError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from eidolons.ecl.integrity import Writable
+    from eidolons.pathstr import StrPath
 
 ENVELOPE_SUFFIX = ".envelope.json"
 
@@ -62,7 +65,7 @@ class PayloadError(EidolonsError):
 
     code = "MISSING_PAYLOAD"
 
-    def __init__(self, message: str, *, unreadable: Path | None = None) -> None:
+    def __init__(self, message: str, *, unreadable: str | None = None) -> None:
         super().__init__(message)
         #: the candidate found that is not a regular file (a FIFO, device or directory)
         self.unreadable = unreadable
@@ -74,13 +77,28 @@ class PayloadLocation:
     and ``opened``, the descriptor checked to be a regular file beneath the boundary
     (:mod:`eidolons.beneath`). What is hashed is read from that descriptor."""
 
-    __slots__ = ("opened", "path", "real", "rule")
+    __slots__ = ("opened", "path_str", "real_str", "rule")
 
-    def __init__(self, path: Path, real: Path, rule: str, opened: Opened | None = None) -> None:
-        self.path = path
-        self.real = real
+    def __init__(
+        self, path: StrPath, real: StrPath, rule: str, opened: Opened | None = None
+    ) -> None:
+        #: ``path`` and ``real`` as ``str`` (what the gates use: no pathlib on their path)
+        self.path_str = os.fspath(path)
+        self.real_str = os.fspath(real)
         self.rule = rule
         self.opened = opened
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.path_str)
+
+    @property
+    def real(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.real_str)
 
     @property
     def identity(self) -> tuple[int, int] | None:
@@ -88,10 +106,10 @@ class PayloadLocation:
         return self.opened.identity if self.opened is not None else None
 
     def __repr__(self) -> str:
-        return f"PayloadLocation({str(self.path)!r}, rule={self.rule!r})"
+        return f"PayloadLocation({self.path_str!r}, rule={self.rule!r})"
 
 
-def read_envelope_bytes(path: Path, max_bytes: int, root: Path | None = None) -> bytes:
+def read_envelope_bytes(path: StrPath, max_bytes: int, root: StrPath | None = None) -> bytes:
     """Read an envelope file once (a regular file, at most ``max_bytes``), opened beneath
     its boundary by descriptor: the project ``root`` when the envelope lies in it, else
     the envelope's own directory. Raises :class:`InputError`."""
@@ -111,42 +129,45 @@ def read_envelope_bytes(path: Path, max_bytes: int, root: Path | None = None) ->
     return data
 
 
-def open_envelope(path: Path, root: Path | None = None) -> Opened:
+def open_envelope(path: StrPath, root: StrPath | None = None) -> Opened:
     """The envelope file, opened beneath its boundary (see :func:`read_envelope_bytes`).
     Raises :class:`FileNotFoundError` when it does not exist, :class:`BeneathError`."""
-    real = Path(os.path.realpath(path))
-    boundary = boundary_for(real, Path(os.path.realpath(root))) if root is not None else real.parent
+    real = os.path.realpath(path)
+    boundary = (
+        boundary_for(real, os.path.realpath(root)) if root is not None else pathstr.parent(real)
+    )
     opened = open_path_beneath(real, boundary)
     if opened is None:
         raise FileNotFoundError(path)
     return opened
 
 
-def boundary_for(envelope_real: Path, root_real: Path) -> Path:
-    if envelope_real.is_relative_to(root_real):
+def boundary_for(envelope_real: str, root_real: str) -> str:
+    if pathstr.is_relative_to(envelope_real, root_real):
         return root_real
-    return envelope_real.parent
+    return pathstr.parent(envelope_real)
 
 
-def candidates(envelope_real: Path, artifact_path: str, root_real: Path) -> list[tuple[str, Path]]:
-    envdir = envelope_real.parent
+def candidates(
+    envelope_real: StrPath, artifact_path: str, root_real: StrPath
+) -> list[tuple[str, str]]:
+    envdir = pathstr.parent(envelope_real)
+    name = pathstr.name(envelope_real)
     out = [
-        ("envelope-dir", envdir / artifact_path),
-        ("basename", envdir / Path(artifact_path).name),
-        ("project-root", root_real / artifact_path),
+        ("envelope-dir", pathstr.join(envdir, artifact_path)),
+        ("basename", pathstr.join(envdir, pathstr.name(artifact_path))),
+        ("project-root", pathstr.join(root_real, artifact_path)),
     ]
-    if envelope_real.name.endswith(ENVELOPE_SUFFIX) and len(envelope_real.name) > len(
-        ENVELOPE_SUFFIX
-    ):
-        out.append(("envelope-name", envdir / envelope_real.name[: -len(ENVELOPE_SUFFIX)]))
+    if name.endswith(ENVELOPE_SUFFIX) and len(name) > len(ENVELOPE_SUFFIX):
+        out.append(("envelope-name", pathstr.join(envdir, name[: -len(ENVELOPE_SUFFIX)])))
     return out
 
 
-def locate_payload(envelope_path: Path, artifact_path: str, root: Path) -> PayloadLocation:
+def locate_payload(envelope_path: StrPath, artifact_path: str, root: StrPath) -> PayloadLocation:
     """Resolve the payload per the module rules and open it beneath the boundary by
     descriptor. Raises :class:`PayloadError`."""
-    envelope_real = Path(os.path.realpath(envelope_path))
-    root_real = Path(os.path.realpath(root))
+    envelope_real = os.path.realpath(envelope_path)
+    root_real = os.path.realpath(root)
     boundary = boundary_for(envelope_real, root_real)
     seen: set[str] = set()
     for rule, candidate in candidates(envelope_real, artifact_path, root_real):
@@ -180,15 +201,17 @@ def open_payload(location: PayloadLocation) -> io.FileIO:
     :class:`PayloadError`."""
     if location.opened is None:
         try:
-            location.opened = open_path_beneath(location.real, location.real.parent)
+            real = location.real_str
+            location.opened = open_path_beneath(real, pathstr.parent(real))
         except (BeneathError, OSError) as exc:
-            raise PayloadError(f"cannot open payload {location.path}: {exc}") from None
+            raise PayloadError(f"cannot open payload {location.path_str}: {exc}") from None
         if location.opened is None:
-            raise PayloadError(f"cannot open payload {location.path}: {os.strerror(errno.ENOENT)}")
+            why = os.strerror(errno.ENOENT)
+            raise PayloadError(f"cannot open payload {location.path_str}: {why}")
     try:
         return location.opened.file()
     except OSError as exc:
-        raise PayloadError(f"cannot open payload {location.path}: {exc.strerror}") from None
+        raise PayloadError(f"cannot open payload {location.path_str}: {exc.strerror}") from None
 
 
 def hash_payload(
@@ -206,7 +229,10 @@ def hash_payload(
     :class:`PayloadError` (unreadable, larger than ``max_bytes``)."""
     try:
         with open_payload(location) as stream:
-            return digest_stream(stream, method, key, max_bytes=max_bytes, keep=keep, sink=sink)
+            size = location.opened.st.st_size if location.opened is not None else None
+            return digest_stream(
+                stream, method, key, max_bytes=max_bytes, keep=keep, sink=sink, size_hint=size
+            )
     except PayloadTooLarge as exc:
         raise PayloadError(str(exc)) from None
     except OSError as exc:
@@ -218,12 +244,12 @@ def default_envelope_path(payload: Path) -> Path:
     return payload.with_suffix("").with_name(payload.with_suffix("").name + ENVELOPE_SUFFIX)
 
 
-def sidecar_path(envelope_path: Path, suffix: str) -> Path:
+def sidecar_path(envelope_path: StrPath, suffix: str) -> str:
     """``<stem><suffix>`` beside ``<stem>.envelope.json``: the files that travel with an
     envelope (its receipt, its sender signature)."""
-    name = envelope_path.name
+    name = pathstr.name(envelope_path)
     stem = name[: -len(ENVELOPE_SUFFIX)] if name.endswith(ENVELOPE_SUFFIX) else name
-    return envelope_path.with_name(stem + suffix)
+    return pathstr.join(pathstr.parent(envelope_path), stem + suffix)
 
 
 class AmbiguousEnvelope(InputError):

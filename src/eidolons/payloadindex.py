@@ -109,13 +109,10 @@ def record(root: str, key: str, known: Callable[[], list[str] | None]) -> None:
     Raises :class:`OSError` or :class:`eidolons.beneath.BeneathError`; the caller fails
     the trace append (no trace line without its index entry)."""
     import fcntl
-    from pathlib import Path
 
     from eidolons.beneath import open_state_path
 
-    fd = open_state_path(
-        Path(root), INDEX_PARTS, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK, create=True
-    )
+    fd = open_state_path(root, INDEX_PARTS, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK, create=True)
     try:
         if os.fstat(fd).st_mode & 0o170000 != 0o100000:
             raise OSError(f"{os.path.join(*INDEX_PARTS)} is not a regular file")

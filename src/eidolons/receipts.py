@@ -19,8 +19,8 @@ Rules:
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.ecl.receipt import (
     PAYLOAD_TYPE,
     RECEIPT_GATE,
@@ -35,7 +35,10 @@ from eidolons.keys.store import ORCHESTRATOR, TrustStore, atomic_write, readable
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
+
+    from eidolons.pathstr import StrPath
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
@@ -43,7 +46,7 @@ UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.ver
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
-def receipt_path(envelope_path: Path) -> Path:
+def receipt_path(envelope_path: StrPath) -> str:
     """``<stem>.receipt.json`` beside ``<stem>.envelope.json``."""
     from eidolons.payload import sidecar_path
 
@@ -89,11 +92,11 @@ def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
     return sign_envelope(PAYLOAD_TYPE, statement_bytes(doc), signer)
 
 
-def write_receipt(envelope_path: Path, receipt: dict[str, Any]) -> Path:
-    import json
+def write_receipt(envelope_path: StrPath, receipt: dict[str, Any]) -> str:
+    from eidolons.ecl.jsontext import dumps
 
     path = receipt_path(envelope_path)
-    data = (json.dumps(receipt, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+    data = (dumps(receipt, indent=2) + "\n").encode("ascii")
     atomic_write(path, data, readable_mode())
     return path
 
@@ -105,7 +108,7 @@ def signed_without_trust_store(envelope_path: Path, record: dict[str, Any] | Non
     "unsigned mode". None when nothing signed is in sight."""
     sidecar = receipt_path(envelope_path)
     if os.path.lexists(sidecar) or (record is not None and record.get("receipt") is not None):
-        where = sidecar.name if os.path.lexists(sidecar) else "the verdict on record"
+        where = pathstr.name(sidecar) if os.path.lexists(sidecar) else "the verdict on record"
         return (
             f"{where} is a signed receipt but the project has no trust store "
             "(.eidolons/trust.json): a signed hand-off is never judged unsigned"
@@ -125,7 +128,7 @@ def read_receipt(envelope_path: Path) -> tuple[Any, str | None]:
     try:
         return loads_strict(read_envelope_bytes(path, MAX_RECEIPT_BYTES)), None
     except (InputError, EnvelopeError) as exc:
-        return None, f"receipt {path.name} unreadable: {exc}"
+        return None, f"receipt {pathstr.name(path)} unreadable: {exc}"
 
 
 class Judged:
@@ -247,7 +250,7 @@ class SigningState:
         return self.store is None and self.problem is None
 
 
-def signing_state(root: Path, now: str) -> SigningState:
+def signing_state(root: StrPath, now: str) -> SigningState:
     """Load the trust store and, only if there is one, the orchestrator's signer (the
     ``cryptography`` import happens here, never in unsigned mode)."""
     from eidolons.errors import EidolonsError
@@ -262,7 +265,9 @@ def signing_state(root: Path, now: str) -> SigningState:
     from eidolons.keys.signer import NoSigner, find_signer
 
     try:
-        return SigningState(store, find_signer(store, ORCHESTRATOR, root, now))
+        from pathlib import Path
+
+        return SigningState(store, find_signer(store, ORCHESTRATOR, Path(root), now))
     except NoSigner as exc:
         return SigningState(store, None, str(exc))
     except EidolonsError as exc:  # an unsafe or unreadable key file: never signed with

@@ -18,13 +18,18 @@ Rules:
 
 from __future__ import annotations
 
-import hashlib
 import os
-from pathlib import Path
-from typing import Any
 
+from eidolons import pathstr
 from eidolons.ecl.verdict import RefusalCode
 from eidolons.keys.store import TrustStore, sender_role
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from eidolons.pathstr import StrPath
 
 PAYLOAD_TYPE = "application/vnd.eidolons.ecl-envelope+json"
 SIG_SUFFIX = ".envelope.sig"
@@ -33,7 +38,7 @@ UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.ver
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
-def signature_path(envelope_path: Path) -> Path:
+def signature_path(envelope_path: StrPath) -> str:
     """``<stem>.envelope.sig`` beside ``<stem>.envelope.json``."""
     from eidolons.payload import sidecar_path
 
@@ -81,7 +86,7 @@ def sender_signer(trust: TrustStore | None, sender: str, root: Path, now: str) -
 
 
 def check(
-    envelope_path: Path,
+    envelope_path: StrPath,
     envelope_sha256: str,
     sender: str,
     trust: TrustStore,
@@ -96,11 +101,12 @@ def check(
 
     path = signature_path(envelope_path)
     if not os.path.lexists(path):
-        return UNVERIFIED, f"no sender signature ({path.name}) where {sender}'s is required"
+        name = pathstr.name(path)
+        return UNVERIFIED, f"no sender signature ({name}) where {sender}'s is required"
     try:
         doc = loads_strict(read_envelope_bytes(path, MAX_SIG_BYTES))
     except (InputError, EnvelopeError) as exc:
-        return UNVERIFIED, f"sender signature {path.name} unreadable: {exc}"
+        return UNVERIFIED, f"sender signature {pathstr.name(path)} unreadable: {exc}"
     role = sender_role(sender)
     try:
         signed = trust.verify_signed(doc, role, PAYLOAD_TYPE, now)
@@ -114,7 +120,9 @@ def check(
         status = key.status(now)
         return UNVERIFIED, f"the sender signature is by {role} key {key.keyid[:16]}, {status}"
     body = signed.body
-    if hashlib.sha256(body).hexdigest() != envelope_sha256:
+    from eidolons.ecl.integrity import sha256_hex
+
+    if sha256_hex(body) != envelope_sha256:
         return INTEGRITY_MISMATCH, (
             f"{sender}'s signature is for other envelope bytes (rewritten and re-emitted)"
         )

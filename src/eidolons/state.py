@@ -8,14 +8,16 @@ the trace lives (no import cycle, ADR 0007). :mod:`eidolons.config` re-exports t
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
 
 from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, _int_env
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 __all__ = ["DEFAULT_MAX_TRACE_SCAN_BYTES", "TRACE_DIR", "trace_scan_bound"]
 
-TRACE_DIR = Path(".eidolons") / ".trace"
+TRACE_DIR = os.path.join(".eidolons", ".trace")
 
 
 def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:

@@ -21,22 +21,27 @@ Rules:
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.beneath import BeneathError, open_state_path
 from eidolons.ecl.events import TOOL, agent_label, utc_now
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
 from eidolons.ecl.grammar import is_safe_file_name
+from eidolons.ecl.jsontext import dumps as dumps_json
+from eidolons.ecl.jsontext import loads as loads_json
 from eidolons.errors import InputError, TraceWriteError
 from eidolons.state import TRACE_DIR, trace_scan_bound
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Any, BinaryIO
+
+    from eidolons.pathstr import StrPath
+
+    Path = StrPath  # a trace path: a str or any os.PathLike
 
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is damage (our events are well under 4 KiB)
 __all__ = [
@@ -62,22 +67,25 @@ def thread_file_name(thread_id: str | None) -> str:
     return UNKNOWN_THREAD
 
 
-def thread_trace_path(root: Path, thread_id: str | None) -> Path:
-    return root / TRACE_DIR / f"{thread_file_name(thread_id)}.jsonl"
+def thread_trace_path(root: StrPath, thread_id: str | None) -> str:
+    return pathstr.join(root, TRACE_DIR, f"{thread_file_name(thread_id)}.jsonl")
 
 
 def encode_event(event: Mapping[str, Any]) -> bytes:
-    return (json.dumps(event, separators=(",", ":"), ensure_ascii=True) + "\n").encode("ascii")
+    return (dumps_json(event, compact=True) + "\n").encode("ascii")
 
 
-def _state_parts(path: Path) -> tuple[Path, tuple[str, ...]]:
+_TRACE_PARTS = pathstr.parts(TRACE_DIR)
+
+
+def _state_parts(path: StrPath) -> tuple[str, tuple[str, ...]]:
     """Where the link-free part of a trace path starts: below the project root for a path
     through ``.eidolons/.trace/`` (the default), else only the file itself."""
-    parts = path.parts
+    parts = pathstr.parts(path)
     for i in range(len(parts) - 3, -1, -1):
-        if parts[i : i + 2] == TRACE_DIR.parts:
-            return Path(*parts[:i]) if i else Path("."), parts[i:]
-    return path.parent, (path.name,)
+        if parts[i : i + 2] == _TRACE_PARTS:
+            return pathstr.join(*parts[:i]) if i else ".", parts[i:]
+    return pathstr.parent(path), (pathstr.name(path),)
 
 
 def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
@@ -89,7 +97,7 @@ def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
     :class:`OSError`."""
     anchor, parts = _state_parts(path)
     if create and len(parts) == 1:
-        anchor.mkdir(parents=True, exist_ok=True)
+        os.makedirs(anchor, exist_ok=True)
     return open_state_path(anchor, parts, flags | os.O_NONBLOCK, create=create)
 
 
@@ -172,7 +180,7 @@ def _last_link(fd: int, size: int) -> tuple[bytes | None, int]:
         end = start
     if len(last) <= MAX_LINE_BYTES:
         try:
-            seq = json.loads(last).get("seq")
+            seq = loads_json(last).get("seq")
         except (ValueError, RecursionError, AttributeError):
             seq = None
         if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1:
@@ -255,15 +263,20 @@ def decode_line(raw: bytes, lineno: int) -> TraceLine:
     if len(raw) > MAX_LINE_BYTES:
         return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
-        value = json.loads(raw)
+        value = loads_json(raw)
     except (ValueError, RecursionError) as exc:
         return TraceLine(lineno, None, f"not JSON ({exc.__class__.__name__})")
     if not isinstance(value, dict):
         return TraceLine(lineno, None, "not a JSON object")
-    try:  # a lone surrogate escape would crash whoever prints or re-encodes the event
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return TraceLine(lineno, None, "holds a lone surrogate escape")
+    # a lone surrogate would crash whoever prints or re-encodes the event; it can only
+    # come from a \\u escape or from bytes beyond ASCII
+    if b"\\u" in raw or not raw.isascii():
+        import json
+
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return TraceLine(lineno, None, "holds a lone surrogate escape")
     return TraceLine(lineno, value)
 
 
@@ -513,7 +526,9 @@ def payload_search_lines(root: Path) -> Iterator[bytes]:
     filled from it too (:meth:`eidolons.tracestore.jsonl.JsonlStore.payload_paths`), so
     that an index can never lack a payload the search would find."""
     try:
-        files = sorted((root / TRACE_DIR).glob("*.jsonl"))
+        from pathlib import Path as _Path
+
+        files = sorted((_Path(root) / TRACE_DIR).glob("*.jsonl"))
     except OSError:
         return
     bound = trace_scan_bound()

@@ -19,12 +19,10 @@ the file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.integrity import (
     Digest,
+    sha256_hex,
 )
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.orchestrator import judge_digest, precheck
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from eidolons.ecl.integrity import Writable
+    from eidolons.pathstr import StrPath
 
 
 class VerificationResult:
@@ -61,7 +60,7 @@ class VerificationResult:
         self,
         verdict: Verdict,
         message: str,
-        envelope_path: Path,
+        envelope_path: StrPath,
         envelope: Envelope | None = None,
         expected: str | None = None,
         warnings: list[str] | None = None,
@@ -72,8 +71,8 @@ class VerificationResult:
         self.envelope = envelope
         self.expected = expected
         self.actual: str | None = None
-        self.payload_path: Path | None = None
-        self.payload_real: Path | None = None  # the file hashed, symlinks resolved
+        self.payload_path: str | None = None
+        self.payload_real: str | None = None  # the file hashed, symlinks resolved
         self.payload_identity: tuple[int, int] | None = None  # (st_dev, st_ino) hashed
         self.envelope_sha256: str | None = None  # SHA-256 of the exact envelope bytes judged
         self.digest: Digest | None = None
@@ -113,9 +112,9 @@ class VerificationResult:
 
 
 def verify_envelope_file(
-    envelope_path: Path,
+    envelope_path: StrPath,
     *,
-    root: Path,
+    root: StrPath,
     limits: Limits | None = None,
     key: bytes | None = None,
     strict: bool = False,
@@ -139,12 +138,12 @@ def verify_envelope_file(
     except (EnvelopeError, InputError) as exc:
         result = VerificationResult(Verdict.MALFORMED, str(exc), envelope_path)
         if envelope_bytes is not None:
-            result.envelope_sha256 = hashlib.sha256(envelope_bytes).hexdigest()
+            result.envelope_sha256 = sha256_hex(envelope_bytes)
         return result
     return verify_parsed(
         env,
         envelope_path,
-        envelope_sha256=hashlib.sha256(data).hexdigest(),
+        envelope_sha256=sha256_hex(data),
         root=root,
         limits=limits,
         key=key,
@@ -156,10 +155,10 @@ def verify_envelope_file(
 
 def verify_parsed(
     env: Envelope,
-    envelope_path: Path,
+    envelope_path: StrPath,
     *,
     envelope_sha256: str,
-    root: Path,
+    root: StrPath,
     limits: Limits | None = None,
     key: bytes | None = None,
     strict: bool = False,
@@ -185,8 +184,8 @@ def verify_parsed(
         return result
     try:
         location = locate_payload(envelope_path, env.artifact_path, root)
-        result.payload_path = location.path
-        result.payload_real = location.real
+        result.payload_path = location.path_str
+        result.payload_real = location.real_str
         result.payload_identity = location.identity
         if env.integrity_method == "hmac-sha256" and key is None:
             result.verdict = Verdict.NO_KEY

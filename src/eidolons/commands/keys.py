@@ -327,7 +327,8 @@ def _pin(args: argparse.Namespace, root: Path) -> int:
 
     path = trust_store_path(root)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     TrustStore.parse(data, path)  # only a store that parses is pinned

@@ -42,28 +42,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from eidolons import pathstr
     from eidolons._text import printable
     from eidolons.commands._common import fail, print_json, say, speak, use_color
-    from eidolons.config import Limits, find_root, hmac_key, verify_mode
+    from eidolons.config import Limits, hmac_key, root_dir, verify_mode
     from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate, text_line, warning_line
 
     try:
         mode = verify_mode(args.mode, block=args.block)
-        root = find_root(args.root, note=True)
+        root = root_dir(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return fail(exc)
     outcome = run_gate(
-        Path(args.envelope),
+        pathstr.pure(args.envelope),  # spelled as a Path would be (ADR 0082)
         root=root,
         mode=mode,
         strict=args.strict,
         key=hmac_key(),
         limits=limits,
-        trace_file=Path(args.trace) if args.trace else None,
+        trace_file=pathstr.pure(args.trace) if args.trace else None,
         write_trace=not args.no_trace,
     )
 

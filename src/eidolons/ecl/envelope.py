@@ -24,9 +24,6 @@ warnings, ``--strict`` turns them into ``malformed``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-
 from eidolons.ecl import grammar
 from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
 from eidolons.ecl.limits import Limits
@@ -35,6 +32,7 @@ from eidolons.errors import EnvelopeError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 PERFORMATIVES: frozenset[str] = frozenset(
@@ -175,6 +173,8 @@ class Envelope:
         return cls(version, sender, recipient, performative, path, method, value, data)
 
     def to_dict(self) -> dict[str, Any]:
+        import json
+
         return json.loads(json.dumps(self.data))  # type: ignore[no-any-return]
 
     # -- optional fields, typed loosely: they may be absent or wrong in a valid parse

@@ -11,22 +11,63 @@ Rules:
   were hashed are the only bytes a caller may hand on (``keep=True`` returns them).
 
 No paths here: callers pass an open binary file (see :mod:`eidolons.payload`).
+
+SHA-256 is OpenSSL's (``hashlib``) for every payload above :data:`LIGHT_MAX_BYTES`, and
+once a process has hashed that many bytes (a server: the import has then paid for
+itself). Before that, the standard library's own C SHA-256 (``_sha256``, about a sixth of
+OpenSSL's speed here) computes the same digests without importing OpenSSL's module
+(``_hashlib`` costs about 1.8 ms, a fifth of an interpreter start). The switch-over is measured
+(``bench/bench_hash.py --switch``, ADR 0082); both agree (``tests/test_integrity_light.py``).
 """
 
 from __future__ import annotations
-
-import hashlib
-import hmac
 
 from eidolons.errors import EidolonsError
 
 SUPPORTED_METHODS = ("sha256", "hmac-sha256")
 CHUNK = 1024 * 1024
+#: the largest payload hashed without loading OpenSSL (measured, ADR 0082)
+LIGHT_MAX_BYTES = 512 * 1024
+
+_light_sha256: Any
+_compare_digest: Any
+try:
+    import _sha256  # type: ignore[import-not-found]
+
+    _light_sha256 = _sha256.sha256
+except ImportError:  # pragma: no cover - a build without the builtin SHA-256
+    _light_sha256 = None
+try:
+    from _operator import _compare_digest
+except ImportError:  # pragma: no cover
+    from hmac import compare_digest as _compare_digest
+
+
+_light_bytes = [0]  # bytes this process has hashed with the builtin SHA-256
+
+
+def sha256(data: bytes | bytearray | memoryview = b"", *, size_hint: int = 0) -> _Hash:
+    """A SHA-256 hash object over ``data``: the builtin one while this process has hashed
+    at most :data:`LIGHT_MAX_BYTES` with it, ``size_hint`` (the bytes to be hashed,
+    ``data`` included) counted; OpenSSL's after that (the same digests)."""
+    size = max(size_hint, len(data))
+    if _light_sha256 is not None and _light_bytes[0] + size <= LIGHT_MAX_BYTES:
+        _light_bytes[0] += size
+        return _light_sha256(data)  # type: ignore[no-any-return]
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
+def sha256_hex(data: bytes | bytearray | memoryview) -> str:
+    """The lowercase hex SHA-256 of ``data``."""
+    return str(sha256(data, size_hint=len(data)).hexdigest())
 
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from typing import Protocol
+    from hashlib import _Hash
+    from typing import Any, Protocol
 
     class Readable(Protocol):
         def readinto(self, buffer: memoryview, /) -> int | None: ...
@@ -67,19 +108,22 @@ class Digest:
 
 def tags_equal(expected: str, actual: str) -> bool:
     """Constant-time comparison of two hex tags."""
-    return hmac.compare_digest(
-        expected.encode("ascii", "replace"), actual.encode("ascii", "replace")
+    return bool(
+        _compare_digest(expected.encode("ascii", "replace"), actual.encode("ascii", "replace"))
     )
 
 
 def digest_bytes(data: bytes, method: str, key: bytes | None = None) -> Digest:
     """The tag of in-memory bytes (used by emit and tests)."""
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256_hex(data)
     if method == "sha256":
         return Digest(method, sha, sha, len(data))
     if method == "hmac-sha256":
         if key is None:
             raise EidolonsError("hmac-sha256 needs a key", code="NO_KEY")
+        import hashlib
+        import hmac
+
         return Digest(method, hmac.new(key, data, hashlib.sha256).hexdigest(), sha, len(data))
     raise EidolonsError(f"unsupported integrity method {method!r}", code="UNSUPPORTED_ALGO")
 
@@ -92,20 +136,29 @@ def digest_stream(
     max_bytes: int,
     keep: bool = False,
     sink: Writable | None = None,
+    size_hint: int | None = None,
 ) -> Digest:
     """Hash ``stream`` to its end in one pass. Raises :class:`PayloadTooLarge` past
     ``max_bytes`` (counted while reading, so a growing file cannot slip past the cap).
     ``keep`` returns the bytes hashed in ``Digest.data``; ``sink`` receives each chunk as
-    it is hashed (a snapshot of exactly the bytes judged, without holding them in memory)."""
-    sha = hashlib.sha256()
+    it is hashed (a snapshot of exactly the bytes judged, without holding them in memory).
+    ``size_hint``, the size the file had when it was opened, picks the SHA-256
+    implementation and the buffer (a file that grows since is still hashed to its end);
+    None is a large payload."""
+    hint = CHUNK if size_hint is None else size_hint
+    sha = sha256(size_hint=hint)
     mac = None
     if method == "hmac-sha256":
         if key is None:
             raise EidolonsError("hmac-sha256 needs a key", code="NO_KEY")
+        import hashlib
+        import hmac
+
         mac = hmac.new(key, digestmod=hashlib.sha256)
     elif method != "sha256":
         raise EidolonsError(f"unsupported integrity method {method!r}", code="UNSUPPORTED_ALGO")
-    buf = bytearray(CHUNK)
+    # the first read takes the whole of a small file and sees its end in the second
+    buf = bytearray(CHUNK if hint >= CHUNK else max(hint + 1, 4096))
     view = memoryview(buf)
     # one copy of the payload: each chunk appended to one growing buffer, handed back as
     # is (no join, no final copy), so a payload costs its size once, plus this buffer

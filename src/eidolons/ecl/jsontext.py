@@ -1,5 +1,8 @@
 """JSON text out, ASCII only, exactly as ``json.dumps(value, ensure_ascii=True, ...)``
-writes it, without importing :mod:`json` (which imports ``re``) on the hot paths.
+writes it, and in, exactly as ``json.loads`` reads it, without importing :mod:`json`
+(which imports ``re``) on the hot paths. (The strict reader of untrusted JSON is
+:mod:`eidolons.ecl.strict_json`; :func:`loads` is ``json.loads``, for the tool's own
+lines.)
 
 Pure. The C accelerators of the standard library (``_json.encode_basestring_ascii``,
 ``_json.make_encoder``) do the work, behind a fallback to :mod:`json` itself: when
@@ -21,11 +24,50 @@ if TYPE_CHECKING:
 
 _encode_str: Any
 _make_encoder: Any
+_scan: Any
 try:
     from _json import encode_basestring_ascii as _encode_str
     from _json import make_encoder as _make_encoder
+    from _json import make_scanner as _make_scanner
 except ImportError:  # pragma: no cover - an interpreter without the C accelerator
-    _encode_str = _make_encoder = None
+    _encode_str = _make_encoder = _scan = None
+else:
+
+    class _Defaults:
+        """``json.loads``' own options (``json.decoder.JSONDecoder()``'s), for the scanner."""
+
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = staticmethod(
+            {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+        )
+
+    _scan = _make_scanner(_Defaults)  # type: ignore[arg-type]
+
+_WHITESPACE = " \t\n\r"
+
+
+def loads(data: bytes | bytearray) -> Any:
+    """``json.loads(data)``: the same value, or the same exception (raised by
+    :func:`json.loads` itself, to which anything but plain ASCII JSON is handed)."""
+    if _scan is not None and data.isascii() and b"\x00" not in data[:2]:
+        text = data.decode("ascii")  # what json.loads' encoding detection gives here
+        start = len(text) - len(text.lstrip(_WHITESPACE))
+        try:
+            value, end = _scan(text, start)
+        except RecursionError:
+            raise
+        except Exception:
+            pass
+        else:
+            if not text[end:].strip(_WHITESPACE):
+                return value
+    import json
+
+    return json.loads(data)
 
 
 class _Unknown(Exception):

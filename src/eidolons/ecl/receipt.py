@@ -20,8 +20,6 @@ anything that is not such a statement is UNVERIFIED.
 
 from __future__ import annotations
 
-import json
-
 from eidolons.ecl.strict_json import loads_strict
 from eidolons.errors import EnvelopeError
 
@@ -52,6 +50,8 @@ def statement(
 def statement_bytes(doc: dict[str, Any]) -> bytes:
     """The serialized body: compact, sorted, ASCII JSON (the signature covers these bytes;
     verifiers parse the bytes they verified, never a re-encoding)."""
+    import json
+
     return json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=True).encode()
 
 

@@ -10,11 +10,9 @@ event.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 GENESIS = "0" * 64
@@ -24,7 +22,9 @@ def line_hash(line: bytes) -> str:
     """The hex SHA-256 of a line's exact bytes; a trailing newline is not part of it."""
     if line.endswith(b"\n"):
         line = line[:-1]
-    return hashlib.sha256(line).hexdigest()
+    from eidolons.ecl.integrity import sha256_hex
+
+    return sha256_hex(line)
 
 
 def next_link(last_line: bytes | None, last_seq: int) -> tuple[int, str]:

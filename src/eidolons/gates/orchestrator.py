@@ -16,7 +16,6 @@ It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from eidolons import senders
 from eidolons._text import printable
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from eidolons.ecl.integrity import Writable
+    from eidolons.pathstr import StrPath
 
 GATE = GateName.ORCHESTRATOR
 
@@ -73,7 +73,7 @@ class GateOutcome:
         self.evidence: str | None = None  # what a pass rested on (ADR 0030); None if no pass
         self.notes: list[str] = []  # warning lines about the evidence (stderr in text mode)
         self.receipt: dict[str, Any] | None = None  # the signed DSSE receipt (ADR 0032)
-        self.receipt_path: Path | None = None
+        self.receipt_path: str | None = None
 
     @property
     def blocked(self) -> bool:
@@ -104,7 +104,7 @@ def verify_event(
     mode: str,
     evidence: str | None = None,
     duration_ms: int | None = None,
-    root: Path | None = None,
+    root: StrPath | None = None,
 ) -> dict[str, Any]:
     """The trace event for one verification (seed shapes plus gate, verdict, digests).
     With ``root``, ``payload_path`` names the payload so that it stays known as a
@@ -136,14 +136,14 @@ def verify_event(
 
 
 def run_gate(
-    envelope_path: Path,
+    envelope_path: StrPath,
     *,
-    root: Path,
+    root: StrPath,
     mode: str,
     strict: bool = False,
     key: bytes | None = None,
     limits: Limits | None = None,
-    trace_file: Path | None = None,
+    trace_file: StrPath | None = None,
     write_trace: bool = True,
     keep_payload: bool = False,
     sink: Writable | None = None,

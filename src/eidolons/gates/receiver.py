@@ -160,7 +160,7 @@ class IncomingResult:
         record: dict[str, Any] | None = None,
         reverified: bool = False,
         payload: bytes | bytearray | None = None,  # the exact bytes hashed; only on pass
-        payload_path: Path | None = None,
+        payload_path: Path | str | None = None,
         trace_path: str | None = None,  # where the decision was recorded (file or store)
         trace_error: str | None = None,
         contract_source: str | None = None,
@@ -323,7 +323,7 @@ class Snapshot:
         envelope_bytes: bytes,
         *,
         digest: Digest | None = None,
-        payload_path: Path | None = None,
+        payload_path: Path | str | None = None,
         identity: tuple[int, int] | None = None,
         error: str | None = None,
     ) -> None:
@@ -603,7 +603,7 @@ def _feed_payload(
             except PayloadError as exc:
                 check.feed_payload(None, error=str(exc), check="payload")
                 return False
-            result.payload_path = located.path
+            result.payload_path = located.path_str
         size = located.opened.st.st_size if located and located.opened else None
         over = budget is not None and (budget_estimate(env, None, size) or 0) > budget
         if not over:

@@ -100,7 +100,7 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | No
     return None
 
 
-def _same_file(a: Path, b: Path | None) -> bool:
+def _same_file(a: Path, b: Path | str | None) -> bool:
     if b is None:
         return False
     try:

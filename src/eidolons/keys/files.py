@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from eidolons.errors import EidolonsError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SIGNING_KEY_ENV = "EIDOLONS_SIGNING_KEY_FILE"
 SENDER_KEY_ENV = "EIDOLONS_SENDER_KEY_FILE"
@@ -29,17 +32,31 @@ class KeyFileError(EidolonsError):
     exit_code = 3  # a key that must not be used: refused
 
 
-def key_dir(env: dict[str, str] | None = None) -> Path:
+def config_dir(env: dict[str, str] | None = None) -> str:
+    """This host's own directory of the tool: ``${XDG_CONFIG_HOME:-~/.config}/eidolons``
+    (the keys, the trust-store pins, the trace heads and indexes live there)."""
+    from eidolons import pathstr
+
     environ = os.environ if env is None else env
     base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "eidolons" / "keys"
+    return pathstr.join(base, "eidolons")
+
+
+def key_dir(env: dict[str, str] | None = None) -> Path:
+    from pathlib import Path
+
+    return Path(config_dir(env)) / "keys"
 
 
 def env_key_file(role: str) -> Path | None:
     """The key file named by the environment for this role, if any."""
     name = SIGNING_KEY_ENV if role == "orchestrator" else SENDER_KEY_ENV
     raw = os.environ.get(name)
-    return Path(raw) if raw else None
+    if not raw:
+        return None
+    from pathlib import Path
+
+    return Path(raw)
 
 
 def default_key_file(keyid: str) -> Path:
@@ -47,6 +64,8 @@ def default_key_file(keyid: str) -> Path:
 
 
 def inside(path: Path, root: Path) -> bool:
+    from pathlib import Path
+
     real = Path(os.path.realpath(path))
     return real == Path(os.path.realpath(root)) or real.is_relative_to(os.path.realpath(root))
 

@@ -15,14 +15,18 @@ reported as unanchored, never as intact-and-complete.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from pathlib import Path
+
+from eidolons import pathstr
+from eidolons.ecl.integrity import sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
     from typing import Any
+
+    from eidolons.pathstr import StrPath
 
 HEADS_DIR = "heads"
 
@@ -31,30 +35,37 @@ class HeadError(Exception):
     """A head file that exists but cannot be read or is malformed (fails closed)."""
 
 
-def heads_dir() -> Path:
-    from eidolons.keys.files import key_dir
+def heads_dir() -> str:
+    from eidolons.keys.files import config_dir
 
-    return key_dir().parent / HEADS_DIR
+    return pathstr.join(config_dir(), HEADS_DIR)
 
 
-def _trace_key(trace: Path) -> str:
+def _trace_key(trace: StrPath) -> str:
     return os.path.realpath(trace)
 
 
-def head_path(trace: Path, key: str | None = None) -> Path:
+def _head_file(trace: StrPath, key: str | None = None) -> str:
     name = (key if key is not None else _trace_key(trace)).encode("utf-8", "surrogateescape")
-    return heads_dir() / f"{hashlib.sha256(name).hexdigest()}.head"
+    return pathstr.join(heads_dir(), f"{sha256_hex(name)}.head")
+
+
+def head_path(trace: StrPath, key: str | None = None) -> Path:
+    """Where this host keeps the head of ``trace``."""
+    from pathlib import Path
+
+    return Path(_head_file(trace, key))
 
 
 SLOT = 128  # bytes per slot; two slots, the head at seq n is written in slot n % 2
 
 
 def _slot(key: str, seq: int, sha256: str) -> bytes:
-    check = hashlib.sha256(f"{key}\n{seq}\n{sha256}".encode("utf-8", "surrogateescape"))
-    return f"{seq:020d} {sha256} {check.hexdigest()[:32]}\n".encode().ljust(SLOT, b" ")
+    check = sha256_hex(f"{key}\n{seq}\n{sha256}".encode("utf-8", "surrogateescape"))
+    return f"{seq:020d} {sha256} {check[:32]}\n".encode().ljust(SLOT, b" ")
 
 
-def record(trace: Path, seq: int, sha256: str, prev: str) -> bool:
+def record(trace: StrPath, seq: int, sha256: str, prev: str) -> bool:
     """Record ``(seq, sha256)`` as the head of ``trace`` on this host. The caller holds
     the trace's append lock, so writers of one thread never race. The file holds two
     fixed-size slots, each checksummed with the trace's real path; the head at ``seq``
@@ -68,12 +79,12 @@ def record(trace: Path, seq: int, sha256: str, prev: str) -> bool:
     head, so the tool's next append never re-anchors a rewritten history; returns False
     then. Raises ``OSError``."""
     key = _trace_key(trace)
-    path = head_path(trace, key)
+    path = _head_file(trace, key)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o600)
     except FileNotFoundError:  # the first head on this host
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
         fd = os.open(path, flags, 0o600)
     try:
         old = _best(key, os.pread(fd, 2 * SLOT, 0))
@@ -100,7 +111,7 @@ def _best(key: str, raw: bytes) -> tuple[int, str] | None:
     return best
 
 
-def recorded(trace: Path) -> tuple[int, str] | None:
+def recorded(trace: StrPath) -> tuple[int, str] | None:
     """The head this host recorded for ``trace`` (the valid slot with the higher
     ``seq``), None when there is none; raises :class:`HeadError` for a head file that is
     unreadable or holds no valid slot."""

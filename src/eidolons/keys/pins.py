@@ -17,25 +17,25 @@ A pins file that exists but cannot be read or parsed fails closed the same way.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from pathlib import Path
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
+    from eidolons.pathstr import StrPath
+
 PINS_FILE = "pins.json"
 
 
-def pins_path(env: dict[str, str] | None = None) -> Path:
-    from eidolons.keys.files import key_dir
+def pins_path(env: dict[str, str] | None = None) -> str:
+    from eidolons import pathstr
+    from eidolons.keys.files import config_dir
 
-    return key_dir(env).parent / PINS_FILE
+    return pathstr.join(config_dir(env), PINS_FILE)
 
 
-def _project_key(root: Path) -> str:
+def _project_key(root: StrPath) -> str:
     return os.path.realpath(root)
 
 
@@ -45,13 +45,16 @@ def read_pins() -> dict[str, Any]:
 
     path = pins_path()
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise TrustStoreError(f"cannot read the trust pins {path}: {exc.strerror}") from None
+    from eidolons.ecl.jsontext import loads
+
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except ValueError:
         raise TrustStoreError(f"the trust pins {path} are not JSON") from None
     projects = doc.get("projects") if isinstance(doc, dict) else None
@@ -60,7 +63,7 @@ def read_pins() -> dict[str, Any]:
     return projects
 
 
-def pinned(root: Path) -> str | None:
+def pinned(root: StrPath) -> str | None:
     """The pinned SHA-256 of this project's trust store on this host, if any."""
     from eidolons.keys.store import TrustStoreError
 
@@ -73,20 +76,24 @@ def pinned(root: Path) -> str | None:
     return value
 
 
-def pin(root: Path, data: bytes, now: str) -> Path:
+def pin(root: StrPath, data: bytes, now: str) -> str:
     """Record ``data`` (the trust store's exact bytes) as this project's trust store."""
+    import json
+
+    from eidolons import pathstr
+    from eidolons.ecl.integrity import sha256_hex
     from eidolons.keys.store import atomic_write
 
     projects = dict(read_pins())
-    projects[_project_key(root)] = {"trust_sha256": hashlib.sha256(data).hexdigest(), "pinned": now}
+    projects[_project_key(root)] = {"trust_sha256": sha256_hex(data), "pinned": now}
     path = pins_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
     body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
     atomic_write(path, body.encode("utf-8"), 0o600)
     return path
 
 
-def check(root: Path, data: bytes | None) -> str | None:
+def check(root: StrPath, data: bytes | None) -> str | None:
     """Why the trust store (``data``, None when absent) is refused, or None."""
     expected = pinned(root)
     if expected is None:
@@ -97,7 +104,9 @@ def check(root: Path, data: bytes | None) -> str | None:
             "signed project is never downgraded to unsigned (restore it, or `eidolons keys "
             "unpin` as the operator)"
         )
-    if hashlib.sha256(data).hexdigest() != expected:
+    from eidolons.ecl.integrity import sha256_hex
+
+    if sha256_hex(data) != expected:
         return (
             f"the trust store of {root} differs from the one this host pinned: changed "
             "outside `eidolons keys` (run `eidolons keys pin` as the operator to accept it)"

@@ -19,21 +19,21 @@ Rules:
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import os
-from collections.abc import Iterable
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.ecl.grammar import is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
     from typing import Any
 
-TRUST_FILE = Path(".eidolons") / "trust.json"
+    from eidolons.pathstr import StrPath
+
+TRUST_FILE = os.path.join(".eidolons", "trust.json")
 ALGORITHM = "ed25519"
 ORCHESTRATOR = "orchestrator"
 SENDER_PREFIX = "sender:"
@@ -65,7 +65,9 @@ class TrustStoreError(EidolonsError):
 
 def key_id(public_raw: bytes) -> str:
     """A key's id: the hex SHA-256 of its raw 32-byte public key."""
-    return hashlib.sha256(public_raw).hexdigest()
+    from eidolons.ecl.integrity import sha256_hex
+
+    return sha256_hex(public_raw)
 
 
 def valid_role(role: str) -> bool:
@@ -126,7 +128,7 @@ class TrustedKey:
         out: dict[str, Any] = {
             "keyid": self.keyid,
             "algorithm": ALGORITHM,
-            "public_key": base64.b64encode(self.public_raw).decode("ascii"),
+            "public_key": _b64encode(self.public_raw),
             "role": self.role,
             "created": self.created,
             "not_after": self.not_after,
@@ -154,7 +156,7 @@ class TrustedKey:
         if raw["algorithm"] != ALGORITHM:
             raise TrustStoreError(f"{where}: algorithm {raw['algorithm']!r} is not ed25519")
         try:
-            public = base64.b64decode(str(raw["public_key"]), validate=True)
+            public = _b64decode(str(raw["public_key"]))
         except ValueError:
             raise TrustStoreError(f"{where}: public_key is not base64") from None
         if len(public) != 32:
@@ -182,7 +184,7 @@ class TrustStore:
 
     def __init__(
         self,
-        path: Path,
+        path: StrPath,
         keys: Iterable[TrustedKey] = (),
         require_sender_signature: Iterable[str] = (),
     ) -> None:
@@ -191,7 +193,7 @@ class TrustStore:
         self.require_sender_signature = sorted(set(require_sender_signature))
 
     @classmethod
-    def parse(cls, data: bytes, path: Path) -> TrustStore:
+    def parse(cls, data: bytes, path: StrPath) -> TrustStore:
         from eidolons.ecl.strict_json import loads_strict
         from eidolons.errors import EnvelopeError
 
@@ -225,7 +227,9 @@ class TrustStore:
             "keys": [k.to_dict() for k in self.keys],
             "require_sender_signature": self.require_sender_signature,
         }
-        return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+        from eidolons.ecl.jsontext import dumps
+
+        return (dumps(doc, indent=2) + "\n").encode("ascii")
 
     def save(self, root: Path | None = None, now: str | None = None) -> None:
         """Write the store; with ``root``, pin it on this host (ADR 0036): every change
@@ -290,11 +294,11 @@ class TrustStore:
         )
 
 
-def trust_store_path(root: Path) -> Path:
-    return root / TRUST_FILE
+def trust_store_path(root: StrPath) -> str:
+    return pathstr.join(root, TRUST_FILE)
 
 
-def load_trust_store(root: Path) -> TrustStore | None:
+def load_trust_store(root: StrPath) -> TrustStore | None:
     """The project's trust store, or None when the project has none. Anything else that
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
@@ -304,7 +308,9 @@ def load_trust_store(root: Path) -> TrustStore | None:
     from eidolons.keys.pins import check as check_pin
 
     try:  # beneath the root, no link followed: a swapped .eidolons/ never redirects it
-        fd = open_state_path(root, TRUST_FILE.parts, os.O_RDONLY | os.O_NONBLOCK, create=False)
+        fd = open_state_path(
+            root, pathstr.parts(TRUST_FILE), os.O_RDONLY | os.O_NONBLOCK, create=False
+        )
     except FileNotFoundError:
         problem = check_pin(root, None)  # a signed project is never downgraded by a delete
         if problem is not None:
@@ -341,12 +347,13 @@ def readable_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write(path: Path, data: bytes, mode: int) -> None:
+def atomic_write(path: StrPath, data: bytes, mode: int) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename (never half a file)."""
     import tempfile
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=path.parent)
+    directory = pathstr.parent(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
@@ -357,3 +364,17 @@ def atomic_write(path: Path, data: bytes, mode: int) -> None:
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
+
+
+def _b64encode(raw: bytes) -> str:
+    """``base64.b64encode(raw).decode("ascii")`` (``binascii``: no ``base64`` import)."""
+    import binascii
+
+    return binascii.b2a_base64(raw, newline=False).decode("ascii")
+
+
+def _b64decode(text: str) -> bytes:
+    """``base64.b64decode(text, validate=True)``: only the base64 alphabet, padded."""
+    import base64
+
+    return base64.b64decode(text, validate=True)

@@ -22,22 +22,21 @@ psycopg is imported only when a DSN is set.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 from eidolons.ecl.events import EventType, GateName
 from eidolons.errors import InputError, TraceWriteError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
     from typing import Any
 
+    from eidolons.pathstr import StrPath
     from eidolons.trace import TraceLine
 
 DSN_ENV = "EIDOLONS_TRACE_DSN"
-PROJECT_FILE = Path(".eidolons") / "trace-store.json"
+PROJECT_FILE = os.path.join(".eidolons", "trace-store.json")
 ORCHESTRATOR_GATE = GateName.ORCHESTRATOR
 VERDICT_EVENTS = (EventType.VERIFY_PASS, EventType.VERIFY_FAIL)
 
@@ -62,7 +61,9 @@ class Appended:
 
 def verdict_needle(message_id: str) -> bytes:
     """The id as this tool writes it inside a line (compact ASCII JSON, no quotes)."""
-    return json.dumps(message_id)[1:-1].encode("ascii")
+    from eidolons.ecl.jsontext import dumps
+
+    return dumps(message_id)[1:-1].encode("ascii")
 
 
 def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) -> bool:
@@ -79,7 +80,9 @@ def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) ->
 
 def payload_needle(key: str) -> bytes:
     """``"payload_path":"<key>"`` as this tool writes it (compact ASCII JSON)."""
-    return b'"payload_path":' + json.dumps(key, ensure_ascii=True).encode("ascii")
+    from eidolons.ecl.jsontext import dumps
+
+    return b'"payload_path":' + dumps(key).encode("ascii")
 
 
 def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
@@ -227,7 +230,7 @@ def check_dsn(dsn: str) -> str:
     return dsn
 
 
-def project_requirement(root: Path) -> str | None:
+def project_requirement(root: StrPath) -> str | None:
     """What ``.eidolons/trace-store.json`` requires: None (no file), ``"postgresql"``, or
     ``"invalid: <why>"`` (a file that cannot be read or is not understood fails closed)."""
     import stat
@@ -236,7 +239,7 @@ def project_requirement(root: Path) -> str | None:
 
     try:  # never through a link, never blocking on a FIFO planted under that name
         fd = open_state_path(
-            root, Path(PROJECT_FILE).parts, os.O_RDONLY | os.O_NONBLOCK, create=False
+            root, tuple(PROJECT_FILE.split(os.sep)), os.O_RDONLY | os.O_NONBLOCK, create=False
         )
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -251,6 +254,8 @@ def project_requirement(root: Path) -> str | None:
         return f"invalid: {exc}"
     except OSError as exc:
         return f"invalid: cannot read {PROJECT_FILE}: {exc.strerror or exc}"
+    import json
+
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
@@ -263,7 +268,7 @@ def project_requirement(root: Path) -> str | None:
 
 
 def open_store(
-    root: Path, env: Mapping[str, str] | None = None, *, file: Path | None = None
+    root: StrPath, env: Mapping[str, str] | None = None, *, file: StrPath | None = None
 ) -> TraceStore:
     """The project's configured store (module docstring); with ``file`` (``--trace
     FILE``), that one JSONL file. Never raises: a configuration that cannot be honoured
@@ -292,20 +297,20 @@ def open_store(
     return JsonlStore(root)
 
 
-def list_threads(root: Path) -> list[str]:
+def list_threads(root: StrPath) -> list[str]:
     """The ids of the threads with a trace in the project's configured store, sorted."""
     with open_store(root) as store:
         return store.threads()
 
 
-def read_thread(root: Path, thread_id: str) -> Iterator[TraceLine]:
+def read_thread(root: StrPath, thread_id: str) -> Iterator[TraceLine]:
     """Every line of a thread's trace in the project's configured store, in order
     (nothing when it has none)."""
     with open_store(root) as store:
         yield from store.iter_thread(thread_id)
 
 
-def has_thread(root: Path, thread_id: str) -> bool:
+def has_thread(root: StrPath, thread_id: str) -> bool:
     from eidolons.trace import thread_file_name
 
     if thread_file_name(thread_id) != thread_id:

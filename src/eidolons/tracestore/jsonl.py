@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.errors import InputError, TraceWriteError
 from eidolons.state import TRACE_DIR, trace_scan_bound
 from eidolons.trace import (
@@ -37,7 +35,11 @@ from eidolons.tracestore import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from pathlib import Path
     from typing import Any
+
+    from eidolons.pathstr import StrPath
 
 
 class JsonlStore(TraceStore):
@@ -46,25 +48,33 @@ class JsonlStore(TraceStore):
 
     kind = "jsonl"
 
-    def __init__(self, root: Path, file: Path | None = None) -> None:
+    def __init__(self, root: StrPath, file: StrPath | None = None) -> None:
         self.root = root
         self.file = file
 
     def path(self, thread_id: str | None) -> Path:
+        """The thread's file (:meth:`_file` as a :class:`~pathlib.Path`)."""
+        from pathlib import Path
+
+        return Path(self._file(thread_id))
+
+    def _file(self, thread_id: str | None) -> StrPath:
         return self.file if self.file is not None else thread_trace_path(self.root, thread_id)
 
     def describe(self) -> str:
-        return str(self.file if self.file is not None else self.root / TRACE_DIR)
+        return str(self.file if self.file is not None else pathstr.join(self.root, TRACE_DIR))
 
     def location(self, thread_id: str | None) -> str:
-        return str(self.path(thread_id))
+        return str(self._file(thread_id))
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
-        path = self.path(thread_id)
+        path = self._file(thread_id)
         from eidolons.tracestore.verdictindex import update
 
         line = append_event(path, event, before=self._index_hook(event), after=update)
-        return Appended(json.loads(line), line, str(path))
+        from eidolons.ecl.jsontext import loads
+
+        return Appended(loads(line), line, str(path))
 
     def _index_hook(self, event: Mapping[str, Any]) -> Callable[[], None] | None:
         """Adds a payload event's ``payload_path`` to the payload index, under the lock."""
@@ -121,7 +131,7 @@ class JsonlStore(TraceStore):
         # on the id as this tool writes it and judge the decoded event by the one rule
         from eidolons.tracestore.verdictindex import lookup
 
-        path = self.path(thread_id)
+        path = self._file(thread_id)
         try:
             bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0021)
             try:
@@ -147,24 +157,24 @@ class JsonlStore(TraceStore):
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         try:
-            yield from read_events(self.path(thread_id))
+            yield from read_events(self._file(thread_id))
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         try:
-            yield from read_raw_lines(self.path(thread_id))
+            yield from read_raw_lines(self._file(thread_id))
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         try:
-            return read_new_events(self.path(thread_id), cursor)
+            return read_new_events(self._file(thread_id), cursor)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def has_thread(self, thread_id: str) -> bool:
-        return self.path(thread_id).is_file()
+        return os.path.isfile(self._file(thread_id))
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         try:  # checks each file's size before reading it: a sparse hole is never read
@@ -174,12 +184,13 @@ class JsonlStore(TraceStore):
 
     def threads(self) -> list[str]:
         if self.file is not None:
-            return [self.file.stem]
+            return [pathstr.stem(self.file)]
         try:
-            names = os.listdir(self.root / TRACE_DIR)
+            names = os.listdir(pathstr.join(self.root, TRACE_DIR))
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise TraceReadError(f"cannot list {self.root / TRACE_DIR}: {exc.strerror}") from None
+            where = pathstr.join(self.root, TRACE_DIR)
+            raise TraceReadError(f"cannot list {where}: {exc.strerror}") from None
         ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
         return sorted(i for i in ids if thread_file_name(i) == i)

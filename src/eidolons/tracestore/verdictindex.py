@@ -40,9 +40,9 @@ agents out (ADR 0087).
 
 from __future__ import annotations
 
-import hashlib
 import os
 
+from eidolons.ecl.integrity import sha256 as _sha256
 from eidolons.trace import MAX_LINE_BYTES, decode_line, reverse_lines
 from eidolons.tracestore import is_orchestrator_verdict, record_from_line, verdict_needle
 
@@ -106,9 +106,9 @@ def index_dir() -> str:
     env = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
     found = _DIRS.get(env)
     if found is None:
-        from eidolons.keys.files import key_dir
+        from eidolons.keys.files import config_dir
 
-        found = _DIRS[env] = os.path.join(os.path.dirname(key_dir()), INDEX_DIR)
+        found = _DIRS[env] = os.path.join(config_dir(), INDEX_DIR)
     return found
 
 
@@ -122,11 +122,11 @@ def index_path(st: os.stat_result) -> str:
 
 def id_hash(needle: bytes) -> bytes:
     """16 bytes naming the message (its id as this tool writes it: one spelling)."""
-    return hashlib.sha256(b"eidolons-verdict-index\0" + needle).digest()[:16]
+    return _sha256(b"eidolons-verdict-index\0" + needle).digest()[:16]
 
 
 def _check(key: str, text: str) -> str:
-    return hashlib.sha256(f"{key}\n{text}".encode()).hexdigest()[:32]
+    return _sha256(f"{key}\n{text}".encode()).hexdigest()[:32]
 
 
 def header_slot(key: str, header: Header) -> bytes:
@@ -159,7 +159,7 @@ def read_header(raw: bytes, key: str) -> Header | None:
 
 def slot_bytes(key: str, number: int, idh: bytes, off: int, length: int, sha: bytes) -> bytes:
     body = idh + off.to_bytes(8, "big") + length.to_bytes(4, "big") + sha
-    check = hashlib.sha256(f"{key}\n{number}\n".encode() + body).digest()[:4]
+    check = _sha256(f"{key}\n{number}\n".encode() + body).digest()[:4]
     return body + check
 
 
@@ -170,7 +170,7 @@ def empty_slot(key: str, number: int) -> bytes:
 
 
 def _slot_ok(key: str, number: int, raw: bytes) -> bool:
-    check = hashlib.sha256(f"{key}\n{number}\n".encode() + raw[:60]).digest()[:4]
+    check = _sha256(f"{key}\n{number}\n".encode() + raw[:60]).digest()[:4]
     return len(raw) == SLOT and check == raw[60:]
 
 
@@ -207,7 +207,7 @@ def _line_at(fd: int, off: int, length: int, sha: bytes | str) -> bytes | None:
     if len(raw) != length + 1 + lead or raw[-1:] != b"\n" or (lead and raw[:1] != b"\n"):
         return None
     line = raw[lead:-1]
-    digest = hashlib.sha256(line)
+    digest = _sha256(line)
     if (digest.digest() if isinstance(sha, bytes) else digest.hexdigest()) != sha:
         return None
     return line
@@ -332,7 +332,7 @@ def scan_forward(fd: int, start: int, end: int) -> list[Entry]:
 def _add(out: list[Entry], raw: bytes, at: int) -> None:
     idh = judge(raw)
     if idh is not None:
-        out.append((idh, at, len(raw), hashlib.sha256(raw).digest()))
+        out.append((idh, at, len(raw), _sha256(raw).digest()))
 
 
 def update(fd: int, start: int, line: bytes) -> None:
@@ -387,7 +387,7 @@ def _entries(fd: int, covered: int, start: int, line: bytes) -> list[Entry]:
     new = scan_forward(fd, covered, start) if start > covered else []
     idh = judge(line)
     if idh is not None:
-        new.append((idh, start, len(line), hashlib.sha256(line).digest()))
+        new.append((idh, start, len(line), _sha256(line).digest()))
     return new
 
 
@@ -403,7 +403,7 @@ def _write_in_place(
         os.pwrite(ifd, slot_bytes(key, number, idh, off, length, sha), HEADER + number * SLOT)
     header.gen += 1
     header.covered, header.last_start = end, start
-    header.last_sha = hashlib.sha256(line).hexdigest()
+    header.last_sha = _sha256(line).hexdigest()
     os.pwrite(ifd, header_slot(key, header), (header.gen % 2) * HEADER_SLOT)
 
 
@@ -465,7 +465,7 @@ def _rebuild(
             table[number] = slot_bytes(key, number, idh, off, length, sha)
         body = b"".join(empty_slot(key, i) if raw is None else raw for i, raw in enumerate(table))
         end = start + len(line) + 1
-        header = Header(1, capacity, len(latest), end, start, hashlib.sha256(line).hexdigest())
+        header = Header(1, capacity, len(latest), end, start, _sha256(line).hexdigest())
         head = header_slot(key, header) + b" " * (HEADER_SLOT - 1) + b"\n"
         head = head[HEADER_SLOT:] + head[:HEADER_SLOT]  # gen 1 is slot 1
         view = memoryview(head + body)
