@@ -474,10 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{'CPU p50/p95':>16}"
     )
     print("-" * 82)
-    worst_p95 = 0.0
-    for title, (full, pruned, every) in (
-        (f"bench mix ({args.recalls} queries)", mix),
-        (f"receiver queries ({args.recalls // 2})", receiver),
+    verdicts = []
+    for short, title, (full, pruned, every) in (
+        ("bench mix", f"bench mix ({args.recalls} queries)", mix),
+        ("receiver queries", f"receiver queries ({args.recalls // 2})", receiver),
     ):
         print(title)
         for label, latency in (
@@ -496,9 +496,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{'  ratio recall / baseline':<36}{f'{m50 / q50:.1f}x / {m95 / q95:.1f}x':>16}"
             f"{'':>14}{f'{c50 / d50:.1f}x / {c95 / d95:.1f}x':>16}"
         )
-        worst_p95 = max(worst_p95, m95)
-    verdict = "met" if worst_p95 <= TARGET_P95_MS else "MISSED"
-    print(f"{f'target: recall p95 <= {TARGET_P95_MS:.0f} ms (median of rounds)':<52}{verdict:>14}")
+        verdicts.append((short, "met" if m95 <= TARGET_P95_MS else "MISSED"))
+    for short, verdict in verdicts:
+        label = f"target: p95 <= {TARGET_P95_MS:.0f} ms, {short} (median of rounds)"
+        print(f"{label:<52}{verdict:>14}")
     print()
     print(f"{'recall@5 (' + str(len(NEEDLES)) + ' needles)':<22}{'fused':>10}{'BM25 only':>12}")
     print("-" * 44)
