@@ -101,15 +101,17 @@ def _under(boundary: str, path: str) -> str | None:
     return norm[len(prefix) :] if norm.startswith(prefix) else None
 
 
-def open_beneath(boundary: StrPath, rel: str) -> Opened | None:
+def open_beneath(boundary: StrPath, rel: str, *, resolved: bool = False) -> Opened | None:
     """Open the regular file ``rel`` (a relative path) beneath ``boundary``.
 
     Returns None when nothing exists at ``rel`` (a missing component that is not a
     link). Raises :class:`BeneathError` when something exists but may not be read: it
     resolves outside the boundary, is a dangling or looping link, is not a regular file,
     or was swapped while being opened. ``boundary`` is taken as given (the caller
-    resolves it once)."""
-    base = os.path.realpath(boundary)
+    resolves it once); ``resolved`` says it already is a real path (``os.path.realpath``'s
+    answer), which is then not asked again. What is opened is opened by descriptor from
+    the boundary down either way."""
+    base = os.fspath(boundary) if resolved else os.path.realpath(boundary)
     aliases = {base, os.path.normpath(os.path.abspath(boundary))}
     root_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     stack: list[int] = [root_fd]
@@ -190,11 +192,11 @@ def open_beneath(boundary: StrPath, rel: str) -> Opened | None:
             os.close(fd)
 
 
-def open_path_beneath(path: StrPath, boundary: StrPath) -> Opened | None:
+def open_path_beneath(path: StrPath, boundary: StrPath, *, resolved: bool = False) -> Opened | None:
     """:func:`open_beneath` for an absolute or relative ``path`` that must lie under
     ``boundary``. A path textually outside it is refused if it exists (even as a
-    dangling link), else None."""
-    base = os.path.realpath(boundary)
+    dangling link), else None. ``resolved``: ``boundary`` is already a real path."""
+    base = os.fspath(boundary) if resolved else os.path.realpath(boundary)
     absolute = os.path.normpath(os.path.abspath(path))
     rel = _under(base, absolute)
     if rel is None:
@@ -205,7 +207,7 @@ def open_path_beneath(path: StrPath, boundary: StrPath) -> Opened | None:
         return None
     if rel == "":
         raise BeneathError(f"{path} is a directory, not a regular file", not_regular=True)
-    return open_beneath(base, rel)
+    return open_beneath(base, rel, resolved=True)
 
 
 def open_state_path(

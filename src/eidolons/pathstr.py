@@ -22,6 +22,16 @@ def pure(path: StrPath) -> str:
     slash dropped, exactly two leading slashes kept (POSIX leaves ``//`` to the system),
     ``.`` for nothing. ``..`` is kept (it is not lexical)."""
     text = os.fspath(path)
+    if (  # already in that spelling (the common case): nothing to drop
+        text
+        and "//" not in text
+        and "/./" not in text
+        and text[-1] != "/"
+        and not text.endswith("/.")
+        and not text.startswith("./")
+        and text != "."
+    ):
+        return text
     if text[:1] == "/":
         root = "//" if text[:2] == "//" and text[:3] != "///" else "/"
     else:

@@ -30,6 +30,7 @@ from eidolons.errors import EidolonsError, InputError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from eidolons.ecl.integrity import Writable
@@ -113,11 +114,20 @@ def read_envelope_bytes(path: StrPath, max_bytes: int, root: StrPath | None = No
     """Read an envelope file once (a regular file, at most ``max_bytes``), opened beneath
     its boundary by descriptor: the project ``root`` when the envelope lies in it, else
     the envelope's own directory. Raises :class:`InputError`."""
+    return read_envelope(path, max_bytes, root)[0]
+
+
+def read_envelope(
+    path: StrPath, max_bytes: int, root: StrPath | None = None, *, root_real: str | None = None
+) -> tuple[bytes, str]:
+    """:func:`read_envelope_bytes`, and the envelope's resolved path it was opened at.
+    ``root_real``: the root already resolved (``os.path.realpath``) by the caller."""
     try:
-        opened = open_envelope(path, root)
-        with opened.file() as fh:
-            data = fh.read(max_bytes + 1)
-        opened.close()
+        opened, real = _open_envelope(path, root, root_real)
+        try:
+            data = os.pread(opened.fd, max_bytes + 1, 0)  # one read, as FileIO.read(n)
+        finally:
+            opened.close()
     except FileNotFoundError:
         raise InputError(f"envelope {path} does not exist") from None
     except BeneathError as exc:
@@ -126,20 +136,26 @@ def read_envelope_bytes(path: StrPath, max_bytes: int, root: StrPath | None = No
         raise InputError(f"cannot read envelope {path}: {exc.strerror}") from None
     if len(data) > max_bytes:
         raise InputError(f"envelope {path} is larger than the {max_bytes}-byte cap")
-    return data
+    return data, real
 
 
 def open_envelope(path: StrPath, root: StrPath | None = None) -> Opened:
     """The envelope file, opened beneath its boundary (see :func:`read_envelope_bytes`).
     Raises :class:`FileNotFoundError` when it does not exist, :class:`BeneathError`."""
+    return _open_envelope(path, root, None)[0]
+
+
+def _open_envelope(
+    path: StrPath, root: StrPath | None, root_real: str | None
+) -> tuple[Opened, str]:
     real = os.path.realpath(path)
-    boundary = (
-        boundary_for(real, os.path.realpath(root)) if root is not None else pathstr.parent(real)
-    )
-    opened = open_path_beneath(real, boundary)
+    if root_real is None and root is not None:
+        root_real = os.path.realpath(root)
+    boundary = boundary_for(real, root_real) if root_real is not None else pathstr.parent(real)
+    opened = open_path_beneath(real, boundary, resolved=True)
     if opened is None:
         raise FileNotFoundError(path)
-    return opened
+    return opened, real
 
 
 def boundary_for(envelope_real: str, root_real: str) -> str:
@@ -151,32 +167,45 @@ def boundary_for(envelope_real: str, root_real: str) -> str:
 def candidates(
     envelope_real: StrPath, artifact_path: str, root_real: StrPath
 ) -> list[tuple[str, str]]:
+    return list(iter_candidates(envelope_real, artifact_path, root_real))
+
+
+def iter_candidates(
+    envelope_real: StrPath, artifact_path: str, root_real: StrPath
+) -> Iterator[tuple[str, str]]:
+    """The payload's candidate paths in the order of the module's rules (each made only
+    when the ones before it were not found)."""
     envdir = pathstr.parent(envelope_real)
+    yield "envelope-dir", pathstr.join(envdir, artifact_path)
+    yield "basename", pathstr.join(envdir, pathstr.name(artifact_path))
+    yield "project-root", pathstr.join(root_real, artifact_path)
     name = pathstr.name(envelope_real)
-    out = [
-        ("envelope-dir", pathstr.join(envdir, artifact_path)),
-        ("basename", pathstr.join(envdir, pathstr.name(artifact_path))),
-        ("project-root", pathstr.join(root_real, artifact_path)),
-    ]
     if name.endswith(ENVELOPE_SUFFIX) and len(name) > len(ENVELOPE_SUFFIX):
-        out.append(("envelope-name", pathstr.join(envdir, name[: -len(ENVELOPE_SUFFIX)])))
-    return out
+        yield "envelope-name", pathstr.join(envdir, name[: -len(ENVELOPE_SUFFIX)])
 
 
-def locate_payload(envelope_path: StrPath, artifact_path: str, root: StrPath) -> PayloadLocation:
+def locate_payload(
+    envelope_path: StrPath,
+    artifact_path: str,
+    root: StrPath,
+    *,
+    envelope_real: str | None = None,
+    root_real: str | None = None,
+) -> PayloadLocation:
     """Resolve the payload per the module rules and open it beneath the boundary by
-    descriptor. Raises :class:`PayloadError`."""
-    envelope_real = os.path.realpath(envelope_path)
-    root_real = os.path.realpath(root)
+    descriptor. Raises :class:`PayloadError`. ``envelope_real``/``root_real``: the two
+    already resolved (``os.path.realpath``) by the caller, for this same check."""
+    envelope_real = envelope_real or os.path.realpath(envelope_path)
+    root_real = root_real or os.path.realpath(root)
     boundary = boundary_for(envelope_real, root_real)
     seen: set[str] = set()
-    for rule, candidate in candidates(envelope_real, artifact_path, root_real):
+    for rule, candidate in iter_candidates(envelope_real, artifact_path, root_real):
         key = os.path.normpath(candidate)
         if key in seen:
             continue
         seen.add(key)
         try:
-            opened = open_path_beneath(candidate, boundary)
+            opened = open_path_beneath(candidate, boundary, resolved=True)
         except BeneathError as exc:
             if exc.not_regular:
                 raise PayloadError(

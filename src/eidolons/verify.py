@@ -19,6 +19,8 @@ the file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 
 from __future__ import annotations
 
+import os
+
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.integrity import (
     Digest,
@@ -28,7 +30,7 @@ from eidolons.ecl.limits import Limits
 from eidolons.ecl.orchestrator import judge_digest, precheck
 from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
-from eidolons.payload import PayloadError, hash_payload, locate_payload, read_envelope_bytes
+from eidolons.payload import PayloadError, hash_payload, locate_payload, read_envelope
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -128,12 +130,15 @@ def verify_envelope_file(
     ``envelope_bytes``: the caller's one read of the envelope (the route gate), judged
     instead of reading the file (opened beneath ``root`` by descriptor) here."""
     limits = limits or Limits()
+    root_real = os.path.realpath(root)  # resolved once for this check
+    envelope_real = None
     try:
-        data = (
-            envelope_bytes
-            if envelope_bytes is not None
-            else read_envelope_bytes(envelope_path, limits.max_envelope_bytes, root)
-        )
+        if envelope_bytes is not None:
+            data = envelope_bytes
+        else:
+            data, envelope_real = read_envelope(
+                envelope_path, limits.max_envelope_bytes, root_real=root_real
+            )
         env = parse_envelope(data, limits)
     except (EnvelopeError, InputError) as exc:
         result = VerificationResult(Verdict.MALFORMED, str(exc), envelope_path)
@@ -150,6 +155,8 @@ def verify_envelope_file(
         strict=strict,
         keep_payload=keep_payload,
         sink=sink,
+        envelope_real=envelope_real,
+        root_real=root_real,
     )
 
 
@@ -164,10 +171,13 @@ def verify_parsed(
     strict: bool = False,
     keep_payload: bool = False,
     sink: Writable | None = None,
+    envelope_real: str | None = None,
+    root_real: str | None = None,
 ) -> VerificationResult:
     """Checks 1 (strict part) to 7 on an envelope already parsed from bytes whose SHA-256
     is ``envelope_sha256``: the caller's one read of the envelope is the one judged, so a
-    file swapped between two reads cannot be verified in place of the one decided on."""
+    file swapped between two reads cannot be verified in place of the one decided on.
+    ``envelope_real``/``root_real``: both already resolved by the caller for this check."""
     limits = limits or Limits()
     result = VerificationResult(
         Verdict.PASS,
@@ -183,7 +193,13 @@ def verify_parsed(
         result.verdict, result.message = early
         return result
     try:
-        location = locate_payload(envelope_path, env.artifact_path, root)
+        location = locate_payload(
+            envelope_path,
+            env.artifact_path,
+            root,
+            envelope_real=envelope_real,
+            root_real=root_real,
+        )
         result.payload_path = location.path_str
         result.payload_real = location.real_str
         result.payload_identity = location.identity

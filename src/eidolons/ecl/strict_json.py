@@ -120,8 +120,17 @@ def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
                 f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
             ) from None
         raise EnvelopeError(f"not valid JSON: {exc}") from None
-    _check_tree(value, limits.max_json_depth)
+    if _may_break_the_tree_rules(text, limits.max_json_depth):
+        _check_tree(value, limits.max_json_depth)
     return value
+
+
+def _may_break_the_tree_rules(text: str, max_depth: int) -> bool:
+    """False only when the text cannot hold what :func:`_check_tree` refuses: a lone
+    surrogate needs a ``\\uD...`` escape (valid UTF-8 decodes to none), and nesting
+    deeper than ``max_depth`` needs more than ``max_depth`` brackets (counted in strings
+    too: an upper bound)."""
+    return "\\ud" in text or "\\uD" in text or text.count("{") + text.count("[") > max_depth
 
 
 def _check_tree(value: Any, max_depth: int) -> None:
