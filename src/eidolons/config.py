@@ -149,17 +149,22 @@ def verify_mode(
 
 
 #: Where hand-off payloads live by default; always protected (ADR 0021).
-def foreign_projects(path: Path, root: Path) -> list[Path]:
+def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
     """The projects other than ``root`` that hold ``path``: every ancestor of its
     resolved directory with a ``.eidolons/`` directory, but the (resolved) root. A
     hand-off is judged by the project that holds it, with that project's trust store and
     trace; pointing the gates at another root (``--root``, ``EIDOLONS_ROOT``, a
     ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own."""
-    from pathlib import Path
-
-    real_root = Path(os.path.realpath(root))
-    here = Path(os.path.realpath(Path(os.path.abspath(path)).parent))
-    return [d for d in (here, *here.parents) if d != real_root and (d / ".eidolons").is_dir()]
+    real_root = pathstr.pure(os.path.realpath(root))
+    here = pathstr.pure(os.path.realpath(pathstr.parent(os.path.abspath(path))))
+    found = []
+    while True:  # here, then each parent (as Path.parents walks them)
+        if here != real_root and os.path.isdir(os.path.join(here, ".eidolons")):
+            found.append(here)
+        parent = pathstr.parent(here)
+        if parent == here:
+            return found
+        here = parent
 
 
 HANDOFF_DIR = os.path.join(".eidolons", "handoffs")
@@ -168,7 +173,7 @@ CONFIG_FILE = os.path.join(".eidolons", "config.toml")
 HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
 
 
-def handoff_dirs(root: Path, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """Every hand-off directory of the project: ``<root>/.eidolons/handoffs`` first and
     always, then ``[handoffs] dirs`` of ``<root>/.eidolons/config.toml``, then the
     ``os.pathsep``-separated ``EIDOLONS_HANDOFF_DIRS``. Relative entries are relative to
@@ -222,7 +227,7 @@ def payload_key(path: StrPath, root: StrPath) -> str | None:
 
 
 def find_handoff(
-    path: Path, root: Path, env: Mapping[str, str] | None = None, *, trace: bool = True
+    path: StrPath, root: StrPath, env: Mapping[str, str] | None = None, *, trace: bool = True
 ) -> tuple[str, dict[str, object] | None] | None:
     """Why the project knows ``path`` to be a hand-off payload, and the trace event that
     names it if any; None when it does not. ``path`` is a hand-off when it lies under a

@@ -46,8 +46,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons.ecl.contract import (
     BUILTIN_SOURCE,
     INDEX_FORMAT,
@@ -65,6 +65,9 @@ from eidolons.ecl.contract import ContractSet as _PureContractSet
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
+
+    from eidolons.pathstr import StrPath
 
 __all__ = [
     "BUILTIN_SOURCE",
@@ -172,9 +175,15 @@ def load_contract_dir(directory: Path) -> list[Contract]:
     return contracts
 
 
-def project_contract_dir(root: Path) -> Path:
+def project_contract_dir(root: StrPath) -> Path:
     """Where a project keeps its own contracts: ``<root>/.eidolons/contracts``."""
-    return root / ".eidolons" / "contracts"
+    from pathlib import Path
+
+    return Path(_project_dir(root))
+
+
+def _project_dir(root: StrPath) -> str:
+    return pathstr.join(root, ".eidolons", "contracts")
 
 
 # --------------------------------------------------------------------------- builtin
@@ -227,7 +236,7 @@ class ContractSet(_PureContractSet):
         return cls(load_builtin_contracts(), [BUILTIN_SOURCE])
 
     @classmethod
-    def load(cls, root: Path | None = None, extra_dirs: Sequence[Path] = ()) -> ContractSet:
+    def load(cls, root: StrPath | None = None, extra_dirs: Sequence[StrPath] = ()) -> ContractSet:
         """Builtin, then ``<root>/.eidolons/contracts`` if present, then ``extra_dirs``.
 
         Raises :class:`ContractError` if any source is invalid (fail closed), or if an
@@ -236,23 +245,26 @@ class ContractSet(_PureContractSet):
         """
         contracts: list[Contract] = list(load_builtin_contracts())
         sources = [BUILTIN_SOURCE]
-        directories: list[Path] = []
+        directories: list[StrPath] = []
         if root is not None:
-            project = project_contract_dir(root)
-            if project.exists() or project.is_symlink():
+            project = _project_dir(root)
+            if os.path.lexists(project):  # a dangling link too: loading it refuses
                 directories.append(project)
         directories.extend(extra_dirs)
-        for directory in directories:
-            contracts.extend(load_contract_dir(directory))
-            sources.append(str(directory))
+        if directories:  # pathlib only for a project's own contracts (most have none)
+            from pathlib import Path
+
+            for directory in directories:
+                contracts.extend(load_contract_dir(Path(directory)))
+                sources.append(str(Path(directory)))
         return cls(contracts, sources)
 
 
-def load_contracts(root: Path, dirs: Sequence[str | Path]) -> ContractSet | ContractSetUnavailable:
+def load_contracts(root: StrPath, dirs: Sequence[StrPath]) -> ContractSet | ContractSetUnavailable:
     """The one contract loader of the commands: the effective set (builtin, the project's,
     ``--contracts DIR``...), or the typed failure of loading it, with which the gates
     refuse every hand-off (fail closed; never an allow)."""
     try:
-        return ContractSet.load(root, [Path(d) for d in dirs])
+        return ContractSet.load(root, dirs)
     except ContractError as exc:
         return ContractSetUnavailable(exc)

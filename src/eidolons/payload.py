@@ -286,17 +286,28 @@ class AmbiguousEnvelope(InputError):
 
 
 def find_envelope(artefact: Path) -> Path | None:
+    """The receiver gate's trigger (:func:`envelope_of`) for a :class:`~pathlib.Path`."""
+    from pathlib import Path
+
+    found = envelope_of(str(artefact))
+    return None if found is None else artefact if found == str(artefact) else Path(found)
+
+
+def envelope_of(artefact: str) -> str | None:
     """The receiver gate's trigger: ``${ARTEFACT%.*}.envelope.json``, else
-    ``ARTEFACT.envelope.json`` (an artefact named ``*.envelope.json`` is the envelope).
+    ``ARTEFACT.envelope.json`` (an artefact named ``*.envelope.json`` is the envelope),
+    spelled as :mod:`pathlib` spells them (``artefact`` is, :func:`eidolons.pathstr.pure`).
     None when neither exists: not an ECL hand-off. Raises :class:`AmbiguousEnvelope` when
     both exist."""
-    if artefact.name.endswith(ENVELOPE_SUFFIX):
+    from eidolons.knownhandoff import envelope_candidates
+
+    name = pathstr.name(artefact)
+    if name.endswith(ENVELOPE_SUFFIX):
         return artefact
-    sibling = default_envelope_path(artefact)
-    appended = artefact.with_name(artefact.name + ENVELOPE_SUFFIX)
+    sibling, appended = (pathstr.pure(p) for p in envelope_candidates(artefact))
     found = [p for p in (sibling, appended) if os.path.lexists(p)]
     if len(found) == 2 and sibling != appended:
         raise AmbiguousEnvelope(
-            f"both {sibling.name} and {appended.name} exist beside {artefact.name}"
+            f"both {pathstr.name(sibling)} and {pathstr.name(appended)} exist beside {name}"
         )
     return found[0] if found else None

@@ -35,7 +35,6 @@ from eidolons.keys.store import ORCHESTRATOR, TrustStore, atomic_write, readable
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
     from eidolons.pathstr import StrPath
@@ -101,7 +100,7 @@ def write_receipt(envelope_path: StrPath, receipt: dict[str, Any]) -> str:
     return path
 
 
-def signed_without_trust_store(envelope_path: Path, record: dict[str, Any] | None) -> str | None:
+def signed_without_trust_store(envelope_path: StrPath, record: dict[str, Any] | None) -> str | None:
     """Why a hand-off that carries signed evidence is not judged unsigned in a project
     with no trust store: its sidecar receipt or its record's receipt says the project was
     signed, so a missing ``.eidolons/trust.json`` is a deleted one (a downgrade), never
@@ -116,7 +115,7 @@ def signed_without_trust_store(envelope_path: Path, record: dict[str, Any] | Non
     return None
 
 
-def read_receipt(envelope_path: Path) -> tuple[Any, str | None]:
+def read_receipt(envelope_path: StrPath) -> tuple[Any, str | None]:
     """(document, None), (None, None) when there is no sidecar receipt, or (None, why)."""
     from eidolons.ecl.strict_json import loads_strict
     from eidolons.errors import EnvelopeError, InputError
@@ -275,7 +274,7 @@ def signing_state(root: StrPath, now: str) -> SigningState:
 
 
 def receiver_evidence(
-    envelope_path: Path,
+    envelope_path: StrPath,
     record: dict[str, Any] | None,
     store: TrustStore,
     now: str,

@@ -117,7 +117,9 @@ def open_memory(root: Path) -> Memory | None:
     return open_configured(root)
 
 
-def gate_memory(root: Path, *, disabled: bool = False) -> tuple[Memory | None, str | None]:
+def gate_memory(
+    root: str | os.PathLike[str], *, disabled: bool = False
+) -> tuple[Memory | None, str | None]:
     """:func:`open_memory` for a gate command (``verify-incoming``): the memory and None,
     or None and why it is not used (``off (--no-memory)`` when ``disabled``: then
     :mod:`eidolons.memory` is not even imported); never raises

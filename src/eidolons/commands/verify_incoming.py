@@ -65,15 +65,14 @@ def run(args: argparse.Namespace) -> int:
     early = _skip_early(args)
     if early is not None:
         return early
-    from pathlib import Path
-
+    from eidolons import pathstr
     from eidolons._text import printable
     from eidolons.commands._common import error, fail, gate_memory, print_json, say, speak
-    from eidolons.config import Limits, find_handoff, find_root, hmac_key
+    from eidolons.config import Limits, find_handoff, hmac_key, root_dir
     from eidolons.contract import load_contracts
     from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
-    from eidolons.payload import AmbiguousEnvelope, find_envelope
+    from eidolons.payload import AmbiguousEnvelope, envelope_of
 
     receiver = args.receiver.partition("@")[0]
     if not is_slug(receiver):
@@ -81,15 +80,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json and args.print_payload:
         return error("--json and --print-payload both write stdout; choose one")
     try:
-        root = find_root(args.root, note=True)
+        root = root_dir(args.root, note=True)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return fail(exc)
-    artefact = Path(args.artefact)
-    if artefact.is_dir():
+    artefact = pathstr.pure(args.artefact)  # spelled as a Path prints it, without pathlib
+    if os.path.isdir(artefact):
         return error(f"{artefact} is a directory, not a hand-off artefact")
     try:  # most artefacts an agent reads are not hand-offs: decide that before any loading
-        if find_envelope(artefact) is None:
+        if envelope_of(artefact) is None:
             if not os.path.lexists(artefact):
                 return error(f"{artefact} does not exist")
             if not args.require_envelope and find_handoff(artefact, root) is None:

@@ -136,7 +136,6 @@ Each is deliberate; ``docs/adr/0200-conformance-checker.md`` gives the reasons.
 
 from __future__ import annotations
 
-import json
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping
 
@@ -293,6 +292,8 @@ def _text(value: Any) -> str:
         return "true"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e17:
         return str(int(value))
+    import json  # only to word a reason (json imports re: not on every gate's start-up)
+
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -744,6 +745,8 @@ def _s2(ise: Any, rec: _Recorder) -> None:
             continue
         shown = _text(value)
         if shown in ("true", "false", "null"):  # a string upstream would let through
+            import json
+
             shown = json.dumps(value, ensure_ascii=False)
         invalid.append(f"{field}={shown} (must be boolean)")
     if invalid:

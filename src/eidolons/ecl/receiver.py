@@ -33,7 +33,6 @@ payload bytes only when they were fed and every rule passed.
 
 from __future__ import annotations
 
-import hashlib
 from enum import IntEnum
 
 from eidolons._text import printable
@@ -47,7 +46,7 @@ from eidolons.ecl.conformance import (
 )
 from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.integrity import Digest
+from eidolons.ecl.integrity import Digest, sha256_hex
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.orchestrator import judge_digest, precheck
 from eidolons.ecl.sections import is_markdown_path, section_result
@@ -459,7 +458,7 @@ class ReceiverCheck:
             self.done = True
             return None
         self.envelope = env
-        self.envelope_sha256 = hashlib.sha256(data).hexdigest()
+        self.envelope_sha256 = sha256_hex(data)  # builtin SHA-256 first (ADR 0082)
         self.failures.extend(envelope_failures(env))
         early = precheck(env)
         if early is not None:

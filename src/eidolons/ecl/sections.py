@@ -8,7 +8,6 @@ Pure: bytes and a contract in, a :class:`GateResult` out. The receiver gate (MUS
 from __future__ import annotations
 
 import functools
-import re
 
 from eidolons.ecl.results import GateResult
 
@@ -22,7 +21,8 @@ if TYPE_CHECKING:
 MARKDOWN_SUFFIXES: tuple[str, ...] = (".md", ".markdown")
 
 
-_SEPARATORS_RE = re.compile(r"[\s\-]+")
+_SEPARATORS = r"[\s\-]+"
+_SEPARATORS_RE: list[Any] = []  # compiled on first use: re is not on every gate's start-up
 
 
 def normalise_section(text: str) -> str:
@@ -35,7 +35,11 @@ def normalise_section(text: str) -> str:
 
 
 def _normalise(text: str) -> str:
-    return _SEPARATORS_RE.sub("_", text.strip()).casefold()
+    if not _SEPARATORS_RE:
+        import re
+
+        _SEPARATORS_RE.append(re.compile(_SEPARATORS))
+    return str(_SEPARATORS_RE[0].sub("_", text.strip()).casefold())
 
 
 _CACHED_LENGTH = 120  # longer headings are normalised each time, never kept

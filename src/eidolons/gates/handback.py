@@ -46,7 +46,7 @@ ORCHESTRATOR = "orchestrator"
 KIND = "refusal-report"
 
 
-def handback_paths(result: IncomingResult, root: Path) -> tuple[Path, Path]:
+def handback_paths(result: IncomingResult, root: str | os.PathLike[str]) -> tuple[Path, Path]:
     env = result.envelope
     receiver = result.receiver if is_slug(result.receiver) else "receiver"
     if env is not None and env.message_id and thread_file_name(env.message_id) != "unknown":
@@ -55,7 +55,7 @@ def handback_paths(result: IncomingResult, root: Path) -> tuple[Path, Path]:
         ident = "unknown-" + hashlib.sha256(os.fsencode(result.artefact)).hexdigest()[:16]
     code = (result.failure_code or "UNVERIFIED").lower().replace("_", "-")
     stem = f"{receiver}-{ident}-{code}"
-    directory = root / REFUSALS_DIR
+    directory = Path(root) / REFUSALS_DIR
     return directory / f"{stem}.md", directory / f"{stem}.envelope.json"
 
 
@@ -90,7 +90,9 @@ def report_bytes(result: IncomingResult) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
-def write_handback(result: IncomingResult, root: Path, store: TraceStore) -> Path | None:
+def write_handback(
+    result: IncomingResult, root: str | os.PathLike[str], store: TraceStore
+) -> Path | None:
     """Write the hand-back for a refusal; return the envelope's path (None if it could not
     be written: the refusal stands either way)."""
     from eidolons.ecl.builder import ContextDelta, build_envelope

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
+from eidolons import pathstr
 from eidolons._text import printable
 from eidolons.config import find_handoff, foreign_projects, payload_key
 from eidolons.ecl.contract import as_contract_set
@@ -89,7 +89,7 @@ from eidolons.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
     PayloadError,
-    find_envelope,
+    envelope_of,
     locate_payload,
     read_envelope_bytes,
 )
@@ -153,14 +153,14 @@ class IncomingResult:
         self,
         status: str,  # "pass" | "refused" | "skipped"
         receiver: str,
-        artefact: Path,
-        envelope_path: Path | None = None,
+        artefact: StrPath,
+        envelope_path: StrPath | None = None,
         envelope: Envelope | None = None,
         failures: list[Failure] | None = None,
         record: dict[str, Any] | None = None,
         reverified: bool = False,
         payload: bytes | bytearray | None = None,  # the exact bytes hashed; only on pass
-        payload_path: Path | str | None = None,
+        payload_path: StrPath | None = None,
         trace_path: str | None = None,  # where the decision was recorded (file or store)
         trace_error: str | None = None,
         contract_source: str | None = None,
@@ -286,7 +286,7 @@ def _ids(result: IncomingResult) -> tuple[str, str]:
 
 
 def receiver_event(
-    result: IncomingResult, kind: str, duration_ms: int | None = None, root: Path | None = None
+    result: IncomingResult, kind: str, duration_ms: int | None = None, root: StrPath | None = None
 ) -> dict[str, Any]:
     env = result.envelope
     fields: dict[str, Any] = {}
@@ -323,7 +323,7 @@ class Snapshot:
         envelope_bytes: bytes,
         *,
         digest: Digest | None = None,
-        payload_path: Path | str | None = None,
+        payload_path: StrPath | None = None,
         identity: tuple[int, int] | None = None,
         error: str | None = None,
     ) -> None:
@@ -339,6 +339,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, TypeAlias
 
+    from eidolons.pathstr import StrPath
+
     #: ``on_envelope(envelope) -> fields``: called once the envelope parses, before any
     #: verdict (memory recall); the fields are added to ``--json``. Never changes the
     #: verdict.
@@ -348,7 +350,7 @@ if TYPE_CHECKING:
     OnPass: TypeAlias = Callable[[Envelope, bytes | bytearray | None], Mapping[str, Any]]
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def _identity(path: StrPath) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -364,10 +366,10 @@ def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
 
 
 def evaluate(
-    artefact: Path,
+    artefact: StrPath,
     receiver: str | None,
     *,
-    root: Path,
+    root: StrPath,
     contracts: Any,
     key: bytes | None = None,
     limits: Limits | None = None,
@@ -392,9 +394,10 @@ def evaluate(
     hand-off as its addressed recipient."""
     limits = limits or Limits()
     contract_set = as_contract_set(contracts)
+    artefact = pathstr.pure(artefact)  # spelled as a Path prints it, without pathlib
     result = IncomingResult("refused", receiver or "unknown", artefact)
     try:
-        envelope_path = find_envelope(artefact)
+        envelope_path = envelope_of(artefact)
     except AmbiguousEnvelope as exc:
         result.failures.append(Failure(SCHEMA_INVALID, "trigger", str(exc)))
         return result
@@ -473,8 +476,8 @@ def evaluate(
 def _feed_record(
     check: ReceiverCheck,
     env: Envelope,
-    envelope_path: Path,
-    root: Path,
+    envelope_path: StrPath,
+    root: StrPath,
     store: TraceStore | None,
     result: IncomingResult,
 ) -> bool:
@@ -553,9 +556,9 @@ def _feed_record(
 def _feed_payload(
     check: ReceiverCheck,
     env: Envelope,
-    artefact: Path,
-    envelope_path: Path,
-    root: Path,
+    artefact: StrPath,
+    envelope_path: StrPath,
+    root: StrPath,
     key: bytes | None,
     limits: Limits,
     reverify: bool,
@@ -571,7 +574,7 @@ def _feed_payload(
     (same device and inode): an envelope copied beside other bytes, or an
     ``artifact.path`` pointed at a copy of the good bytes, must not vouch for the file
     the receiver is about to read. Returns whether the payload was re-verified."""
-    names_artefact = not artefact.name.endswith(ENVELOPE_SUFFIX)
+    names_artefact = not pathstr.name(artefact).endswith(ENVELOPE_SUFFIX)
     wanted = _identity(artefact) if names_artefact else None
 
     def same(identity: tuple[int, int] | None) -> bool:
@@ -636,10 +639,10 @@ def _feed_payload(
 
 
 def verify_incoming(
-    artefact: Path,
+    artefact: StrPath,
     receiver: str | None,
     *,
-    root: Path,
+    root: StrPath,
     contracts: Any,
     key: bytes | None = None,
     limits: Limits | None = None,
@@ -701,7 +704,7 @@ def verify_incoming(
     return result
 
 
-def _record(result: IncomingResult, store: TraceStore, took: int, root: Path) -> None:
+def _record(result: IncomingResult, store: TraceStore, took: int, root: StrPath) -> None:
     """Rules 6-7's records (``took``: the decision's duration in milliseconds). Fail
     closed: an unrecorded pass hands nothing over."""
     thread = _ids(result)[1]

@@ -318,7 +318,7 @@ class UnavailableMemory:
         pass
 
 
-def open_memory(root: Path, config: MemoryConfig | None = None) -> Memory | None:
+def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None) -> Memory | None:
     """The configured memory for the project at ``root``, or None when it is off.
 
     Never touches the disk or the network: the local store is created by the first ingest
@@ -344,7 +344,7 @@ def open_memory(root: Path, config: MemoryConfig | None = None) -> Memory | None
     return McpMemory(config)
 
 
-def open_gate_memory(root: Path) -> tuple[Memory | None, str | None]:
+def open_gate_memory(root: str | os.PathLike[str]) -> tuple[Memory | None, str | None]:
     """:func:`open_memory` for a gate (``verify-incoming``, the MCP tools): the memory and
     None, or None and why it is not used (``skipped: <why>``; ``--no-memory`` is the
     command's, which then never imports this package). A broken memory configuration
