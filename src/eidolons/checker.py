@@ -40,7 +40,7 @@ __all__ = ["check_envelope", "check_many", "read_payload_facts"]
 
 
 def read_payload_facts(
-    envelope_path: Path,
+    envelope_path: str | os.PathLike[str],
     artifact_path: str,
     *,
     root: Path,
@@ -60,8 +60,8 @@ def read_payload_facts(
     except PayloadError as exc:
         if exc.unreadable is not None:
             raise PayloadUnavailable(str(exc), unresolved=False, path=str(exc.unreadable)) from None
-        envelope_real = Path(os.path.realpath(envelope_path))
-        root_real = Path(os.path.realpath(root))
+        envelope_real = os.path.realpath(envelope_path)
+        root_real = os.path.realpath(root)
         exists = any(
             os.path.lexists(c) for _, c in candidates(envelope_real, artifact_path, root_real)
         )
@@ -80,7 +80,7 @@ def read_payload_facts(
 
 
 def check_envelope(
-    path: Path,
+    path: str | os.PathLike[str],
     contracts: ContractSet,
     *,
     root: Path,
@@ -130,7 +130,7 @@ class _Job:
 
     def check(self, path: str) -> list[GateResult]:
         return check_envelope(
-            Path(path),
+            path,
             self.contracts,
             root=self.root,
             key=self.key,
