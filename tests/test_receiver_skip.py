@@ -313,7 +313,7 @@ def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, trac
     assert again.code == 0, again.err
     assert json.loads(again.out)["ingest"]["commit_status"] == "merged"
     assert "eidolons.memory.local" in modules
-    assert not {"uuid", "platform", "dataclasses", "inspect"} & modules
+    assert not {"uuid", "platform", "dataclasses", "inspect", "typing", "_hashlib"} & modules
 
 
 @pytest.mark.parametrize(

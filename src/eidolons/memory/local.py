@@ -58,15 +58,14 @@ total, words x 1.3), summaries are regex-redacted, and surfaced rows get
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
 
+from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
 from eidolons.memory import schema
 from eidolons.memory._common import (
     BACKEND_LOCAL,
@@ -107,6 +106,10 @@ from eidolons.memory.ranking import (
     selectivity,
     word_terms,
 )
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 PREFETCH_FACTOR: Final = 10
 WAL_CHECKPOINT_PAGES: Final = 4000
@@ -322,7 +325,7 @@ class LocalMemory:
                         self.limits.importance_cold_start,
                         message_id,
                         sha,
-                        hashlib.sha256(blob.encode("utf-8")).hexdigest(),
+                        sha256_hex(blob.encode("utf-8")),
                         blob,
                         created_at,
                         now,
@@ -398,7 +401,7 @@ class LocalMemory:
                     "provenance": {**(provenance or {}), "source": provenance_source(tier)},
                 }
                 blob = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
-                content_ref = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+                content_ref = sha256_hex(blob.encode("utf-8"))
                 summary = payload["summary"][: self.limits.summary_chars]
                 excerpt = str(body)[: self.limits.excerpt_chars] if body else ""
                 conn.execute("BEGIN IMMEDIATE")

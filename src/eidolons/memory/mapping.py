@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
 
 from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
 from eidolons.ecl.grammar import is_hex64
+from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
 from eidolons.memory._common import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
     UNSUPPORTED_ENVELOPE_VERSION,
 )
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 REQUIRED_FIELDS: Final = ENVELOPE_REQUIRED_FIELDS  # the same eleven as the envelope model
 
@@ -204,7 +207,7 @@ def validate_envelope(envelope: Any, payload: Any) -> tuple[str, str] | None:
         return INGEST_BAD_ENVELOPE, f"unknown integrity.method {method!r}"
     if isinstance(payload, bytes | bytearray | memoryview | str):
         raw = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = sha256_hex(raw)
         if digest != artifact["sha256"]:
             return (
                 INGEST_PAYLOAD_HASH_MISMATCH,
@@ -268,7 +271,7 @@ def handoff_key(envelope: Mapping[str, Any]) -> str:
         str(envelope.get("objective")),
         str(_get(envelope, "artifact.sha256")),
     ]
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(parts, ensure_ascii=True).encode())
 
 
 def provenance_source(tier: str) -> str:

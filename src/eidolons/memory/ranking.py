@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
+if TYPE_CHECKING:
+    from typing import Final
 
 RRF_K: Final = 60
 

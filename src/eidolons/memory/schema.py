@@ -30,9 +30,12 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
 
 from eidolons.memory.ranking import identifier_text
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
+if TYPE_CHECKING:
+    from typing import Final
 
 DB_NAME: Final = "memory.sqlite3"
 CREATION_LOCK: Final = ".create.lock"
