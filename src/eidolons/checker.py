@@ -28,7 +28,7 @@ from eidolons.payload import (
     candidates,
     hash_payload,
     locate_payload,
-    read_envelope_bytes,
+    read_envelope,
 )
 
 if TYPE_CHECKING:
@@ -48,20 +48,26 @@ def read_payload_facts(
     want_hmac: bool,
     keep: bool,
     limits: Limits,
+    envelope_real: str | None = None,
+    root_real: str | None = None,
 ) -> PayloadFacts:
     """Resolve (:func:`eidolons.payload.locate_payload`) and read the payload once.
+    ``envelope_real``/``root_real``: the envelope's and the root's real paths when the
+    caller has them already (the envelope's where it was read), else resolved here.
 
     Raises :class:`PayloadUnavailable`: ``unresolved`` when the resolver finds nothing or
     refuses the first existing candidate (the message says why in the second case),
     else not readable (not a regular file, an I/O error, above the size cap).
     """
+    envelope_real = envelope_real or os.path.realpath(envelope_path)
+    root_real = root_real or os.path.realpath(root)
     try:
-        location = locate_payload(envelope_path, artifact_path, root)
+        location = locate_payload(
+            envelope_path, artifact_path, root, envelope_real=envelope_real, root_real=root_real
+        )
     except PayloadError as exc:
         if exc.unreadable is not None:
             raise PayloadUnavailable(str(exc), unresolved=False, path=str(exc.unreadable)) from None
-        envelope_real = os.path.realpath(envelope_path)
-        root_real = os.path.realpath(root)
         exists = any(
             os.path.lexists(c) for _, c in candidates(envelope_real, artifact_path, root_real)
         )
@@ -87,21 +93,33 @@ def check_envelope(
     key: bytes | None,
     strict: bool = False,
     limits: Limits | None = None,
+    root_real: str | None = None,
 ) -> list[GateResult]:
     """Read the envelope at ``path`` and run every gate on it (:func:`run_gates`), with
     this project's payload resolution under ``root`` and ``key`` for HMAC. Every
     result's ``target`` is ``path`` made absolute (symlinks not resolved). An unreadable
-    envelope file is an E-1 failure, never an exception."""
+    envelope file is an E-1 failure, never an exception. ``root_real``: the root's real
+    path, when the caller resolved it once for many envelopes. The payload is searched
+    from the real path the envelope was read at (one resolution of it per check)."""
     lim = limits or Limits()
     target = os.path.abspath(path)
+    envelope_real: str | None = None
 
     def reader(artifact_path: str, want_hmac: bool, keep: bool) -> PayloadFacts:
         return read_payload_facts(
-            path, artifact_path, root=root, key=key, want_hmac=want_hmac, keep=keep, limits=lim
+            path,
+            artifact_path,
+            root=root,
+            key=key,
+            want_hmac=want_hmac,
+            keep=keep,
+            limits=lim,
+            envelope_real=envelope_real,
+            root_real=root_real,
         )
 
     try:
-        data = read_envelope_bytes(path, lim.max_envelope_bytes)
+        data, envelope_real = read_envelope(path, lim.max_envelope_bytes)
     except InputError as exc:
         e1 = GateResult("E-1", "MUST", "fail", "envelope_is_json", str(exc), target)
         return results_after_e1(e1, None, contracts, reader, strict=strict, target=target)
@@ -117,13 +135,14 @@ class _Job:
     """What every envelope of one ``check_many`` run is checked with (inherited by forked
     workers, never pickled: the contracts a worker uses are the ones the parent loaded)."""
 
-    __slots__ = ("contracts", "key", "limits", "root", "strict")
+    __slots__ = ("contracts", "key", "limits", "root", "root_real", "strict")
 
     def __init__(
         self, contracts: ContractSet, root: Path, key: bytes | None, strict: bool, limits: Limits
     ) -> None:
         self.contracts = contracts
         self.root = root
+        self.root_real = os.path.realpath(root)  # once per run: the project root's real path
         self.key = key
         self.strict = strict
         self.limits = limits
@@ -136,6 +155,7 @@ class _Job:
             key=self.key,
             strict=self.strict,
             limits=self.limits,
+            root_real=self.root_real,
         )
 
 
