@@ -113,3 +113,63 @@ def test_jobs_is_an_ascii_count(tmp_path: Path) -> None:
         r = run_cli("check", tmp_path, "--jobs", value, cwd=tmp_path)
         assert r.code == 1, (value, r.err)
         assert r.err == f"eidolons: --jobs must be a positive integer or auto, got {value!r}\n"
+
+
+# --- a hand-off of a nested project, its envelope deleted, read from the outer root -----
+
+
+def _nested_orphan(project: Path) -> Path:
+    """``project/sub`` is a project of its own (``.eidolons/``) whose trace names
+    ``sub/r.md``; its envelope is then deleted and the bytes rewritten."""
+    from tests.conftest import run_cli
+
+    _, outer, _ = emit_payload(  # the outer project has a trace and its payload index
+        lambda *a, env=None: run_cli(*a, cwd=project, env=env), project, "outer.md"
+    )
+    assert run_cli("verify-envelope", outer, "--block", cwd=project).code == 0
+    sub = project / "sub"
+    (sub / ".eidolons").mkdir(parents=True)
+
+    def cli_sub(*args: str | Path, env: dict[str, str] | None = None) -> Run:
+        return run_cli(*args, cwd=sub, env=env)
+
+    payload, envelope, _ = emit_payload(cli_sub, sub, "r.md")
+    assert cli_sub("verify-envelope", envelope, "--block").code == 0
+    # with its envelope, the outer root refuses it: it is judged by the project holding it
+    assert refused(run_cli("verify-incoming", "sub/r.md", "--as", "vigil", cwd=project))
+    envelope.unlink()
+    payload.write_text("# Report\n\n## Decision target\nrewritten\n")
+    assert refused(cli_sub("verify-incoming", "r.md", "--as", "vigil"))  # its own root
+    return payload
+
+
+def test_a_nested_project_s_hand_off_without_its_envelope_is_not_skipped(
+    cli: Cli, project: Path
+) -> None:
+    payload = _nested_orphan(project)
+    # deleting the envelope must not turn that refusal into a SKIP (exit 0): neither the
+    # early decision nor the full rule may rule it out by the outer root's trace alone
+    assert not rules_out(str(payload), str(project.resolve()))
+    assert find_handoff(payload, project.resolve()) is not None
+    r = cli("verify-incoming", "sub/r.md", "--as", "vigil")
+    assert refused(r), r.err
+    assert "project at" in r.err
+
+
+def test_the_hook_sends_a_nested_project_s_orphaned_hand_off_to_the_gate(
+    cli: Cli, project: Path
+) -> None:
+    from eidolons.hooks.events import Layout
+
+    payload = _nested_orphan(project)
+    root = str(project.resolve())
+    assert Layout(root, ()).classify_read(str(payload)) is not None
+
+
+def test_a_nested_project_s_plain_file_is_still_skipped_early(cli: Cli, project: Path) -> None:
+    _nested_orphan(project)
+    plain = project / "sub" / "notes.txt"
+    plain.write_text("not a hand-off\n")
+    assert rules_out(str(plain), str(project.resolve()))  # both projects' rules rule it out
+    r = cli("verify-incoming", "sub/notes.txt", "--as", "vigil")
+    assert r.code == 0 and "SKIP" in r.err, r.err

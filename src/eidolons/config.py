@@ -154,17 +154,11 @@ def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
     resolved directory with a ``.eidolons/`` directory, but the (resolved) root. A
     hand-off is judged by the project that holds it, with that project's trust store and
     trace; pointing the gates at another root (``--root``, ``EIDOLONS_ROOT``, a
-    ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own."""
-    real_root = pathstr.pure(os.path.realpath(root))
-    here = pathstr.pure(os.path.realpath(pathstr.parent(os.path.abspath(path))))
-    found = []
-    while True:  # here, then each parent (as Path.parents walks them)
-        if here != real_root and os.path.isdir(os.path.join(here, ".eidolons")):
-            found.append(here)
-        parent = pathstr.parent(here)
-        if parent == here:
-            return found
-        here = parent
+    ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own
+    (the rule: :func:`eidolons.knownhandoff.foreign_projects`)."""
+    from eidolons.knownhandoff import foreign_projects as holding
+
+    return holding(os.fspath(path), os.fspath(root))
 
 
 HANDOFF_DIR = os.path.join(".eidolons", "handoffs")
@@ -234,7 +228,24 @@ def find_handoff(
     hand-off directory (:func:`handoff_dirs`), or (``trace=True``) when an ``emit`` or
     verification event in the trace names it (``payload_path``). A trace too large to
     search within the bound is not evidence of absence: the path is then reported as a
-    possible hand-off (fail closed)."""
+    possible hand-off (fail closed). With ``trace``, a path that another project holds
+    (:func:`foreign_projects`, a ``.eidolons/`` between it and the root, or above the
+    root) is a hand-off too when that project's own rules say so: deleting the envelope
+    of a nested project's hand-off must not make it readable from the outer root."""
+    found = _known_in(path, root, env, trace=trace)
+    if found is not None or not trace:
+        return found
+    for other in foreign_projects(path, root):
+        inner = _known_in(path, other, env, trace=True)
+        if inner is not None:
+            return f"{inner[0]}, in the project at {other}", inner[1]
+    return None
+
+
+def _known_in(
+    path: StrPath, root: StrPath, env: Mapping[str, str] | None, *, trace: bool
+) -> tuple[str, dict[str, object] | None] | None:
+    """:func:`find_handoff` by the rules of the one project ``root``."""
     from eidolons.knownhandoff import lies_under
 
     for directory in handoff_dirs(root, env):

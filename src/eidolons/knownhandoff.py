@@ -23,7 +23,14 @@ import os
 
 from eidolons.pathstr import is_relative_to  # the rule, written once there
 
-__all__ = ["envelope_candidates", "is_relative_to", "lies_under", "marked_root", "rules_out"]
+__all__ = [
+    "envelope_candidates",
+    "foreign_projects",
+    "is_relative_to",
+    "lies_under",
+    "marked_root",
+    "rules_out",
+]
 
 ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.payload (importing it costs pathlib)
 STATE_DIR = ".eidolons"
@@ -121,6 +128,23 @@ def _traces_readable(root: str, bound: int) -> bool:
     return True
 
 
+def foreign_projects(path: str, root: str) -> list[str]:
+    """The projects other than ``root`` that hold ``path``: every ancestor of its resolved
+    directory with a ``.eidolons/`` directory, but the (resolved) root, nearest first. A
+    hand-off is judged by the project that holds it, with that project's rules, trust
+    store and trace (:func:`eidolons.config.foreign_projects` is this rule)."""
+    real_root = os.path.realpath(root)
+    here = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    found = []
+    while True:  # here, then each parent (as Path.parents walks them)
+        if here != real_root and os.path.isdir(os.path.join(here, STATE_DIR)):
+            found.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return found
+        here = parent
+
+
 def rules_out(path: str, root: str) -> bool:
     """True only when :func:`eidolons.config.find_handoff` ``(path, root)`` (with the
     process environment) would certainly answer None: no hand-off directory from
@@ -128,11 +152,19 @@ def rules_out(path: str, root: str) -> bool:
     not under ``<root>/.eidolons/handoffs/`` in any spelling, the JSONL store (no
     PostgreSQL configured), every trace file readable within the default scan bound, and
     the payload index (:mod:`eidolons.payloadindex`) able to tell and not naming ``path``.
-    ``root`` is the resolved project root. False means "cannot tell here"."""
-    from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES
+    ``root`` is the resolved project root. False means "cannot tell here". A ``path``
+    that another project holds (:func:`foreign_projects`) must be ruled out by that
+    project's rules too, as :func:`eidolons.config.find_handoff` judges it."""
 
     if any(os.environ.get(name) for name in ENV_DOUBTS):
         return False
+    return all(_rules_out_in(path, r) for r in (root, *foreign_projects(path, root)))
+
+
+def _rules_out_in(path: str, root: str) -> bool:
+    """:func:`rules_out` by the rules of the one project ``root``."""
+    from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES
+
     state = _kind(os.path.join(root, STATE_DIR))
     if state == 0:  # no state at all: the default directory, nothing configured or traced
         return not lies_under(path, os.path.join(root, HANDOFF_DIR))

@@ -623,18 +623,22 @@ class Layout:
         up in the payload index (:mod:`eidolons.payloadindex`, one small read per event);
         when the index cannot tell, the full rule (:func:`eidolons.config.find_handoff`)
         answers. True sends the read to the receiver gate, which decides."""
+        from eidolons.knownhandoff import foreign_projects, rules_out
         from eidolons.payloadindex import names, read_index
 
+        if foreign_projects(path, self.root):  # another project holds it: its rules too
+            return not rules_out(path, self.root) and self._full_rule(path)
         if self._index is False:
             self._index = read_index(self.root)
         index = self._index
         if isinstance(index, bytes):
             return names(index, path, self.root)
-        from pathlib import Path
+        return self._full_rule(path)
 
+    def _full_rule(self, path: str) -> bool:
         from eidolons.config import find_handoff
 
-        return find_handoff(Path(path), Path(self.root)) is not None
+        return find_handoff(path, self.root) is not None
 
     def links_to_handoff(self, real: str) -> bool:
         """A hard link elsewhere to a file in a hand-off directory is that hand-off: the
