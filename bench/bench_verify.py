@@ -20,6 +20,10 @@ warm-up round, so drift hits all rows alike. The wall time of each run is taken 
 (d) ``python -m eidolons verify-envelope ENV --block --json``
 (e) clean venv: ``python -c pass``      informational, see below
 (f) clean venv: ``eidolons verify-envelope ENV --block --json``
+(g) the same as (c) in a project after ``eidolons init`` (trust store: the gate signs a
+    DSSE receipt, so ``cryptography`` loads), informational
+(h) ``python -c "from cryptography.hazmat.primitives.asymmetric import ed25519"``: the
+    floor of (g), informational
 
 The target is median(c) / median(a) <= 2.5 ("a single verification within 2.5x of bare
 interpreter start-up"). Only ratios are meaningful; absolute times vary between machines
@@ -68,6 +72,39 @@ from _benchlib import (
 )
 
 TARGET_RATIO = 2.5
+CRYPTO_FLOOR = "from cryptography.hazmat.primitives.asymmetric import ed25519"
+
+
+def signed_project(base: Path, script: list[str]) -> tuple[dict[str, str], Path]:
+    """A project after ``eidolons init`` (a trust store, an orchestrator key in a throw-away
+    ``XDG_CONFIG_HOME``) with one emitted hand-off: the gate signs a DSSE receipt there."""
+    project = base / "signed"
+    (project / ".git").mkdir(parents=True)
+    env = child_env({"XDG_CONFIG_HOME": str(base / "signed-config")})
+    for argv in (
+        [*script, "init", "--root", str(project)],
+        [
+            *script,
+            "emit",
+            ".eidolons/handoffs/report.md",
+            "--from",
+            "atlas@1.4.2",
+            "--to",
+            "vigil@1.9.0",
+            "--performative",
+            "PROPOSE",
+            "--kind",
+            "scout-report",
+            "--objective",
+            "Scout report.",
+        ],
+    ):
+        if argv[len(script)] == "emit":
+            (project / ".eidolons" / "handoffs" / "report.md").write_bytes(
+                b"hello, eidolons\n" * 64
+            )
+        subprocess.run(argv, cwd=project, env=env, check=True, capture_output=True)
+    return env, project / ".eidolons" / "handoffs" / "report.envelope.json"
 
 
 def startup_commands(
@@ -183,6 +220,21 @@ def run_startup(rounds: int, use_venv: bool, src: Path | None) -> None:
         cmds = startup_commands(envelope, script, venv)
         env = child_env()
         jobs = {c.key: partial(run_timed, c.argv, cwd=cwd, env=env) for c in cmds}
+        signed_env, signed_envelope = signed_project(base, script)
+        verify = ("verify-envelope", str(signed_envelope), "--block", "--json")
+        cmds.append(
+            Command("g", "after `eidolons init`: verify-envelope (signs)", (*script, *verify))
+        )
+        cmds.append(
+            Command(
+                "h",
+                "python -c 'import ed25519' (cryptography floor)",
+                (sys.executable, "-c", CRYPTO_FLOOR),
+                info=True,
+            )
+        )
+        jobs["g"] = partial(run_timed, cmds[-2].argv, cwd=signed_envelope.parent, env=signed_env)
+        jobs["h"] = partial(run_timed, cmds[-1].argv, cwd=cwd, env=env)
         print("== start-up: one verification vs bare interpreter start ==")
         print(f"interpreter:    {sys.executable} ({sys.version.split()[0]})")
         print(f"console script: {where}")
@@ -194,7 +246,7 @@ def run_startup(rounds: int, use_venv: bool, src: Path | None) -> None:
         print_table(cmds, stats)
         print(f"after:  {load_note()}\n")
         print(f"{'ratio':10}{'medians':>9}{'minimums':>10}")
-        pairs = [("c", "a", True), ("d", "a", False)]
+        pairs = [("c", "a", True), ("d", "a", False), ("g", "a", False), ("h", "a", False)]
         if venv is not None:
             pairs.append(("f", "e", True))
         for num, den, judged in pairs:

@@ -175,6 +175,13 @@ def test_writer_agrees_with_json_dumps() -> None:
         assert jsontext.dumps(value, compact=True) == json.dumps(
             value, ensure_ascii=True, separators=(",", ":")
         )
+        try:
+            expected = json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+        except TypeError:  # keys that do not sort (mixed types): both refuse
+            with pytest.raises(TypeError):
+                jsontext.dumps(value, compact=True, sort_keys=True)
+        else:
+            assert jsontext.dumps(value, compact=True, sort_keys=True) == expected
 
 
 def test_writer_leaves_unknown_values_and_cycles_to_json() -> None:

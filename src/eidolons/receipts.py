@@ -264,9 +264,7 @@ def signing_state(root: StrPath, now: str) -> SigningState:
     from eidolons.keys.signer import NoSigner, find_signer
 
     try:
-        from pathlib import Path
-
-        return SigningState(store, find_signer(store, ORCHESTRATOR, Path(root), now))
+        return SigningState(store, find_signer(store, ORCHESTRATOR, root, now))
     except NoSigner as exc:
         return SigningState(store, None, str(exc))
     except EidolonsError as exc:  # an unsafe or unreadable key file: never signed with

@@ -25,7 +25,7 @@ from __future__ import annotations
 from eidolons.errors import EidolonsError
 
 SUPPORTED_METHODS = ("sha256", "hmac-sha256")
-CHUNK = 1024 * 1024
+CHUNK = 256 * 1024  # measured: 1 MiB is slower here (L2), 64 KiB costs more calls (ADR 0082)
 #: the largest payload hashed without loading OpenSSL (measured, ADR 0082)
 LIGHT_MAX_BYTES = 512 * 1024
 

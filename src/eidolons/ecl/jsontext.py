@@ -78,15 +78,17 @@ def _unknown(value: Any) -> Any:
     raise _Unknown
 
 
-def dumps(value: Any, *, indent: int | None = None, compact: bool = False) -> str:
-    """``json.dumps(value, ensure_ascii=True, indent=indent)``; with ``compact``, the
-    separators ``(",", ":")`` (``indent`` must then be None)."""
-    if _encode_str is not None and _make_encoder is not None:
+def dumps(
+    value: Any, *, indent: int | None = None, compact: bool = False, sort_keys: bool = False
+) -> str:
+    """``json.dumps(value, ensure_ascii=True, indent=indent, sort_keys=sort_keys)``; with
+    ``compact``, the separators ``(",", ":")`` (``indent`` must then be None)."""
+    if _encode_str is not None and _make_encoder is not None and not (sort_keys and indent):
         try:
             if indent is None:
                 item, key = ("," if compact else ", "), (":" if compact else ": ")
                 encode = _make_encoder(
-                    {}, _unknown, _encode_str, None, key, item, False, False, True
+                    {}, _unknown, _encode_str, None, key, item, sort_keys, False, True
                 )
                 if isinstance(value, str):
                     return str(_encode_str(value))
@@ -100,7 +102,9 @@ def dumps(value: Any, *, indent: int | None = None, compact: bool = False) -> st
     import json
 
     separators = (",", ":") if compact else None
-    return json.dumps(value, ensure_ascii=True, indent=indent, separators=separators)
+    return json.dumps(
+        value, ensure_ascii=True, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _scalar(value: Any) -> str:

@@ -50,9 +50,9 @@ def statement(
 def statement_bytes(doc: dict[str, Any]) -> bytes:
     """The serialized body: compact, sorted, ASCII JSON (the signature covers these bytes;
     verifiers parse the bytes they verified, never a re-encoding)."""
-    import json
+    from eidolons.ecl.jsontext import dumps
 
-    return json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=True).encode()
+    return dumps(doc, compact=True, sort_keys=True).encode()
 
 
 def parse_statement(body: bytes) -> dict[str, Any] | None:

@@ -24,14 +24,10 @@ class Signer:
     __slots__ = ("_key", "keyid", "public_raw")
 
     def __init__(self, key: Ed25519PrivateKey) -> None:
-        from cryptography.hazmat.primitives import serialization
-
         from eidolons.keys.store import key_id
 
         self._key = key
-        self.public_raw = key.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
+        self.public_raw = key.public_key().public_bytes_raw()  # no serialization import
         self.keyid = key_id(self.public_raw)
 
     def sign(self, message: bytes) -> bytes:
@@ -47,6 +43,9 @@ class Signer:
 
     @classmethod
     def from_pem(cls, data: bytes) -> Signer:
+        seed = _pkcs8_ed25519_seed(data)
+        if seed is not None:  # the one form this tool writes: no serialization import
+            return cls(Ed25519PrivateKey.from_private_bytes(seed))
         from cryptography.hazmat.primitives import serialization
 
         try:
@@ -65,6 +64,33 @@ class Signer:
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
+
+
+#: the DER of an unencrypted PKCS #8 Ed25519 private key (RFC 8410), before its 32-byte seed
+_PKCS8_ED25519 = bytes.fromhex("302e020100300506032b657004220420")
+_PEM_HEAD, _PEM_TAIL = b"-----BEGIN PRIVATE KEY-----", b"-----END PRIVATE KEY-----"
+
+
+def _pkcs8_ed25519_seed(data: bytes) -> bytes | None:
+    """The seed of exactly the PEM :meth:`Signer.to_pem` writes (one ``PRIVATE KEY``
+    block holding the fixed 48-byte RFC 8410 encoding), else None: every other form,
+    encrypted, with attributes or a public key, another algorithm, anything around the
+    block, is read by ``cryptography``'s own loader (``serialization``, ~13 ms to
+    import). ``tests/test_keys_fast_pem.py`` checks both give the same key."""
+    import binascii
+
+    lines = data.strip().split(b"\n")
+    if len(lines) != 3 or lines[0] != _PEM_HEAD or lines[2] != _PEM_TAIL:
+        return None
+    try:
+        der = binascii.a2b_base64(lines[1], strict_mode=True)
+    except binascii.Error:
+        return None
+    if len(der) != 48 or not der.startswith(_PKCS8_ED25519):
+        return None
+    if binascii.b2a_base64(der, newline=False) != lines[1]:  # the canonical spelling only
+        return None
+    return der[16:]
 
 
 def verify(public_raw: bytes, signature: bytes, message: bytes) -> bool:

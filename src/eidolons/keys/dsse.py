@@ -15,12 +15,15 @@ Rules:
 
 from __future__ import annotations
 
-import base64
 import binascii
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from eidolons.errors import EidolonsError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 IN_TOTO = "application/vnd.in-toto+json"
 MAX_SIGNATURES = 8
@@ -44,6 +47,8 @@ def b64decode_any(text: str) -> bytes:
     padded = text + "=" * (-len(text) % 4)
     alphabet = padded.translate(str.maketrans("-_", "+/"))
     try:
+        import base64  # imports re: only on the reading side
+
         return base64.b64decode(alphabet, validate=True)
     except (binascii.Error, ValueError):
         raise DsseError("invalid base64") from None
@@ -54,8 +59,8 @@ def sign_envelope(payload_type: str, body: bytes, signer: Any) -> dict[str, Any]
     sig = signer.sign(pae(payload_type.encode("utf-8"), body))
     return {
         "payloadType": payload_type,
-        "payload": base64.b64encode(body).decode("ascii"),
-        "signatures": [{"keyid": signer.keyid, "sig": base64.b64encode(sig).decode("ascii")}],
+        "payload": _b64encode(body),
+        "signatures": [{"keyid": signer.keyid, "sig": _b64encode(sig)}],
     }
 
 
@@ -110,3 +115,9 @@ def verify_envelope(
     if accepted and parsed.payload_type not in set(payload_types):
         raise DsseError(f"unsupported payloadType {parsed.payload_type!r}")
     return parsed.body, accepted
+
+
+def _b64encode(raw: bytes) -> str:
+    """``base64.b64encode(raw).decode("ascii")`` (the same bytes; ``base64`` imports
+    ``re``, and every signed gate writes these)."""
+    return binascii.b2a_base64(raw, newline=False).decode("ascii")

@@ -21,6 +21,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from eidolons.pathstr import StrPath
+
 SIGNING_KEY_ENV = "EIDOLONS_SIGNING_KEY_FILE"
 SENDER_KEY_ENV = "EIDOLONS_SENDER_KEY_FILE"
 
@@ -60,19 +62,30 @@ def env_key_file(role: str) -> Path | None:
 
 
 def default_key_file(keyid: str) -> Path:
-    return key_dir() / f"{keyid}.pem"
-
-
-def inside(path: Path, root: Path) -> bool:
     from pathlib import Path
 
-    real = Path(os.path.realpath(path))
-    return real == Path(os.path.realpath(root)) or real.is_relative_to(os.path.realpath(root))
+    return Path(key_file(keyid))
 
 
-def check_location(path: Path, root: Path) -> None:
+def key_file(keyid: str) -> str:
+    """Where the key ``keyid`` lives by default: ``<key_dir>/<keyid>.pem``."""
+    from eidolons import pathstr
+
+    return pathstr.join(config_dir(), "keys", f"{keyid}.pem")
+
+
+def inside(path: StrPath, root: StrPath) -> bool:
+    from eidolons import pathstr
+
+    real = pathstr.pure(os.path.realpath(path))
+    return pathstr.is_relative_to(real, pathstr.pure(os.path.realpath(root)))
+
+
+def check_location(path: StrPath, root: StrPath) -> None:
     """Refuse a key path inside the project tree (checked before creating a key, too)."""
-    if inside(path, root) or inside(path.parent, root):
+    from eidolons import pathstr
+
+    if inside(path, root) or inside(pathstr.parent(path), root):
         raise KeyFileError(
             f"refusing key file {path}: it lies inside the project {root}, where any agent "
             "can read it (keep keys under ~/.config/eidolons/keys or set "
@@ -80,7 +93,7 @@ def check_location(path: Path, root: Path) -> None:
         )
 
 
-def read_key_file(path: Path, root: Path) -> bytes:
+def read_key_file(path: StrPath, root: StrPath) -> bytes:
     """The bytes of a private key file that passes every rule above."""
     check_location(path, root)
     try:

@@ -11,32 +11,35 @@ refuse what it signs.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from eidolons.keys.crypto import KeyFormatError, Signer
 from eidolons.keys.files import (
     SENDER_KEY_ENV,
     SIGNING_KEY_ENV,
     KeyFileError,
-    default_key_file,
     env_key_file,
+    key_file,
     read_key_file,
 )
 from eidolons.keys.store import TrustStore
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from eidolons.pathstr import StrPath
 
 
 class NoSigner(Exception):
     """No usable key for the role; ``str()`` says why (one line)."""
 
 
-def load_signer_file(path: Path, root: Path) -> Signer:
+def load_signer_file(path: StrPath, root: StrPath) -> Signer:
     try:
         return Signer.from_pem(read_key_file(path, root))
     except KeyFormatError as exc:
         raise KeyFileError(f"key file {path}: {exc}") from None
 
 
-def find_signer(store: TrustStore, role: str, root: Path, now: str) -> Signer:
+def find_signer(store: TrustStore, role: str, root: StrPath, now: str) -> Signer:
     """The signer for ``role``, or :class:`NoSigner` (a :class:`KeyFileError` for an unsafe
     file propagates: the caller reports it, never signs with it)."""
     active = store.active(role, now)
@@ -54,8 +57,8 @@ def find_signer(store: TrustStore, role: str, root: Path, now: str) -> Signer:
     if not active:
         raise NoSigner(f"{store.path} lists no active {role} key")
     for key in active:
-        path = default_key_file(key.keyid)
-        if path.exists():
+        path = key_file(key.keyid)
+        if os.path.exists(path):
             signer = load_signer_file(path, root)
             if signer.keyid == key.keyid:
                 return signer
@@ -63,5 +66,5 @@ def find_signer(store: TrustStore, role: str, root: Path, now: str) -> Signer:
     variable = SIGNING_KEY_ENV if role == "orchestrator" else SENDER_KEY_ENV
     raise NoSigner(
         f"no private key for the active {role} key {active[0].keyid[:16]} is reachable "
-        f"here ({default_key_file(active[0].keyid)} or ${variable})"
+        f"here ({key_file(active[0].keyid)} or ${variable})"
     )

@@ -349,11 +349,9 @@ def readable_mode() -> int:
 
 def atomic_write(path: StrPath, data: bytes, mode: int) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename (never half a file)."""
-    import tempfile
-
     directory = pathstr.parent(path)
     os.makedirs(directory, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)
+    fd, tmp_name = _mkstemp(directory)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
@@ -374,7 +372,28 @@ def _b64encode(raw: bytes) -> str:
 
 
 def _b64decode(text: str) -> bytes:
-    """``base64.b64decode(text, validate=True)``: only the base64 alphabet, padded."""
-    import base64
+    """``base64.b64decode(text, validate=True)`` as Python 3.11+ defines it (ASCII, then
+    ``binascii.a2b_base64(..., strict_mode=True)``), without importing ``base64`` (which
+    imports ``re``)."""
+    import binascii
 
-    return base64.b64decode(text, validate=True)
+    try:
+        data = text.encode("ascii")
+    except UnicodeEncodeError:
+        raise ValueError("string argument should contain only ASCII characters") from None
+    return binascii.a2b_base64(data, strict_mode=True)
+
+
+def _mkstemp(directory: str) -> tuple[int, str]:
+    """``tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)``: a new file
+    (``O_EXCL``, no link followed, mode 0600) under a random name, without importing
+    :mod:`tempfile` (``shutil``, ``random``: a receipt is written on every signed gate)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    for _ in range(10000):  # tempfile.TMP_MAX
+        name = os.path.join(directory, f".eidolons-{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no usable temporary name in {directory}")
