@@ -43,8 +43,16 @@ def test_an_index_first_made_by_a_trace_file_still_names_the_project_s_payloads(
     elsewhere = tmp_path / "elsewhere.jsonl"
     assert cli("verify-envelope", other, "--block", "--trace", elsewhere).code == 0
     assert (project / ".eidolons" / "payloads.idx").is_file()
-    assert not rules_out(str(payload), str(project.resolve()))
+    assert _hook_gates(payload, project)  # the hook's read rule (ADR 0049)
+    assert not rules_out(str(payload), str(project.resolve()))  # the early SKIP's
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))
+
+
+def _hook_gates(payload: Path, project: Path) -> bool:
+    """Whether the hook's read rule sends ``payload`` to the receiver gate."""
+    from eidolons.hooks.events import Layout
+
+    return Layout(str(project.resolve()), ()).classify_read(str(payload)) is not None
 
 
 def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
@@ -58,7 +66,8 @@ def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
     named.rename(trace_dir / "old copy.jsonl")
     assert find_handoff(payload, project.resolve()) is not None
     assert cli("verify-envelope", other, "--block").code == 0  # creates the index
-    assert not rules_out(str(payload), str(project.resolve()))
+    assert _hook_gates(payload, project)  # the hook's read rule (ADR 0049)
+    assert not rules_out(str(payload), str(project.resolve()))  # the early SKIP's
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))
 
 
