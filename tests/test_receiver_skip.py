@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -314,6 +315,23 @@ def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, trac
     assert json.loads(again.out)["ingest"]["commit_status"] == "merged"
     assert "eidolons.memory.local" in modules
     assert not {"uuid", "platform", "dataclasses", "inspect", "typing", "_hashlib"} & modules
+
+
+def test_a_reception_with_memory_on_opens_the_store_without_pathlib(cli: Cli, traced: Path) -> None:
+    # ADR 0095: the store is opened, created (first reception) and merged into (second)
+    # on strings; threading, base64 and contextlib are not needed either
+    payload = traced / "handoff" / "scout-report.md"
+    unwanted = {"pathlib", "fnmatch", "urllib.parse", "ipaddress", "threading", "base64"}
+    unwanted.add("contextlib")
+    for _ in range(2):
+        run, modules = launch(traced, str(payload), "--as", "vigil")
+        assert run.code == 0 and "PASS" in run.err, run.err
+        assert "eidolons.memory.local" in modules and "sqlite3" in modules
+        assert sorted(unwanted & modules) == []
+    store = traced / ".eidolons" / "memory" / "memory.sqlite3"
+    with sqlite3.connect(store) as conn:  # one crystal, validated, stored once
+        rows = conn.execute("SELECT validation_state, access_count FROM crystals").fetchall()
+    assert [state for state, _ in rows] == ["validated"]
 
 
 @pytest.mark.parametrize(

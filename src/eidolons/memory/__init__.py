@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from eidolons.errors import UsageError
 from eidolons.memory._common import (
@@ -74,6 +73,7 @@ __all__ = [
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at open (ADR 0085)
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
     from typing import Any, Literal, Protocol, TypeAlias
 
     Payload: TypeAlias = bytes | bytearray | str | Mapping[str, Any] | list[Any]
@@ -86,7 +86,19 @@ or a JSON object/array (the server's "dict payload", which skips the digest bind
 
 MODES: tuple[Mode, ...] = ("off", "local", "mcp")
 
-STORE_DIR = Path(".eidolons") / "memory"
+_STORE_DIR = os.path.join(".eidolons", "memory")
+"""The local store's directory under a project root, as a string (``STORE_DIR`` is the same
+as a :class:`pathlib.Path`, made on first use: :mod:`pathlib` is not imported at open)."""
+
+
+def __getattr__(name: str) -> Path:
+    if name == "STORE_DIR":
+        from pathlib import Path
+
+        return Path(_STORE_DIR)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 """The local store, relative to the project root."""
 
 DEFAULT_FIRST_CALL_TIMEOUT = 120.0
@@ -328,12 +340,13 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
     config = MemoryConfig.from_env() if config is None else config
     if config.mode == "off":
         return None
-    root = Path(root)
     if config.mode == "local":
         from eidolons.memory.local import LocalMemory
 
+        where = os.fspath(root)
         return LocalMemory(
-            config.store_dir or root / STORE_DIR, project=config.project or _project_key(root)
+            config.store_dir or os.path.join(where, _STORE_DIR),
+            project=config.project or _project_key(where),
         )
     try:
         from eidolons.memory.mcp_client import McpMemory
@@ -355,10 +368,11 @@ def open_gate_memory(root: str | os.PathLike[str]) -> tuple[Memory | None, str |
         return None, f"skipped: {exc}"
 
 
-def _project_key(root: Path) -> str:
+def _project_key(root: str) -> str:
     """The local canonical project key: the project directory's name (the server uses the
-    basename of its data directory, which the nexus wiring names after the project)."""
-    return root.resolve().name or "default"
+    basename of its data directory, which the nexus wiring names after the project).
+    ``os.path.realpath`` is what ``Path.resolve`` calls; its last component is the name."""
+    return os.path.basename(os.path.realpath(root)) or "default"
 
 
 def build_recall_query(envelope: Mapping[str, Any]) -> str:

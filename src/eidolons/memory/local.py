@@ -59,11 +59,11 @@ total, words x 1.3), summaries are regex-redacted, and surfaced rows get
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
-import threading
+from _thread import RLock  # what threading.RLock returns; threading is not imported at open
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
 from eidolons.memory import schema
@@ -109,6 +109,7 @@ from eidolons.memory.ranking import (
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Final
 
 PREFETCH_FACTOR: Final = 10
@@ -165,14 +166,30 @@ class LocalMemory:
 
     backend = BACKEND_LOCAL
 
-    def __init__(self, store_dir: Path, *, project: str, limits: LocalLimits | None = None) -> None:
-        self.store_dir = Path(store_dir)
-        self.path = self.store_dir / schema.DB_NAME
+    def __init__(
+        self, store_dir: str | os.PathLike[str], *, project: str, limits: LocalLimits | None = None
+    ) -> None:
+        # strings inside: pathlib is not imported at open (the receiver's start-up, ADR 0095)
+        self._dir = os.fspath(store_dir)
+        self._db = os.path.join(self._dir, schema.DB_NAME)
         self._project = project
         self.limits = limits or LocalLimits()
         self._conn: sqlite3.Connection | None = None
         self._has_trigram = False
-        self._lock = threading.RLock()
+        self._lock = RLock()
+
+    @property
+    def store_dir(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._dir)
+
+    @property
+    def path(self) -> Path:
+        """The store's SQLite file."""
+        from pathlib import Path
+
+        return Path(self._db)
 
     @property
     def project(self) -> str:
@@ -183,12 +200,12 @@ class LocalMemory:
     def _connection(self, *, create: bool) -> sqlite3.Connection | None:
         if self._conn is not None:
             return self._conn
-        if not create and not self.path.exists():
+        if not create and not os.path.exists(self._db):
             return None
         if create:
-            self.store_dir.mkdir(parents=True, exist_ok=True)
+            os.makedirs(self._dir, exist_ok=True)
         conn = sqlite3.connect(
-            self.path,
+            self._db,
             timeout=self.limits.busy_timeout_ms / 1000,
             isolation_level=None,
             check_same_thread=False,
@@ -202,7 +219,7 @@ class LocalMemory:
             # keeps rare (ADR 0093)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
-            if not schema.ready(conn, create=create, store_dir=self.store_dir):
+            if not schema.ready(conn, create=create, store_dir=self._dir):
                 conn.close()
                 return None
             self._has_trigram = schema.has_trigram(conn)

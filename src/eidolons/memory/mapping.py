@@ -6,8 +6,6 @@ bounds, redaction. Pure; :mod:`eidolons.memory.local` (the store) calls it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 import re
@@ -293,6 +291,9 @@ def decode_payload(
         raw = bytes(payload)
     elif isinstance(payload, str):
         if encoding == "base64":
+            import base64  # only for a base64 payload: not imported at open
+            import binascii
+
             try:
                 raw = base64.b64decode(payload, validate=True)
             except (binascii.Error, ValueError):
@@ -315,6 +316,8 @@ def decode_payload(
         text = raw.decode("utf-8")
         native = text
     except UnicodeDecodeError:
+        import base64
+
         text = ""
         native = base64.b64encode(raw).decode("ascii")
         notes["native_artifact_encoding"] = "base64"

@@ -24,12 +24,9 @@ this code knows is refused, never downgraded.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 from eidolons.memory.ranking import identifier_text
 
@@ -131,15 +128,28 @@ _DROP_TRIGRAM: Final = (
 )
 
 
-@contextlib.contextmanager
-def creation_lock(store_dir: Path) -> Iterator[None]:
+class creation_lock:  # named as the function it replaces: ``with creation_lock(dir):``
     """An exclusive ``flock`` on ``<store>/.create.lock`` while the store is created,
-    upgraded or its journal mode set: one process at a time, the others wait."""
-    fd = os.open(store_dir / CREATION_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
+    upgraded or its journal mode set: one process at a time, the others wait. (A class,
+    not ``contextlib.contextmanager``: :mod:`contextlib` is not imported at open.)"""
+
+    __slots__ = ("_fd", "_path")
+
+    def __init__(self, store_dir: str | os.PathLike[str]) -> None:
+        self._path = os.path.join(os.fspath(store_dir), CREATION_LOCK)
+        self._fd = -1
+
+    def __enter__(self) -> None:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, -1
         os.close(fd)  # releases the lock
 
 
@@ -165,7 +175,7 @@ def has_trigram(conn: sqlite3.Connection) -> bool:
     return row is not None and str(row[0]) == "1"
 
 
-def ready(conn: sqlite3.Connection, *, create: bool, store_dir: Path) -> bool:
+def ready(conn: sqlite3.Connection, *, create: bool, store_dir: str | os.PathLike[str]) -> bool:
     """Bring the store behind ``conn`` to :data:`SCHEMA_VERSION`: create it (``create``),
     upgrade it from an older schema (whether or not ``create``: it exists), or leave it.
     False when there is no store and ``create`` is not set. Raises :class:`SchemaError`
