@@ -42,7 +42,10 @@ OFF_THE_PATH = (
 )
 def test_verify_envelope_imports_none_of_them(cli: object, project: Path, extra: list[str]) -> None:
     _, envelope, _ = emit_payload(cli, project)  # type: ignore[arg-type]
-    names, code = imported([str(LAUNCHER), "verify-envelope", str(envelope), *extra], project)
+    argv = [str(LAUNCHER), "verify-envelope", str(envelope), *extra]
+    # this host's own state (pins, heads) in a fresh directory: what the test sees is the
+    # gate's path, not what an earlier run left in ~/.config
+    names, code = imported(argv, project, XDG_CONFIG_HOME=str(project.parent / "config"))
     assert code == 0
     assert "eidolons.gates.orchestrator" in names  # the gate really ran
     assert sorted(set(OFF_THE_PATH) & names) == []
@@ -52,7 +55,7 @@ def test_a_tampered_payload_is_still_refused_on_the_light_path(cli: object, proj
     payload, envelope, _ = emit_payload(cli, project)  # type: ignore[arg-type]
     payload.write_text(payload.read_text() + "tampered\n")
     argv = [str(LAUNCHER), "verify-envelope", str(envelope), "--block", "--json"]
-    names, code = imported(argv, project)
+    names, code = imported(argv, project, XDG_CONFIG_HOME=str(project.parent / "config"))
     assert code == 3
     assert not {"re", "pathlib", "json", "hashlib"} & names
     events = [

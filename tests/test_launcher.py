@@ -16,9 +16,9 @@ from tests.conftest import REPO, clean_env
 LAUNCHER = REPO / "bin" / "eidolons"
 
 
-def imported(argv: list[str], cwd: Path, stdin: str = "") -> tuple[set[str], int]:
+def imported(argv: list[str], cwd: Path, stdin: str = "", **extra: str) -> tuple[set[str], int]:
     """The modules a fresh interpreter imports running ``argv`` (``-X importtime``)."""
-    env = clean_env()
+    env = clean_env(**extra)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", *argv],
