@@ -125,7 +125,7 @@ def read_envelope(
     try:
         opened, real = _open_envelope(path, root, root_real)
         try:
-            data = os.pread(opened.fd, max_bytes + 1, 0)  # one read, as FileIO.read(n)
+            data = _read_capped(opened, max_bytes)
         finally:
             opened.close()
     except FileNotFoundError:
@@ -137,6 +137,22 @@ def read_envelope(
     if len(data) > max_bytes:
         raise InputError(f"envelope {path} is larger than the {max_bytes}-byte cap")
     return data, real
+
+
+def _read_capped(opened: Opened, max_bytes: int) -> bytes:
+    """The file's bytes from its start, at most ``max_bytes + 1`` (one more tells the
+    cap was passed): one ``pread`` of the size ``fstat`` gave plus one byte (a buffer of
+    the cap itself would be allocated on every call), reading on if the file has grown
+    since."""
+    want = min(max_bytes + 1, opened.st.st_size + 1)
+    data = os.pread(opened.fd, want, 0)
+    if len(data) == want:  # grown since fstat (or at the cap): read on, to the cap
+        while len(data) <= max_bytes:
+            more = os.pread(opened.fd, max_bytes + 1 - len(data), len(data))
+            if not more:
+                break
+            data += more
+    return data
 
 
 def open_envelope(path: StrPath, root: StrPath | None = None) -> Opened:
