@@ -61,7 +61,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 from _thread import RLock  # what threading.RLock returns; threading is not imported at open
 from collections.abc import Mapping, Sequence
 
@@ -106,6 +105,7 @@ from eidolons.memory.ranking import (
     selectivity,
     word_terms,
 )
+from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -282,35 +282,6 @@ class LocalMemory:
         version = str(envelope["envelope_version"])
         thread_id = envelope.get("thread_id")
         project_raw = str(thread_id) if thread_id else f"eidolon:{sender['eidolon']}"
-        native, excerpt, notes = decode_payload(payload, payload_encoding, self.limits)
-        now = _now()
-        created_at = _parse_ts(_get(envelope, "trace.ts")) or now
-        crystal: dict[str, Any] = {
-            "summary": summary_of(kind, objective, self.limits.summary_chars),
-            "scope": {
-                "project": self.project,
-                "project_raw": project_raw,
-                "sensitivity_tag": "internal",
-            },
-            "provenance": {
-                "source": provenance_source(tier),
-                "author_agent": sender["eidolon"],
-                "task_id": thread_id,
-                "created_at": created_at,
-            },
-            "tags": [kind, f"from:{sender['eidolon']}", f"env:{version}"],
-            "encoding_context": {
-                "native_artifact": native,
-                "envelope_version": version,
-                "artifact_kind": kind,
-                "artifact_schema_version": artifact.get("schema_version"),
-                "source_thread_id": thread_id,
-                "source_message_id": message_id,
-                "source_performative": envelope.get("performative"),
-                **notes,
-            },
-        }
-        blob = json.dumps(crystal, ensure_ascii=False, sort_keys=True, default=str)
         conn = self._connection(create=True)
         assert conn is not None
         conn.execute("BEGIN IMMEDIATE")
@@ -321,7 +292,36 @@ class LocalMemory:
                 " ORDER BY rowid LIMIT 1",
                 (self.project, message_id, sha, key),
             ).fetchone()
-            if row is None:
+            if row is None:  # the crystal is built only to be stored (a merge needs none)
+                native, excerpt, notes = decode_payload(payload, payload_encoding, self.limits)
+                now = _now()
+                created_at = _parse_ts(_get(envelope, "trace.ts")) or now
+                crystal: dict[str, Any] = {
+                    "summary": summary_of(kind, objective, self.limits.summary_chars),
+                    "scope": {
+                        "project": self.project,
+                        "project_raw": project_raw,
+                        "sensitivity_tag": "internal",
+                    },
+                    "provenance": {
+                        "source": provenance_source(tier),
+                        "author_agent": sender["eidolon"],
+                        "task_id": thread_id,
+                        "created_at": created_at,
+                    },
+                    "tags": [kind, f"from:{sender['eidolon']}", f"env:{version}"],
+                    "encoding_context": {
+                        "native_artifact": native,
+                        "envelope_version": version,
+                        "artifact_kind": kind,
+                        "artifact_schema_version": artifact.get("schema_version"),
+                        "source_thread_id": thread_id,
+                        "source_message_id": message_id,
+                        "source_performative": envelope.get("performative"),
+                        **notes,
+                    },
+                }
+                blob = json.dumps(crystal, ensure_ascii=False, sort_keys=True, default=str)
                 ident = _new_id()
                 conn.execute(
                     "INSERT INTO crystals (id, layer, summary, body_excerpt, project, project_raw,"

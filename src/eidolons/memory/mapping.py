@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
 from eidolons.ecl.grammar import is_hex64
@@ -139,12 +139,16 @@ class LocalLimits:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """UTC now to the second, ``Z``-suffixed (``datetime``'s ``isoformat`` of it, without
+    importing :mod:`datetime` at open)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _parse_ts(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         return None
+    from datetime import UTC, datetime  # a new crystal's date only: not at open
+
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

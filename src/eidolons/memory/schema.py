@@ -26,7 +26,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sqlite3
+
+try:  # the C module sqlite3 re-exports, the same objects: without sqlite3.dbapi2's datetime
+    import _sqlite3 as sqlite3
+except ImportError:  # an interpreter without it: the public module
+    import sqlite3  # type: ignore[no-redef]
 
 from eidolons.memory.ranking import identifier_text
 

@@ -1,0 +1,24 @@
+"""What opening the local store relies on (ADR 0095): the C module ``_sqlite3`` is the very
+module ``sqlite3`` re-exports, and the store's clock spells time as ``datetime`` does."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+
+from eidolons.memory import mapping, schema
+
+
+def test_the_store_binding_is_the_public_sqlite3() -> None:
+    for name in ("connect", "Connection", "Cursor", "Error", "OperationalError"):
+        assert getattr(schema.sqlite3, name) is getattr(sqlite3, name), name
+    assert schema.sqlite3.sqlite_version == sqlite3.sqlite_version
+
+
+def test_now_is_datetime_isoformat_to_the_second() -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    now = mapping._now()
+    after = datetime.now(UTC).replace(microsecond=0)
+    spelled = {t.isoformat(timespec="seconds").replace("+00:00", "Z") for t in (before, after)}
+    assert now in spelled
+    assert mapping._parse_ts(now) == now
