@@ -47,7 +47,8 @@ over words (``unicode61``, OR of the query's word tokens, summary weighted 5:1 o
 excerpt; in a store of 1,000 crystals or more, words present in at least half of them are
 dropped while an informative word remains, since BM25 gives them no weight) and a
 ``trigram`` substring match for the query's identifier- and path-like tokens (a token with
-``_ . / - : # @ =`` or a backslash, a digit, or an inner capital; at least 3 characters),
+``_ . / - : # @ =`` or a backslash, a digit, or an inner capital; at least 3 characters;
+not hyphenated words such as ``scout-report``, which the word arm searches, ADR 0094),
 against the summary and the excerpt's own such tokens (schema 3, ADR 0093). They are
 fused by weighted reciprocal rank, ``score = sum(w_arm / (60 + rank))`` with
 ``w_arm = 1 + selectivity`` (the server's sparse-arm weighting applied to both arms), ties
@@ -99,10 +100,10 @@ from eidolons.memory.mapping import (
 from eidolons.memory.ranking import (
     RRF_K,
     fts_or,
-    identifier_terms,
     identifier_text,
     rrf_fuse,
     selectivity,
+    trigram_terms,
     word_terms,
 )
 from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
@@ -590,7 +591,7 @@ class LocalMemory:
         words = self._informative(conn, word_terms(query)) if "words" in arms else []
         if words:
             ranked.append(("bm25", self._arm(conn, "crystals_fts", fts_or(words), where, fetch)))
-        idents = identifier_terms(query) if "trigram" in arms and self._has_trigram else []
+        idents = trigram_terms(query) if "trigram" in arms and self._has_trigram else []
         if idents:
             ranked.append(
                 ("trigram", self._arm(conn, "crystals_tri", fts_or(idents), where, fetch))

@@ -78,6 +78,23 @@ def identifier_terms(query: str) -> list[str]:
     return list(seen)
 
 
+_KEBAB_WORDS_RE: Final = re.compile(r"[a-z]+(?:-[a-z]+)+", re.IGNORECASE)
+
+
+def trigram_terms(query: str) -> list[str]:
+    """The identifier terms the trigram arm searches: :func:`identifier_terms` but the
+    hyphenated words (``scout-report``, ``fan-out``: letters joined by single hyphens, no
+    inner capital). The word index splits such a term into exactly those words, which the
+    word arm already searches; matching it again as a substring costs the most where it
+    tells the least (an artifact kind is in the summary of every hand-off of that kind),
+    ADR 0094."""
+    return [
+        term
+        for term in identifier_terms(query)
+        if _KEBAB_WORDS_RE.fullmatch(term) is None or _CAMEL_RE.search(term) is not None
+    ]
+
+
 def identifier_text(text: str) -> str:
     """What the trigram index holds of a summary or an excerpt: its identifier- and
     path-like tokens, in order, repeats kept, one space apart (ADR 0093).
