@@ -3,7 +3,7 @@
 Usage::
 
     python bench/bench_receiver.py [--rounds R] [--records N] [--launcher script|c|both]
-                                   [--events N]
+                                   [--events N] [--compare SRC]
 
 Method
 ------
@@ -37,6 +37,11 @@ minimum, the ratio of medians, the *paired* ratio (median over rounds of row / b
 same round) and the ratio of minimums. ``PYTHONDONTWRITEBYTECODE`` is dropped from the
 children's environment (``.pyc`` cached: the compiler is not measured) and each child's
 exit code is checked (0: pass or skip).
+
+``--compare SRC`` adds ``off/compare`` and ``on/compare``: the same rows through the ``c``
+launcher with ``PYTHONPATH=SRC`` (e.g. ``git archive REV src | tar -x -C /tmp/before``),
+so a change is measured against the tree before it in one run (compare them with the
+``c`` rows; the launchers differ by under 0.15x).
 
 ``--events N`` (default 0: off) adds a thread whose trace holds N events before the
 hand-off's record, and its row ``long`` (the record lookup's independence of the trace's
@@ -165,6 +170,11 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=10_000, help="memory records (10000)")
     parser.add_argument("--launcher", choices=("script", "c", "both"), default="both")
     parser.add_argument("--events", type=int, default=0, help="a long thread's events (0: none)")
+    parser.add_argument(
+        "--compare",
+        metavar="SRC",
+        help="also run on/off with PYTHONPATH=SRC (another tree's src/: before/after in one run)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="eidolons-bench-receiver-") as tmp:
         base = Path(tmp)
@@ -209,6 +219,13 @@ def main() -> int:
             for key, (cwd, target, extra) in rows.items():
                 argv = [*launcher, "verify-incoming", str(target), "--as", "vigil", *extra]
                 jobs[f"{key}/{lname}"] = lambda a=argv, c=cwd: run_timed(a, cwd=c, env=env)  # type: ignore[misc]
+        if args.compare:  # the same rows through the c launcher, importing the other tree
+            other = {**env, "PYTHONPATH": str(Path(args.compare).resolve())}
+            for key in ("off", "on"):
+                cwd, target, extra = rows[key]
+                argv = [sys.executable, "-c", LAUNCHER_C, "verify-incoming", str(target)]
+                argv += ["--as", "vigil", *extra]
+                jobs[f"{key}/compare"] = lambda a=argv, c=cwd: run_timed(a, cwd=c, env=other)  # type: ignore[misc]
         stats = interleave(jobs, args.rounds)
 
     bare = stats["bare"]
@@ -221,8 +238,8 @@ def main() -> int:
     for key, s in stats.items():
         if key == "bare":
             continue
-        row = key.partition("/")[0]
-        target = TARGETS.get(row)
+        row, _, how = key.partition("/")
+        target = None if how == "compare" else TARGETS.get(row)  # the other tree: info
         ratio = paired(s, bare)
         verdict = ""
         if target is not None:
