@@ -320,7 +320,7 @@ def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, trac
 def test_a_reception_with_memory_on_opens_the_store_without_pathlib(cli: Cli, traced: Path) -> None:
     # ADR 0095: the store is opened, created (first reception) and merged into (second)
     # on strings; threading, base64, contextlib and sqlite3's datetime adapters are not
-    # needed; a merge builds no crystal, so it parses no date either
+    # needed; a merge builds no crystal, so it parses no date and writes no JSON
     payload = traced / "handoff" / "scout-report.md"
     unwanted = {"pathlib", "fnmatch", "urllib.parse", "ipaddress", "threading", "base64"}
     unwanted |= {"contextlib", "sqlite3", "sqlite3.dbapi2"}
@@ -328,7 +328,7 @@ def test_a_reception_with_memory_on_opens_the_store_without_pathlib(cli: Cli, tr
         run, modules = launch(traced, str(payload), "--as", "vigil")
         assert run.code == 0 and "PASS" in run.err, run.err
         assert "eidolons.memory.local" in modules and "_sqlite3" in modules
-        assert sorted((unwanted | ({"datetime"} if merge else set())) & modules) == []
+        assert sorted((unwanted | ({"datetime", "json"} if merge else set())) & modules) == []
     store = traced / ".eidolons" / "memory" / "memory.sqlite3"
     with sqlite3.connect(store) as conn:  # one crystal, validated, stored once
         rows = conn.execute("SELECT validation_state, access_count FROM crystals").fetchall()

@@ -22,3 +22,22 @@ def test_now_is_datetime_isoformat_to_the_second() -> None:
     spelled = {t.isoformat(timespec="seconds").replace("+00:00", "Z") for t in (before, after)}
     assert now in spelled
     assert mapping._parse_ts(now) == now
+
+
+def test_the_hand_off_key_is_the_sha256_of_the_json_dumps_of_its_parts() -> None:
+    # the key (ADR 0028) is written by jsontext, not json: the same text, so the same key
+    # for every store already holding one
+    import hashlib
+    import json
+
+    for objective in ("Scout the repo.", 'é ü \u2028 \ud800 "q" \\ \x00', "", "日本語"):
+        envelope = {
+            "from": {"eidolon": "Atlas"},
+            "to": {"eidolon": "VIGIL"},
+            "performative": "PROPOSE",
+            "artifact": {"kind": "scout-report", "sha256": "ab" * 32},
+            "objective": objective,
+        }
+        parts = ["atlas", "vigil", "PROPOSE", "scout-report", objective, "ab" * 32]
+        expected = hashlib.sha256(json.dumps(parts, ensure_ascii=True).encode()).hexdigest()
+        assert mapping.handoff_key(envelope) == expected, objective

@@ -59,7 +59,6 @@ total, words x 1.3), summaries are regex-redacted, and surfaced rows get
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from _thread import RLock  # what threading.RLock returns; threading is not imported at open
@@ -322,6 +321,8 @@ class LocalMemory:
                         **notes,
                     },
                 }
+                import json  # a new crystal only: a merge imports no json (ADR 0095)
+
                 blob = json.dumps(crystal, ensure_ascii=False, sort_keys=True, default=str)
                 ident = _new_id()
                 conn.execute(
@@ -418,6 +419,8 @@ class LocalMemory:
                     "payload": dict(payload),
                     "provenance": {**(provenance or {}), "source": provenance_source(tier)},
                 }
+                import json
+
                 blob = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
                 content_ref = sha256_hex(blob.encode("utf-8"))
                 summary = payload["summary"][: self.limits.summary_chars]

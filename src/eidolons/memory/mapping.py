@@ -6,12 +6,12 @@ bounds, redaction. Pure; :mod:`eidolons.memory.local` (the store) calls it.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
 from collections.abc import Mapping
 
+from eidolons.ecl import jsontext
 from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
 from eidolons.ecl.grammar import is_hex64
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
@@ -273,7 +273,7 @@ def handoff_key(envelope: Mapping[str, Any]) -> str:
         str(envelope.get("objective")),
         str(_get(envelope, "artifact.sha256")),
     ]
-    return sha256_hex(json.dumps(parts, ensure_ascii=True).encode())
+    return sha256_hex(jsontext.dumps(parts).encode())  # json.dumps(parts, ensure_ascii=True)
 
 
 def provenance_source(tier: str) -> str:
@@ -304,6 +304,8 @@ def decode_payload(
                 raw = payload.encode("utf-8")
                 notes["payload_decode_error"] = "base64"
         elif encoding == "json":
+            import json  # json only where a payload is JSON (a merge imports none, ADR 0095)
+
             try:
                 native = json.loads(payload)
             except ValueError:
@@ -314,6 +316,8 @@ def decode_payload(
         else:
             raw = payload.encode("utf-8")
     else:  # a JSON object or array
+        import json
+
         text = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
         return _bounded(payload, text, limits, notes)
     try:
