@@ -24,6 +24,8 @@ Then, interleaved R times (default 20, after one warm-up round), each a subproce
 bare        ``python -c pass`` (the same venv's interpreter: the baseline of every ratio)
 off         ``verify-incoming HANDOFF --as vigil --no-memory``           target <= 3x
 on          ``verify-incoming HANDOFF --as vigil`` (local memory, N records)   <= 3.5x
+on+recall   the same with ``--show-recall`` (the recall is made only when shown,   <= 3.5x
+            ADR 0099)
 skip        ``verify-incoming notes.txt --as vigil`` (no envelope: SKIP)       <= 1.5x
 skip-json   the same with ``--json``                                           <= 1.5x
 signed      ``verify-incoming HANDOFF --as vigil --no-memory`` in the signed project
@@ -75,7 +77,7 @@ from _benchlib import (
     run_timed,
 )
 
-TARGETS = {"off": 3.0, "on": 3.5, "skip": 1.5, "skip-json": 1.5}
+TARGETS = {"off": 3.0, "on": 3.5, "on+recall": 3.5, "skip": 1.5, "skip-json": 1.5}
 LAUNCHER_C = "import sys; from eidolons.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
@@ -206,6 +208,7 @@ def main() -> int:
         rows: dict[str, tuple[Path, Path, list[str]]] = {
             "off": (root, payload, ["--no-memory"]),
             "on": (root, payload, []),
+            "on+recall": (root, payload, ["--show-recall"]),  # ADR 0099: recall shown
             "skip": (root, plain, []),
             "skip-json": (root, plain, ["--json"]),
             "signed": (signed.parent.parent.parent, signed, ["--no-memory"]),

@@ -218,3 +218,29 @@ def test_a_hand_off_that_passed_both_gates_is_stored_validated_once(
     other = handoff(cli, project, "atlas", "vigil", "INFORM", "scout-report", name="b/o.md")
     doc3 = cli("verify-incoming", other, "--as", "vigil", "--json").json()
     assert doc3["ingest"]["commit_status"] == "committed"
+
+
+def _access_counts(project: Path) -> list[int]:
+    import sqlite3
+
+    store = project / ".eidolons" / "memory" / "memory.sqlite3"
+    with sqlite3.connect(store) as conn:
+        return [n for (n,) in conn.execute("SELECT access_count FROM crystals ORDER BY id")]
+
+
+def test_a_recall_nobody_is_shown_is_not_made(cli: Cli, project: Path) -> None:
+    # ADR 0099: plain verify-incoming delivers no recall (only --json and --show-recall
+    # do), so it makes none: no query, and no crystal counted as surfaced to anyone
+    first = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report", name="a/first.md")
+    assert cli("verify-incoming", first, "--as", "vigil").code == 0
+    second = handoff(cli, project, "atlas", "vigil", "INFORM", "scout-report", name="a/second.md")
+    plain = cli("verify-incoming", second, "--as", "vigil")
+    assert plain.code == 0 and "PASS" in plain.err
+    assert crystals(cli) == 2  # the ingest still ran
+    assert _access_counts(project) == [0, 0]
+    shown = cli("verify-incoming", second, "--as", "vigil", "--show-recall")
+    assert shown.code == 0 and "recall (local): 2 record(s)" in shown.err
+    assert _access_counts(project) == [1, 1]
+    doc = cli("verify-incoming", second, "--as", "vigil", "--json").json()
+    assert len(doc["recall"]["records"]) == 2
+    assert _access_counts(project) == [2, 2]

@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
             from eidolons.memory import gate_callbacks
 
             on_envelope, on_pass = gate_callbacks(memory, receiver)
+            if not (args.json or args.show_recall):
+                on_envelope = None  # nothing would deliver the recall: none is made (ADR 0099)
         result = verify_incoming(
             artefact,
             receiver,
