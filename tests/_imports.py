@@ -90,11 +90,24 @@ def parse_module(name: str, path: Path, source: str | None = None) -> ModuleInfo
     return info
 
 
+#: path -> ((mtime_ns, size), its parse): the layout tests parse the package many times
+_PARSED: dict[Path, tuple[tuple[int, int], ModuleInfo]] = {}
+
+
 def package_modules() -> dict[str, ModuleInfo]:
+    """Every module of the package, parsed (a file is re-parsed when it changed); each call
+    returns fresh ``ModuleInfo`` copies, so a test may change what it gets."""
     out: dict[str, ModuleInfo] = {}
     for path in sorted((SRC / PACKAGE).rglob("*.py")):
         name = module_name(path)
-        out[name] = parse_module(name, path)
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        hit = _PARSED.get(path)
+        if hit is None or hit[0] != stamp:
+            hit = (stamp, parse_module(name, path))
+            _PARSED[path] = hit
+        info = hit[1]
+        out[name] = ModuleInfo(info.name, info.path, set(info.imports), list(info.opens))
     return out
 
 

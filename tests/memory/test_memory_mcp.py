@@ -305,7 +305,7 @@ def test_unadvertised_tool_is_skipped(tmp_path: Path) -> None:
 )
 def test_unreachable_stdio_server_is_a_silent_skip(command: tuple[str, ...]) -> None:
     memory = McpMemory(
-        MemoryConfig(mode="mcp", command=command, first_call_timeout=1.5, close_timeout=1.0)
+        MemoryConfig(mode="mcp", command=command, first_call_timeout=0.5, close_timeout=0.5)
     )
     start = time.monotonic()
     recalled = memory.recall({}, "anything")
