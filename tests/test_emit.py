@@ -244,3 +244,18 @@ def test_contract_defaults_and_file_mode(cli: Cli, project: Path) -> None:
     assert [f["code"] for f in r.json()["refusals"]] == ["UNDECLARED_EDGE"]
     doc = r.json()["envelope"]
     assert "edge_origin" not in doc and doc["context_delta"]["token_budget"] == 10
+
+
+def test_a_payload_name_that_is_not_utf8_is_a_usage_error(cli: Cli, project: Path) -> None:
+    # artifact.path is JSON text: a name that no UTF-8 spells cannot be written into an
+    # envelope; one line, exit 2, and nothing written (was an internal error, exit 70)
+    name = os.fsdecode(b"r\xff.md")
+    (project / name).write_text("# r\n")
+    r = cli(*emit_cmd(name))
+    assert r.code == 2, r.err
+    assert "not valid UTF-8" in r.err and "internal error" not in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert not list(project.glob("*.envelope.json"))
+    assert not (project / ".eidolons" / ".trace").exists() or not any(
+        (project / ".eidolons" / ".trace").iterdir()
+    )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eidolons._text import printable
 from eidolons.config import HANDOFF_DIR, find_handoff, payload_key
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
 from eidolons.ecl.contract import ContractSetUnavailable, as_contract_set
@@ -176,7 +177,15 @@ def _artifact_path(payload: Path, envelope_path: Path, root: Path) -> str:
     payload_abs = Path(os.path.abspath(payload))
     for base in (Path(os.path.abspath(envelope_path)).parent, Path(os.path.abspath(root))):
         if payload_abs.is_relative_to(base):
-            return payload_abs.relative_to(base).as_posix()
+            rel = payload_abs.relative_to(base).as_posix()
+            try:
+                rel.encode("utf-8")  # artifact.path is JSON text
+            except UnicodeEncodeError:
+                raise UsageError(
+                    f"payload {printable(str(payload))}: its name is not valid UTF-8, and an "
+                    "envelope's artifact.path is text; rename the file"
+                ) from None
+            return rel
     raise UsageError(
         f"payload {payload} is neither under the envelope's directory nor under the project "
         f"root {root}; the receiver could not resolve it"
