@@ -174,35 +174,30 @@ def test_the_registered_command_runs_and_blocks(
     assert init("--hosts", "claude-code").code == 0
     payload, _, _ = emit_payload(cli, project, ".eidolons/handoffs/r.md")
     _, handler = our_handler(settings(project))
-    event = {
-        "session_id": "s",
-        "cwd": str(project),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Read",
-        "tool_input": {"file_path": str(payload)},
-        "agent_id": "a",
-        "agent_type": "vigil",
-    }
     env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
-    proc = subprocess.run(
-        [handler["command"], *handler["args"]],
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-    )
+
+    def read(path: Path) -> subprocess.CompletedProcess[str]:
+        event = {
+            "session_id": "s",
+            "cwd": str(project),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Read",
+            "tool_input": {"file_path": str(path)},
+            "agent_id": "a",
+            "agent_type": "vigil",
+        }
+        return subprocess.run(
+            [handler["command"], *handler["args"]],
+            input=json.dumps(event),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=60,
+        )
+
+    proc = read(payload)
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
-    event["tool_input"] = {"file_path": str(project / "README.md")}
-    proc = subprocess.run(
-        [handler["command"], *handler["args"]],
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=60,
-    )
+    proc = read(project / "README.md")
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
