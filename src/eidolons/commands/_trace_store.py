@@ -101,13 +101,11 @@ def _copy(args: argparse.Namespace) -> int:
 def _index_payloads(files: JsonlStore, lines: list[bytes]) -> None:
     """Before imported lines are written: the payload index names every payload they name
     (ADR 0049: no trace line without its index entry; the receiver's early SKIP relies on
-    it, ADR 0084). The entry is made by the store's own rule for an appended event."""
-    import json
+    it, ADR 0084). The entry is made by the store's own rule for an appended event, on
+    the line decoded as every reader decodes it (:func:`eidolons.trace.decode_line`)."""
+    from eidolons.trace import decode_line
 
     for raw in lines:
-        try:
-            event = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue  # a damaged line names nothing the gates would find
-        if isinstance(event, dict) and (add := files._index_hook(event)) is not None:
-            add()
+        event = decode_line(raw, 0).event
+        if event is not None and (add := files._index_hook(event)) is not None:
+            add()  # a damaged line (event None) names nothing the gates would find
