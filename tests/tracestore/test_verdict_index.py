@@ -308,6 +308,30 @@ def test_a_slot_whose_line_was_rewritten_falls_back(store: JsonlStore, thread: s
     assert n_of(store.latest_verdict(thread, MID)) == 1 == n_of(full_scan(store, thread))
 
 
+def test_a_pointed_line_rewritten_into_an_older_pass_is_not_taken(
+    store: JsonlStore, thread: str
+) -> None:
+    """The pointed line is re-hashed, not only re-judged: the indexed fail rewritten in
+    place into a pass for the message (same length) and the fail moved to a later covered
+    line, also of the same length, so every offset and the last covered line stay put.
+    An index trusting any verdict at its offset would answer the pass the scan does not."""
+    store.append(thread, verdict("verify_pass", n=1))
+    store.append(thread, verdict("verify_fail", n=3))  # the slot points here
+    store.append(thread, verdict("receive", mid=OTHER, gate="receiver", pad="x" * 40))
+    store.append(thread, verdict("receive", mid=OTHER, gate="receiver"))  # last covered
+    path = store.path(thread)
+    lines = path.read_bytes().split(b"\n")
+    fail, filler = lines[1], lines[2]
+    lines[1] = fail.replace(b'"verify_fail"', b'"verify_pass"')
+    moved = fail[:-1] + b',"pad":"' + b"p" * (len(filler) - len(fail) - 9) + b'"}'
+    assert len(moved) == len(filler) and len(lines[1]) == len(fail)
+    lines[2] = moved
+    path.write_bytes(b"\n".join(lines))
+    expected = full_scan(store, thread)
+    assert expected is not None and expected["event"] == "verify_fail"
+    assert store.latest_verdict(thread, MID) == expected
+
+
 def test_a_slot_pointed_into_a_line_or_past_the_coverage_falls_back(
     store: JsonlStore, thread: str
 ) -> None:
