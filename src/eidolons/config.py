@@ -64,21 +64,12 @@ def root_dir(
     ancestor of the current directory holding ``.eidolons/`` or ``.git/``, else the
     current directory. With ``note`` (the gates, which write the trace), falling back to
     the current directory is said on stderr."""
-    if explicit:
-        if not os.path.isdir(explicit):
-            raise UsageError(f"--root {pathstr.pure(explicit)!r} is not a directory")
-        return pathstr.pure(os.path.realpath(explicit))
-    env_root = os.environ.get("EIDOLONS_ROOT")
-    if env_root:
-        if not os.path.isdir(env_root):
-            raise UsageError(f"EIDOLONS_ROOT={env_root!r} is not a directory")
-        return pathstr.pure(os.path.realpath(env_root))
-    from eidolons.knownhandoff import marked_root
+    from eidolons.knownhandoff import found_root
 
-    here = pathstr.pure(os.path.realpath(os.getcwd() if cwd is None else cwd))
-    found = marked_root(here)  # the one ancestor walk (the hook's too)
+    found = found_root(explicit, None if cwd is None else os.fspath(cwd))  # the one rule
     if found is not None:
-        return pathstr.pure(found)
+        return found
+    here = pathstr.pure(os.path.realpath(os.getcwd() if cwd is None else cwd))
     # said out loud: two gates run from two directories would otherwise use two traces
     import sys
 

@@ -5,6 +5,9 @@ written once here so that the hot paths (a per-read gate, the hook) can apply th
 importing :mod:`pathlib` or the trace store:
 
 - :func:`marked_root`: the nearest ancestor holding ``.eidolons/`` or ``.git``;
+- :func:`found_root`: the project root as ``--root``, ``EIDOLONS_ROOT`` or that ancestor
+  names it (:func:`eidolons.config.root_dir` adds only its fall-back to the current
+  directory);
 - :func:`envelope_candidates`: the receiver gate's trigger, ``${PATH%.*}.envelope.json``
   then ``PATH.envelope.json`` (``%.*`` as :attr:`pathlib.PurePath.suffix` defines it);
 - :func:`lies_under`: a path is under a directory when any of its spellings (as written,
@@ -21,11 +24,13 @@ from __future__ import annotations
 
 import os
 
+from eidolons import pathstr
 from eidolons.pathstr import is_relative_to  # the rule, written once there
 
 __all__ = [
     "envelope_candidates",
     "foreign_projects",
+    "found_root",
     "is_relative_to",
     "lies_under",
     "marked_root",
@@ -59,6 +64,25 @@ def marked_root(cwd: str) -> str | None:
         if parent == probe:
             return None
         probe = parent
+
+
+def found_root(explicit: str | os.PathLike[str] | None, cwd: str | None = None) -> str | None:
+    """The project root, resolved, by the one rule: ``explicit`` (``--root``), else
+    ``EIDOLONS_ROOT``, else the nearest marked ancestor of ``cwd`` (default: the current
+    directory; :func:`marked_root`). None when none of them names it (the caller falls
+    back, or takes the full path). A named root that is not a directory raises
+    :class:`~eidolons.errors.UsageError`; a current directory that is gone, OSError."""
+    given = explicit or os.environ.get("EIDOLONS_ROOT")
+    if given:
+        if not os.path.isdir(given):
+            from eidolons.errors import UsageError
+
+            if explicit:
+                raise UsageError(f"--root {pathstr.pure(explicit)!r} is not a directory")
+            raise UsageError(f"EIDOLONS_ROOT={given!r} is not a directory")
+        return pathstr.pure(os.path.realpath(given))
+    found = marked_root(os.getcwd() if cwd is None else cwd)
+    return None if found is None else pathstr.pure(found)
 
 
 def envelope_candidates(path: str) -> tuple[str, str]:

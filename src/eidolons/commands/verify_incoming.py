@@ -219,18 +219,15 @@ def _plain(path: str) -> bool:
 
 
 def _root(explicit: str | None) -> str | None:
-    """The project root :func:`eidolons.config.find_root` finds, when it finds it without
-    a note or an error: ``--root`` or ``EIDOLONS_ROOT`` naming a directory, else an
-    ancestor holding ``.eidolons/`` or ``.git``; otherwise None."""
-    given = explicit or os.environ.get("EIDOLONS_ROOT")
-    if given:
-        return os.path.realpath(given) if os.path.isdir(given) else None
-    from eidolons.knownhandoff import marked_root
+    """The project root :func:`eidolons.config.root_dir` finds without a note or an error
+    (the one rule, :func:`eidolons.knownhandoff.found_root`); otherwise None."""
+    from eidolons.errors import UsageError
+    from eidolons.knownhandoff import found_root
 
     try:
-        return marked_root(os.getcwd())
-    except OSError:  # the current directory is gone: the full path says so
-        return None
+        return found_root(explicit)
+    except (UsageError, OSError):  # not a directory, or the current one is gone: the
+        return None  # full path says so
 
 
 def _print_recall(recall: dict[str, object]) -> None:
