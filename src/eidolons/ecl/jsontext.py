@@ -8,7 +8,7 @@ Pure. The C accelerators of the standard library (``_json.encode_basestring_asci
 ``_json.make_encoder``) do the work, behind a fallback to :mod:`json` itself: when
 ``_json`` is missing, for any value this writer does not know (a type ``json`` would
 refuse or convert through ``default``), or for a cycle, the public encoder writes it (or
-raises its own error). ``tests/test_jsontext.py`` checks that both write the same text
+raises its own error). ``tests/test_json_fast.py`` checks that both write the same text
 (ADR 0082).
 
 Writes are ASCII (``ensure_ascii=True``): untrusted strings (lone surrogates, file names
@@ -50,21 +50,39 @@ else:
 _WHITESPACE = " \t\n\r"
 
 
+class NotWhole(Exception):
+    """The scanner did not read the whole text as one JSON value (the public parser then
+    says why, or reads it: :func:`scan_whole`)."""
+
+
+def scan_whole(
+    scan: Any, text: str, keep: tuple[type[BaseException], ...] = (RecursionError,)
+) -> Any:
+    """The value a ``_json`` scanner reads from all of ``text`` (JSON whitespace around it,
+    as :func:`json.loads` allows), for both readers (this module's and
+    :mod:`eidolons.ecl.strict_json`'s). The exceptions in ``keep`` propagate (a caller
+    keeps ``RecursionError``: too deep is never "retry"); anything else the scanner
+    raises, or text after the value, raises :class:`NotWhole`."""
+    start = len(text) - len(text.lstrip(_WHITESPACE))
+    try:
+        value, end = scan(text, start)
+    except keep:
+        raise
+    except Exception:  # StopIteration, JSONDecodeError, a hook's error: json says which
+        raise NotWhole from None
+    if text[end:].strip(_WHITESPACE):
+        raise NotWhole
+    return value
+
+
 def loads(data: bytes | bytearray) -> Any:
     """``json.loads(data)``: the same value, or the same exception (raised by
     :func:`json.loads` itself, to which anything but plain ASCII JSON is handed)."""
     if _scan is not None and data.isascii() and b"\x00" not in data[:2]:
-        text = data.decode("ascii")  # what json.loads' encoding detection gives here
-        start = len(text) - len(text.lstrip(_WHITESPACE))
-        try:
-            value, end = _scan(text, start)
-        except RecursionError:
-            raise
-        except Exception:
+        try:  # the ASCII text is what json.loads' encoding detection gives here
+            return scan_whole(_scan, data.decode("ascii"))
+        except NotWhole:
             pass
-        else:
-            if not text[end:].strip(_WHITESPACE):
-                return value
     import json
 
     return json.loads(data)

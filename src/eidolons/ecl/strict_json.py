@@ -11,11 +11,13 @@ The parse is the standard library's own C scanner (``_json.make_scanner``, what
 :func:`json.loads` runs), driven here so that :mod:`json` (which imports ``re``) is not
 imported when the bytes are valid; any failure is parsed again by :func:`json.loads` with
 the same hooks, whose error is the one reported (ADR 0082). Without ``_json``,
-:func:`json.loads` does all of it. ``tests/test_strict_json_fast.py`` checks both agree.
+:func:`json.loads` does all of it. ``tests/test_json_fast.py`` checks both agree.
 """
 
 from __future__ import annotations
 
+from eidolons.ecl.jsontext import NotWhole as _Retry  # the scanner could not read it all
+from eidolons.ecl.jsontext import scan_whole
 from eidolons.ecl.limits import Limits
 from eidolons.errors import EnvelopeError
 
@@ -60,8 +62,6 @@ try:
 except ImportError:  # pragma: no cover - an interpreter without the C accelerator
     _scan = None
 
-_WHITESPACE = " \t\n\r"  # json.decoder.WHITESPACE's characters
-
 
 def _fast_loads(text: str) -> Any:
     """``json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)``
@@ -70,20 +70,7 @@ def _fast_loads(text: str) -> Any:
     :func:`json.loads` would."""
     if _scan is None:
         raise _Retry
-    start = len(text) - len(text.lstrip(_WHITESPACE))
-    try:
-        value, end = _scan(text, start)
-    except (_DuplicateKey, RecursionError):
-        raise
-    except Exception:  # StopIteration, JSONDecodeError, a constant: json says which
-        raise _Retry from None
-    if text[end:].strip(_WHITESPACE):
-        raise _Retry
-    return value
-
-
-class _Retry(Exception):
-    pass
+    return scan_whole(_scan, text, keep=(_DuplicateKey, RecursionError))
 
 
 def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
