@@ -261,3 +261,25 @@ def test_keys_an_unusable_trust_store_is_a_finding(
     trust.unlink()  # a pinned store deleted: a downgrade, not "unsigned"
     (f,) = [f for f in findings(doctor("--json")) if f["check"] == "keys"]
     assert "it is gone" in f["message"], f
+
+
+def test_d8_a_state_directory_that_cannot_be_listed_is_a_finding(
+    doctor: Any, initialised: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``.eidolons/`` that cannot be listed (EACCES for a non-root user, EIO) is never "no
+    members installed": the members under it would go unchecked and doctor would pass."""
+    import os
+
+    state = str(initialised / ".eidolons")
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == state:
+            raise PermissionError(13, "Permission denied", state)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    r = doctor("--json")
+    assert r.code == 1, r.out
+    (f,) = d8(r)
+    assert f["subject"] == ".eidolons" and "cannot be listed" in f["message"], f

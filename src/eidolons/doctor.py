@@ -163,21 +163,26 @@ def lock_members(root: Path) -> tuple[list[str], str | None]:
     return names, f"{', '.join(unnamed)} has no name" if unnamed else None
 
 
-def installed_members(root: Path, listed: list[str]) -> list[str]:
-    """The lock's members (``listed``) and every member tree under ``.eidolons/``."""
+def installed_members(root: Path, listed: list[str]) -> tuple[list[str], str | None]:
+    """The lock's members (``listed``) and every member tree under ``.eidolons/``, and why
+    ``.eidolons/`` cannot be listed (None when it can, or when there is none): a state
+    directory that cannot be listed is never "no members", whose trees would go unchecked."""
     names = set(listed)
     state = root / ".eidolons"
+    problem = None
     try:
         entries = sorted(os.scandir(state), key=lambda e: e.name)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):  # no state directory: none installed
         entries = []
+    except OSError as exc:
+        entries, problem = [], f"cannot be listed: {exc.strerror or exc}"
     for entry in entries:
         if entry.name in STATE_DIRS or entry.name.startswith(".") or not entry.is_dir():
             continue
         member = Path(entry.path)
         if any((member / m).exists() for m in MEMBER_MARKERS) or (member / "skills").is_dir():
             names.add(entry.name)
-    return sorted(names)
+    return sorted(names), problem
 
 
 def check_d8(report: Report) -> None:
@@ -187,7 +192,10 @@ def check_d8(report: Report) -> None:
     listed, problem = lock_members(report.root)
     if problem is not None:
         report.fail("D8", LOCK_FILE, problem)
-    for name in installed_members(report.root, listed):
+    installed, unlisted = installed_members(report.root, listed)
+    if unlisted is not None:
+        report.fail("D8", ".eidolons", unlisted)
+    for name in installed:
         klass = classes.get(name)
         subject = f"D8 {name}"
         if klass is None:
