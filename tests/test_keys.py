@@ -261,3 +261,25 @@ def test_verify_signed_is_the_one_key_validity_rule(tmp_path: Path) -> None:
     assert other_role.key is None and other_role.inactive is None
     before = store.verify_signed(both, ORCHESTRATOR, kind, "2025-12-31T00:00:00Z")
     assert before.key is None and before.inactive is not None  # not yet valid
+
+
+@pytest.mark.parametrize("value", ["", "cfg", "./cfg", ".eidolons/../cfg"])
+def test_a_relative_xdg_config_home_is_ignored(value: str) -> None:
+    # the XDG spec: a relative path is invalid and ignored; followed, it would put this
+    # host's keys, trust pins, trace heads and verdict indexes under the current
+    # directory, usually the project an agent writes
+    from eidolons.hooks.events import user_key_dir
+    from eidolons.keys.files import config_dir
+
+    home = os.path.join(os.path.expanduser("~"), ".config", "eidolons")
+    assert config_dir({"XDG_CONFIG_HOME": value}) == home
+    assert config_dir({"XDG_CONFIG_HOME": "/abs/cfg"}) == "/abs/cfg/eidolons"
+    saved = {k: os.environ.pop(k, None) for k in ("XDG_CONFIG_HOME", "EIDOLONS_KEY_DIR")}
+    try:
+        os.environ["XDG_CONFIG_HOME"] = value
+        assert user_key_dir() == home  # the hook's protected key directory: the same rule
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v

@@ -510,8 +510,9 @@ def user_key_dir() -> str:
     explicit = os.environ.get("EIDOLONS_KEY_DIR")
     if explicit:
         return explicit
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "eidolons")
+    from eidolons.keys.files import config_dir  # the one rule (os and stat only)
+
+    return config_dir()
 
 
 def key_dirs(root: str) -> tuple[str, str]:

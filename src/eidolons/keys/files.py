@@ -36,11 +36,15 @@ class KeyFileError(EidolonsError):
 
 def config_dir(env: dict[str, str] | None = None) -> str:
     """This host's own directory of the tool: ``${XDG_CONFIG_HOME:-~/.config}/eidolons``
-    (the keys, the trust-store pins, the trace heads and indexes live there)."""
+    (the keys, the trust-store pins, the trace heads and indexes live there); a relative
+    ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says."""
     from eidolons import pathstr
 
     environ = os.environ if env is None else env
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    base = environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec ignores it (a
+        # relative one would put the host's keys, heads and indexes in the project)
+        base = os.path.join(os.path.expanduser("~"), ".config")
     return pathstr.join(base, "eidolons")
 
 
