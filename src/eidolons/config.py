@@ -18,6 +18,11 @@ import os
 from eidolons import pathstr
 from eidolons.ecl.limits import Limits
 from eidolons.errors import UsageError
+
+# where hand-off payloads live by default, always protected (ADR 0021); the configuration
+# file (TOML, only ever read to *add* protection); EIDOLONS_HANDOFF_DIRS: defined once, in
+# the module whose exact "no" (the early SKIP's rules_out) reads them too
+from eidolons.knownhandoff import CONFIG_FILE, HANDOFF_DIR, HANDOFF_DIRS_ENV
 from eidolons.state import TRACE_DIR, trace_scan_bound
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -139,7 +144,6 @@ def verify_mode(
 # --------------------------------------------------------------------------- hand-offs
 
 
-#: Where hand-off payloads live by default; always protected (ADR 0021).
 def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
     """The projects other than ``root`` that hold ``path``: every ancestor of its
     resolved directory with a ``.eidolons/`` directory, but the (resolved) root. A
@@ -150,12 +154,6 @@ def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
     from eidolons.knownhandoff import foreign_projects as holding
 
     return holding(os.fspath(path), os.fspath(root))
-
-
-HANDOFF_DIR = os.path.join(".eidolons", "handoffs")
-#: The project's configuration file (TOML); only ever read to *add* protection.
-CONFIG_FILE = os.path.join(".eidolons", "config.toml")
-HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
 
 
 def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:

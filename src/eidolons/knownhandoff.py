@@ -43,8 +43,10 @@ HANDOFF_DIR = os.path.join(STATE_DIR, "handoffs")
 CONFIG_FILE = os.path.join(STATE_DIR, "config.toml")
 STORE_FILE = os.path.join(STATE_DIR, "trace-store.json")
 TRACE_DIR = os.path.join(STATE_DIR, ".trace")
+#: extra hand-off directories (``os.pathsep``-separated; :func:`eidolons.config.handoff_dirs`)
+HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
 #: the environment that changes what :func:`eidolons.config.find_handoff` reads
-ENV_DOUBTS = ("EIDOLONS_HANDOFF_DIRS", "EIDOLONS_TRACE_DSN", "EIDOLONS_MAX_TRACE_SCAN_BYTES")
+ENV_DOUBTS = (HANDOFF_DIRS_ENV, "EIDOLONS_TRACE_DSN", "EIDOLONS_MAX_TRACE_SCAN_BYTES")
 
 _S_IFMT = 0o170000
 _S_IFDIR = 0o040000
