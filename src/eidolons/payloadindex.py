@@ -8,10 +8,13 @@ between the two leaves an extra entry, never a missing one). When the index is f
 created it is filled from the traces already on disk; the header is written only after
 that succeeded, so an index without its header is "cannot tell".
 
-The hook uses it in the refusing direction only (ADR 0049): a path in the index goes to
-the full receiver gate, which decides. An index that is missing while traces exist, or
-cannot be read, or is past :data:`MAX_INDEX_BYTES`, cannot tell: the caller falls back to
-the full rule (:func:`eidolons.config.find_handoff`). This module imports only ``os``
+The hook (ADR 0049) and the early SKIP of ``verify-incoming`` (ADR 0084) use it both
+ways: a path in the index goes to the full receiver gate, which decides; a path missing
+from an index with its header is taken as named by no trace, and is not a hand-off (so a
+writer of ``.eidolons/`` who truncates the index hides entries, as ADR 0049 says). An
+index that is missing while traces exist, or cannot be read, or is past
+:data:`MAX_INDEX_BYTES`, cannot tell: the caller falls back to the full rule
+(:func:`eidolons.config.find_handoff`). This module imports only ``os``
 and ``_json`` (the hook's fast path reads it).
 """
 
