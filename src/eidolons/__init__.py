@@ -26,8 +26,8 @@ Configuration
     :class:`Limits`, :func:`find_root`.
 """
 
-from __future__ import annotations
-
+# No ``from __future__`` import here: ``python -m eidolons`` imports this package before
+# ``__main__``'s last resort can catch anything (a shadowed ``__future__``: ADR 0125).
 import importlib
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)

@@ -191,15 +191,19 @@ def parse(args_list: Sequence[str], parser: argparse.ArgumentParser | None = Non
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list):
-        from eidolons.hooks.fast import main as hook_main
-
+    hook = args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list)
+    try:  # loading the command is under the error rule too: a module that cannot be
+        if hook:  # imported is an internal error, never a traceback (ADR 0125)
+            from eidolons.hooks.fast import main as hook_main
+        else:
+            fast = fast_args(args_list)
+            args = parse(args_list) if fast is None else fast
+    except BaseException as exc:  # a stray SystemExit from an import included: never 0
+        return hook_denied(exc) if hook else internal_error(exc)
+    if hook:
         return hook_main(args_list[1:])
-    args = fast_args(args_list)
-    if args is None:
-        args = parse(args_list)
-        if isinstance(args, int):
-            return args
+    if isinstance(args, int):
+        return args
     return dispatch(args._run, args)
 
 
@@ -216,8 +220,33 @@ def dispatch(run: Any, args: Any) -> int:
         print(f"eidolons: {exc.diagnostics()}", file=sys.stderr)
         return exc.exit_code or EXIT_INTERNAL
     except Exception as exc:  # fail closed: a bug is a refusal, never a pass
-        print(f"eidolons: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return EXIT_INTERNAL
+        return internal_error(exc)
+
+
+def internal_error(exc: BaseException) -> int:
+    """The one internal-error rule: ``eidolons: internal error: <class>: <message>`` on
+    stderr (best-effort) and exit 70. ``bin/eidolons`` and ``__main__`` say the same line
+    when this module itself cannot be imported (``tests/test_broken_imports.py``)."""
+    if isinstance(exc, KeyboardInterrupt):
+        _say("eidolons: interrupted")
+        return 130
+    _say(f"eidolons: internal error: {exc.__class__.__name__}: {exc}")
+    return EXIT_INTERNAL
+
+
+def hook_denied(exc: BaseException) -> int:
+    """The hook's answer when its own module cannot be loaded: the deny every host's
+    dialect blocks on (exit 2, the reason on stderr; ``eidolons.hooks.fast.answer``),
+    never an exit 1, which Claude Code takes as a non-blocking error and runs the tool."""
+    _say(f"eidolons hook: denied (internal error: {exc.__class__.__name__}: {exc})")
+    return EXIT_USAGE
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):  # stderr closed or gone: the code stands
+        pass
 
 
 def entry() -> None:  # pragma: no cover - console script shim

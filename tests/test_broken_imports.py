@@ -1,0 +1,166 @@
+"""A module the CLI cannot import (a broken install, a missing dependency, a module
+shadowed on ``PYTHONPATH``) is an internal error: one line, exit 70, never a traceback
+and never a pass; for ``eidolons hook`` it is the hook's deny (exit 2), never the exit 1
+Claude Code takes as "run the tool" (ADR 0125)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eidolons.cli import main
+from tests.conftest import REPO, clean_env
+
+LAUNCHER = REPO / "bin" / "eidolons"
+
+BROKEN = {
+    "ImportError": "raise ImportError('shadowed and broken')\n",
+    "SyntaxError": "def (\n",
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("broken")
+    (root / ".eidolons").mkdir()
+    (root / "notes.md").write_text("not a hand-off\n")
+    return root
+
+
+def _spawn(
+    entry: list[str], args: list[str], cwd: Path, shadow: Path
+) -> subprocess.CompletedProcess[str]:
+    env = clean_env(PYTHONPATH=str(shadow))
+    return subprocess.run(
+        [sys.executable, *entry, *args],
+        cwd=cwd,
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_a_module_shadowed_on_the_path_is_one_line_and_exit_70(
+    kind: str, project: Path, tmp_path: Path
+) -> None:
+    # __future__ is the first module every eidolons module imports: shadowed, the CLI
+    # cannot load at all (before: a traceback and exit 1 from either entry)
+    (tmp_path / "__future__.py").write_text(BROKEN[kind])
+    for entry in ([str(LAUNCHER)], ["-m", "eidolons"]):
+        for args in (
+            ["verify-incoming", "notes.md", "--as", "vigil"],  # the early SKIP's input
+            ["verify-envelope", "notes.envelope.json", "--json"],
+        ):
+            proc = _spawn(entry, args, project, tmp_path)
+            assert proc.returncode == 70, (entry, args, proc.stderr)
+            assert "Traceback" not in proc.stderr, proc.stderr
+            lines = proc.stderr.splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"eidolons: internal error: {kind}:"), (
+                proc.stderr
+            )
+            assert proc.stdout == ""
+
+
+def test_the_hook_with_a_module_it_cannot_import_denies(project: Path, tmp_path: Path) -> None:
+    (tmp_path / "__future__.py").write_text(BROKEN["ImportError"])
+    for entry in ([str(LAUNCHER)], ["-m", "eidolons"]):
+        proc = _spawn(entry, ["hook", "claude-code", "--root", str(project)], project, tmp_path)
+        assert proc.returncode == 2, proc.stderr  # exit 1 would let Claude Code run the tool
+        assert proc.stderr.startswith("eidolons hook: denied (internal error: ImportError:")
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_the_launchers_say_what_the_cli_says(tmp_path: Path) -> None:
+    """The last resort in ``bin/eidolons`` and ``__main__`` (which cannot import the
+    rule when the package is what is broken) says the line :func:`internal_error` says."""
+    from eidolons.cli import internal_error
+
+    (tmp_path / "__future__.py").write_text(BROKEN["ImportError"])
+    proc = _spawn([str(LAUNCHER)], ["verify-envelope", "x"], tmp_path, tmp_path)
+    from tests.conftest import _Capture
+
+    err = _Capture()
+    saved, sys.stderr = sys.stderr, err
+    try:
+        code = internal_error(ImportError("shadowed and broken"))
+    finally:
+        sys.stderr = saved
+    assert (code, err.value()) == (proc.returncode, proc.stderr)
+
+
+def _failing_import(monkeypatch: pytest.MonkeyPatch, name: str, exc: BaseException) -> None:
+    real = importlib.import_module
+
+    def fake(module: str, package: str | None = None) -> Any:
+        if module == name:
+            raise exc
+        return real(module, package)
+
+    monkeypatch.setattr(importlib, "import_module", fake)
+
+
+@pytest.mark.parametrize(
+    "exc", [SyntaxError("invalid syntax"), ImportError("no markdown_it"), RuntimeError("x")]
+)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["verify-incoming", "notes.md", "--as", "vigil"],  # the fast argv reader's command
+        ["verify-envelope", "notes.envelope.json", "--json"],
+        ["verify-envelope", "--help"],  # the one parser's path
+        ["check", "notes.md"],
+    ],
+)
+def test_a_command_module_that_cannot_load_is_an_internal_error(
+    argv: list[str],
+    exc: BaseException,
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from eidolons.cli import COMMANDS
+
+    _failing_import(monkeypatch, f"eidolons.commands.{COMMANDS[argv[0]]}", exc)
+    monkeypatch.chdir(project)
+    assert main(argv) == 70
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"eidolons: internal error: {type(exc).__name__}: {exc}\n"
+
+
+def test_the_fast_argv_reader_that_cannot_load_is_an_internal_error(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "eidolons._cliopts", types.ModuleType("eidolons._cliopts"))
+    monkeypatch.chdir(project)
+    assert main(["verify-incoming", "notes.md", "--as", "vigil"]) == 70
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("eidolons: internal error: ImportError: cannot import")
+    assert err.count("\n") == 1
+
+
+def test_a_stray_exit_while_loading_is_not_a_pass(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _failing_import(monkeypatch, "eidolons.commands.verify_incoming", SystemExit(0))
+    monkeypatch.chdir(project)
+    assert main(["verify-incoming", "notes.md", "--as", "vigil"]) == 70
+    assert capsys.readouterr().err == "eidolons: internal error: SystemExit: 0\n"
+
+
+def test_the_hook_module_that_cannot_load_denies(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "eidolons.hooks.fast", None)
+    assert main(["hook", "claude-code", "--root", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eidolons hook: denied (internal error: ModuleNotFoundError:")
+    assert err.count("\n") == 1
