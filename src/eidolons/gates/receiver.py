@@ -660,7 +660,9 @@ def verify_incoming(
     else the project's configured store). ``on_envelope`` runs before the verdict (memory
     recall); ``on_pass`` only after the pass is on record, with the exact bytes verified
     (memory ingest): a refused, skipped or unrecorded hand-off never reaches it. The gate
-    never imports memory; the command wires the callbacks (ADR 0011).
+    never imports memory; the command wires the callbacks (ADR 0011). An ``on_pass`` that
+    raises leaves the record as it is and raises :class:`~eidolons.errors.OnPassError`,
+    which carries this result (ADR 0126).
     ``require_envelope``: an artefact without an envelope is refused (UNVERIFIED), not
     skipped (the hook: a file in the hand-off directory whose envelope was deleted).
     ``handback``: a refusal also writes the hand-back for the orchestrator
@@ -700,7 +702,17 @@ def verify_incoming(
     if result.status == "skipped" or not write_trace:
         return result
     if on_pass is not None and result and result.envelope is not None:
-        result.extra.update(on_pass(result.envelope, result.payload))
+        try:
+            result.extra.update(on_pass(result.envelope, result.payload))
+        except Exception as exc:  # the pass is on record: it stands, and the caller is told
+            from eidolons.errors import OnPassError
+
+            why = f"{exc.__class__.__name__}: {exc}"
+            result.extra["on_pass_error"] = why
+            raise OnPassError(
+                f"the pass is on record ({result.trace_path}); on_pass failed: {why}",
+                result=result,
+            ) from exc
     return result
 
 
