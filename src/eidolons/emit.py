@@ -10,8 +10,10 @@ Rules:
   the SHA-256 or, with a key, the HMAC-SHA-256. Both come from one read of the payload.
 - ``artifact.path`` is relative to the envelope's directory when the payload lies under
   it, else relative to the project root; a payload outside both is refused.
-- One ``emit`` event is appended to the thread's trace before the envelope appears; if the
-  trace cannot be written nothing is written at all.
+- The envelope is put in place, then one ``emit`` event is appended to the thread's
+  trace: no event names an envelope that never appeared (a link that fails records
+  nothing); if the trace cannot be written the envelope is taken back (a replaced one
+  restored), so nothing is written at all (ADR 0127).
 - :func:`build_envelope` (:mod:`eidolons.ecl.builder`) is pure; :func:`emit` does the I/O.
 """
 
@@ -345,30 +347,71 @@ def emit(
 
             sidecar = signature_path(envelope_path)
             atomic_write(sidecar, sign_bytes(data, signer), readable_mode())
-        if write_trace:
-            from eidolons.tracestore import open_store
+        # the envelope is put in place first, then recorded: no emit event ever names
+        # an envelope that never appeared; a trace that fails takes it back (ADR 0127)
+        previous = _place(tmp, envelope_path, force)
+        try:
+            if write_trace:
+                from eidolons.tracestore import open_store
 
-            target = store if store is not None else open_store(root, env, file=trace_file)
-            try:
-                trace_path = target.append(
-                    envelope["thread_id"], emit_event(envelope, digest, payload_key(payload, root))
-                ).location
-            finally:
-                if store is None:
-                    target.close()
-        if force:
-            os.replace(tmp, envelope_path)
-        else:
-            try:
-                os.link(tmp, envelope_path)  # atomic, and fails if the target appeared
-            except FileExistsError:
-                raise UsageError(f"{envelope_path} exists; use --force to replace it") from None
+                target = store if store is not None else open_store(root, env, file=trace_file)
+                try:
+                    event = emit_event(envelope, digest, payload_key(payload, root))
+                    trace_path = target.append(envelope["thread_id"], event).location
+                finally:
+                    if store is None:
+                        target.close()
+        except BaseException:
+            _take_back(tmp, envelope_path, previous)
+            raise
+        if previous is not None:
+            previous.unlink(missing_ok=True)
     except OSError as exc:
         raise InputError(f"cannot write {envelope_path}: {exc.strerror or exc}") from None
     finally:
         if tmp.exists():
             tmp.unlink()
     return EmitResult(envelope_path, envelope, trace_path, refusals)
+
+
+def _place(tmp: Path, envelope_path: Path, force: bool) -> Path | None:
+    """Put the written envelope ``tmp`` at ``envelope_path``, atomically: a link that fails
+    if the target exists, or with ``force`` a replace, after keeping the replaced envelope
+    under a second name (returned, for :func:`_take_back`)."""
+    if not force:
+        try:
+            os.link(tmp, envelope_path)  # atomic, and fails if the target appeared
+        except FileExistsError:
+            raise UsageError(f"{envelope_path} exists; use --force to replace it") from None
+        return None
+    kept = tmp.with_name(tmp.name + ".replaced")
+    try:
+        os.link(envelope_path, kept, follow_symlinks=False)
+    except FileNotFoundError:  # nothing to replace
+        os.replace(tmp, envelope_path)
+        return None
+    try:
+        os.replace(tmp, envelope_path)
+    except BaseException:
+        kept.unlink(missing_ok=True)
+        raise
+    return kept
+
+
+def _take_back(tmp: Path, envelope_path: Path, previous: Path | None) -> None:
+    """Undo :func:`_place` after the trace failed: the replaced envelope back in place, or
+    the placed one removed while it is still ours (the same file as ``tmp``, or after a
+    replace the only link we made). Best-effort: the error being raised is the one said."""
+    try:
+        if previous is not None:
+            os.replace(previous, envelope_path)
+            return
+        placed = os.lstat(envelope_path)
+        ours = os.stat(tmp) if tmp.exists() else None
+        if ours is not None and (placed.st_dev, placed.st_ino) == (ours.st_dev, ours.st_ino):
+            os.unlink(envelope_path)
+    except OSError:
+        pass
 
 
 def emit_event(
