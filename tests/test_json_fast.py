@@ -24,9 +24,12 @@ def reference_loads(data: bytes) -> Any:
             text,
             object_pairs_hook=strict_json._no_duplicates,
             parse_constant=strict_json._no_constants,
+            parse_float=jsontext.finite_float,  # the number rule (ADR 0128)
         )
     except strict_json._DuplicateKey as exc:
         raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None
+    except jsontext.OutOfRange as exc:
+        raise EnvelopeError(f"not valid JSON: number {exc} is out of range") from None
     except RecursionError:
         raise EnvelopeError("JSON nesting too deep") from None
     except json.JSONDecodeError as exc:

@@ -48,6 +48,26 @@ else:
     _scan = _make_scanner(_Defaults)  # type: ignore[arg-type]
 
 _WHITESPACE = " \t\n\r"
+_INFINITY = float("inf")
+
+
+class OutOfRange(ValueError):
+    """A JSON number a double cannot hold (:func:`finite_float`)."""
+
+
+def finite_float(text: str) -> float:
+    """The one number rule of the strict readers (:mod:`eidolons.ecl.strict_json`, the
+    hook's event reader), given as ``parse_float`` to the C scanner and to
+    :func:`json.loads` alike (ADR 0128): a JSON number with a fraction or an exponent as
+    ``float`` reads it, unless it overflows a double (``1e999``, ``-1e999``, 400 digits),
+    which ``float`` reads as an infinity, the very value ``Infinity`` is refused for:
+    :class:`OutOfRange`. An underflow (``1e-999``) is 0.0, as ``float`` reads it: the
+    text names a finite number. (:func:`loads`, ``json.loads`` for the tool's own lines,
+    keeps ``float``.)"""
+    value = float(text)
+    if value == _INFINITY or value == -_INFINITY:
+        raise OutOfRange(text)
+    return value
 
 
 class NotWhole(Exception):

@@ -5,7 +5,10 @@ Pure. Rules (each failure raises :class:`~eidolons.errors.EnvelopeError`):
 1. At most ``Limits.max_envelope_bytes`` bytes; valid UTF-8 (a BOM is refused).
 2. No duplicate keys at any depth (a duplicate ``integrity.value`` would let an attacker
    show one digest to one reader and another to the next), no ``NaN`` / ``Infinity``, no
-   lone surrogates, nesting at most ``Limits.max_json_depth``.
+   number that overflows a double (``1e999``, ``-1e999``: ``float`` would read it as an
+   infinity, the very value ``Infinity`` is refused for;
+   :func:`eidolons.ecl.jsontext.finite_float`, the one number rule, ADR 0128), no lone
+   surrogates, nesting at most ``Limits.max_json_depth``.
 
 The parse is the standard library's own C scanner (``_json.make_scanner``, what
 :func:`json.loads` runs), driven here so that :mod:`json` (which imports ``re``) is not
@@ -17,6 +20,8 @@ the same hooks, whose error is the one reported (ADR 0082). Without ``_json``,
 from __future__ import annotations
 
 from eidolons.ecl.jsontext import NotWhole as _Retry  # the scanner could not read it all
+from eidolons.ecl.jsontext import OutOfRange as _OutOfRange
+from eidolons.ecl.jsontext import finite_float as _finite_float
 from eidolons.ecl.jsontext import scan_whole
 from eidolons.ecl.limits import Limits
 from eidolons.errors import EnvelopeError
@@ -50,7 +55,7 @@ class _Options:
     strict = True
     object_hook = None
     object_pairs_hook = staticmethod(_no_duplicates)
-    parse_float = float
+    parse_float = staticmethod(_finite_float)
     parse_int = int
     parse_constant = staticmethod(_no_constants)
 
@@ -64,13 +69,13 @@ except ImportError:  # pragma: no cover - an interpreter without the C accelerat
 
 
 def _fast_loads(text: str) -> Any:
-    """``json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)``
-    for valid text, by the same C scanner; raises ``_Retry`` for anything else (which
-    :func:`json.loads` then reports), :class:`_DuplicateKey` and ``RecursionError`` as
-    :func:`json.loads` would."""
+    """``json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants,
+    parse_float=_finite_float)`` for valid text, by the same C scanner; raises ``_Retry``
+    for anything else (which :func:`json.loads` then reports), :class:`_DuplicateKey`,
+    :class:`_OutOfRange` and ``RecursionError`` as :func:`json.loads` would."""
     if _scan is None:
         raise _Retry
-    return scan_whole(_scan, text, keep=(_DuplicateKey, RecursionError))
+    return scan_whole(_scan, text, keep=(_DuplicateKey, _OutOfRange, RecursionError))
 
 
 def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
@@ -94,9 +99,17 @@ def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
         except _Retry:
             import json
 
-            value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+            value = json.loads(
+                text,
+                object_pairs_hook=_no_duplicates,
+                parse_constant=_no_constants,
+                parse_float=_finite_float,
+            )
     except _DuplicateKey as exc:
         raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None
+    except _OutOfRange as exc:
+        number = str(exc) if len(str(exc)) <= 40 else str(exc)[:40] + "..."
+        raise EnvelopeError(f"not valid JSON: number {number} is out of range") from None
     except RecursionError:
         raise EnvelopeError("JSON nesting too deep") from None
     except ValueError as exc:  # only json.loads raises it (the fast path retries there)

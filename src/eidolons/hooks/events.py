@@ -60,8 +60,15 @@ class _Strict:
 
     strict = True
     object_hook = None
-    parse_float = float
     parse_int = int
+
+    @staticmethod
+    def parse_float(text: str) -> float:
+        # the strict readers' one number rule (1e999 is not a number a double holds);
+        # imported only when the event holds a float
+        from eidolons.ecl.jsontext import finite_float
+
+        return finite_float(text)
 
     @staticmethod
     def object_pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
