@@ -492,7 +492,7 @@ def test_the_index_never_lives_in_the_project(store: JsonlStore, thread: str) ->
     three_verdicts(store, thread)
     path = index_file(store, thread)
     assert path.is_file()
-    assert store.root.resolve() not in path.resolve().parents
+    assert Path(store.root).resolve() not in path.resolve().parents
     assert path.parent.parent == Path(os.environ["XDG_CONFIG_HOME"]) / "eidolons"
 
 
@@ -569,7 +569,7 @@ def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str
     trace lines, the heads, the verdict index's header; the payload index only once."""
     from eidolons.payloadindex import HEADER, entry, read_index
 
-    index = store.root / ".eidolons" / "payloads.idx"
+    index = Path(store.root) / ".eidolons" / "payloads.idx"
     store.append(thread, verdict("emit", gate="sender", payload_path="out/a.md"))
     store.append(thread, verdict("verify_pass", payload_path="out/a.md"))
     assert index.read_bytes() == HEADER + entry("out/a.md")
@@ -613,7 +613,7 @@ def test_a_reader_during_appends_never_sees_an_older_verdict(
     ready = ctx.Event()
     proc = ctx.Process(target=_writer, args=(str(store.root), thread, count, ready))
     proc.start()
-    seen = []
+    seen: list[int] = []
     ready.set()
     while proc.is_alive() or not seen:
         record = store.latest_verdict(thread, MID)
