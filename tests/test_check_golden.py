@@ -33,9 +33,41 @@ def golden_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def golden_runs(golden_root: Path) -> dict[str, dict[str, Any]]:
-    return dict(corpus.run_all(golden_root))
+@pytest.fixture(scope="module", params=[1, 2], ids=["jobs-1", "jobs-2"])
+def golden_runs(request: pytest.FixtureRequest, golden_root: Path) -> dict[str, dict[str, Any]]:
+    """Every run twice: in this process only (``--jobs 1``) and with two forked workers
+    (``--jobs 2``: every run of 128 envelopes or more; the corpus has 547, the fixtures'
+    runs stay in one process). The workers check *and render* their batches (ADR 0115):
+    the same bytes are asked of them. The default (``auto`` from
+    :data:`eidolons.checker.AUTO_MIN` envelopes on) is one of these two."""
+    from eidolons import checker
+
+    forked: list[int] = []
+    real_pool = checker._fork_pool
+
+    def counting_pool(workers: int, job: Any) -> Any:
+        forked.append(workers)
+        return real_pool(workers, job)
+
+    checker._fork_pool = counting_pool  # type: ignore[assignment]
+    try:
+        runs = dict(corpus.run_all(golden_root, jobs=request.param))
+    finally:
+        checker._fork_pool = real_pool  # type: ignore[assignment]
+    return {**runs, _FORKED: {"jobs": request.param, "pools": forked}}
+
+
+_FORKED = "<pools started>"  # not a run: how many runs used worker processes
+
+
+def test_the_worker_runs_did_use_workers(golden_runs: dict[str, dict[str, Any]]) -> None:
+    """The ``jobs-2`` runs are not one process under another name: the ten runs on the
+    whole corpus started two workers each; ``--jobs 1`` started none."""
+    forked = golden_runs[_FORKED]
+    if forked["jobs"] == 1:
+        assert forked["pools"] == []
+    else:
+        assert len(forked["pools"]) >= 10 and set(forked["pools"]) == {2}, forked
 
 
 def _diff(expected: bytes, actual: bytes) -> str:

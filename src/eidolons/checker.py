@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eidolons.ecl.conformance import (
     GateResult,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from eidolons.ecl.contract import ContractSet
 
-__all__ = ["check_envelope", "check_many", "read_payload_facts"]
+__all__ = ["check_batches", "check_envelope", "check_many", "read_payload_facts", "workers_for"]
 
 
 def read_payload_facts(
@@ -128,17 +128,46 @@ def check_envelope(
 
 #: below this many envelopes per worker, starting the workers costs more than it saves
 MIN_PER_JOB = 64
-CHUNK = 32  # envelopes handed to a worker at a time
+#: ``jobs=None`` (the CLI's default): one worker per usable CPU, and only from this many
+#: envelopes on (below it, forking and collecting cost about what they would save)
+AUTO_MIN = 512
+CHUNK_MIN, CHUNK_MAX = 16, 256  # envelopes handed to a worker at a time
+T = TypeVar("T")
+
+
+def auto_jobs() -> int:
+    """The CPUs this process may run on (``os.sched_getaffinity``), at least 1."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0))) if affinity is not None else max(1, os.cpu_count() or 1)
+
+
+def workers_for(count: int, jobs: int | None) -> int:
+    """How many worker processes check ``count`` envelopes: ``jobs`` (``None``: every usable
+    CPU, and none below :data:`AUTO_MIN` envelopes), never fewer than
+    :data:`MIN_PER_JOB` envelopes each; 1 means this process only."""
+    if jobs is None:
+        if count < AUTO_MIN:
+            return 1
+        jobs = auto_jobs()
+    return max(1, min(jobs, count // MIN_PER_JOB))
 
 
 class _Job:
-    """What every envelope of one ``check_many`` run is checked with (inherited by forked
-    workers, never pickled: the contracts a worker uses are the ones the parent loaded)."""
+    """What every envelope of one run is checked with (inherited by forked workers,
+    never pickled: the contracts a worker uses are the ones the parent loaded, and a
+    worker is told only which range of ``paths`` to check)."""
 
-    __slots__ = ("contracts", "key", "limits", "root", "root_real", "strict")
+    __slots__ = ("contracts", "key", "limits", "paths", "render", "root", "root_real", "strict")
 
     def __init__(
-        self, contracts: ContractSet, root: Path, key: bytes | None, strict: bool, limits: Limits
+        self,
+        contracts: ContractSet,
+        root: Path,
+        key: bytes | None,
+        strict: bool,
+        limits: Limits,
+        paths: Sequence[str] = (),
+        render: Callable[[list[list[GateResult]]], Any] = list,
     ) -> None:
         self.contracts = contracts
         self.root = root
@@ -146,6 +175,8 @@ class _Job:
         self.key = key
         self.strict = strict
         self.limits = limits
+        self.paths = paths
+        self.render = render
 
     def check(self, path: str) -> list[GateResult]:
         return check_envelope(
@@ -158,12 +189,15 @@ class _Job:
             root_real=self.root_real,
         )
 
+    def check_range(self, start: int, stop: int) -> Any:
+        return self.render([self.check(path) for path in self.paths[start:stop]])
+
 
 _WORKER_JOB: list[_Job] = []  # set in the parent just before the fork
 
 
-def _check_in_worker(path: str) -> list[GateResult]:
-    return _WORKER_JOB[0].check(path)
+def _check_range_in_worker(start: int, stop: int) -> Any:
+    return _WORKER_JOB[0].check_range(start, stop)
 
 
 def check_many(
@@ -174,24 +208,61 @@ def check_many(
     key: bytes | None,
     strict: bool = False,
     limits: Limits | None = None,
-    jobs: int = 1,
+    jobs: int | None = 1,
 ) -> Generator[list[GateResult], None, None]:
     """:func:`check_envelope` on every path, the results yielded in the order of
-    ``paths`` whatever ``jobs`` is. With ``jobs`` > 1 (and at least
-    :data:`MIN_PER_JOB` envelopes per job) the envelopes are checked by that many
-    forked worker processes, in chunks, and collected in order; where ``fork`` is not
-    available, in this process. The decisions are the same functions either way. A
-    worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
-    (an internal error, exit 70), never a hang and never a missing result."""
-    job = _Job(contracts, root, key, strict, limits or Limits())
-    workers = min(jobs, len(paths) // MIN_PER_JOB)
-    pool = _fork_pool(workers, job) if workers > 1 else None
-    if pool is None:
-        for path in paths:
-            yield job.check(path)
-        return
+    ``paths`` whatever ``jobs`` is (:func:`check_batches` with the results themselves as
+    the rendering)."""
+    batches = check_batches(
+        paths, contracts, root=root, key=key, strict=strict, limits=limits, jobs=jobs, render=list
+    )
     try:
-        yield from pool.map(_check_in_worker, paths, chunksize=CHUNK)
+        for _, batch in batches:
+            yield from batch
+    finally:
+        batches.close()
+
+
+def check_batches(
+    paths: Sequence[str],
+    contracts: ContractSet,
+    *,
+    root: Path,
+    key: bytes | None,
+    render: Callable[[list[list[GateResult]]], T],
+    strict: bool = False,
+    limits: Limits | None = None,
+    jobs: int | None = 1,
+) -> Generator[tuple[int, T], None, None]:
+    """:func:`check_envelope` on every path, in contiguous batches, each batch's results
+    handed to ``render``; yields ``(envelopes done so far, rendered)`` in the order of
+    ``paths`` whatever ``jobs`` is.
+
+    In this process (:func:`workers_for` gives 1, or ``fork`` is unavailable) a batch is
+    one envelope. Otherwise the first envelope is checked here (what it imports and
+    builds, every worker then inherits), the rest by that many worker processes forked
+    after the contracts were loaded, in contiguous ranges; a worker checks *and renders*
+    its range, so what comes back is ``render``'s value (for the CLI: the text to print
+    and the counts), not the results. The decisions are the same functions either way.
+    A worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
+    (an internal error, exit 70) and an exception in a worker is re-raised here: never a
+    hang and never a missing result."""
+    job = _Job(contracts, root, key, strict, limits or Limits(), paths, render)
+    workers = workers_for(len(paths), jobs)
+    done, pool = 0, None
+    if workers > 1:  # then there are at least 2 * MIN_PER_JOB paths
+        yield 1, job.check_range(0, 1)
+        done, pool = 1, _fork_pool(workers, job)
+    if pool is None:
+        for i in range(done, len(paths)):
+            yield i + 1, job.check_range(i, i + 1)
+        return
+    size = max(CHUNK_MIN, min(CHUNK_MAX, -(-(len(paths) - 1) // (workers * 8))))
+    starts = range(1, len(paths), size)
+    stops = [min(start + size, len(paths)) for start in starts]
+    try:
+        # strict: a result missing would be an error, never a shorter run
+        yield from zip(stops, pool.map(_check_range_in_worker, starts, stops), strict=True)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORKER_JOB.clear()

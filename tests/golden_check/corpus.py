@@ -799,10 +799,13 @@ def run_one(argv: list[str], extra_env: dict[str, str], cwd: Path) -> tuple[int,
         os.environ.update(saved_env)
 
 
-def run_all(root: Path, only: list[str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+def run_all(
+    root: Path, only: list[str] | None = None, jobs: int | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every run of :data:`RUNS` on the corpus at ``root``: ``(name, {"argv", "code",
     "stdout", "stderr"})`` with the root replaced by :data:`ROOT_TOKEN` (the outside
-    directory is ``<ROOT>-outside``)."""
+    directory is ``<ROOT>-outside``). ``jobs``: run each with ``--jobs N`` put first (the
+    recorded ``argv`` stays the run's own); None: the command's default."""
     outside = root.parent / (root.name + "-outside")
     root_b = os.fsencode(str(root))
     for name, (argv, extra) in RUNS.items():
@@ -811,7 +814,9 @@ def run_all(root: Path, only: list[str] | None = None) -> Iterator[tuple[str, di
         if name.startswith("fixtures") and not (root / "fixtures").is_dir():
             continue
         real = [a.replace("{R}", str(root)).replace("{O}", str(outside)) for a in argv]
-        code, out, err = run_one(real, extra, root)
+        code, out, err = run_one(
+            real if jobs is None else ["--jobs", str(jobs), *real], extra, root
+        )
         token = ROOT_TOKEN.encode()
         yield (
             name,

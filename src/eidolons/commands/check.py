@@ -9,7 +9,8 @@ twice is checked once.
 Options: ``--contracts DIR`` (repeatable; added on top of the builtin set and
 ``<root>/.eidolons/contracts``), ``--json``, ``--level MUST|SHOULD|ALL``, ``--strict``
 (R-1 required sections at MUST instead of INFO), ``--root DIR`` (payload resolution
-boundary and project contracts), ``--target-version V`` (informational, as upstream).
+boundary and project contracts), ``--target-version V`` (informational, as upstream),
+``--jobs N|auto`` (worker processes; default ``auto`` from 512 envelopes on, ADR 0115).
 
 Exit codes: 0 conformant; 2 a MUST failed; 3 a SHOULD failed (no gate does this today);
 4 something warned; 1 usage error (no PATH, a missing PATH, a file not named
@@ -92,7 +93,7 @@ import sys
 import time
 from collections.abc import Sequence
 from json.encoder import encode_basestring
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 
 from eidolons._text import printable
 
@@ -173,7 +174,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--jobs",
         metavar="N|auto",
         help="check with N worker processes (auto: one per CPU); output and its order are "
-        "the same as with one (default: 1, this process only)",
+        "the same as with one (default: auto from 512 envelopes on, else this process; "
+        "1: this process only)",
     )
     _exit_1_on_usage_errors(p)
 
@@ -211,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eidolons.checker import check_many
+    from eidolons.checker import check_batches
     from eidolons.config import Limits, find_root, hmac_key
     from eidolons.contract import ContractSetUnavailable, load_contracts
     from eidolons.errors import UsageError
@@ -256,16 +258,23 @@ def _run(args: argparse.Namespace) -> int:
         strict=bool(args.strict),
     )
     report.start()
-    checked = check_many(
-        envelopes, contracts, root=root, key=key, strict=args.strict, limits=limits, jobs=jobs
+    batches = check_batches(
+        envelopes,
+        contracts,
+        root=root,
+        key=key,
+        strict=args.strict,
+        limits=limits,
+        jobs=jobs,
+        render=report.render,  # in the workers, if any: what comes back is text and counts
     )
     try:
-        for i, results in enumerate(checked, 1):
+        for done, rendered in batches:
             progress.clear()
-            report.add(results)
-            progress.tick(i)
+            report.add(rendered)
+            progress.tick(done)
     finally:
-        checked.close()  # workers, if any, are stopped now, whatever ended the loop
+        batches.close()  # workers, if any, are stopped now, whatever ended the loop
     progress.done()
     code = report.finish()
     if args.exit_zero:
@@ -278,13 +287,16 @@ def _run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- inputs
 
 
-def _jobs(raw: str | None) -> int:
+def _jobs(raw: str | None) -> int | None:
     """``--jobs N``: a positive integer; ``auto`` is the number of CPUs this process may
-    use. Absent: 1 (this process only)."""
+    use. Absent: None, which is ``auto`` from :data:`eidolons.checker.AUTO_MIN` envelopes
+    on and this process only below (:func:`eidolons.checker.workers_for`; ADR 0115)."""
     if raw is None:
-        return 1
+        return None
     if raw == "auto":
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+        from eidolons.checker import auto_jobs
+
+        return auto_jobs()
     if not (raw.isascii() and raw.isdecimal()) or int(raw) < 1:  # "３" is no count here
         raise _Usage(f"--jobs must be a positive integer or auto, got {raw!r}")
     return int(raw)
@@ -355,6 +367,15 @@ def _reconfigure(stream: TextIO) -> None:
         reconfigure(errors="backslashreplace")
 
 
+class _Rendered(NamedTuple):
+    """A batch of envelopes as the report prints and counts it (a worker's answer)."""
+
+    text: str
+    counts: dict[str, int]
+    must_fail: bool
+    should_fail: bool
+
+
 class _Report:
     def __init__(
         self,
@@ -377,14 +398,34 @@ class _Report:
         self.counts = {"ok": 0, "fail": 0, "warn": 0}
         self.must_fail = self.should_fail = False
 
-    def _tally(self, results: Sequence[GateResult]) -> None:
-        for r in results:
-            self.counts[r.status] = self.counts.get(r.status, 0) + 1
-            if r.status == "fail":
-                if r.level == "MUST":
-                    self.must_fail = True
-                elif r.level == "SHOULD":
-                    self.should_fail = True
+    def render(self, batch: Sequence[Sequence[GateResult]]) -> _Rendered:
+        """The output lines of a batch of envelopes' results and what they count: pure
+        (it reads only the options set by :meth:`start`), so a worker process renders
+        its own batches and the parent only writes them (:meth:`add`)."""
+        counts: dict[str, int] = {}
+        must_fail = should_fail = False
+        for results in batch:
+            for r in results:
+                counts[r.status] = counts.get(r.status, 0) + 1
+                if r.status == "fail":
+                    if r.level == "MUST":
+                        must_fail = True
+                    elif r.level == "SHOULD":
+                        should_fail = True
+        text = self._lines(batch)
+        return _Rendered(text, counts, must_fail, should_fail)
+
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
+        raise NotImplementedError
+
+    def add(self, rendered: _Rendered) -> None:
+        """Count a rendered batch and write its text (batches arrive in input order)."""
+        for status, n in rendered.counts.items():
+            self.counts[status] = self.counts.get(status, 0) + n
+        self.must_fail = self.must_fail or rendered.must_fail
+        self.should_fail = self.should_fail or rendered.should_fail
+        if rendered.text:
+            self.out.write(rendered.text)
 
     @property
     def exit_code(self) -> int:
@@ -395,9 +436,6 @@ class _Report:
         return 4 if self.counts.get("warn") else 0
 
     def start(self) -> None:
-        raise NotImplementedError
-
-    def add(self, results: Sequence[GateResult]) -> None:
         raise NotImplementedError
 
     def finish(self) -> int:
@@ -418,25 +456,24 @@ class _TextReport(_Report):
         self.out.write("\n".join(lines) + "\n")
         self._hide_below = {"ALL": 3, "SHOULD": 1, "MUST": 0}[self.level]
 
-    def add(self, results: Sequence[GateResult]) -> None:
-        self._tally(results)
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
         lines = []
         hide_below = self._hide_below
-        shown: dict[str | None, str] = {}  # the target is the same for one envelope
-        for r in results:
-            if r.status == "ok" and _RANK.get(r.level, 2) > hide_below:
-                continue
-            line = _text_head(r.status, r.id, r.level, r.name)
-            if r.target:
-                where = shown.get(r.target)
-                if where is None:
-                    where = shown[r.target] = f" <{printable(os.path.basename(r.target))}>"
-                line += where
-            if r.reason:
-                line += f" ({printable(r.reason)})"
-            lines.append(line)
-        if lines:
-            self.out.write("\n".join(lines) + "\n")
+        for results in batch:
+            shown: dict[str | None, str] = {}  # the target is the same for one envelope
+            for r in results:
+                if r.status == "ok" and _RANK.get(r.level, 2) > hide_below:
+                    continue
+                line = _text_head(r.status, r.id, r.level, r.name)
+                if r.target:
+                    where = shown.get(r.target)
+                    if where is None:
+                        where = shown[r.target] = f" <{printable(os.path.basename(r.target))}>"
+                    line += where
+                if r.reason:
+                    line += f" ({printable(r.reason)})"
+                lines.append(line)
+        return "\n".join(lines) + "\n" if lines else ""
 
     def finish(self) -> int:
         code = self.exit_code
@@ -453,17 +490,18 @@ class _QuietReport(_Report):
     def start(self) -> None:
         pass
 
-    def add(self, results: Sequence[GateResult]) -> None:
-        self._tally(results)
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
         lines = []
-        for r in results:
-            if r.status == "ok":
-                continue
-            where = os.path.relpath(r.target) if r.target else "-"
-            message = r.name + (f": {r.reason}" if r.reason else "")
-            lines.append(f"{printable(where)}: {r.id} {r.level} {r.status} {printable(message)}")
-        if lines:
-            self.out.write("\n".join(lines) + "\n")
+        for results in batch:
+            for r in results:
+                if r.status == "ok":
+                    continue
+                where = os.path.relpath(r.target) if r.target else "-"
+                message = r.name + (f": {r.reason}" if r.reason else "")
+                lines.append(
+                    f"{printable(where)}: {r.id} {r.level} {r.status} {printable(message)}"
+                )
+        return "\n".join(lines) + "\n" if lines else ""
 
     def finish(self) -> int:
         self.out.flush()
@@ -485,24 +523,30 @@ class _JsonReport(_Report):
         self.out.write(body + ',\n  "results": [')
         self._first = True
 
-    def add(self, results: Sequence[GateResult]) -> None:
-        self._tally(results)
-        if not results:
-            return
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
+        """The batch's result objects joined by ``,\\n    `` (without the separator
+        before the first: :meth:`add` writes it, knowing whether one came before)."""
         lines = []
-        quoted: dict[str | None, str] = {}  # the target is the same for one envelope
-        for r in results:
-            line = _json_head(r.id, r.level, r.status, r.name)
-            if r.target is not None:
-                target = quoted.get(r.target)
-                if target is None:
-                    target = quoted[r.target] = ', "target": ' + _quote(r.target)
-                line += target
-            if r.reason is not None:
-                line += ', "reason": ' + _quote(r.reason)
-            lines.append(line + "}")
-        self.out.write(("\n    " if self._first else ",\n    ") + ",\n    ".join(lines))
-        self._first = False
+        for results in batch:
+            quoted: dict[str | None, str] = {}  # the target is the same for one envelope
+            for r in results:
+                line = _json_head(r.id, r.level, r.status, r.name)
+                if r.target is not None:
+                    target = quoted.get(r.target)
+                    if target is None:
+                        target = quoted[r.target] = ', "target": ' + _quote(r.target)
+                    line += target
+                if r.reason is not None:
+                    line += ', "reason": ' + _quote(r.reason)
+                lines.append(line + "}")
+        return ",\n    ".join(lines)
+
+    def add(self, rendered: _Rendered) -> None:
+        if rendered.text:
+            sep = "\n    " if self._first else ",\n    "
+            rendered = rendered._replace(text=sep + rendered.text)
+            self._first = False
+        super().add(rendered)
 
     def finish(self) -> int:
         code = self.exit_code
@@ -548,13 +592,17 @@ class _Progress:
         self.shares_screen = shares_screen  # stdout is a terminal too: clear before output
         self.step = max(1, total // 200)
         self.drawn = 0
+        self.ticked = 0  # the last ``done`` seen
         self.last = 0.0
 
     def tick(self, done: int) -> None:
         if not self.enabled:
             return
+        # a step boundary crossed (``done`` moves by one envelope, or by a worker's batch)
+        crossed = done // self.step != self.ticked // self.step
+        self.ticked = done
         if not (self.shares_screen and not self.drawn):  # else: redraw what clear() wiped
-            if done % self.step and done != self.total:
+            if not crossed and done != self.total:
                 return
             now = time.monotonic()
             if done != self.total and now - self.last < 0.05:

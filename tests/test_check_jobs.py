@@ -1,0 +1,182 @@
+"""``eidolons check`` uses the cores it has by default (ADR 0115): how many workers a run
+gets, that the default really forks on a large input and stays in one process on a small
+one, that a worker's error ends the run closed, and that the progress bar follows the
+workers' batches. The output itself is the golden record's (``tests/test_check_golden.py``
+runs it with ``--jobs 1`` and ``--jobs 2``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import clean_env
+from tests.golden_check.corpus import SECTIONS_MD, base_envelope
+
+
+def test_how_many_workers_a_run_gets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eidolons import checker
+
+    monkeypatch.setattr(checker, "auto_jobs", lambda: 2)
+    # the default: every usable CPU, from AUTO_MIN envelopes on; below it, this process
+    assert checker.workers_for(checker.AUTO_MIN - 1, None) == 1
+    assert checker.workers_for(checker.AUTO_MIN, None) == 2
+    assert checker.workers_for(10_000, None) == 2
+    # an explicit count is kept, but never below MIN_PER_JOB envelopes a worker
+    assert checker.workers_for(10_000, 1) == 1
+    assert checker.workers_for(10_000, 8) == 8
+    assert checker.workers_for(3 * checker.MIN_PER_JOB, 8) == 3
+    assert checker.workers_for(2 * checker.MIN_PER_JOB - 1, 2) == 1
+    assert checker.workers_for(0, None) == checker.workers_for(0, 4) == 1
+    monkeypatch.setattr(checker, "auto_jobs", lambda: 1)  # one CPU: never a worker
+    assert checker.workers_for(10_000, None) == 1
+
+
+def test_auto_jobs_is_the_affinity_of_this_process() -> None:
+    import os
+
+    from eidolons import checker
+
+    if hasattr(os, "sched_getaffinity"):
+        assert checker.auto_jobs() == len(os.sched_getaffinity(0))
+    assert checker.auto_jobs() >= 1
+
+
+WHICH_PROCESSES = """
+import os, sys
+from eidolons import checker
+from eidolons.cli import main
+
+check = checker._Job.check
+
+def noting(self, path):
+    results = check(self, path)
+    return [r._replace(reason=str(os.getpid())) if r.id == "E-1" else r for r in results]
+
+checker._Job.check = noting
+checker.auto_jobs = lambda: 2  # the same on a 1-CPU and a 64-CPU machine
+rc = main(["check", "--json", *sys.argv[1:]])
+print(os.getpid(), rc, file=sys.stderr)
+"""
+
+
+def _many_envelopes(root: Path, count: int) -> None:
+    payload = SECTIONS_MD.encode()
+    (root / ".eidolons").mkdir(parents=True)
+    (root / "r.md").write_bytes(payload)
+    data = json.dumps(base_envelope(payload, "r.md", 1)).encode()
+    for i in range(count):
+        (root / f"r{i:04d}.envelope.json").write_bytes(data)
+
+
+def _pids(root: Path, *argv: str) -> tuple[int, set[str], int]:
+    """Run the check with each result's E-1 reason replaced by the pid that decided it:
+    (the parent's pid, the pids that decided, the exit code)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", WHICH_PROCESSES, *argv],
+        cwd=root,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    parent, rc = proc.stderr.split()
+    doc = json.loads(proc.stdout)
+    return int(parent), {r["reason"] for r in doc["results"] if r["id"] == "E-1"}, int(rc)
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """AUTO_MIN envelopes (of one valid hand-off) in one directory."""
+    from eidolons.checker import AUTO_MIN
+
+    root = tmp_path_factory.mktemp("many")
+    _many_envelopes(root, AUTO_MIN)
+    return root
+
+
+def test_the_default_uses_two_workers_on_a_large_input(many: Path) -> None:
+    """On AUTO_MIN envelopes the default forks: the first envelope is decided by the parent
+    (what it imports the workers inherit), the rest by the workers (two at most; which
+    one takes how many batches is the scheduler's business)."""
+    parent, pids, rc = _pids(many, ".")
+    assert rc == 0
+    assert str(parent) in pids and 2 <= len(pids) <= 3, (parent, pids)
+    # --jobs 1 opts out: one process decides everything
+    parent, pids, rc = _pids(many, ".", "--jobs", "1")
+    assert pids == {str(parent)} and rc == 0
+
+
+def test_the_default_stays_in_one_process_on_a_small_input(many: Path) -> None:
+    from eidolons.checker import AUTO_MIN
+
+    names = sorted(p.name for p in many.glob("*.envelope.json"))[: AUTO_MIN - 1]
+    parent, pids, rc = _pids(many, *names)
+    assert pids == {str(parent)} and rc == 0
+
+
+RAISE_IN_WORKER = """
+import os, sys
+from eidolons import checker
+from eidolons.cli import main
+
+PARENT = os.getpid()
+check = checker._Job.check
+
+def failing(self, path):
+    if path.endswith("r0300.envelope.json") and os.getpid() != PARENT:
+        raise RuntimeError("a gate broke")
+    return check(self, path)
+
+checker._Job.check = failing
+sys.exit(main(["check", ".", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"], ["-q"]])
+def test_an_error_in_a_worker_ends_the_run_as_an_internal_error(
+    many: Path, mode: list[str]
+) -> None:
+    """Fail closed: an exception in a worker is the run's internal error (exit 70, one
+    line), never a verdict on the envelopes that did get checked."""
+    proc = subprocess.run(
+        [sys.executable, "-c", RAISE_IN_WORKER, "--jobs", "2", *mode],
+        cwd=many,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 70, proc.stderr
+    assert proc.stderr == "eidolons: internal error: RuntimeError: a gate broke\n"
+    assert "Result:" not in proc.stdout and '"exit_code"' not in proc.stdout
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_follows_batches() -> None:
+    """Workers' batches move ``done`` by up to 256 at a time: the bar is still redrawn
+    each time a step boundary is crossed and ends at the total, as when it moved by one."""
+    from eidolons.commands.check import _Progress
+
+    def draws(ticks: list[int], total: int) -> list[str]:
+        stream = _Tty()
+        bar = _Progress(total, stream, shares_screen=False)
+        bar.last = -1.0  # the 50 ms throttle aside
+        for done in ticks:
+            bar.last = -1.0
+            bar.tick(done)
+        return [d.strip() for d in stream.getvalue().split("\r") if d.strip()]
+
+    one_by_one = draws(list(range(1, 10_001)), 10_000)
+    assert len(one_by_one) == 200 and one_by_one[-1].endswith(" 10000/10000")
+    batched = draws([1, *range(257, 10_001, 256), 10_000], 10_000)
+    assert batched[-1].endswith(" 10000/10000")
+    assert len(batched) == 40  # every batch but the parent's first crossed a step of 50
