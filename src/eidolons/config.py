@@ -22,7 +22,7 @@ from eidolons.errors import UsageError
 # where hand-off payloads live by default, always protected (ADR 0021); the configuration
 # file (TOML, only ever read to *add* protection); EIDOLONS_HANDOFF_DIRS: defined once, in
 # the module whose exact "no" (the early SKIP's rules_out) reads them too
-from eidolons.knownhandoff import CONFIG_FILE, HANDOFF_DIR, HANDOFF_DIRS_ENV
+from eidolons.knownhandoff import CONFIG_FILE, HANDOFF_DIR, HANDOFF_DIRS_ENV, TRACE_DSN_ENV
 from eidolons.state import TRACE_DIR, trace_scan_bound
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -275,7 +275,7 @@ def is_handoff_path(path: Path, root: Path, env: Mapping[str, str] | None = None
 #: Environment variables a gate's secrets live in: never handed to COMMAND (ADR 0026).
 SECRET_ENV = (
     "ECL_HMAC_KEY",
-    "EIDOLONS_TRACE_DSN",
+    TRACE_DSN_ENV,
     "EIDOLONS_MEMORY_URL",
     "EIDOLONS_KEY_DIR",
     "EIDOLONS_SENDER_KEY_FILE",

@@ -33,8 +33,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from eidolons.knownhandoff import HANDOFF_DIR, TRACE_DIR
+
 STATE_DIRS = frozenset(
-    {".trace", "handoffs", "keys", "memory", "contracts", "refusals", "skills", "harness"}
+    {
+        *(os.path.basename(d) for d in (TRACE_DIR, HANDOFF_DIR)),
+        *("keys", "memory", "contracts", "refusals", "skills", "harness"),
+    }
 )
 MEMBER_MARKERS = ("EIIS_VERSION", "install.manifest.json", "manifest.json", "PERSONA.md", "SPEC.md")
 

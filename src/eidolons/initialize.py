@@ -30,11 +30,11 @@ from typing import Any
 
 from eidolons.errors import EidolonsError
 from eidolons.hooks.wiring import CONFIG_FILES, Entry, WiringError, merge, plan, unmerge
+from eidolons.knownhandoff import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, STATE_DIR
 
 MANIFEST = os.path.join(".eidolons", "init.json")
-IGNORE = os.path.join(".eidolons", ".ignore")
-IGNORE_LINES = ("handoffs/", "keys/", "memory/")
-DIRS = (".eidolons", os.path.join(".eidolons", "handoffs"))
+IGNORE = IGNORE_FILE
+DIRS = (STATE_DIR, HANDOFF_DIR)
 
 
 class InitError(EidolonsError):

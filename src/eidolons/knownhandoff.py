@@ -37,16 +37,24 @@ __all__ = [
     "rules_out",
 ]
 
+# The project's state paths, each spelled once (ADR 0129): this module is on every path
+# that needs one (the early SKIP, the hook, the gates, the stores), and imports only os.
 ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.payload (importing it costs pathlib)
 STATE_DIR = ".eidolons"
 HANDOFF_DIR = os.path.join(STATE_DIR, "handoffs")
 CONFIG_FILE = os.path.join(STATE_DIR, "config.toml")
 STORE_FILE = os.path.join(STATE_DIR, "trace-store.json")
 TRACE_DIR = os.path.join(STATE_DIR, ".trace")
+#: what ``eidolons init`` writes there: the state no search may walk into (the hook's
+#: searches read it back)
+IGNORE_FILE = os.path.join(STATE_DIR, ".ignore")
+IGNORE_LINES = ("handoffs/", "keys/", "memory/")
 #: extra hand-off directories (``os.pathsep``-separated; :func:`eidolons.config.handoff_dirs`)
 HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
+#: a PostgreSQL trace store (:func:`eidolons.tracestore.open_store`)
+TRACE_DSN_ENV = "EIDOLONS_TRACE_DSN"
 #: the environment that changes what :func:`eidolons.config.find_handoff` reads
-ENV_DOUBTS = (HANDOFF_DIRS_ENV, "EIDOLONS_TRACE_DSN", "EIDOLONS_MAX_TRACE_SCAN_BYTES")
+ENV_DOUBTS = (HANDOFF_DIRS_ENV, TRACE_DSN_ENV, "EIDOLONS_MAX_TRACE_SCAN_BYTES")
 
 _S_IFMT = 0o170000
 _S_IFDIR = 0o040000

@@ -1,6 +1,7 @@
 """Where the gates keep their state in a project, and the bound on reading it.
 
-A leaf module (it imports only the core's limits): the trace, the trace stores and the
+A leaf module (it imports only the core's limits and the names' one spelling,
+:mod:`eidolons.knownhandoff`, ``os`` only): the trace, the trace stores and the
 configuration all read these names, so none of them has to import another to know where
 the trace lives (no import cycle, ADR 0007). :mod:`eidolons.config` re-exports them.
 """
@@ -10,14 +11,13 @@ from __future__ import annotations
 import os
 
 from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, _int_env
+from eidolons.knownhandoff import TRACE_DIR  # spelled once (ADR 0129)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = ["DEFAULT_MAX_TRACE_SCAN_BYTES", "TRACE_DIR", "trace_scan_bound"]
-
-TRACE_DIR = os.path.join(".eidolons", ".trace")
 
 
 def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:

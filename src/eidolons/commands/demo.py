@@ -62,6 +62,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.emit import emit, parse_agent
     from eidolons.gates.orchestrator import run_gate, text_line
     from eidolons.gates.receiver import verify_incoming
+    from eidolons.knownhandoff import HANDOFF_DIR
     from eidolons.tracestore.jsonl import JsonlStore
 
     color = use_color(sys.stdout)
@@ -72,7 +73,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     (root / ".eidolons").mkdir(exist_ok=True)
     store = JsonlStore(root)  # the demo's own project, whatever store is configured
     contracts = load_contracts(root, [])  # a broken set: the demo's gates refuse
-    handoffs = root / ".eidolons" / "handoffs"
+    handoffs = root / HANDOFF_DIR
     payload = handoffs / "scout-report.md"
     payload.parent.mkdir(parents=True, exist_ok=True)
     payload.write_text(PAYLOAD, encoding="utf-8")

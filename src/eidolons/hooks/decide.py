@@ -56,10 +56,9 @@ from eidolons.hooks.events import (
     Layout,
     ToolCall,
 )
+from eidolons.knownhandoff import IGNORE_FILE, IGNORE_LINES  # spelled once (ADR 0129)
 
 ORCHESTRATOR = "orchestrator"
-IGNORE_FILE = os.path.join(".eidolons", ".ignore")
-IGNORE_LINES = ("handoffs/", "keys/", "memory/")
 
 
 # ``eidolons`` commands (and actions) that write the gate's own state or the host wiring

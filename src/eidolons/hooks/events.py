@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import os
 
+# the project's state paths, spelled once (ADR 0129; os only)
+from eidolons.knownhandoff import ENVELOPE_SUFFIX, HANDOFF_DIR, STATE_DIR
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
@@ -46,9 +49,6 @@ KEY = "key"
 STATE = "state"
 STORE = "store"
 WIRING = "wiring"
-
-ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.payload (importing it costs pathlib)
-HANDOFF_DIR = os.path.join(".eidolons", "handoffs")
 
 
 class HookInputError(Exception):
@@ -524,7 +524,7 @@ def user_key_dir() -> str:
 
 def key_dirs(root: str) -> tuple[str, str]:
     """The signing-key directories: the project's ``.eidolons/keys`` and the user's."""
-    return (os.path.join(root, ".eidolons", "keys"), _real(user_key_dir()))
+    return (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
 
 
 # Claude Code's wiring, the same at the project and the user level: skills, commands and
@@ -577,8 +577,8 @@ class Layout:
 
     __slots__ = (
         "_index",
+        "_key_dirs",
         "handoff_dirs",
-        "key_dirs",
         "root",
         "state_dir",
         "store_dir",
@@ -588,11 +588,11 @@ class Layout:
     def __init__(self, root: str, extra_handoff_dirs: tuple[str, ...] = ()) -> None:
         self.root = _real(root)
         self._index: bytes | bool | None = False  # False: not read yet
-        self.state_dir = os.path.join(self.root, ".eidolons")
+        self._key_dirs: tuple[str, str] | None = None  # looked up when first needed
+        self.state_dir = os.path.join(self.root, STATE_DIR)
         self.handoff_dirs = tuple(
             _real(os.path.join(self.root, d)) for d in (HANDOFF_DIR, *extra_handoff_dirs)
         )
-        self.key_dirs = key_dirs(self.root)
         self.store_dir = os.path.join(self.state_dir, "memory")
         home = os.path.expanduser("~")
         self.wiring = (
@@ -601,6 +601,14 @@ class Layout:
             *MANAGED_WIRING,
             *gate_code(),
         )
+
+    @property
+    def key_dirs(self) -> tuple[str, str]:
+        """The signing-key directories (:func:`key_dirs`), found on first use: a call that
+        touches no file never needs them (nor :mod:`eidolons.keys.files`)."""
+        if self._key_dirs is None:
+            self._key_dirs = key_dirs(self.root)
+        return self._key_dirs
 
     def handoff_dir(self, real: str) -> bool:
         return any(_under(real, d) for d in self.handoff_dirs)

@@ -223,8 +223,10 @@ def _host_project_dir(host: str) -> str | None:
 def configured_handoff_dirs(root: str) -> tuple[str, ...]:
     """The hand-off directories configuration adds (:func:`eidolons.config.handoff_dirs`,
     the one rule), looked up only when there is configuration to read."""
-    config = os.path.join(root, ".eidolons", "config.toml")
-    if not os.environ.get("EIDOLONS_HANDOFF_DIRS") and not os.path.lexists(config):
+    from eidolons.knownhandoff import CONFIG_FILE, HANDOFF_DIRS_ENV  # loaded with events
+
+    config = os.path.join(root, CONFIG_FILE)
+    if not os.environ.get(HANDOFF_DIRS_ENV) and not os.path.lexists(config):
         return ()
     from pathlib import Path
 

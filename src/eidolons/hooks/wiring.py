@@ -85,20 +85,22 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
             "onFailure": "block",
             "statusMessage": STATUS,
         }
-        state = os.path.join(root, ".eidolons")
         from eidolons.hooks.events import key_dirs
+        from eidolons.knownhandoff import CONFIG_FILE, IGNORE_FILE, STATE_DIR, TRACE_DIR
+
+        state = os.path.join(root, STATE_DIR)
 
         keys = key_dirs(root)
         deny = [f"Read(/{d}/**)" for d in (*keys, os.path.join(state, "memory"))]
         deny += [
             f"Edit(/{p})"
             for p in (
-                os.path.join(state, ".trace", "**"),
+                os.path.join(root, TRACE_DIR, "**"),
                 os.path.join(state, "trust.json"),
                 os.path.join(state, "contracts", "**"),
                 os.path.join(state, "refusals", "**"),
-                os.path.join(state, ".ignore"),
-                os.path.join(state, "config.toml"),
+                os.path.join(root, IGNORE_FILE),
+                os.path.join(root, CONFIG_FILE),
             )
         ]
         entries = [Entry(("hooks", "PreToolUse"), {"matcher": "*", "hooks": [handler]})]
@@ -106,7 +108,7 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
         entries += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in keys]
         entries += [
             Entry(("sandbox", "filesystem", "denyWrite"), os.path.join(state, p))
-            for p in (".trace", "trust.json", "contracts", "keys", "refusals")
+            for p in (os.path.basename(TRACE_DIR), "trust.json", "contracts", "keys", "refusals")
         ]
         return entries, {}
     if host == "cursor":

@@ -26,6 +26,7 @@ import os
 
 from eidolons.ecl.events import EventType, GateName
 from eidolons.errors import InputError, TraceWriteError, UsageError
+from eidolons.knownhandoff import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0129)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from eidolons.pathstr import StrPath
     from eidolons.trace import TraceLine
 
-DSN_ENV = "EIDOLONS_TRACE_DSN"
-PROJECT_FILE = os.path.join(".eidolons", "trace-store.json")
+DSN_ENV = TRACE_DSN_ENV
+PROJECT_FILE = STORE_FILE
 ORCHESTRATOR_GATE = GateName.ORCHESTRATOR
 VERDICT_EVENTS = (EventType.VERIFY_PASS, EventType.VERIFY_FAIL)
 

@@ -1,0 +1,104 @@
+"""The project's state paths are spelled once (ADR 0129): in :mod:`eidolons.knownhandoff`
+(``os`` only, on every path that needs one), imported everywhere else; and moving them
+there added no module to the hook's or the early SKIP's path."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from eidolons import knownhandoff
+from tests.conftest import REPO
+from tests.test_launcher import LAUNCHER, imported
+
+SRC = REPO / "src" / "eidolons"
+#: the spellings that must appear once: the home's own, nowhere else
+SPELLINGS = {
+    ".trace",
+    "trace-store.json",
+    "config.toml",
+    "handoffs",
+    ".ignore",
+    "handoffs/",
+    "EIDOLONS_TRACE_DSN",
+    "EIDOLONS_HANDOFF_DIRS",
+}
+HOME = "knownhandoff.py"
+#: (file, constant): the same characters naming something else
+OTHER_MEANINGS = {
+    ("hooks/events.py", "config.toml"),  # Codex's own .codex/config.toml (host wiring)
+    ("config.py", "handoffs"),  # the [handoffs] section of the TOML file
+}
+#: the payload index's own copies: its move is another change's (ADR 0110-0114)
+PENDING = {"payloadindex.py"}
+
+
+def test_each_state_path_is_spelled_once() -> None:
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = path.relative_to(SRC).as_posix()
+        if name in PENDING:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Constant)
+                and node.value in SPELLINGS
+                and (name, node.value) not in OTHER_MEANINGS
+            ):
+                found.setdefault(node.value, []).append(f"{name}:{node.lineno}")
+    assert {k: v for k, v in found.items() if v != [f"{HOME}:{v[0].split(':')[1]}"]} == {}
+    assert {s for s in SPELLINGS if s not in found} == set()
+
+
+def test_the_modules_that_named_them_use_the_one_spelling() -> None:
+    from eidolons import config, state, tracestore
+    from eidolons.hooks import decide, events
+    from eidolons.initialize import DIRS, IGNORE
+
+    assert state.TRACE_DIR is knownhandoff.TRACE_DIR is config.TRACE_DIR
+    assert tracestore.PROJECT_FILE is knownhandoff.STORE_FILE
+    assert tracestore.DSN_ENV is knownhandoff.TRACE_DSN_ENV
+    assert events.HANDOFF_DIR is knownhandoff.HANDOFF_DIR is config.HANDOFF_DIR
+    assert decide.IGNORE_FILE is knownhandoff.IGNORE_FILE is IGNORE
+    assert DIRS == (knownhandoff.STATE_DIR, knownhandoff.HANDOFF_DIR)
+    assert knownhandoff.TRACE_DIR == ".eidolons/.trace"  # what every existing project holds
+    assert knownhandoff.STORE_FILE == ".eidolons/trace-store.json"
+    assert knownhandoff.CONFIG_FILE == ".eidolons/config.toml"
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        {"tool_name": "TodoWrite", "tool_input": {"todos": []}},  # touches no file
+        {"tool_name": "Read", "tool_input": {"file_path": "src.py"}},  # no hand-off
+    ],
+)
+def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str, object]) -> None:
+    (tmp_path / ".eidolons").mkdir()
+    event = {"hook_event_name": "PreToolUse", "cwd": str(tmp_path), **tool}
+    if tool["tool_name"] == "Read":
+        event["tool_input"] = {"file_path": str(tmp_path / "src.py")}
+    argv = [str(LAUNCHER), "hook", "claude-code", "--root", str(tmp_path)]
+    names, code = imported(argv, tmp_path, json.dumps(event))
+    assert code == 0
+    ours = {n for n in names if n.startswith("eidolons")}
+    # before: eidolons.keys and eidolons.keys.files on every call (the key directories,
+    # now found when first needed); the state names' home is the only module added
+    assert ours <= {
+        "eidolons",
+        "eidolons.errors",
+        "eidolons.cli",
+        "eidolons.hooks",
+        "eidolons.hooks.fast",
+        "eidolons.hooks.events",
+        "eidolons.knownhandoff",
+        "eidolons.pathstr",
+        "eidolons.payloadindex",
+        "eidolons.keys",
+        "eidolons.keys.files",
+    }, sorted(ours)
+    if tool["tool_name"] == "TodoWrite":
+        assert "eidolons.keys.files" not in ours
