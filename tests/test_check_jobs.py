@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,3 +181,44 @@ def test_the_progress_bar_follows_batches() -> None:
     batched = draws([1, *range(257, 10_001, 256), 10_000], 10_000)
     assert batched[-1].endswith(" 10000/10000")
     assert len(batched) == 40  # every batch but the parent's first crossed a step of 50
+
+
+def test_workers_run_at_most_a_window_ahead_of_the_output(many: Path) -> None:
+    """A reader that does not take the output (a slow pipe) holds the workers back: at
+    most WINDOW batches per worker, the one being written among them, are handed out, so
+    the parent never holds the whole run's output; the batches still come in input order
+    and add up to every envelope."""
+    from eidolons import checker
+    from eidolons.contract import load_contracts
+
+    contracts = load_contracts(many, [])
+    paths = sorted(str(p) for p in many.glob("*.envelope.json"))
+    submitted: list[int] = []
+    real_pool = checker._fork_pool
+
+    def counting_pool(workers: int, job: Any) -> Any:
+        pool = real_pool(workers, job)
+        assert pool is not None
+        submit = pool.submit
+
+        def counted(fn: Any, start: int, stop: int) -> Any:
+            submitted.append(start)
+            return submit(fn, start, stop)
+
+        pool.submit = counted  # type: ignore[method-assign]
+        return pool
+
+    checker._fork_pool = counting_pool  # type: ignore[assignment]
+    try:
+        batches = checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=2)
+        assert next(batches) == (1, 1)  # the parent's first envelope
+        assert submitted == []
+        first = next(batches)
+        assert len(submitted) == checker.WINDOW * 2  # the one written among them
+        rest = list(batches)
+    finally:
+        checker._fork_pool = real_pool  # type: ignore[assignment]
+    done = [first[0]] + [d for d, _ in rest]
+    assert done == sorted(done) and done[-1] == len(paths)
+    assert 1 + first[1] + sum(n for _, n in rest) == len(paths)
+    assert submitted == sorted(submitted) and len(submitted) == len(rest) + 1 > 2 * checker.WINDOW

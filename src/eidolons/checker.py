@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,7 +33,7 @@ from eidolons.payload import (
 )
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     from eidolons.ecl.contract import ContractSet
 
@@ -132,6 +133,7 @@ MIN_PER_JOB = 64
 #: envelopes on (below it, forking and collecting cost about what they would save)
 AUTO_MIN = 512
 CHUNK_MIN, CHUNK_MAX = 16, 256  # envelopes handed to a worker at a time
+WINDOW = 4  # batches per worker submitted ahead of the one being written
 T = TypeVar("T")
 
 
@@ -243,13 +245,16 @@ def check_batches(
     builds, every worker then inherits), the rest by that many worker processes forked
     after the contracts were loaded, in contiguous ranges; a worker checks *and renders*
     its range, so what comes back is ``render``'s value (for the CLI: the text to print
-    and the counts), not the results. The decisions are the same functions either way.
+    and the counts), not the results; at most :data:`WINDOW` batches per worker are
+    handed out ahead of the one being yielded. The decisions are the same functions
+    either way.
     A worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
     (an internal error, exit 70) and an exception in a worker is re-raised here: never a
     hang and never a missing result."""
     job = _Job(contracts, root, key, strict, limits or Limits(), paths, render)
     workers = workers_for(len(paths), jobs)
-    done, pool = 0, None
+    done: int = 0
+    pool: ProcessPoolExecutor | None = None
     if workers > 1:  # then there are at least 2 * MIN_PER_JOB paths
         yield 1, job.check_range(0, 1)
         done, pool = 1, _fork_pool(workers, job)
@@ -258,11 +263,19 @@ def check_batches(
             yield i + 1, job.check_range(i, i + 1)
         return
     size = max(CHUNK_MIN, min(CHUNK_MAX, -(-(len(paths) - 1) // (workers * 8))))
-    starts = range(1, len(paths), size)
-    stops = [min(start + size, len(paths)) for start in starts]
+    ranges = [(start, min(start + size, len(paths))) for start in range(1, len(paths), size)]
+    # at most WINDOW batches a worker submitted and not yet written: a slow reader of the
+    # output holds the workers back instead of the whole run's output piling up here
+    pending: deque[tuple[int, Future[T]]] = deque()
     try:
-        # strict: a result missing would be an error, never a shorter run
-        yield from zip(stops, pool.map(_check_range_in_worker, starts, stops), strict=True)
+        for start, stop in ranges:
+            if len(pending) >= WINDOW * workers:
+                done_at, future = pending.popleft()
+                yield done_at, future.result()  # a worker's exception, or BrokenProcessPool
+            pending.append((stop, pool.submit(_check_range_in_worker, start, stop)))
+        while pending:
+            done_at, future = pending.popleft()
+            yield done_at, future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORKER_JOB.clear()
