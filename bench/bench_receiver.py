@@ -3,7 +3,7 @@
 Usage::
 
     python bench/bench_receiver.py [--rounds R] [--records N] [--launcher script|c|both]
-                                   [--events N] [--compare SRC]
+                                   [--events N] [--compare SRC] [--rows ROW,...]
 
 Method
 ------
@@ -40,10 +40,13 @@ same round) and the ratio of minimums. ``PYTHONDONTWRITEBYTECODE`` is dropped fr
 children's environment (``.pyc`` cached: the compiler is not measured) and each child's
 exit code is checked (0: pass or skip).
 
-``--compare SRC`` adds ``off/compare`` and ``on/compare``: the same rows through the ``c``
-launcher with ``PYTHONPATH=SRC`` (e.g. ``git archive REV src | tar -x -C /tmp/before``),
-so a change is measured against the tree before it in one run (compare them with the
-``c`` rows; the launchers differ by under 0.15x).
+``--compare SRC`` adds ``off/compare``, ``on/compare`` and ``on+recall/compare``: the
+same rows through the ``c`` launcher with ``PYTHONPATH=SRC`` (e.g. ``git archive REV src
+| tar -x -C /tmp/before``), so a change is measured against the tree before it in one run
+(compare them with the ``c`` rows; the launchers differ by under 0.15x).
+
+``--rows on,on+recall`` measures only those rows (and ``bare``), for short rounds while
+iterating; every row is measured by default.
 
 ``--events N`` (default 0: off) adds a thread whose trace holds N events before the
 hand-off's record, and its row ``long`` (the record lookup's independence of the trace's
@@ -177,6 +180,7 @@ def main() -> int:
         metavar="SRC",
         help="also run on/off with PYTHONPATH=SRC (another tree's src/: before/after in one run)",
     )
+    parser.add_argument("--rows", help="only these rows, comma-separated (default: all)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="eidolons-bench-receiver-") as tmp:
         base = Path(tmp)
@@ -215,6 +219,12 @@ def main() -> int:
         }
         if long is not None:
             rows["long"] = (root, long, ["--no-memory"])
+        if args.rows:
+            wanted = [name.strip() for name in args.rows.split(",") if name.strip()]
+            unknown = sorted(set(wanted) - set(rows))
+            if unknown:
+                parser.error(f"unknown row(s) {', '.join(unknown)}; choose from {', '.join(rows)}")
+            rows = {name: rows[name] for name in wanted}
         jobs: dict[str, Callable[[], float]] = {
             "bare": lambda: run_timed([sys.executable, "-c", "pass"], cwd=root, env=env)
         }
@@ -224,7 +234,7 @@ def main() -> int:
                 jobs[f"{key}/{lname}"] = lambda a=argv, c=cwd: run_timed(a, cwd=c, env=env)  # type: ignore[misc]
         if args.compare:  # the same rows through the c launcher, importing the other tree
             other = {**env, "PYTHONPATH": str(Path(args.compare).resolve())}
-            for key in ("off", "on"):
+            for key in [name for name in ("off", "on", "on+recall") if name in rows]:
                 cwd, target, extra = rows[key]
                 argv = [sys.executable, "-c", LAUNCHER_C, "verify-incoming", str(target)]
                 argv += ["--as", "vigil", *extra]

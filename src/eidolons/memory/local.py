@@ -113,6 +113,12 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
 PREFETCH_FACTOR: Final = 10
+PREFETCH_MIN: Final = 300
+"""An arm ranks its best ``max(PREFETCH_FACTOR x fetch, PREFETCH_MIN)`` matches before
+the scope is judged; past them it runs over every match (ADR 0120)."""
+LOOKUP_MAX: Final = 500
+"""At most this many ranked rows are looked up in one statement (SQLite's oldest variable
+limit is 999)."""
 WAL_CHECKPOINT_PAGES: Final = 4000
 """Pages the WAL may hold before a commit checkpoints it (SQLite's default is 1,000): each
 checkpoint costs two fsyncs, and ingest commits once per hand-off (ADR 0093)."""
@@ -623,7 +629,10 @@ class LocalMemory:
         would pull nearly every row into the OR query's candidates and the ranking cost."""
         if len(terms) <= 1:
             return terms
-        (total,) = conn.execute("SELECT count(*) FROM crystals").fetchone()
+        # the word index's own document count (one small row per indexed crystal, kept in
+        # step by the triggers): the N of its BM25, read in a quarter of the pages a count
+        # of ``crystals`` walks (its smallest index holds every 36-character id; ADR 0120)
+        (total,) = conn.execute("SELECT count(*) FROM crystals_fts_docsize").fetchone()
         if total < PRUNE_MIN_DOCS:
             return terms
         half = (total + 1) // 2  # df >= half  <=>  df * 2 >= total
@@ -636,34 +645,70 @@ class LocalMemory:
     def _arm(
         self, conn: sqlite3.Connection, table: str, match: str, where: _Scope, fetch: int
     ) -> list[str]:
-        """One arm's ranked ids, best first, at most ``fetch``, inside the scope.
+        """One arm's ranked ids, best first, at most ``fetch``, inside the scope: the first
+        ``fetch`` in-scope matches ordered by (score, id), as one query over every match
+        would give them, in fewer reads (ADR 0120).
 
-        The FTS table ranks alone first (the top ``PREFETCH_FACTOR x fetch`` rows) and only
-        those rows are joined to the scope filter: joining every match costs more than the
-        ranking itself on common words. If the filter leaves fewer than ``fetch`` rows, the
-        arm is run once more over every match (the server's "widened once")."""
-        sql_where, params = where.where("c")
+        The FTS table ranks alone (its top ``PREFETCH_FACTOR x fetch`` rows, scores
+        ascending) and only the best of those are looked up in ``crystals`` to judge the
+        scope, ``fetch`` at a time: a lookup reads a row's page, which costs more than the
+        ranking itself on common words. It stops as soon as the answer is certain: every
+        match has been seen, or ``fetch`` in-scope rows are found whose last scores
+        strictly better than every row not yet looked up (a row tied with it could hold a
+        smaller id). If the ranked rows run out before that, the arm is run once more over
+        every match (the server's "widened once")."""
         order = f"bm25({table}, 5.0, 1.0)"
-        quick = self._search(
+        limit = max(PREFETCH_FACTOR * fetch, PREFETCH_MIN)
+        ranked = self._search(
             conn,
-            f"SELECT c.id FROM (SELECT rowid, {order} AS s FROM {table} WHERE {table} MATCH ?"
-            f" ORDER BY s LIMIT ?) f JOIN crystals c ON c.rowid = f.rowid WHERE {sql_where}"
-            " ORDER BY f.s, c.id LIMIT ?",
-            [match, max(PREFETCH_FACTOR * fetch, 300), *params, fetch],
+            f"SELECT rowid, {order} AS s FROM {table} WHERE {table} MATCH ? ORDER BY s LIMIT ?",
+            [match, limit],
         )
-        if len(quick) >= fetch:
-            return quick
-        return self._search(
-            conn,
-            f"SELECT c.id FROM {table} f JOIN crystals c ON c.rowid = f.rowid"
-            f" WHERE {table} MATCH ? AND {sql_where} ORDER BY {order}, c.id LIMIT ?",
-            [match, *params, fetch],
-        )
+        complete = len(ranked) < limit  # every match is in ``ranked``
+        sql_where, params = where.where("c")
+        found: list[tuple[float, str]] = []
+        rest = 0
+        while rest < len(ranked):
+            start, rest = rest, min(rest + fetch, len(ranked))
+            while (
+                rest < len(ranked)
+                and rest - start < LOOKUP_MAX
+                and ranked[rest][1] == ranked[rest - 1][1]
+            ):
+                rest += 1  # a run of equal scores is looked up whole: ids order it
+            chunk = ranked[start:rest]
+            marks = ", ".join("?" for _ in chunk)
+            scores = dict(chunk)
+            found += [
+                (scores[rowid], ident)
+                for rowid, ident in conn.execute(
+                    # by rowid: left to itself the planner scans the scope index instead
+                    f"SELECT c.rowid, c.id FROM crystals c NOT INDEXED WHERE c.rowid IN ({marks})"
+                    f" AND {sql_where}",
+                    [*scores, *params],
+                )
+            ]
+            found.sort()
+            if rest >= len(ranked):  # looked up all: unranked matches score >= the last
+                if complete or (len(found) >= fetch and found[fetch - 1][0] < ranked[-1][1]):
+                    return [str(ident) for _, ident in found[:fetch]]
+                break
+            if len(found) >= fetch and found[fetch - 1][0] < ranked[rest][1]:
+                return [str(ident) for _, ident in found[:fetch]]
+        return [
+            str(ident)
+            for (ident,) in self._search(
+                conn,
+                f"SELECT c.id FROM {table} f JOIN crystals c ON c.rowid = f.rowid"
+                f" WHERE {table} MATCH ? AND {sql_where} ORDER BY {order}, c.id LIMIT ?",
+                [match, *params, fetch],
+            )
+        ]
 
     @staticmethod
-    def _search(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[str]:
+    def _search(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
         try:
-            return [str(row[0]) for row in conn.execute(sql, params)]
+            return conn.execute(sql, params).fetchall()
         except sqlite3.OperationalError as exc:
             if "fts5" in str(exc) or "syntax" in str(exc):  # an odd query: no matches
                 return []
