@@ -60,7 +60,6 @@ total, words x 1.3), summaries are regex-redacted, and surfaced rows get
 from __future__ import annotations
 
 import os
-import re
 from _thread import RLock  # what threading.RLock returns; threading is not imported at open
 from collections.abc import Mapping, Sequence
 
@@ -81,7 +80,6 @@ from eidolons.memory._common import (
     skipped_recall,
 )
 from eidolons.memory.mapping import (
-    _TIER_RE,
     LocalLimits,
     _get,
     _now,
@@ -106,6 +104,7 @@ from eidolons.memory.ranking import (
     word_terms,
 )
 from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
+from eidolons.memory.textscan import LazyPattern, plain_term, tier_digit
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -409,7 +408,7 @@ class LocalMemory:
         scope = payload.get("scope")
         if not isinstance(scope, Mapping):
             return input_error("payload must carry a 'scope' object", self.backend)
-        if not _TIER_RE.fullmatch(caller_tier):
+        if tier_digit(caller_tier) is None:  # _TIER_RE
             return input_error(f"caller tier {caller_tier!r} is not T0..T3", self.backend)
         tier = caller_tier.upper()
         visibility = scope.get("agent_class_visibility")
@@ -828,7 +827,7 @@ class LocalMemory:
         }
 
 
-_PLAIN_TERM: Final = re.compile("[a-z0-9]+")
+_PLAIN_TERM: Final = LazyPattern("[a-z0-9]+")
 """A word the ``unicode61`` tokenizer keeps as it is (ASCII letters and digits only)."""
 
 
@@ -841,7 +840,7 @@ def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) 
     df: dict[str, int] = {}
     others = []
     for term in terms:
-        if _PLAIN_TERM.fullmatch(term):
+        if plain_term(term):  # _PLAIN_TERM
             (df[term],) = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM crystals_fts WHERE crystals_fts MATCH ?"
                 " LIMIT ?)",

@@ -7,7 +7,6 @@ bounds, redaction. Pure; :mod:`eidolons.memory.local` (the store) calls it.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Mapping
 
@@ -20,6 +19,7 @@ from eidolons.memory._common import (
     INGEST_PAYLOAD_HASH_MISMATCH,
     UNSUPPORTED_ENVELOPE_VERSION,
 )
+from eidolons.memory.textscan import LazyPattern, envelope_version, may_redact, tier_digit
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -59,23 +59,24 @@ members (vivi, kupo, gilgamesh, ramza) and the reserved ``human``/``orchestrator
 T3 there, and so here, so both backends label a hand-off alike."""
 
 
-_VERSION_RE: Final = re.compile(r"[12](\.\d+){1,2}")
+_VERSION_RE: Final = LazyPattern(r"[12](\.\d+){1,2}")
 
 
-_TIER_RE: Final = re.compile(r"[Tt]([0-3])")
+_TIER_RE: Final = LazyPattern(r"[Tt]([0-3])")
+"""The rule :func:`~eidolons.memory.textscan.tier_digit` decides (literal characters)."""
 
 
-_REDACTIONS: Final[tuple[tuple[str, re.Pattern[str], bool], ...]] = (
-    ("SSN", re.compile(r"\b\d{3}-\d{2}-\d{4}\b"), True),
-    ("AWS_KEY", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
+_REDACTIONS: Final[tuple[tuple[str, LazyPattern, bool], ...]] = (
+    ("SSN", LazyPattern(r"\b\d{3}-\d{2}-\d{4}\b"), True),
+    ("AWS_KEY", LazyPattern(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
     (
         "GITHUB_TOKEN",
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+        LazyPattern(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
         False,
     ),
-    ("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"), False),
-    ("PEM_PRIVATE_KEY", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), False),
-    ("PASSWORD", re.compile(r"(?i)\bpassword\s*[=:]\s*\S+"), False),
+    ("JWT", LazyPattern(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"), False),
+    ("PEM_PRIVATE_KEY", LazyPattern(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), False),
+    ("PASSWORD", LazyPattern(r"(?i)\bpassword\s*[=:]\s*\S+"), False),
 )
 
 
@@ -163,7 +164,7 @@ def validate_envelope(envelope: Any, payload: Any) -> tuple[str, str] | None:
     if not isinstance(envelope, Mapping):
         return INGEST_BAD_ENVELOPE, "envelope must be an object"
     version = envelope.get("envelope_version")
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+    if not isinstance(version, str) or not _supported_version(version):
         return (
             UNSUPPORTED_ENVELOPE_VERSION,
             f"envelope_version {version!r} is not a supported version (1.x or 2.x)",
@@ -245,9 +246,9 @@ def trust_tier(envelope: Mapping[str, Any]) -> str:
     tier = identity_tier(str(_get(envelope, "from.eidolon")))
     declared = _get(envelope, "trace.tier")
     if isinstance(declared, str):
-        match = _TIER_RE.fullmatch(declared.strip())
-        if match and int(match.group(1)) > tier_number(tier):
-            tier = f"T{match.group(1)}"
+        digit = tier_digit(declared.strip())  # _TIER_RE's group
+        if digit is not None and int(digit) > tier_number(tier):
+            tier = f"T{digit}"
     return tier
 
 
@@ -349,6 +350,12 @@ def estimate_tokens(text: str) -> int:
 
 def redact(text: str, sensitivity: str | None) -> str:
     for rule, pattern, always in _REDACTIONS:
-        if always or (sensitivity or "internal") != "none":
+        if (always or (sensitivity or "internal") != "none") and may_redact(rule, text):
             text = pattern.sub(f"«REDACTED:{rule}»", text)
     return text
+
+
+def _supported_version(version: str) -> bool:
+    """Whether ``_VERSION_RE`` matches the whole ``version``."""
+    plain = envelope_version(version)
+    return _VERSION_RE.fullmatch(version) is not None if plain is None else plain

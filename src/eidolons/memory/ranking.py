@@ -5,8 +5,15 @@ selectivity and reciprocal-rank fusion of the word and trigram arms. Pure;
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Sequence
+
+from eidolons.memory.textscan import (
+    LazyPattern,
+    ascii_words,
+    candidate_runs,
+    has_camel,
+    kebab_words,
+)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -15,19 +22,22 @@ if TYPE_CHECKING:
 RRF_K: Final = 60
 
 
-_WORD_RE: Final = re.compile(r"\w+")
+_WORD_RE: Final = LazyPattern(r"\w+")
 
 
 _SEPARATORS: Final = r"\s\"'`()\[\]{}<>,;|"
 # A whole raw token (a run of non-separators) that is not made of lower-case ASCII letters
 # only: those never look like an identifier (no punctuation, digit or capital), so the
 # scan skips them in C.
-_CANDIDATE_RE: Final = re.compile(
+_CANDIDATE_RE: Final = LazyPattern(
     f"(?<![^{_SEPARATORS}])(?![a-z]+(?![^{_SEPARATORS}]))[^{_SEPARATORS}]+"
 )
+_SCAN_MAX: Final = 512
+"""Texts up to this long are scanned in Python (a query: no :mod:`re` at a recall, ADR
+0121); longer ones (an excerpt at ingest) by the pattern, in C."""
 
 
-_CAMEL_RE: Final = re.compile(r"[a-z0-9][A-Z]")
+_CAMEL_RE: Final = LazyPattern(r"[a-z0-9][A-Z]")
 
 
 _IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
@@ -39,7 +49,8 @@ MAX_QUERY_TERMS: Final = 32
 def word_terms(query: str) -> list[str]:
     """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
     seen: dict[str, None] = {}
-    for token in _WORD_RE.findall(query):
+    tokens = ascii_words(query)
+    for token in _WORD_RE.findall(query) if tokens is None else tokens:
         seen.setdefault(token.lower(), None)
         if len(seen) >= MAX_QUERY_TERMS:
             break
@@ -51,19 +62,20 @@ def looks_like_identifier(token: str) -> bool:
     return (
         any(ch in _IDENT_PUNCT for ch in token)
         or any(ch.isdigit() for ch in token)
-        or _CAMEL_RE.search(token) is not None
+        or has_camel(token)  # _CAMEL_RE's answer
     )
 
 
 def _identifier_tokens(text: str) -> Iterator[str]:
     """The tokens of ``text`` (runs without whitespace, quotes, brackets, ``,;|``, stripped
     of ``.:!?=`` at both ends) that look like identifiers or paths, at least 3 chars."""
-    for raw in _CANDIDATE_RE.findall(text):
+    runs = candidate_runs(text) if len(text) <= _SCAN_MAX else None
+    for raw in _CANDIDATE_RE.findall(text) if runs is None else runs:
         token = raw.strip(".:!?=")
         if len(token) < 3:
             continue
         # a token of letters only can look like an identifier by an inner capital alone
-        if _CAMEL_RE.search(token) if token.isalpha() else looks_like_identifier(token):
+        if has_camel(token) if token.isalpha() else looks_like_identifier(token):
             yield token
 
 
@@ -78,7 +90,7 @@ def identifier_terms(query: str) -> list[str]:
     return list(seen)
 
 
-_KEBAB_WORDS_RE: Final = re.compile(r"[a-z]+(?:-[a-z]+)+", re.IGNORECASE)
+_KEBAB_WORDS_RE: Final = LazyPattern(r"(?i)[a-z]+(?:-[a-z]+)+")
 
 
 def trigram_terms(query: str) -> list[str]:
@@ -88,11 +100,13 @@ def trigram_terms(query: str) -> list[str]:
     word arm already searches; matching it again as a substring costs the most where it
     tells the least (an artifact kind is in the summary of every hand-off of that kind),
     ADR 0094."""
-    return [
-        term
-        for term in identifier_terms(query)
-        if _KEBAB_WORDS_RE.fullmatch(term) is None or _CAMEL_RE.search(term) is not None
-    ]
+    return [term for term in identifier_terms(query) if not _kebab_words(term) or has_camel(term)]
+
+
+def _kebab_words(term: str) -> bool:
+    """Whether ``_KEBAB_WORDS_RE`` matches the whole ``term``."""
+    plain = kebab_words(term)
+    return _KEBAB_WORDS_RE.fullmatch(term) is not None if plain is None else plain
 
 
 def identifier_text(text: str) -> str:
