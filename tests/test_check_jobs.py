@@ -138,12 +138,13 @@ sys.exit(main(["check", ".", *sys.argv[1:]]))
 """
 
 
-@pytest.mark.parametrize("mode", [[], ["--json"], ["-q"]])
+@pytest.mark.parametrize("mode", [[], ["--json"], ["-q"], ["--exit-zero"], ["--fail-on", "must"]])
 def test_an_error_in_a_worker_ends_the_run_as_an_internal_error(
     many: Path, mode: list[str]
 ) -> None:
     """Fail closed: an exception in a worker is the run's internal error (exit 70, one
-    line), never a verdict on the envelopes that did get checked."""
+    line), never a verdict on the envelopes that did get checked, ``--exit-zero``
+    included (it is about findings, not about a run that did not finish)."""
     proc = subprocess.run(
         [sys.executable, "-c", RAISE_IN_WORKER, "--jobs", "2", *mode],
         cwd=many,
@@ -222,3 +223,41 @@ def test_workers_run_at_most_a_window_ahead_of_the_output(many: Path) -> None:
     assert done == sorted(done) and done[-1] == len(paths)
     assert 1 + first[1] + sum(n for _, n in rest) == len(paths)
     assert submitted == sorted(submitted) and len(submitted) == len(rest) + 1 > 2 * checker.WINDOW
+
+
+def test_the_default_does_not_fork_a_process_running_other_threads(
+    many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process callers of the CLI (a server, a test runner) may run threads; a fork
+    copies the locks they hold. The default then checks here; ``--jobs N`` still forks."""
+    import threading
+
+    from eidolons import checker
+    from eidolons.contract import load_contracts
+
+    monkeypatch.setattr(checker, "auto_jobs", lambda: 2)
+    contracts = load_contracts(many, [])
+    paths = sorted(str(p) for p in many.glob("*.envelope.json"))
+    pools: list[int] = []
+    real_pool = checker._fork_pool
+
+    def counting_pool(workers: int, job: Any) -> Any:
+        pools.append(workers)
+        return real_pool(workers, job)
+
+    monkeypatch.setattr(checker, "_fork_pool", counting_pool)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        run = checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=None)
+        assert sum(n for _, n in run) == len(paths) and pools == []
+        run = checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=2)
+        assert sum(n for _, n in run) == len(paths) and pools == [2]
+    finally:
+        stop.set()
+        other.join(timeout=10)
+    pools.clear()
+    if threading.active_count() == 1:  # the runner's own threads aside: the default forks
+        run = checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=None)
+        assert sum(n for _, n in run) == len(paths) and pools == [2]

@@ -250,9 +250,13 @@ def check_batches(
     either way.
     A worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
     (an internal error, exit 70) and an exception in a worker is re-raised here: never a
-    hang and never a missing result."""
+    hang and never a missing result. ``jobs=None`` (the default's count) stays in this
+    process while other threads run here: forking them is unsafe (a lock one of them
+    holds stays held in the child); an explicit count is the caller's choice."""
     job = _Job(contracts, root, key, strict, limits or Limits(), paths, render)
     workers = workers_for(len(paths), jobs)
+    if jobs is None and _other_threads():
+        workers = 1  # the default never forks a process whose other threads hold locks
     done: int = 0
     pool: ProcessPoolExecutor | None = None
     if workers > 1:  # then there are at least 2 * MIN_PER_JOB paths
@@ -279,6 +283,13 @@ def check_batches(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORKER_JOB.clear()
+
+
+def _other_threads() -> bool:
+    """True when this process runs threads besides this one (``threading`` is not
+    imported for the question: a process that never imported it has none)."""
+    threading = sys.modules.get("threading")
+    return threading is not None and threading.active_count() > 1
 
 
 def _fork_pool(workers: int, job: _Job) -> ProcessPoolExecutor | None:
