@@ -19,7 +19,7 @@ from eidolons.gates.receiver import IncomingResult
 from eidolons.gates.skip import skip_line, skipped_json
 from eidolons.knownhandoff import envelope_candidates, is_relative_to, lies_under, rules_out
 from eidolons.payload import AmbiguousEnvelope, default_envelope_path, find_envelope
-from eidolons.payloadindex import spellings
+from eidolons.payloadindex import index_path, spellings
 from tests.conftest import Run, clean_env, emit_payload, trace_files
 
 Cli = Callable[..., Run]
@@ -58,7 +58,7 @@ def traced(cli: Cli, project: Path) -> Path:
     exist) and a file with no envelope at its root."""
     _, envelope, _ = emit_payload(cli, project)
     assert cli("verify-envelope", envelope, "--block").code == 0
-    assert (project / ".eidolons" / "payloads.idx").is_file()
+    assert Path(index_path(str(project))).is_file()  # the host's payload index (ADR 0110)
     (project / "notes.txt").write_text("not a hand-off\n")
     return project
 
@@ -158,7 +158,7 @@ def test_a_linked_trace_refuses_as_the_full_search_does(
 
 
 def test_an_index_that_cannot_tell_goes_to_the_full_rule(cli: Cli, traced: Path) -> None:
-    index = traced / ".eidolons" / "payloads.idx"
+    index = Path(index_path(str(traced)))
     index.write_bytes(b"")  # headerless: cannot tell
     assert not rules_out(str(traced / "notes.txt"), str(traced.resolve()))
     assert cli("verify-incoming", "notes.txt", "--as", "vigil").code == 0  # the full rule

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from eidolons.config import find_handoff
 from eidolons.knownhandoff import rules_out
+from eidolons.payloadindex import index_path
 from tests.conftest import Run, emit_payload
 
 Cli = Callable[..., Run]
@@ -27,7 +28,7 @@ def _orphaned(cli: Cli, project: Path) -> tuple[Path, Path]:
     payload, envelope, _ = emit_payload(cli, project, "notes/report.md")
     assert cli("verify-envelope", envelope, "--block").code == 0
     _, other, _ = emit_payload(cli, project, "notes/other.md")
-    (project / ".eidolons" / "payloads.idx").unlink()
+    Path(index_path(str(project))).unlink()  # the host's payload index (ADR 0110)
     envelope.unlink()
     assert find_handoff(payload, project.resolve()) is not None  # the full search names it
     return payload, other
@@ -42,7 +43,7 @@ def test_an_index_first_made_by_a_trace_file_still_names_the_project_s_payloads(
     payload, other = _orphaned(cli, project)
     elsewhere = tmp_path / "elsewhere.jsonl"
     assert cli("verify-envelope", other, "--block", "--trace", elsewhere).code == 0
-    assert (project / ".eidolons" / "payloads.idx").is_file()
+    assert Path(index_path(str(project))).is_file()
     assert _hook_gates(payload, project)  # the hook's read rule (ADR 0049)
     assert not rules_out(str(payload), str(project.resolve()))  # the early SKIP's
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))

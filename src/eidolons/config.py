@@ -253,7 +253,14 @@ def _known_in(
     except InputError as exc:  # TraceReadError included: unreadable is not "absent"
         return f"the trace cannot rule it out ({exc})", None
     if event is None:
-        return None
+        # the host's payload index (ADR 0110): a trace of this project named it, though
+        # the trace on disk no longer does (lines removed, a file cut or deleted)
+        from eidolons.payloadindex import named_on_host
+
+        index = named_on_host(str(path), str(root))
+        if index is None:
+            return None
+        return f"this host's payload index names it ({index}), the trace no longer does", None
     return (
         f"the trace names it ({event.get('event')} of message {event.get('message_id')})",
         event,

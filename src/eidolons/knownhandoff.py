@@ -34,7 +34,9 @@ __all__ = [
     "is_relative_to",
     "lies_under",
     "marked_root",
+    "payload_index",
     "rules_out",
+    "trace_states",
 ]
 
 # The project's state paths, each spelled once (ADR 0129): this module is on every path
@@ -125,20 +127,25 @@ def _kind(path: str) -> int | None:
         return None
 
 
-def _traces_readable(root: str, bound: int) -> bool:
-    """Whether the full search (:func:`eidolons.trace.find_payload_event`) would read every
-    trace file of the project without refusing: each ``*.jsonl`` of the trace directory
-    opens (no link followed) as a regular file, and together they fit in ``bound``."""
+def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int, int]] | None:
+    """``(name, dev, ino, size, ctime_ns)`` of each ``*.jsonl`` of the project's trace
+    directory, or None when the full search (:func:`eidolons.trace.find_payload_event`)
+    would refuse to read them: the state or trace directory is not a real directory, a
+    trace file does not open (no link followed) as a regular file, or together they are
+    past ``bound`` (None: no bound). What the payload index must cover exactly to say
+    "not named" (:func:`eidolons.payloadindex.read_index`)."""
     trace_dir = os.path.join(root, TRACE_DIR)
-    kind = _kind(trace_dir)
-    if kind == 0:
-        return True
-    if kind != _S_IFDIR:
-        return False
+    for directory in (os.path.join(root, STATE_DIR), trace_dir):
+        kind = _kind(directory)
+        if kind == 0:
+            return []
+        if kind != _S_IFDIR:
+            return None
     try:
         names = os.listdir(trace_dir)
     except OSError:
-        return False
+        return None
+    states = []
     total = 0
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     for name in names:
@@ -147,19 +154,20 @@ def _traces_readable(root: str, bound: int) -> bool:
         try:
             fd = os.open(os.path.join(trace_dir, name), flags)
         except OSError:
-            return False
+            return None
         try:
             st = os.fstat(fd)
         except OSError:
-            return False
+            return None
         finally:
             os.close(fd)
         if st.st_mode & _S_IFMT != _S_IFREG:
-            return False
+            return None
         total += st.st_size
-        if total > bound:
-            return False
-    return True
+        if bound is not None and total > bound:
+            return None
+        states.append((name, st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+    return states
 
 
 def foreign_projects(path: str, root: str) -> list[str]:
@@ -185,7 +193,8 @@ def rules_out(path: str, root: str) -> bool:
     configuration (no ``.eidolons/config.toml``, no ``EIDOLONS_HANDOFF_DIRS``), ``path``
     not under ``<root>/.eidolons/handoffs/`` in any spelling, the JSONL store (no
     PostgreSQL configured), every trace file readable within the default scan bound, and
-    the payload index (:mod:`eidolons.payloadindex`) able to tell and not naming ``path``.
+    the host's payload index (:mod:`eidolons.payloadindex`) covering every trace file as
+    it is now and not naming ``path`` (its entries are evidence for ``find_handoff`` too).
     ``root`` is the resolved project root. False means "cannot tell here". A ``path``
     that another project holds (:func:`foreign_projects`) must be ruled out by that
     project's rules too, as :func:`eidolons.config.find_handoff` judges it."""
@@ -200,17 +209,33 @@ def _rules_out_in(path: str, root: str) -> bool:
     from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES
 
     state = _kind(os.path.join(root, STATE_DIR))
-    if state == 0:  # no state at all: the default directory, nothing configured or traced
-        return not lies_under(path, os.path.join(root, HANDOFF_DIR))
-    if state != _S_IFDIR:  # a link or a file: the stores refuse to read through it
+    if state not in (0, _S_IFDIR):  # a link or a file: the stores refuse to read through it
         return False
     if _kind(os.path.join(root, CONFIG_FILE)) != 0 or _kind(os.path.join(root, STORE_FILE)) != 0:
         return False
     if lies_under(path, os.path.join(root, HANDOFF_DIR)):
         return False
-    if not _traces_readable(root, DEFAULT_MAX_TRACE_SCAN_BYTES):
-        return False
-    from eidolons.payloadindex import names, read_index
+    # the host's payload index, covering every trace file within the full search's bound
+    # (no state directory: no trace, but the index may still name the path, ADR 0110)
+    from eidolons.payloadindex import names
 
-    index = read_index(root)
+    index = payload_index(root, DEFAULT_MAX_TRACE_SCAN_BYTES)
     return index is not None and not names(index, path, root)
+
+
+def payload_index(root: str, bound: int | None = None) -> bytes | None:
+    """The host's payload index of the project at ``root`` (resolved) when it can say
+    "not named": its entries when it covers every trace file on disk exactly
+    (:func:`eidolons.payloadindex.covered_entries`), ``b""`` when there is neither an
+    index nor a trace; None (cannot tell: take the full rule) when a PostgreSQL store
+    is configured (``EIDOLONS_TRACE_DSN``, ``.eidolons/trace-store.json``: the events
+    are not in the JSONL files), or the trace files are not what the full search reads
+    within ``bound`` (:func:`trace_states`), or the index does not cover them."""
+    if os.environ.get(TRACE_DSN_ENV) or _kind(os.path.join(root, STORE_FILE)) != 0:
+        return None
+    states = trace_states(root, bound)
+    if states is None:
+        return None
+    from eidolons.payloadindex import covered_entries
+
+    return covered_entries(root, states)

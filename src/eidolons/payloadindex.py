@@ -1,21 +1,44 @@
-"""The index of payload paths the trace names: a hint for the hook's fast path.
+"""The index of payload paths the trace names, held on the host (ADR 0110).
 
-``<root>/.eidolons/payloads.idx`` holds a header line, then one line per payload path an
-``emit`` or verification event names (``payload_path``, project-relative, as
-:func:`eidolons.config.payload_key` spells it), JSON-string encoded. It is append-only
-and written by the gates under the trace's append lock, before the trace line (a crash
-between the two leaves an extra entry, never a missing one). When the index is first
-created it is filled from the traces already on disk; the header is written only after
-that succeeded, so an index without its header is "cannot tell".
+Where: ``${XDG_CONFIG_HOME:-~/.config}/eidolons/payloads/<dev>-<ino>.idx``, keyed by the
+device and inode of the project root, beside the verdict indexes (ADR 0087), the trace
+heads (ADR 0037) and the keys, which the host rules deny to agents. (Until ADR 0110 it was
+``<root>/.eidolons/payloads.idx``, which any agent could rewrite; that file is ignored.)
 
-The hook (ADR 0049) and the early SKIP of ``verify-incoming`` (ADR 0084) use it both
-ways: a path in the index goes to the full receiver gate, which decides; a path missing
-from an index with its header is taken as named by no trace, and is not a hand-off (so a
-writer of ``.eidolons/`` who truncates the index hides entries, as ADR 0049 says). An
-index that is missing while traces exist, or cannot be read, or is past
-:data:`MAX_INDEX_BYTES`, cannot tell: the caller falls back to the full rule
-(:func:`eidolons.config.find_handoff`). This module imports only ``os``
-and ``_json`` (the hook's fast path reads it).
+What it says, and to whom:
+
+- Its entries (each ``payload_path`` an ``emit`` or verification event named,
+  project-relative, JSON-string encoded, one a line; never removed) are **evidence** in
+  the refusing direction: :func:`eidolons.config.find_handoff` takes a path the index
+  names for a hand-off even when the trace no longer names it (a trace an agent
+  rewrote, cut or deleted: :func:`named_on_host`).
+- It says "not named" (the allowing direction: the hook, the early SKIP) only for the
+  traces it **covers**: per trace file (``*.jsonl`` of the trace directory), the device,
+  inode, size and ctime it had when its bytes were read into the index. When any trace
+  file on disk is not covered exactly (appended to by another tool, rewritten, replaced,
+  new), or a PostgreSQL store is configured,
+  :func:`eidolons.knownhandoff.payload_index` answers None ("cannot tell") and the
+  caller takes the full rule.
+
+Written by :func:`refresh` (under the trace's append lock, after the line, and under the
+index's own lock file), which reads the bytes of each trace file the index does not cover
+yet (from where it stopped, when the file is the one it read, else from the start) by the
+full search's own rule (:func:`eidolons.trace.payload_search_lines`: pieces of at most a
+line) and renames a new file over the old one: readers take no lock. An append whose
+index cannot be written leaves an index covering less than the trace: readers then take
+the full rule. Format::
+
+    eidolons-payload-index v2
+    root <dev> <ino>
+    trace <dev> <ino> <size> <ctime_ns> <clean> <tail-sha256> <"name">   (one per file)
+    entries
+    "<payload_path>"                                                    (one per path)
+    end <bytes before this line>
+
+The reading path (:func:`covered_entries`, :func:`names`) imports only ``os`` and
+``_json`` (the hook's fast path reads it); the rules of where the traces are and which
+store holds them are :mod:`eidolons.knownhandoff`'s (:data:`~eidolons.state.TRACE_DIR`
+for the writer).
 """
 
 from __future__ import annotations
@@ -23,16 +46,17 @@ from __future__ import annotations
 import os
 from _json import encode_basestring_ascii
 
-INDEX_PARTS = (".eidolons", "payloads.idx")
-HEADER = b"eidolons-payload-index v1\n"
+INDEX_DIR = "payloads"
+HEADER = b"eidolons-payload-index v2\n"
+ENTRIES = b"entries\n"
 MAX_INDEX_BYTES = 8 * 1024 * 1024
+TAIL = 64  # bytes before the point a file was read to, re-checked before reading on
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
 
-TRACE_PARTS = (".eidolons", ".trace")
-STORE_FILE_PARTS = (".eidolons", "trace-store.json")
-DSN_ENV = "EIDOLONS_TRACE_DSN"
+    IsPayload = Callable[[Mapping[str, Any] | None, list[str]], bool]
 
 
 def entry(key: str) -> bytes:
@@ -64,26 +88,42 @@ def payload_keys(path: str, root: str) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def _traces_exist(root: str) -> bool:
-    if os.environ.get(DSN_ENV) or os.path.lexists(os.path.join(root, *STORE_FILE_PARTS)):
-        return True
-    try:
-        names = os.listdir(os.path.join(root, *TRACE_PARTS))
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True  # cannot list: cannot rule out
-    return any(n.endswith(".jsonl") for n in names)
+def _root_line(st: os.stat_result) -> bytes:
+    return b"root %d %d\n" % (st.st_dev, st.st_ino)
 
 
-def read_index(root: str) -> bytes | None:
-    """The index's bytes after the header (each entry preceded by a newline), ``b""``
-    when there is no index and no trace (nothing is named), or None: cannot tell."""
-    path = os.path.join(root, *INDEX_PARTS)
+def _index_file(st: os.stat_result) -> str:
+    from eidolons.keys.files import config_dir  # the one rule (a relative XDG is ignored)
+
+    return os.path.join(config_dir(), INDEX_DIR, f"{st.st_dev:x}-{st.st_ino:x}.idx")
+
+
+def index_path(root: str) -> str:
+    """The index file of the project at ``root`` (raises :class:`OSError` when the root
+    cannot be stat'ed)."""
+    return _index_file(os.stat(root))
+
+
+class _Index:
+    """A parsed index file: ``cover`` maps each covered trace file's encoded name to its
+    fields (dev, ino, size, ctime_ns, clean, tail-sha256); ``entries`` is the entry block
+    preceded by a newline (what :func:`names` searches)."""
+
+    __slots__ = ("cover", "entries", "raw")
+
+    def __init__(self, cover: dict[bytes, list[bytes]], entries: bytes, raw: bytes) -> None:
+        self.cover = cover
+        self.entries = entries
+        self.raw = raw
+
+
+def _load(root_st: os.stat_result) -> _Index | None:
+    """The project's index file, parsed; None when there is none or it is not one this
+    tool wrote for this root (not a regular file, too large, truncated, another root's)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None if _traces_exist(root) else b""
+        fd = os.open(
+            _index_file(root_st), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        )
     except OSError:
         return None
     try:
@@ -95,42 +135,237 @@ def read_index(root: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
-    if len(data) > MAX_INDEX_BYTES or not data.startswith(HEADER):
+    head = HEADER + _root_line(root_st)
+    if len(data) > MAX_INDEX_BYTES or not data.startswith(head) or not data.endswith(b"\n"):
         return None
-    return b"\n" + data[len(HEADER) :]
+    last = data.rfind(b"\n", 0, -1) + 1
+    if data[last:] != b"end %d\n" % last:
+        return None
+    cover_end = data.find(b"\n" + ENTRIES, len(head) - 1)
+    if cover_end < 0:
+        return None
+    cover: dict[bytes, list[bytes]] = {}
+    for line in data[len(head) : cover_end + 1].splitlines():
+        fields = line.split(b" ", 7)
+        if len(fields) != 8 or fields[0] != b"trace":
+            return None
+        cover[fields[7]] = fields[1:7]
+    return _Index(cover, data[cover_end + len(ENTRIES) : last], data)
+
+
+def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> bytes | None:
+    """The index's entries (each preceded by a newline) when the index covers exactly each
+    trace file of ``states`` (:func:`eidolons.knownhandoff.trace_states`, the files on
+    disk now), ``b""`` when there is neither an index nor a trace (nothing is named),
+    or None: cannot tell (no index while traces exist, an index that is not one, or
+    that does not cover a trace file as it is now). The caller
+    (:func:`eidolons.knownhandoff.payload_index`) settles the store first."""
+    try:
+        index = _load(os.stat(root))
+    except OSError:
+        return None
+    if index is None:
+        return b"" if not states and not _maybe_index(root) else None
+    cover = index.cover
+    for name, dev, ino, size, ctime in states:
+        fields = cover.get(encode_basestring_ascii(name).encode("ascii"))
+        if fields is None or fields[:4] != [b"%d" % dev, b"%d" % ino, b"%d" % size, b"%d" % ctime]:
+            return None
+    return index.entries
+
+
+def _maybe_index(root: str) -> bool:
+    """Whether an index file exists for ``root`` (that :func:`_load` refused): then it
+    cannot tell, even with no trace on disk."""
+    try:
+        return os.path.lexists(index_path(root))
+    except OSError:
+        return True
 
 
 def names(index: bytes, path: str, root: str) -> bool:
-    """Whether ``index`` (from :func:`read_index`) names ``path``."""
+    """Whether ``index`` (from :func:`covered_entries`) names ``path``."""
     return any(b"\n" + entry(k) in index for k in payload_keys(path, root))
 
 
-def record(root: str, key: str, known: Callable[[], list[str] | None]) -> None:
-    """Add ``key`` to the index; the first time, create it filled with ``known()`` (every
-    payload path the traces on disk name; None when they cannot be read, and then the
-    index stays headerless: "cannot tell").
-    Raises :class:`OSError` or :class:`eidolons.beneath.BeneathError`; the caller fails
-    the trace append (no trace line without its index entry)."""
+def named_on_host(path: str, root: str) -> str | None:
+    """The index file when this host's index of the project names ``path`` (whatever the
+    traces hold now), else None: evidence that a trace named it (ADR 0110)."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    index = _load(st)
+    if index is None or not names(index.entries, path, root):
+        return None
+    return _index_file(st)
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None:
+    """Bring the index of the project at ``root`` up to every trace file on disk, adding
+    the keys of ``extra`` (a payload event appended to a trace outside the trace
+    directory, ``--trace FILE``). ``is_payload`` is the store's rule for an event naming
+    a payload (:func:`eidolons.tracestore.is_payload_event`: this module never imports
+    the stores, no import cycle). A file that cannot be read within the scan bound is left
+    uncovered (readers then take the full rule). Raises :class:`OSError` when the index
+    cannot be written (the caller decides: an append stands without it)."""
     import fcntl
 
-    from eidolons.beneath import open_state_path
-
-    fd = open_state_path(root, INDEX_PARTS, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK, create=True)
+    root_st = os.stat(root)
+    path = _index_file(root_st)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.open(path[: -len(".idx")] + ".lock", flags, 0o600)
     try:
-        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
-            raise OSError(f"{os.path.join(*INDEX_PARTS)} is not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = _load(root_st)
+        content = _build(root, root_st, old, extra, is_payload)
+        if content is not None and (old is None or content != old.raw):
+            _replace(path, content)
+    finally:
+        os.close(lock)
+
+
+def _finish(text: bytes) -> bytes:
+    return text + b"end %d\n" % len(text)
+
+
+def _build(
+    root: str,
+    root_st: os.stat_result,
+    old: _Index | None,
+    extra: Iterable[str],
+    is_payload: IsPayload,
+) -> bytes | None:
+    """The new index's bytes; None when the trace directory cannot be read as the full
+    search reads it (a link, not listable): the old index then stays as it is."""
+    from eidolons.state import TRACE_DIR, trace_scan_bound
+
+    trace_dir = os.path.join(root, TRACE_DIR)
+    for d in (os.path.dirname(trace_dir), trace_dir):
         try:
-            out = b""
-            if os.fstat(fd).st_size == 0:
-                paths = known()
-                if paths is not None:  # else headerless: readers fall back to the full rule
-                    out = HEADER + b"".join(entry(k) for k in paths)
-            out += entry(key)
-            view = memoryview(out)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            if os.lstat(d).st_mode & 0o170000 != 0o040000:
+                return None
+        except FileNotFoundError:
+            break
+    try:
+        listed = sorted(n for n in os.listdir(trace_dir) if n.endswith(".jsonl"))
+    except FileNotFoundError:
+        listed = []
+    except OSError:
+        return None
+    known = old.entries[1:].splitlines(keepends=True) if old is not None else []
+    keys: dict[bytes, None] = dict.fromkeys(known)  # entries are never removed
+    cover: list[bytes] = []
+    budget = trace_scan_bound()
+    for name in listed:
+        encoded = encode_basestring_ascii(name).encode("ascii")
+        prev = old.cover.get(encoded) if old is not None else None
+        line, used = _cover_file(os.path.join(trace_dir, name), prev, budget, keys, is_payload)
+        budget -= used
+        if line is not None:
+            cover.append(b"trace " + line + b" " + encoded + b"\n")
+    for key in extra:
+        keys.setdefault(entry(key), None)
+    text = _finish(HEADER + _root_line(root_st) + b"".join(cover) + ENTRIES + b"".join(keys))
+    return text if len(text) <= MAX_INDEX_BYTES else None
+
+
+def _cover_file(
+    path: str,
+    prev: list[bytes] | None,
+    budget: int,
+    keys: dict[bytes, None],
+    is_payload: IsPayload,
+) -> tuple[bytes | None, int]:
+    """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
+    when it is not a regular file opened without a link, or past ``budget``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None, 0
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:
+            return None, 0
+        state = [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
+        if prev is not None and prev[:4] == state:
+            return b" ".join(prev[:6]), 0  # unchanged since it was read
+        start = _resume(fd, st, prev)
+        if st.st_size - start > budget:
+            return None, 0
+        clean = _scan(fd, start, st.st_size, keys, is_payload)
+        fields = [*state, b"%d" % clean, _tail(fd, clean).encode("ascii")]
+        return b" ".join(fields), st.st_size - start
+    except OSError:
+        return None, 0
     finally:
         os.close(fd)
+
+
+def _resume(fd: int, st: os.stat_result, prev: list[bytes] | None) -> int:
+    """Where to read the file from: where the index stopped when it is the same file
+    (device, inode), not shorter, and still holds the bytes before that point; else 0."""
+    if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
+        return 0
+    try:
+        size, clean = int(prev[2]), int(prev[4])
+    except ValueError:
+        return 0
+    if clean > size or size > st.st_size or _tail(fd, clean).encode("ascii") != prev[5]:
+        return 0
+    return clean
+
+
+def _tail(fd: int, clean: int) -> str:
+    from eidolons.ecl.integrity import sha256_hex
+
+    start = max(0, clean - TAIL)
+    return sha256_hex(os.pread(fd, clean - start, start))
+
+
+def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: IsPayload) -> int:
+    """Add the payload keys of ``[start, size)`` (``start`` a line start) to ``keys``, by
+    the full search's rule on the same pieces (:func:`eidolons.trace.payload_search_lines`
+    reads lines of at most :data:`~eidolons.trace.MAX_LINE_BYTES` + 1 bytes from a line
+    start); returns the end of the last whole line read (where a later scan resumes)."""
+    from eidolons.trace import MAX_LINE_BYTES, PAYLOAD_FIELD, decode_line
+
+    clean = pos = start
+    with open(os.dup(fd), "rb") as fh:
+        fh.seek(start)
+        while pos < size and (raw := fh.readline(MAX_LINE_BYTES + 1)):
+            pos += len(raw)
+            if raw.endswith(b"\n") and pos <= size:
+                clean = pos
+            if PAYLOAD_FIELD not in raw:
+                continue
+            event = decode_line(raw.rstrip(b"\n"), 0).event
+            key = event.get("payload_path") if event else None
+            if isinstance(key, str) and is_payload(event, [key]):
+                keys.setdefault(entry(key), None)
+    return clean
+
+
+def _replace(path: str, content: bytes) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

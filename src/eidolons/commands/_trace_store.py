@@ -10,10 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
-if TYPE_CHECKING:
-    from eidolons.tracestore.jsonl import JsonlStore
-
 
 def run_store(args: argparse.Namespace) -> int:
     from eidolons.commands._common import fail
@@ -90,22 +86,9 @@ def _copy(args: argparse.Namespace) -> int:
             if new and args.trace_command == "export":
                 pg.append_lines(name, new, after=len(have))
             elif new:
-                _index_payloads(files, new)
                 append_lines(files.path(name), new)
+                files.index_payloads()  # the host's payload index covers them (ADR 0110)
             print(f"{name}: {len(new)} line(s) copied, {len(have)} already there")
     finally:
         pg.close()
     return 3 if diverged else 0
-
-
-def _index_payloads(files: JsonlStore, lines: list[bytes]) -> None:
-    """Before imported lines are written: the payload index names every payload they name
-    (ADR 0049: no trace line without its index entry; the receiver's early SKIP relies on
-    it, ADR 0084). The entry is made by the store's own rule for an appended event, on
-    the line decoded as every reader decodes it (:func:`eidolons.trace.decode_line`)."""
-    from eidolons.trace import decode_line
-
-    for raw in lines:
-        event = decode_line(raw, 0).event
-        if event is not None and (add := files._index_hook(event)) is not None:
-            add()  # a damaged line (event None) names nothing the gates would find

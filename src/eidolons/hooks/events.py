@@ -522,9 +522,16 @@ def user_key_dir() -> str:
     return config_dir()
 
 
-def key_dirs(root: str) -> tuple[str, str]:
-    """The signing-key directories: the project's ``.eidolons/keys`` and the user's."""
-    return (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
+def key_dirs(root: str) -> tuple[str, ...]:
+    """The signing-key directories: the project's ``.eidolons/keys`` and the user's; with
+    ``EIDOLONS_KEY_DIR``, the host's config directory too, where the trace heads, the
+    verdict and payload indexes stay (ADRs 0037, 0087, 0110): no agent may touch them."""
+    dirs = (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
+    if not os.environ.get("EIDOLONS_KEY_DIR"):
+        return dirs
+    from eidolons.keys.files import config_dir
+
+    return (*dirs, _real(config_dir()))
 
 
 # Claude Code's wiring, the same at the project and the user level: skills, commands and
@@ -636,16 +643,17 @@ class Layout:
 
     def trace_names(self, path: str) -> bool:
         """Whether the trace may name ``path`` as a payload (its envelope deleted): looked
-        up in the payload index (:mod:`eidolons.payloadindex`, one small read per event);
-        when the index cannot tell, the full rule (:func:`eidolons.config.find_handoff`)
+        up in the host's payload index (:mod:`eidolons.payloadindex`, one small read and
+        a stat of each trace file per event) when it covers every trace file as it is
+        now; when it cannot tell, the full rule (:func:`eidolons.config.find_handoff`)
         answers. True sends the read to the receiver gate, which decides."""
-        from eidolons.knownhandoff import foreign_projects, rules_out
-        from eidolons.payloadindex import names, read_index
+        from eidolons.knownhandoff import foreign_projects, payload_index, rules_out
+        from eidolons.payloadindex import names
 
         if foreign_projects(path, self.root):  # another project holds it: its rules too
             return not rules_out(path, self.root) and self._full_rule(path)
         if self._index is False:
-            self._index = read_index(self.root)
+            self._index = payload_index(self.root)
         index = self._index
         if isinstance(index, bytes):
             return names(index, path, self.root)

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 
 from eidolons import pathstr
-from eidolons.errors import InputError, TraceWriteError
+from eidolons.errors import InputError
 from eidolons.state import TRACE_DIR, trace_scan_bound
 from eidolons.trace import (
-    PAYLOAD_FIELD,
     TraceLine,
     append_event,
-    decode_line,
     find_payload_event,
     open_trace,
-    payload_search_lines,
     read_events,
     read_new_events,
     read_raw_lines,
@@ -35,7 +31,7 @@ from eidolons.tracestore import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
     from typing import Any
 
@@ -71,59 +67,37 @@ class JsonlStore(TraceStore):
         path = self._file(thread_id)
         from eidolons.tracestore.verdictindex import update
 
-        line = append_event(path, event, before=self._index_hook(event), after=update)
+        extra = self._outside_key(event)
+
+        def after(fd: int, start: int, line: bytes) -> None:
+            update(fd, start, line)  # never raises
+            self.index_payloads(extra)
+
+        line = append_event(path, event, after=after)
         from eidolons.ecl.jsontext import loads
 
         return Appended(loads(line), line, str(path))
 
-    def _index_hook(self, event: Mapping[str, Any]) -> Callable[[], None] | None:
-        """Adds a payload event's ``payload_path`` to the payload index, under the lock."""
+    def _outside_key(self, event: Mapping[str, Any]) -> list[str]:
+        """The payload key of a payload event appended to a ``--trace FILE``: the index
+        names it too (evidence in the refusing direction), though the full search reads
+        only the trace directory."""
         key = event.get("payload_path")
-        if not isinstance(key, str) or not is_payload_event(event, [key]):
-            return None
+        if self.file is None or not isinstance(key, str) or not is_payload_event(event, [key]):
+            return []
+        return [key]
 
-        def add() -> None:
-            from eidolons.beneath import BeneathError
-            from eidolons.payloadindex import entry, read_index, record
+    def index_payloads(self, extra: list[str] | None = None) -> None:
+        """Bring this host's payload index (:mod:`eidolons.payloadindex`, ADR 0110) up to
+        the project's trace files: after a line is written, under the trace's append
+        lock. Never raises: an index left behind covers less than the traces, and the
+        hook and the early SKIP then take the full rule (the line is the record)."""
+        from eidolons.payloadindex import refresh
 
-            # a path the index names already is not written again: every reception of a
-            # hand-off (the receiver's verify_pass) would grow the index the hook reads
-            # whole on every event. Entries are never removed, and the hook only asks
-            # whether the index names the path (ADR 0088)
-            named = read_index(str(self.root))
-            if named is not None and b"\n" + entry(key) in named:
-                return
-            try:
-                record(str(self.root), key, self.payload_paths)
-            except (BeneathError, OSError) as exc:
-                raise TraceWriteError(f"cannot add to the payload index: {exc}") from None
-
-        return add
-
-    def payload_paths(self) -> list[str] | None:
-        """Every payload path the project's traces name (``emit``/verification events),
-        or None when they cannot be read within the scan bound: every line the payload
-        search reads (:func:`eidolons.trace.payload_search_lines`, every ``*.jsonl`` of
-        the trace directory whatever its name, not only this store's file or the thread
-        files), so that the index built from it never lacks a payload the search finds;
-        with ``file`` (``--trace FILE``), that file's lines too."""
-        found: dict[str, None] = {}
         try:
-            pieces: Iterator[bytes] = payload_search_lines(self.root)
-            if self.file is not None:
-                if os.stat(self.file).st_size > trace_scan_bound():
-                    return None
-                pieces = itertools.chain(pieces, self.iter_raw(None))
-            for raw in pieces:
-                if PAYLOAD_FIELD not in raw:
-                    continue
-                event = decode_line(raw.rstrip(b"\n"), 0).event
-                key = event.get("payload_path") if event else None
-                if isinstance(key, str) and is_payload_event(event, [key]):
-                    found[key] = None
-        except (InputError, OSError):  # a missing FILE too: it is being appended to
-            return None
-        return list(found)
+            refresh(str(self.root), is_payload_event, extra or ())
+        except Exception:  # a hint: what it does not cover is read in full
+            pass
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         # the verdict index answers in O(1) when it checks out, scanning only the tail it
