@@ -16,10 +16,11 @@ import pytest
 
 from eidolons import knownhandoff, state, tracestore
 from eidolons.knownhandoff import payload_index, trace_states
-from eidolons.payloadindex import entry, index_path, refresh
+from eidolons.payloadindex import entry, index_path
 from eidolons.trace import MAX_LINE_BYTES, find_payload_event
 from eidolons.tracestore import is_payload_event, payload_needle
 from eidolons.tracestore.jsonl import JsonlStore
+from eidolons.tracestore.payloadfill import refresh
 
 
 def emit_line(path: str, **extra: Any) -> bytes:
@@ -36,7 +37,7 @@ def entries(root: Path) -> bytes | None:
 
 
 def test_the_state_paths_are_spelled_once() -> None:
-    assert knownhandoff.DSN_ENV == tracestore.DSN_ENV
+    assert knownhandoff.TRACE_DSN_ENV == tracestore.DSN_ENV
     assert knownhandoff.TRACE_DIR == state.TRACE_DIR
 
 

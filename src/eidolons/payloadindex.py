@@ -20,12 +20,13 @@ What it says, and to whom:
   :func:`eidolons.knownhandoff.payload_index` answers None ("cannot tell") and the
   caller takes the full rule.
 
-Written by :func:`refresh` (under the trace's append lock, after the line, and under the
-index's own lock file), which reads the bytes of each trace file the index does not cover
-yet (from where it stopped, when the file is the one it read, else from the start) by the
-full search's own rule (:func:`eidolons.trace.payload_search_lines`: pieces of at most a
-line) and renames a new file over the old one: readers take no lock. An append whose
-index cannot be written leaves an index covering less than the trace: readers then take
+Written by :func:`eidolons.tracestore.payloadfill.refresh` (under the trace's append lock,
+after the line, and under the index's own lock file), which reads the bytes of each trace
+file the index does not cover yet (from where it stopped, when the file is the one it
+read, else from the start) by the full search's own rule
+(:func:`eidolons.trace.payload_search_lines`: pieces of at most a line) and renames a new
+file over the old one: readers take no lock. An append whose index cannot be written
+leaves an index covering less than the trace: readers then take
 the full rule. Format::
 
     eidolons-payload-index v2
@@ -35,10 +36,11 @@ the full rule. Format::
     "<payload_path>"                                                    (one per path)
     end <bytes before this line>
 
-The reading path (:func:`covered_entries`, :func:`names`) imports only ``os`` and
-``_json`` (the hook's fast path reads it); the rules of where the traces are and which
-store holds them are :mod:`eidolons.knownhandoff`'s (:data:`~eidolons.state.TRACE_DIR`
-for the writer).
+This module (the format and its readers: :func:`covered_entries`, :func:`names`,
+:func:`named_on_host`) imports only ``os`` and ``_json`` (the hook's fast path reads it)
+and no other module of the package but :mod:`eidolons.keys.files` (where the host's
+directory is); the rules of where the traces are and which store holds them are
+:mod:`eidolons.knownhandoff`'s, the writer is :mod:`eidolons.tracestore.payloadfill`.
 """
 
 from __future__ import annotations
@@ -50,13 +52,6 @@ INDEX_DIR = "payloads"
 HEADER = b"eidolons-payload-index v2\n"
 ENTRIES = b"entries\n"
 MAX_INDEX_BYTES = 8 * 1024 * 1024
-TAIL = 64  # bytes before the point a file was read to, re-checked before reading on
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
-    from typing import Any
-
-    IsPayload = Callable[[Mapping[str, Any] | None, list[str]], bool]
 
 
 def entry(key: str) -> bytes:
@@ -88,11 +83,16 @@ def payload_keys(path: str, root: str) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def _root_line(st: os.stat_result) -> bytes:
+def root_line(st: os.stat_result) -> bytes:
     return b"root %d %d\n" % (st.st_dev, st.st_ino)
 
 
-def _index_file(st: os.stat_result) -> str:
+def finish(text: bytes) -> bytes:
+    """``text`` with the closing line a reader requires (a truncated file is no index)."""
+    return text + b"end %d\n" % len(text)
+
+
+def index_file(st: os.stat_result) -> str:
     from eidolons.keys.files import config_dir  # the one rule (a relative XDG is ignored)
 
     return os.path.join(config_dir(), INDEX_DIR, f"{st.st_dev:x}-{st.st_ino:x}.idx")
@@ -101,10 +101,10 @@ def _index_file(st: os.stat_result) -> str:
 def index_path(root: str) -> str:
     """The index file of the project at ``root`` (raises :class:`OSError` when the root
     cannot be stat'ed)."""
-    return _index_file(os.stat(root))
+    return index_file(os.stat(root))
 
 
-class _Index:
+class Index:
     """A parsed index file: ``cover`` maps each covered trace file's encoded name to its
     fields (dev, ino, size, ctime_ns, clean, tail-sha256); ``entries`` is the entry block
     preceded by a newline (what :func:`names` searches)."""
@@ -117,12 +117,12 @@ class _Index:
         self.raw = raw
 
 
-def _load(root_st: os.stat_result) -> _Index | None:
+def load(root_st: os.stat_result) -> Index | None:
     """The project's index file, parsed; None when there is none or it is not one this
     tool wrote for this root (not a regular file, too large, truncated, another root's)."""
     try:
         fd = os.open(
-            _index_file(root_st), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            index_file(root_st), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         )
     except OSError:
         return None
@@ -135,7 +135,7 @@ def _load(root_st: os.stat_result) -> _Index | None:
         return None
     finally:
         os.close(fd)
-    head = HEADER + _root_line(root_st)
+    head = HEADER + root_line(root_st)
     if len(data) > MAX_INDEX_BYTES or not data.startswith(head) or not data.endswith(b"\n"):
         return None
     last = data.rfind(b"\n", 0, -1) + 1
@@ -150,7 +150,7 @@ def _load(root_st: os.stat_result) -> _Index | None:
         if len(fields) != 8 or fields[0] != b"trace":
             return None
         cover[fields[7]] = fields[1:7]
-    return _Index(cover, data[cover_end + len(ENTRIES) : last], data)
+    return Index(cover, data[cover_end + len(ENTRIES) : last], data)
 
 
 def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> bytes | None:
@@ -161,7 +161,7 @@ def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> 
     that does not cover a trace file as it is now). The caller
     (:func:`eidolons.knownhandoff.payload_index`) settles the store first."""
     try:
-        index = _load(os.stat(root))
+        index = load(os.stat(root))
     except OSError:
         return None
     if index is None:
@@ -195,177 +195,7 @@ def named_on_host(path: str, root: str) -> str | None:
         st = os.stat(root)
     except OSError:
         return None
-    index = _load(st)
+    index = load(st)
     if index is None or not names(index.entries, path, root):
         return None
-    return _index_file(st)
-
-
-# --- writing -----------------------------------------------------------------------------
-
-
-def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None:
-    """Bring the index of the project at ``root`` up to every trace file on disk, adding
-    the keys of ``extra`` (a payload event appended to a trace outside the trace
-    directory, ``--trace FILE``). ``is_payload`` is the store's rule for an event naming
-    a payload (:func:`eidolons.tracestore.is_payload_event`: this module never imports
-    the stores, no import cycle). A file that cannot be read within the scan bound is left
-    uncovered (readers then take the full rule). Raises :class:`OSError` when the index
-    cannot be written (the caller decides: an append stands without it)."""
-    import fcntl
-
-    root_st = os.stat(root)
-    path = _index_file(root_st)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    lock = os.open(path[: -len(".idx")] + ".lock", flags, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        old = _load(root_st)
-        content = _build(root, root_st, old, extra, is_payload)
-        if content is not None and (old is None or content != old.raw):
-            _replace(path, content)
-    finally:
-        os.close(lock)
-
-
-def _finish(text: bytes) -> bytes:
-    return text + b"end %d\n" % len(text)
-
-
-def _build(
-    root: str,
-    root_st: os.stat_result,
-    old: _Index | None,
-    extra: Iterable[str],
-    is_payload: IsPayload,
-) -> bytes | None:
-    """The new index's bytes; None when the trace directory cannot be read as the full
-    search reads it (a link, not listable): the old index then stays as it is."""
-    from eidolons.state import TRACE_DIR, trace_scan_bound
-
-    trace_dir = os.path.join(root, TRACE_DIR)
-    for d in (os.path.dirname(trace_dir), trace_dir):
-        try:
-            if os.lstat(d).st_mode & 0o170000 != 0o040000:
-                return None
-        except FileNotFoundError:
-            break
-    try:
-        listed = sorted(n for n in os.listdir(trace_dir) if n.endswith(".jsonl"))
-    except FileNotFoundError:
-        listed = []
-    except OSError:
-        return None
-    known = old.entries[1:].splitlines(keepends=True) if old is not None else []
-    keys: dict[bytes, None] = dict.fromkeys(known)  # entries are never removed
-    cover: list[bytes] = []
-    budget = trace_scan_bound()
-    for name in listed:
-        encoded = encode_basestring_ascii(name).encode("ascii")
-        prev = old.cover.get(encoded) if old is not None else None
-        line, used = _cover_file(os.path.join(trace_dir, name), prev, budget, keys, is_payload)
-        budget -= used
-        if line is not None:
-            cover.append(b"trace " + line + b" " + encoded + b"\n")
-    for key in extra:
-        keys.setdefault(entry(key), None)
-    text = _finish(HEADER + _root_line(root_st) + b"".join(cover) + ENTRIES + b"".join(keys))
-    return text if len(text) <= MAX_INDEX_BYTES else None
-
-
-def _cover_file(
-    path: str,
-    prev: list[bytes] | None,
-    budget: int,
-    keys: dict[bytes, None],
-    is_payload: IsPayload,
-) -> tuple[bytes | None, int]:
-    """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
-    when it is not a regular file opened without a link, or past ``budget``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None, 0
-    try:
-        st = os.fstat(fd)
-        if st.st_mode & 0o170000 != 0o100000:
-            return None, 0
-        state = [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
-        if prev is not None and prev[:4] == state:
-            return b" ".join(prev[:6]), 0  # unchanged since it was read
-        start = _resume(fd, st, prev)
-        if st.st_size - start > budget:
-            return None, 0
-        clean = _scan(fd, start, st.st_size, keys, is_payload)
-        fields = [*state, b"%d" % clean, _tail(fd, clean).encode("ascii")]
-        return b" ".join(fields), st.st_size - start
-    except OSError:
-        return None, 0
-    finally:
-        os.close(fd)
-
-
-def _resume(fd: int, st: os.stat_result, prev: list[bytes] | None) -> int:
-    """Where to read the file from: where the index stopped when it is the same file
-    (device, inode), not shorter, and still holds the bytes before that point; else 0."""
-    if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
-        return 0
-    try:
-        size, clean = int(prev[2]), int(prev[4])
-    except ValueError:
-        return 0
-    if clean > size or size > st.st_size or _tail(fd, clean).encode("ascii") != prev[5]:
-        return 0
-    return clean
-
-
-def _tail(fd: int, clean: int) -> str:
-    from eidolons.ecl.integrity import sha256_hex
-
-    start = max(0, clean - TAIL)
-    return sha256_hex(os.pread(fd, clean - start, start))
-
-
-def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: IsPayload) -> int:
-    """Add the payload keys of ``[start, size)`` (``start`` a line start) to ``keys``, by
-    the full search's rule on the same pieces (:func:`eidolons.trace.payload_search_lines`
-    reads lines of at most :data:`~eidolons.trace.MAX_LINE_BYTES` + 1 bytes from a line
-    start); returns the end of the last whole line read (where a later scan resumes)."""
-    from eidolons.trace import MAX_LINE_BYTES, PAYLOAD_FIELD, decode_line
-
-    clean = pos = start
-    with open(os.dup(fd), "rb") as fh:
-        fh.seek(start)
-        while pos < size and (raw := fh.readline(MAX_LINE_BYTES + 1)):
-            pos += len(raw)
-            if raw.endswith(b"\n") and pos <= size:
-                clean = pos
-            if PAYLOAD_FIELD not in raw:
-                continue
-            event = decode_line(raw.rstrip(b"\n"), 0).event
-            key = event.get("payload_path") if event else None
-            if isinstance(key, str) and is_payload(event, [key]):
-                keys.setdefault(entry(key), None)
-    return clean
-
-
-def _replace(path: str, content: bytes) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    return index_file(st)

@@ -595,7 +595,7 @@ class Layout:
     def __init__(self, root: str, extra_handoff_dirs: tuple[str, ...] = ()) -> None:
         self.root = _real(root)
         self._index: bytes | bool | None = False  # False: not read yet
-        self._key_dirs: tuple[str, str] | None = None  # looked up when first needed
+        self._key_dirs: tuple[str, ...] | None = None  # looked up when first needed
         self.state_dir = os.path.join(self.root, STATE_DIR)
         self.handoff_dirs = tuple(
             _real(os.path.join(self.root, d)) for d in (HANDOFF_DIR, *extra_handoff_dirs)
@@ -610,7 +610,7 @@ class Layout:
         )
 
     @property
-    def key_dirs(self) -> tuple[str, str]:
+    def key_dirs(self) -> tuple[str, ...]:
         """The signing-key directories (:func:`key_dirs`), found on first use: a call that
         touches no file never needs them (nor :mod:`eidolons.keys.files`)."""
         if self._key_dirs is None:

@@ -92,7 +92,7 @@ class JsonlStore(TraceStore):
         the project's trace files: after a line is written, under the trace's append
         lock. Never raises: an index left behind covers less than the traces, and the
         hook and the early SKIP then take the full rule (the line is the record)."""
-        from eidolons.payloadindex import refresh
+        from eidolons.tracestore.payloadfill import refresh
 
         try:
             refresh(str(self.root), is_payload_event, extra or ())

@@ -1,0 +1,198 @@
+"""Bringing this host's payload index (:mod:`eidolons.payloadindex`, ADR 0110) up to the
+project's trace files: the writer, called by the JSONL store after each append (under the
+trace's append lock) and by ``trace import``.
+
+Under the index's lock file it lists and opens the trace files, reads each one the index
+does not cover as it is now (from where it stopped when it is the same file and the bytes
+before that point are unchanged, else from the start) by the full search's rule on the
+same pieces, and renames a new index over the old one. What it records as covered is
+what ``fstat`` said before the bytes were read: a line appended meanwhile is not covered.
+"""
+
+from __future__ import annotations
+
+import os
+from _json import encode_basestring_ascii
+
+from eidolons.payloadindex import (
+    ENTRIES,
+    HEADER,
+    MAX_INDEX_BYTES,
+    Index,
+    entry,
+    finish,
+    index_file,
+    load,
+    root_line,
+)
+
+TAIL = 64  # bytes before the point a file was read to, re-checked before reading on
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
+
+    IsPayload = Callable[[Mapping[str, Any] | None, list[str]], bool]
+
+
+def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None:
+    """Bring the index of the project at ``root`` up to every trace file on disk, adding
+    the keys of ``extra`` (a payload event appended to a trace outside the trace
+    directory, ``--trace FILE``). ``is_payload`` is the store's rule for an event naming
+    a payload (:func:`eidolons.tracestore.is_payload_event`, passed in: no import of the
+    package's ``__init__``). A file that cannot be read within the scan bound is left
+    uncovered (readers then take the full rule). Raises :class:`OSError` when the index
+    cannot be written (the caller decides: an append stands without it)."""
+    import fcntl
+
+    root_st = os.stat(root)
+    path = index_file(root_st)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.open(path[: -len(".idx")] + ".lock", flags, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = load(root_st)
+        content = _build(root, root_st, old, extra, is_payload)
+        if content is not None and (old is None or content != old.raw):
+            _replace(path, content)
+    finally:
+        os.close(lock)
+
+
+def _build(
+    root: str,
+    root_st: os.stat_result,
+    old: Index | None,
+    extra: Iterable[str],
+    is_payload: IsPayload,
+) -> bytes | None:
+    """The new index's bytes; None when the trace directory cannot be read as the full
+    search reads it (a link, not listable): the old index then stays as it is."""
+    from eidolons.state import TRACE_DIR, trace_scan_bound
+
+    trace_dir = os.path.join(root, TRACE_DIR)
+    for d in (os.path.dirname(trace_dir), trace_dir):
+        try:
+            if os.lstat(d).st_mode & 0o170000 != 0o040000:
+                return None
+        except FileNotFoundError:
+            break
+    try:
+        listed = sorted(n for n in os.listdir(trace_dir) if n.endswith(".jsonl"))
+    except FileNotFoundError:
+        listed = []
+    except OSError:
+        return None
+    known = old.entries[1:].splitlines(keepends=True) if old is not None else []
+    keys: dict[bytes, None] = dict.fromkeys(known)  # entries are never removed
+    cover: list[bytes] = []
+    budget = trace_scan_bound()
+    for name in listed:
+        encoded = encode_basestring_ascii(name).encode("ascii")
+        prev = old.cover.get(encoded) if old is not None else None
+        line, used = _cover_file(os.path.join(trace_dir, name), prev, budget, keys, is_payload)
+        budget -= used
+        if line is not None:
+            cover.append(b"trace " + line + b" " + encoded + b"\n")
+    for key in extra:
+        keys.setdefault(entry(key), None)
+    text = finish(HEADER + root_line(root_st) + b"".join(cover) + ENTRIES + b"".join(keys))
+    return text if len(text) <= MAX_INDEX_BYTES else None
+
+
+def _cover_file(
+    path: str,
+    prev: list[bytes] | None,
+    budget: int,
+    keys: dict[bytes, None],
+    is_payload: IsPayload,
+) -> tuple[bytes | None, int]:
+    """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
+    when it is not a regular file opened without a link, or past ``budget``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None, 0
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:
+            return None, 0
+        state = [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
+        if prev is not None and prev[:4] == state:
+            return b" ".join(prev[:6]), 0  # unchanged since it was read
+        start = _resume(fd, st, prev)
+        if st.st_size - start > budget:
+            return None, 0
+        clean = _scan(fd, start, st.st_size, keys, is_payload)
+        fields = [*state, b"%d" % clean, _tail(fd, clean).encode("ascii")]
+        return b" ".join(fields), st.st_size - start
+    except OSError:
+        return None, 0
+    finally:
+        os.close(fd)
+
+
+def _resume(fd: int, st: os.stat_result, prev: list[bytes] | None) -> int:
+    """Where to read the file from: where the index stopped when it is the same file
+    (device, inode), not shorter, and still holds the bytes before that point; else 0."""
+    if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
+        return 0
+    try:
+        size, clean = int(prev[2]), int(prev[4])
+    except ValueError:
+        return 0
+    if clean > size or size > st.st_size or _tail(fd, clean).encode("ascii") != prev[5]:
+        return 0
+    return clean
+
+
+def _tail(fd: int, clean: int) -> str:
+    from eidolons.ecl.integrity import sha256_hex
+
+    start = max(0, clean - TAIL)
+    return sha256_hex(os.pread(fd, clean - start, start))
+
+
+def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: IsPayload) -> int:
+    """Add the payload keys of ``[start, size)`` (``start`` a line start) to ``keys``, by
+    the full search's rule on the same pieces (:func:`eidolons.trace.payload_search_lines`
+    reads lines of at most :data:`~eidolons.trace.MAX_LINE_BYTES` + 1 bytes from a line
+    start); returns the end of the last whole line read (where a later scan resumes)."""
+    from eidolons.trace import MAX_LINE_BYTES, PAYLOAD_FIELD, decode_line
+
+    clean = pos = start
+    with open(os.dup(fd), "rb") as fh:
+        fh.seek(start)
+        while pos < size and (raw := fh.readline(MAX_LINE_BYTES + 1)):
+            pos += len(raw)
+            if raw.endswith(b"\n") and pos <= size:
+                clean = pos
+            if PAYLOAD_FIELD not in raw:
+                continue
+            event = decode_line(raw.rstrip(b"\n"), 0).event
+            key = event.get("payload_path") if event else None
+            if isinstance(key, str) and is_payload(event, [key]):
+                keys.setdefault(entry(key), None)
+    return clean
+
+
+def _replace(path: str, content: bytes) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
