@@ -129,11 +129,14 @@ def _kind(path: str) -> int | None:
 
 def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int, int]] | None:
     """``(name, dev, ino, size, ctime_ns)`` of each ``*.jsonl`` of the project's trace
-    directory, or None when the full search (:func:`eidolons.trace.find_payload_event`)
-    would refuse to read them: the state or trace directory is not a real directory, a
-    trace file does not open (no link followed) as a regular file, or together they are
-    past ``bound`` (None: no bound). What the payload index must cover exactly to say
-    "not named" (:func:`eidolons.payloadindex.read_index`)."""
+    directory (``lstat``: a link is not followed), or None when the full search
+    (:func:`eidolons.trace.find_payload_event`) would refuse to read them: the state or
+    trace directory is not a real directory or cannot be listed, a trace file is not a
+    regular file (a link, a FIFO, a directory), or together they are past ``bound``
+    (None: no bound). What the payload index must cover exactly to say "not named"
+    (:func:`eidolons.payloadindex.covered_entries`): the index covers only what its
+    writer opened and read, and any later change to a file (a ``chmod`` that would make
+    the search fail to open it included) moves its ctime."""
     trace_dir = os.path.join(root, TRACE_DIR)
     for directory in (os.path.join(root, STATE_DIR), trace_dir):
         kind = _kind(directory)
@@ -141,32 +144,23 @@ def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int,
             return []
         if kind != _S_IFDIR:
             return None
-    try:
-        names = os.listdir(trace_dir)
-    except OSError:
-        return None
     states = []
     total = 0
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    for name in names:
-        if not name.endswith(".jsonl"):
-            continue
-        try:
-            fd = os.open(os.path.join(trace_dir, name), flags)
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if st.st_mode & _S_IFMT != _S_IFREG:
-            return None
-        total += st.st_size
-        if bound is not None and total > bound:
-            return None
-        states.append((name, st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+    try:
+        with os.scandir(trace_dir) as entries:
+            for item in entries:
+                name = item.name
+                if not name.endswith(".jsonl"):
+                    continue
+                st = item.stat(follow_symlinks=False)
+                if st.st_mode & _S_IFMT != _S_IFREG:
+                    return None
+                total += st.st_size
+                if bound is not None and total > bound:
+                    return None
+                states.append((name, st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+    except OSError:
+        return None
     return states
 
 

@@ -24,17 +24,21 @@ Written by :func:`eidolons.tracestore.payloadfill.refresh` (under the trace's ap
 after the line, and under the index's own lock file), which reads the bytes of each trace
 file the index does not cover yet (from where it stopped, when the file is the one it
 read, else from the start) by the full search's own rule
-(:func:`eidolons.trace.payload_search_lines`: pieces of at most a line) and renames a new
-file over the old one: readers take no lock. An append whose index cannot be written
+(:func:`eidolons.trace.payload_search_lines`: pieces of at most a line) and rewrites the
+index in place: readers take no lock. An append whose index cannot be written
 leaves an index covering less than the trace: readers then take
-the full rule. Format::
+the full rule. Format (rewritten in place: a rename cost about 1.3 ms here, a ``pwrite`` 2 us)::
 
-    eidolons-payload-index v2
+    eidolons-payload-index v2 <gen> <length>        (padded to 64 bytes)
     root <dev> <ino>
     trace <dev> <ino> <size> <ctime_ns> <clean> <tail-sha256> <"name">   (one per file)
     entries
     "<payload_path>"                                                    (one per path)
-    end <bytes before this line>
+
+A writer (holding ``flock`` on the file) writes the header with an odd generation, the
+body, then the header with the next even one; a reader (no lock) reads the whole file,
+then the header again, and takes the body only when both headers are the same even one
+(:func:`snapshot`).
 
 This module (the format and its readers: :func:`covered_entries`, :func:`names`,
 :func:`named_on_host`) imports only ``os`` and ``_json`` (the hook's fast path reads it)
@@ -49,7 +53,8 @@ import os
 from _json import encode_basestring_ascii
 
 INDEX_DIR = "payloads"
-HEADER = b"eidolons-payload-index v2\n"
+HEADER = b"eidolons-payload-index v2 "
+HEAD_BYTES = 64  # the header line: HEADER, the generation and the body's length, padded
 ENTRIES = b"entries\n"
 MAX_INDEX_BYTES = 8 * 1024 * 1024
 
@@ -87,9 +92,40 @@ def root_line(st: os.stat_result) -> bytes:
     return b"root %d %d\n" % (st.st_dev, st.st_ino)
 
 
-def finish(text: bytes) -> bytes:
-    """``text`` with the closing line a reader requires (a truncated file is no index)."""
-    return text + b"end %d\n" % len(text)
+def head(gen: int, length: int) -> bytes:
+    """The header line: ``gen`` odd while a writer rewrites the body in place, even once
+    the body of ``length`` bytes after it is whole."""
+    return (HEADER + b"%d %d" % (gen, length)).ljust(HEAD_BYTES - 1) + b"\n"
+
+
+def read_head(raw: bytes) -> tuple[int, int] | None:
+    """(generation, body length) of a header line, None when it is not one."""
+    fields = raw[len(HEADER) :].split()
+    if (
+        len(raw) != HEAD_BYTES
+        or not raw.startswith(HEADER)
+        or raw[-1:] != b"\n"
+        or len(fields) != 2
+        or not all(f.isdigit() for f in fields)
+    ):
+        return None
+    return int(fields[0]), int(fields[1])
+
+
+def snapshot(fd: int) -> tuple[int, bytes] | None:
+    """(generation, body) of the open index file, as one writer left it whole: the header
+    is read again after the body, so a body read while a writer rewrote it (the header
+    then says another generation, or an odd one) is None, as is any damage."""
+    st = os.fstat(fd)
+    if st.st_mode & 0o170000 != 0o100000 or st.st_size > MAX_INDEX_BYTES:
+        return None
+    data = os.pread(fd, st.st_size + 1, 0)  # not an 8 MiB buffer for a small index
+    found = read_head(data[:HEAD_BYTES])
+    if found is None or found[0] % 2 or len(data) < HEAD_BYTES + found[1]:
+        return None
+    if os.pread(fd, HEAD_BYTES, 0) != data[:HEAD_BYTES]:
+        return None  # a writer began meanwhile
+    return found[0], data[HEAD_BYTES : HEAD_BYTES + found[1]]
 
 
 def index_file(st: os.stat_result) -> str:
@@ -119,7 +155,8 @@ class Index:
 
 def load(root_st: os.stat_result) -> Index | None:
     """The project's index file, parsed; None when there is none or it is not one this
-    tool wrote for this root (not a regular file, too large, truncated, another root's)."""
+    tool wrote whole for this root (not a regular file, too large, truncated, being
+    rewritten, another root's)."""
     try:
         fd = os.open(
             index_file(root_st), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -127,30 +164,29 @@ def load(root_st: os.stat_result) -> Index | None:
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if st.st_mode & 0o170000 != 0o100000 or st.st_size > MAX_INDEX_BYTES:
-            return None
-        data = os.read(fd, st.st_size + 1)  # not an 8 MiB buffer for a small index
+        found = snapshot(fd)
     except OSError:
         return None
     finally:
         os.close(fd)
-    head = HEADER + root_line(root_st)
-    if len(data) > MAX_INDEX_BYTES or not data.startswith(head) or not data.endswith(b"\n"):
+    return None if found is None else parse(found[1], root_st)
+
+
+def parse(body: bytes, root_st: os.stat_result) -> Index | None:
+    """An index body (after the header line) of the root ``root_st``, or None."""
+    first = root_line(root_st)
+    if not body.startswith(first) or not body.endswith(b"\n"):
         return None
-    last = data.rfind(b"\n", 0, -1) + 1
-    if data[last:] != b"end %d\n" % last:
-        return None
-    cover_end = data.find(b"\n" + ENTRIES, len(head) - 1)
+    cover_end = body.find(b"\n" + ENTRIES, len(first) - 1)
     if cover_end < 0:
         return None
     cover: dict[bytes, list[bytes]] = {}
-    for line in data[len(head) : cover_end + 1].splitlines():
+    for line in body[len(first) : cover_end + 1].splitlines():
         fields = line.split(b" ", 7)
         if len(fields) != 8 or fields[0] != b"trace":
             return None
         cover[fields[7]] = fields[1:7]
-    return Index(cover, data[cover_end + len(ENTRIES) : last], data)
+    return Index(cover, body[cover_end + len(ENTRIES) :], body)
 
 
 def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> bytes | None:

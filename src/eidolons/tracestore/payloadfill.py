@@ -5,7 +5,8 @@ trace's append lock) and by ``trace import``.
 Under the index's lock file it lists and opens the trace files, reads each one the index
 does not cover as it is now (from where it stopped when it is the same file and the bytes
 before that point are unchanged, else from the start) by the full search's rule on the
-same pieces, and renames a new index over the old one. What it records as covered is
+same pieces, and rewrites the index in place (:func:`eidolons.payloadindex.snapshot` says
+how readers see a whole one). What it records as covered is
 what ``fstat`` said before the bytes were read: a line appended meanwhile is not covered.
 """
 
@@ -16,14 +17,16 @@ from _json import encode_basestring_ascii
 
 from eidolons.payloadindex import (
     ENTRIES,
-    HEADER,
+    HEAD_BYTES,
     MAX_INDEX_BYTES,
     Index,
     entry,
-    finish,
+    head,
     index_file,
-    load,
+    parse,
+    read_head,
     root_line,
+    snapshot,
 )
 
 TAIL = 64  # bytes before the point a file was read to, re-checked before reading on
@@ -48,16 +51,33 @@ def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None
     root_st = os.stat(root)
     path = index_file(root_st)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    lock = os.open(path[: -len(".idx")] + ".lock", flags, 0o600)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        old = load(root_st)
-        content = _build(root, root_st, old, extra, is_payload)
-        if content is not None and (old is None or content != old.raw):
-            _replace(path, content)
+        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
+            raise OSError(f"{path} is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        found = snapshot(fd)
+        gen = _generation(fd)
+        old = parse(found[1], root_st) if found is not None else None
+        body = _build(root, root_st, old, extra, is_payload)
+        if body is None or (old is not None and body == old.raw):
+            return
+        os.pwrite(fd, head(gen + 1, 0), 0)  # odd: readers take the full rule meanwhile
+        os.pwrite(fd, body, HEAD_BYTES)
+        os.ftruncate(fd, HEAD_BYTES + len(body))
+        if os.environ.get("EIDOLONS_TRACE_FSYNC") == "1":
+            os.fsync(fd)
+        os.pwrite(fd, head(gen + 2, len(body)), 0)
     finally:
-        os.close(lock)
+        os.close(fd)
+
+
+def _generation(fd: int) -> int:
+    """The file's generation made even (a writer that died half-way left it odd; a new
+    or damaged file is 0), so that the next one differs from every earlier one."""
+    found = read_head(os.pread(fd, HEAD_BYTES, 0))
+    return 0 if found is None else found[0] + found[0] % 2
 
 
 def _build(
@@ -97,8 +117,8 @@ def _build(
             cover.append(b"trace " + line + b" " + encoded + b"\n")
     for key in extra:
         keys.setdefault(entry(key), None)
-    text = finish(HEADER + root_line(root_st) + b"".join(cover) + ENTRIES + b"".join(keys))
-    return text if len(text) <= MAX_INDEX_BYTES else None
+    body = root_line(root_st) + b"".join(cover) + ENTRIES + b"".join(keys)
+    return body if HEAD_BYTES + len(body) <= MAX_INDEX_BYTES else None
 
 
 def _cover_file(
@@ -109,7 +129,14 @@ def _cover_file(
     is_payload: IsPayload,
 ) -> tuple[bytes | None, int]:
     """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
-    when it is not a regular file opened without a link, or past ``budget``."""
+    when it is not a regular file opened without a link, or past ``budget``. A file as
+    the index covers it already (``lstat``, as readers see it) is not opened."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return None, 0
+    if prev is not None and seen.st_mode & 0o170000 == 0o100000 and prev[:4] == _state(seen):
+        return b" ".join(prev[:6]), 0  # unchanged since it was read
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -118,9 +145,7 @@ def _cover_file(
         st = os.fstat(fd)
         if st.st_mode & 0o170000 != 0o100000:
             return None, 0
-        state = [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
-        if prev is not None and prev[:4] == state:
-            return b" ".join(prev[:6]), 0  # unchanged since it was read
+        state = _state(st)
         start = _resume(fd, st, prev)
         if st.st_size - start > budget:
             return None, 0
@@ -131,6 +156,11 @@ def _cover_file(
         return None, 0
     finally:
         os.close(fd)
+
+
+def _state(st: os.stat_result) -> list[bytes]:
+    """A file's coverage as readers compare it: device, inode, size, ctime."""
+    return [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
 
 
 def _resume(fd: int, st: os.stat_result, prev: list[bytes] | None) -> int:
@@ -175,24 +205,3 @@ def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: I
             if isinstance(key, str) and is_payload(event, [key]):
                 keys.setdefault(entry(key), None)
     return clean
-
-
-def _replace(path: str, content: bytes) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
