@@ -185,3 +185,46 @@ def test_the_hook_reads_the_index_without_the_heavy_modules(tmp_path: Path, cove
         assert sorted((heavy | {"eidolons.config"}) & loaded) == []
     else:
         assert "eidolons.config" in loaded  # the full rule ran, and allowed the source file
+
+
+def test_an_index_left_half_written_cannot_tell(tmp_path: Path) -> None:
+    from eidolons.payloadindex import HEAD_BYTES, head, read_head
+
+    root = tmp_path / "p"
+    (root / ".eidolons").mkdir(parents=True)
+    JsonlStore(root).append("t", {"event": "emit", "message_id": "m", "payload_path": "x.md"})
+    path = Path(index_path(str(root)))
+    found = read_head(path.read_bytes()[:HEAD_BYTES])
+    assert found is not None and found[0] % 2 == 0
+    with path.open("r+b") as fh:  # a writer that died after its first header write
+        fh.write(head(found[0] + 1, 0))
+    assert entries(root) is None
+    JsonlStore(root).append("t", {"event": "emit", "message_id": "n", "payload_path": "y.md"})
+    named = entries(root)  # the next writer read every trace again
+    assert named is not None and b"\n" + entry("x.md") in named and b"\n" + entry("y.md") in named
+    again = read_head(path.read_bytes()[:HEAD_BYTES])
+    assert again is not None and again[0] > found[0] + 1 and again[0] % 2 == 0
+
+
+def test_a_reader_during_rewrites_sees_whole_indexes_only(tmp_path: Path) -> None:
+    import multiprocessing as mp
+
+    root = tmp_path / "p"
+    (root / ".eidolons").mkdir(parents=True)
+    JsonlStore(root).append("ta", {"event": "emit", "message_id": "m", "payload_path": "0.md"})
+    ctx = mp.get_context("fork")
+    proc = ctx.Process(target=_writer, args=(str(root), "ta", 60))
+    proc.start()
+    seen: list[int] = []
+    while proc.is_alive() or not seen:
+        named = entries(root)
+        if named is None:
+            continue  # being rewritten, or the trace just grew: the full rule
+        lines = named[1:].splitlines()
+        assert all(x.startswith(b'"') and x.endswith(b'"') for x in lines), named
+        seen.append(len(lines))
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert seen == sorted(seen)  # entries are never lost from one whole index to the next
+    final = entries(root)
+    assert final is not None and len(final[1:].splitlines()) == 61

@@ -21,7 +21,7 @@ What it says, and to whom:
   caller takes the full rule.
 
 Written by :func:`eidolons.tracestore.payloadfill.refresh` (under the trace's append lock,
-after the line, and under the index's own lock file), which reads the bytes of each trace
+after the line, holding ``flock`` on the index), which reads the bytes of each trace
 file the index does not cover yet (from where it stopped, when the file is the one it
 read, else from the start) by the full search's own rule
 (:func:`eidolons.trace.payload_search_lines`: pieces of at most a line) and rewrites the
