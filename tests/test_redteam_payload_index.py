@@ -305,3 +305,24 @@ def test_the_fast_path_stays_fast(
     monkeypatch.setattr(eidolons.config, "find_handoff", boom)
     assert hook(project, project / "src.py") == (0, "")
     assert rules_out(str(project / "src.py"), str(project.resolve()))
+
+
+def test_the_registered_hook_command_denies_the_header_only_attack(
+    cli: Cli, project: Path, orphan: Path
+) -> None:
+    # the attack of ADR 0110's context, through the command `eidolons init` registers
+    # (a real process: `python -I -c BOOTSTRAP claude-code --root ROOT`)
+    import subprocess
+
+    from eidolons.hooks.fast import command_argv
+
+    (project / LEGACY).write_bytes(LEGACY_HEADER)
+    proc = subprocess.run(
+        command_argv("claude-code", str(project)),
+        input=read_event(project, orphan),
+        capture_output=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("EIDOLONS_")},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert b"-verify-incoming] REFUSE: UNVERIFIED from " in proc.stderr
