@@ -109,10 +109,11 @@ def append_event(
 ) -> bytes:
     """Append one event as one line, linked into the thread's hash chain (``seq``,
     ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
-    bytes (without the newline). ``before`` runs under the lock before the line is written
-    (the payload index: :mod:`eidolons.payloadindex`); ``after(fd, start, line)`` runs
-    under the lock once it is written, with the trace's descriptor and the byte offset
-    the line starts at (the verdict index: :mod:`eidolons.tracestore.verdictindex`).
+    bytes (without the newline). ``before`` runs under the lock before the line is written;
+    ``after(fd, start, line)`` runs under the lock once it is written, with the trace's
+    descriptor and the byte offset the line starts at (the verdict index,
+    :mod:`eidolons.tracestore.verdictindex`, then the payload index,
+    :mod:`eidolons.tracestore.payloadfill`).
     Raises :class:`TraceWriteError` on any failure."""
     from eidolons.ecl.tracechain import chained, next_link
 
@@ -522,9 +523,10 @@ def payload_search_lines(root: Path) -> Iterator[bytes]:
     order: every ``*.jsonl`` of the trace directory (whatever its name), read by
     ``readline`` of at most :data:`MAX_LINE_BYTES` + 1 bytes, a torn last line included,
     each file's size checked against the scan bound before it is read (past it raises
-    :class:`InputError`). The one list of what the search reads: the payload index is
-    filled from it too (:meth:`eidolons.tracestore.jsonl.JsonlStore.payload_paths`), so
-    that an index can never lack a payload the search would find."""
+    :class:`InputError`). The one list of what the search reads; the host's payload
+    index reads the same pieces (:func:`search_pieces`, from a line start:
+    :mod:`eidolons.tracestore.payloadfill`), so that it can never lack a payload the
+    search would find."""
     try:
         from pathlib import Path as _Path
 
@@ -543,5 +545,13 @@ def payload_search_lines(root: Path) -> Iterator[bytes]:
             if size > budget:
                 raise InputError(f"the traces exceed the {bound}-byte scan bound")
             budget -= size
-            while raw := fh.readline(MAX_LINE_BYTES + 1):
-                yield raw
+            yield from search_pieces(fh)
+
+
+def search_pieces(fh: BinaryIO) -> Iterator[bytes]:
+    """The pieces the payload search judges, from ``fh``'s position on: lines read by
+    ``readline`` of at most :data:`MAX_LINE_BYTES` + 1 bytes (an overlong line is cut
+    into pieces, each judged on its own), a torn last line included. From a line start,
+    the pieces are those a read from the file's start makes there."""
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        yield raw

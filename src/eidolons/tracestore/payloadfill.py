@@ -189,19 +189,22 @@ def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: I
     the full search's rule on the same pieces (:func:`eidolons.trace.payload_search_lines`
     reads lines of at most :data:`~eidolons.trace.MAX_LINE_BYTES` + 1 bytes from a line
     start); returns the end of the last whole line read (where a later scan resumes)."""
-    from eidolons.trace import MAX_LINE_BYTES, PAYLOAD_FIELD, decode_line
+    from eidolons.trace import PAYLOAD_FIELD, decode_line, search_pieces
 
     clean = pos = start
+    if start >= size:
+        return clean
     with open(os.dup(fd), "rb") as fh:
         fh.seek(start)
-        while pos < size and (raw := fh.readline(MAX_LINE_BYTES + 1)):
+        for raw in search_pieces(fh):
             pos += len(raw)
             if raw.endswith(b"\n") and pos <= size:
                 clean = pos
-            if PAYLOAD_FIELD not in raw:
-                continue
-            event = decode_line(raw.rstrip(b"\n"), 0).event
-            key = event.get("payload_path") if event else None
-            if isinstance(key, str) and is_payload(event, [key]):
-                keys.setdefault(entry(key), None)
+            if PAYLOAD_FIELD in raw:
+                event = decode_line(raw.rstrip(b"\n"), 0).event
+                key = event.get("payload_path") if event else None
+                if isinstance(key, str) and is_payload(event, [key]):
+                    keys.setdefault(entry(key), None)
+            if pos >= size:
+                break
     return clean
