@@ -160,3 +160,10 @@ print(sorted(m for m in ("re", "json") if m in sys.modules))
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_the_token_estimate_is_the_servers_ceiling() -> None:
+    import math
+
+    for words in [*range(0, 2500), 9999, 10_000, 123_457]:  # summaries are <= 4,096 chars
+        assert mapping.estimate_tokens("w " * words) == math.ceil(words * 1.3), words
