@@ -261,3 +261,51 @@ def test_the_default_does_not_fork_a_process_running_other_threads(
     if threading.active_count() == 1:  # the runner's own threads aside: the default forks
         run = checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=None)
         assert sum(n for _, n in run) == len(paths) and pools == [2]
+
+
+FORK_FAILS = """
+import multiprocessing, os, sys
+from eidolons.cli import main
+
+fail_at, forks, real_fork = int(sys.argv[1]), [], os.fork
+
+def limited_fork():
+    forks.append(1)
+    if len(forks) >= fail_at:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    return real_fork()
+
+os.fork = limited_fork
+rc = main(["check", ".", "--json", "--jobs", "2"])
+os.fork = real_fork
+for child in multiprocessing.active_children():  # reaps the stopped ones
+    child.join(timeout=10)
+print(rc, len(forks), len(multiprocessing.active_children()), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_when_workers_cannot_be_started_the_run_stays_here(many: Path, fail_at: int) -> None:
+    """A process limit or a sandbox without fork (``fork`` raises) is found before any
+    envelope is handed out, and the run goes on in this process: the same output, exit 0,
+    never an internal error nor a hang; a worker forked before the failure (the second
+    fork failing) is stopped, not left waiting for tasks."""
+    one = subprocess.run(
+        [sys.executable, "-m", "eidolons", "check", ".", "--json", "--jobs", "1"],
+        cwd=many,
+        env=clean_env(),
+        capture_output=True,
+        timeout=60,
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", FORK_FAILS, str(fail_at)],
+            cwd=many,
+            env=clean_env(),
+            capture_output=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("check hangs when a worker cannot be forked") from None
+    assert proc.stderr.decode() == f"0 {fail_at} 0\n"
+    assert proc.stdout == one.stdout and one.returncode == 0

@@ -306,11 +306,31 @@ def _fork_pool(workers: int, job: _Job) -> ProcessPoolExecutor | None:
         if stream is not None:
             stream.flush()
     _WORKER_JOB[:] = [job]
+    pool: ProcessPoolExecutor | None = None
     try:
-        return ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start)
-    except OSError:  # cannot start processes (limits): check in this process
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start)
+        # the workers are forked on the first task: start them now, so that a process
+        # limit or a sandbox that forbids fork is found here, not halfway through the run
+        pool.submit(_ready).result()
+    except OSError:  # cannot start processes: check in this process
+        if pool is not None:
+            _stop(pool)
         _WORKER_JOB.clear()
         return None
+    return pool
+
+
+def _ready() -> None:
+    """The first task: it only shows that the workers started."""
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool whose start failed: the workers forked before the failure are waiting
+    for tasks that will never come (the pool keeps them in ``_processes``, not public)."""
+    processes = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _worker_start() -> None:
