@@ -140,8 +140,10 @@ class LocalLimits:
 
 def _now() -> str:
     """UTC now to the second, ``Z``-suffixed (``datetime``'s ``isoformat`` of it, without
-    importing :mod:`datetime` at open)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    importing :mod:`datetime` at open). ``gmtime(time.time())``, not ``gmtime()``: with no
+    argument it reads C's ``time(NULL)``, the coarse clock, which can still say the last
+    second a few milliseconds after ``datetime.now()`` says the next."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
 
 
 def _parse_ts(value: Any) -> str | None:
