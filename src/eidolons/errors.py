@@ -66,9 +66,9 @@ class TraceWriteError(EidolonsError):
 
 class OnPassError(EidolonsError):
     """A library caller's ``on_pass`` callback raised after the receiver gate's pass was
-    recorded (ADR 0126): the record stands, ``result`` is the recorded (passing) result,
-    the callback's exception is the ``__cause__``. Never a silent pass: the caller learns
-    its callback failed; never a lost record: nothing is undone in the trace."""
+    recorded (ADR 0125, part 2): the record stands, ``result`` is the recorded (passing)
+    result, the callback's exception is the ``__cause__``. Never a silent pass: the caller
+    learns its callback failed; never a lost record: nothing is undone in the trace."""
 
     code = "ON_PASS_FAILED"
 

@@ -662,7 +662,7 @@ def verify_incoming(
     (memory ingest): a refused, skipped or unrecorded hand-off never reaches it. The gate
     never imports memory; the command wires the callbacks (ADR 0011). An ``on_pass`` that
     raises leaves the record as it is and raises :class:`~eidolons.errors.OnPassError`,
-    which carries this result (ADR 0126).
+    which carries this result (ADR 0125, part 2).
     ``require_envelope``: an artefact without an envelope is refused (UNVERIFIED), not
     skipped (the hook: a file in the hand-off directory whose envelope was deleted).
     ``handback``: a refusal also writes the hand-back for the orchestrator
