@@ -164,3 +164,34 @@ def test_the_hook_module_that_cannot_load_denies(
     err = capsys.readouterr().err
     assert err.startswith("eidolons hook: denied (internal error: ModuleNotFoundError:")
     assert err.count("\n") == 1
+
+
+def test_the_registered_hook_command_denies_when_the_cli_cannot_load(
+    project: Path, tmp_path: Path
+) -> None:
+    """The command ``init`` registers (``python -I -c BOOTSTRAP HOST --root ROOT``) when
+    ``eidolons.cli`` cannot be imported: exit 2 and the deny on stderr in every dialect,
+    not exit 1 (a non-blocking error for Codex and Gemini, and for Claude Code without
+    ``onFailure: "block"``). Run without ``-I`` here so the shadow on ``PYTHONPATH`` is
+    seen: what is tested is the bootstrap string itself."""
+    from eidolons.hooks.fast import BOOTSTRAP, HOSTS
+
+    (tmp_path / "__future__.py").write_text(BROKEN["ImportError"])
+    for host in HOSTS:
+        proc = _spawn(["-c", BOOTSTRAP], [host, "--root", str(project)], project, tmp_path)
+        assert proc.returncode == 2, (host, proc.returncode, proc.stderr)
+        assert proc.stderr == (
+            "eidolons hook: denied (internal error: ImportError: shadowed and broken)\n"
+        )
+
+
+def test_a_hook_registered_by_an_earlier_version_is_still_ours() -> None:
+    from eidolons.hooks.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS
+    from eidolons.hooks.wiring import Entry, is_ours, merge
+
+    old = {"type": "command", "command": sys.executable, "args": ["-I", "-c", LEGACY_BOOTSTRAPS[0]]}
+    new = {"type": "command", "command": sys.executable, "args": ["-I", "-c", BOOTSTRAP]}
+    assert is_ours(old) and is_ours(new)
+    doc: dict[str, Any] = {"hooks": {"PreToolUse": [old, {"type": "command", "command": "x"}]}}
+    merge(doc, [Entry(("hooks", "PreToolUse"), new)], {})
+    assert doc["hooks"]["PreToolUse"] == [new, {"type": "command", "command": "x"}]

@@ -44,8 +44,21 @@ if TYPE_CHECKING:
 # What the host runs (``eidolons init`` registers it): this interpreter, isolated (``-I``:
 # no PYTHONPATH, no user site, no current directory on sys.path), straight into the CLI's
 # hook dispatch. Not the console script: setuptools' shim imports ``re`` (half an
-# interpreter start) and ``-m`` costs ``runpy``.
-BOOTSTRAP = "import sys; from eidolons.cli import main; sys.exit(main(['hook', *sys.argv[1:]]))"
+# interpreter start) and ``-m`` costs ``runpy``. Its first statement makes anything that
+# escapes (``eidolons.cli`` itself cannot be imported: a broken install) the deny every
+# dialect blocks on, exit 2 and the reason on stderr, never Python's exit 1, which Codex,
+# Gemini and a Claude Code without ``onFailure: "block"`` take as "run the tool" (ADR
+# 0125; ``os`` and ``sys`` are loaded before any ``-c`` code runs).
+BOOTSTRAP = (
+    "import os, sys; sys.excepthook = lambda t, v, b: (sys.stderr.write("
+    "'eidolons hook: denied (internal error: %s: %s)\\n' % (t.__name__, v)), "
+    "sys.stderr.flush(), os._exit(2)); "
+    "from eidolons.cli import main; sys.exit(main(['hook', *sys.argv[1:]]))"
+)
+#: what earlier versions registered: still recognised as ours, so ``init`` replaces it
+LEGACY_BOOTSTRAPS = (
+    "import sys; from eidolons.cli import main; sys.exit(main(['hook', *sys.argv[1:]]))",
+)
 
 
 def command_argv(host: str, root: str, python: str | None = None) -> list[str]:

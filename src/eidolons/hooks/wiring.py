@@ -28,7 +28,7 @@ import os
 import shlex
 from typing import Any
 
-from eidolons.hooks.fast import BOOTSTRAP, command_argv
+from eidolons.hooks.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
 
 HOOK_TIMEOUT = 30  # seconds; the hook's own budget (10 s) stays well inside it
 STATUS = "eidolons: ECL receiver gate"
@@ -52,7 +52,9 @@ class WiringError(Exception):
 
 
 def is_ours(entry: Any) -> bool:
-    return BOOTSTRAP in json.dumps(entry)
+    """An entry this tool wrote: it runs today's bootstrap or an earlier version's."""
+    text = json.dumps(entry)  # a string in it is JSON-escaped: so is what is looked for
+    return any(json.dumps(b)[1:-1] in text for b in (BOOTSTRAP, *LEGACY_BOOTSTRAPS))
 
 
 class Entry:
@@ -258,7 +260,9 @@ def check_claude_settings(doc: Any) -> list[str]:
 
 def _runs_the_hook(handler: dict[str, Any]) -> bool:
     text = " ".join(str(x) for x in [handler.get("command", ""), *(handler.get("args") or [])])
-    return BOOTSTRAP in text or ("eidolons" in text and "hook" in text)
+    return any(b in text for b in (BOOTSTRAP, *LEGACY_BOOTSTRAPS)) or (
+        "eidolons" in text and "hook" in text
+    )
 
 
 def check_cursor_hooks(doc: Any) -> list[str]:
