@@ -153,7 +153,8 @@ def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
 
 
 def test_one_process_check_never_imports_multiprocessing(tmp_path: Path) -> None:
-    """``--jobs`` is opt-in: the default run does not even import the pool."""
+    """A run below ``checker.AUTO_MIN`` envelopes (the default's threshold, ADR 0115)
+    stays in this process and does not even import the pool."""
     import json
     import subprocess
     import sys
