@@ -134,6 +134,7 @@ MIN_PER_JOB = 64
 AUTO_MIN = 512
 CHUNK_MIN, CHUNK_MAX = 16, 256  # envelopes handed to a worker at a time
 WINDOW = 4  # batches per worker submitted ahead of the one being written
+SERIAL_BATCH = 16  # envelopes rendered and written at a time in this process
 T = TypeVar("T")
 
 
@@ -241,9 +242,10 @@ def check_batches(
     ``paths`` whatever ``jobs`` is.
 
     In this process (:func:`workers_for` gives 1, or ``fork`` is unavailable) a batch is
-    one envelope. Otherwise the first envelope is checked here (what it imports and
-    builds, every worker then inherits), the rest by that many worker processes forked
-    after the contracts were loaded, in contiguous ranges; a worker checks *and renders*
+    :data:`SERIAL_BATCH` envelopes. Otherwise the first envelope is checked here (what
+    it imports and builds, every worker then inherits), the rest by that many worker
+    processes forked after the contracts were loaded, in contiguous ranges; a worker
+    checks *and renders*
     its range, so what comes back is ``render``'s value (for the CLI: the text to print
     and the counts), not the results; at most :data:`WINDOW` batches per worker are
     handed out ahead of the one being yielded. The decisions are the same functions
@@ -263,8 +265,9 @@ def check_batches(
         yield 1, job.check_range(0, 1)
         done, pool = 1, _fork_pool(workers, job)
     if pool is None:
-        for i in range(done, len(paths)):
-            yield i + 1, job.check_range(i, i + 1)
+        for start in range(done, len(paths), SERIAL_BATCH):
+            stop = min(start + SERIAL_BATCH, len(paths))
+            yield stop, job.check_range(start, stop)
         return
     size = max(CHUNK_MIN, min(CHUNK_MAX, -(-(len(paths) - 1) // (workers * 8))))
     ranges = [(start, min(start + size, len(paths))) for start in range(1, len(paths), size)]
