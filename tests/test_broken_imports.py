@@ -195,3 +195,22 @@ def test_a_hook_registered_by_an_earlier_version_is_still_ours() -> None:
     doc: dict[str, Any] = {"hooks": {"PreToolUse": [old, {"type": "command", "command": "x"}]}}
     merge(doc, [Entry(("hooks", "PreToolUse"), new)], {})
     assert doc["hooks"]["PreToolUse"] == [new, {"type": "command", "command": "x"}]
+
+
+def test_a_failure_inside_the_early_skip_is_never_a_skip(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The early SKIP (``verify_incoming._skip_early``) answers exit 0 for a file it rules
+    out: a module it calls that fails is exit 70, never that 0."""
+    import eidolons.knownhandoff
+
+    def broken(*args: Any, **kw: Any) -> bool:
+        raise ImportError("cannot import name 'read_index'")
+
+    monkeypatch.setattr(eidolons.knownhandoff, "rules_out", broken)
+    monkeypatch.chdir(project)
+    for extra in ([], ["--json"]):
+        assert main(["verify-incoming", "notes.md", "--as", "vigil", *extra]) == 70
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == "eidolons: internal error: ImportError: cannot import name 'read_index'\n"
