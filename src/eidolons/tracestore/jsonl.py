@@ -67,7 +67,7 @@ class JsonlStore(TraceStore):
         path = self._file(thread_id)
         from eidolons.tracestore.verdictindex import update
 
-        extra = self._outside_key(event)
+        extra = self._own_key(event)
 
         def after(fd: int, start: int, line: bytes) -> None:
             update(fd, start, line)  # never raises
@@ -78,12 +78,14 @@ class JsonlStore(TraceStore):
 
         return Appended(loads(line), line, str(path))
 
-    def _outside_key(self, event: Mapping[str, Any]) -> list[str]:
-        """The payload key of a payload event appended to a ``--trace FILE``: the index
-        names it too (evidence in the refusing direction), though the full search reads
-        only the trace directory."""
+    def _own_key(self, event: Mapping[str, Any]) -> list[str]:
+        """The payload key of the payload event this append writes: the index names it
+        (evidence in the refusing direction) whether or not its writer gets to read the
+        line back: a ``--trace FILE`` (which the full search does not read), or a trace
+        file past what is left of the scan bound (an agent may pad the trace just before
+        an emit so that the emit's own file is left unread)."""
         key = event.get("payload_path")
-        if self.file is None or not isinstance(key, str) or not is_payload_event(event, [key]):
+        if not isinstance(key, str) or not is_payload_event(event, [key]):
             return []
         return [key]
 

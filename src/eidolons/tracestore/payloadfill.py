@@ -16,6 +16,7 @@ import os
 from _json import encode_basestring_ascii
 
 from eidolons.payloadindex import (
+    COVERS,
     ENTRIES,
     HEAD_BYTES,
     MAX_INDEX_BYTES,
@@ -25,6 +26,7 @@ from eidolons.payloadindex import (
     index_file,
     parse,
     read_head,
+    read_recovered,
     root_line,
     snapshot,
 )
@@ -60,7 +62,9 @@ def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None
         found = snapshot(fd)
         gen = _generation(fd)
         old = parse(found[1], root_st) if found is not None else None
-        body = _build(root, root_st, old, extra, is_payload)
+        # an index a writer left half-way: its entries are evidence still (ADR 0110)
+        known = old.entries[1:].splitlines(keepends=True) if old else read_recovered(fd, root_st)
+        body = _build(root, root_st, old, known, extra, is_payload)
         if body is None or (old is not None and body == old.raw):
             return
         os.pwrite(fd, head(gen + 1, 0), 0)  # odd: readers take the full rule meanwhile
@@ -84,11 +88,13 @@ def _build(
     root: str,
     root_st: os.stat_result,
     old: Index | None,
+    known: list[bytes],
     extra: Iterable[str],
     is_payload: IsPayload,
 ) -> bytes | None:
-    """The new index's bytes; None when the trace directory cannot be read as the full
-    search reads it (a link, not listable): the old index then stays as it is."""
+    """The new index's bytes, the ``known`` entry lines first, where they were; None when
+    the trace directory cannot be read as the full search reads it (a link, not
+    listable): the old index then stays as it is."""
     from eidolons.state import TRACE_DIR, trace_scan_bound
 
     trace_dir = os.path.join(root, TRACE_DIR)
@@ -104,7 +110,6 @@ def _build(
         listed = []
     except OSError:
         return None
-    known = old.entries[1:].splitlines(keepends=True) if old is not None else []
     keys: dict[bytes, None] = dict.fromkeys(known)  # entries are never removed
     cover: list[bytes] = []
     budget = trace_scan_bound()
@@ -117,7 +122,7 @@ def _build(
             cover.append(b"trace " + line + b" " + encoded + b"\n")
     for key in extra:
         keys.setdefault(entry(key), None)
-    body = root_line(root_st) + b"".join(cover) + ENTRIES + b"".join(keys)
+    body = root_line(root_st) + ENTRIES + b"".join(keys) + COVERS + b"".join(cover)
     return body if HEAD_BYTES + len(body) <= MAX_INDEX_BYTES else None
 
 
