@@ -56,7 +56,8 @@ from eidolons.hooks.events import (
     Layout,
     ToolCall,
 )
-from eidolons.knownhandoff import IGNORE_FILE, IGNORE_LINES  # spelled once (ADR 0129)
+from eidolons.knownhandoff import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0129)
+from eidolons.knownhandoff import IGNORE_LINES as IGNORE_LINES
 
 ORCHESTRATOR = "orchestrator"
 

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import os
 
-# the project's state paths, spelled once (ADR 0129; os only)
-from eidolons.knownhandoff import ENVELOPE_SUFFIX, HANDOFF_DIR, STATE_DIR
+# the project's state paths, spelled once (ADR 0129; os only), still importable from here
+from eidolons.knownhandoff import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
+from eidolons.knownhandoff import HANDOFF_DIR as HANDOFF_DIR
+from eidolons.knownhandoff import STATE_DIR
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
