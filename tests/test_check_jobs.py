@@ -309,3 +309,27 @@ def test_when_workers_cannot_be_started_the_run_stays_here(many: Path, fail_at: 
         raise AssertionError("check hangs when a worker cannot be forked") from None
     assert proc.stderr.decode() == f"0 {fail_at} 0\n"
     assert proc.stdout == one.stdout and one.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "error", [NotImplementedError("no sem_open"), PermissionError(13, "/dev/shm")]
+)
+def test_a_platform_without_working_pools_checks_here(
+    many: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """No working semaphores (the executor raises NotImplementedError) or no /dev/shm
+    (OSError): the run, default or ``--jobs N``, goes on in this process."""
+    import concurrent.futures
+
+    from eidolons import checker
+    from eidolons.contract import load_contracts
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", broken)
+    contracts = load_contracts(many, [])
+    paths = sorted(str(p) for p in many.glob("*.envelope.json"))
+    run = list(checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=2))
+    assert sum(n for _, n in run) == len(paths) and run[-1][0] == len(paths)
+    assert not checker._WORKER_JOB

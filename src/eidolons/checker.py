@@ -315,7 +315,9 @@ def _fork_pool(workers: int, job: _Job) -> ProcessPoolExecutor | None:
         # the workers are forked on the first task: start them now, so that a process
         # limit or a sandbox that forbids fork is found here, not halfway through the run
         pool.submit(_ready).result()
-    except OSError:  # cannot start processes: check in this process
+    except (OSError, NotImplementedError):
+        # cannot start processes (a limit, no fork allowed) or no working semaphores
+        # (NotImplementedError from the executor): check in this process
         if pool is not None:
             _stop(pool)
         _WORKER_JOB.clear()
