@@ -6,6 +6,7 @@ envelope back (a ``--force``-replaced one is restored byte for byte)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -99,3 +100,80 @@ def test_every_emit_event_names_an_envelope_on_disk(cli: Cli, project: Path) -> 
     r = cli(*emit_cmd(payload, "--force", "--json"))
     assert r.code == 0 and len(_emit_events(project)) == 2
     assert [p.name for p in payload.parent.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.fixture
+def signing(project: Path, tmp_path: Path) -> Any:
+    from tests.test_sender_signatures import Pipeline
+
+    p = Pipeline(project, tmp_path)
+    assert p.cli("keys", "init", "--role", "sender:atlas", env=p.sender).code == 0
+    return p
+
+
+def test_a_trace_that_fails_takes_the_signature_back_too(
+    signing: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--sign``: the signature sidecar is placed before the envelope; a failed record
+    leaves neither (a first emit) or both as they were (``--force``): never a new
+    signature beside the old envelope, which would make a good hand-off fail its check."""
+    from tests.test_sender_signatures import sig_of
+
+    payload, envelope, r = signing.emit("--sign")
+    assert r.code == 0, r.err
+    before = (envelope.read_bytes(), sig_of(envelope).read_bytes())
+    _failing_append(monkeypatch)
+    _, _, r = signing.emit("--sign", "--force")
+    assert r.code == 2 and "trace not writable (test)" in r.err, r.err
+    assert (envelope.read_bytes(), sig_of(envelope).read_bytes()) == before
+    other = payload.with_name("other.md")
+    other.write_text("# other\n")
+    _, other_envelope, r = signing.emit("--sign", name="h/other.md")
+    assert r.code == 2
+    assert not other_envelope.exists() and not sig_of(other_envelope).exists()
+    assert sorted(p.name for p in payload.parent.iterdir()) == sorted(
+        [payload.name, envelope.name, sig_of(envelope).name, other.name]
+    )
+
+
+def test_an_emit_refused_because_the_envelope_exists_leaves_its_signature(
+    signing: Any,
+) -> None:
+    """Without ``--force`` over a signed hand-off: "exists; use --force", and the old
+    signature is still the one beside the old envelope (the signature is now placed
+    before the envelope's link, which is where a race would refuse: it is taken back)."""
+    from tests.test_sender_signatures import sig_of
+
+    _, envelope, r = signing.emit("--sign")
+    assert r.code == 0, r.err
+    before = (envelope.read_bytes(), sig_of(envelope).read_bytes())
+    _, _, r = signing.emit("--sign")
+    assert r.code == 2 and "use --force" in r.err, r.err
+    assert (envelope.read_bytes(), sig_of(envelope).read_bytes()) == before
+
+
+def test_an_envelope_that_appears_before_the_link_leaves_the_old_signature(
+    signing: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the early "exists" check cannot see: another writer's signed envelope
+    appears between that check and the link. Theirs stays whole, signature included."""
+    from tests.test_sender_signatures import sig_of
+
+    _, envelope, r = signing.emit("--sign", name="h/theirs.md")
+    assert r.code == 0, r.err
+    theirs = (envelope.read_bytes(), sig_of(envelope).read_bytes())
+    envelope.rename(envelope.with_name("aside"))
+    sig_of(envelope).rename(envelope.with_name("aside.sig"))
+    real_link = os.link
+
+    def racing(src: Any, dst: Any, *args: Any, **kw: Any) -> None:
+        if Path(dst) == envelope:  # they put theirs back just before our link
+            envelope.with_name("aside").rename(envelope)
+        real_link(src, dst, *args, **kw)
+
+    monkeypatch.setattr(os, "link", racing)
+    sig_of(envelope).write_bytes(theirs[1])  # their signature was already back
+    _, _, r = signing.emit("--sign", name="h/theirs.md")
+    assert r.code == 2 and "use --force" in r.err, r.err
+    assert (envelope.read_bytes(), sig_of(envelope).read_bytes()) == theirs
+    assert _emit_events(signing.root)[-1]["message_id"] == json.loads(theirs[0])["message_id"]

@@ -329,28 +329,26 @@ def emit(
     directory = envelope_path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)
+        tmp = _written(directory, data)
     except OSError as exc:
         raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
-    from eidolons.keys.store import atomic_write, readable_mode
-
-    tmp = Path(tmp_name)
     trace_path: str | None = None
+    # each file is put in place (the signature before the envelope), then the emit event is
+    # recorded: no event ever names an envelope that never appeared, and a record that
+    # fails takes back what was placed, a replaced file restored (ADR 0127)
+    temps = [tmp]
+    placed: list[tuple[tuple[int, int], Path, Path | None]] = []
     try:
-        os.fchmod(fd, readable_mode())  # mkstemp makes 0600; receivers must read it
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if signer is not None:  # the signature is in place before the envelope appears
-            from eidolons.senders import sign_bytes, signature_path
-
-            sidecar = signature_path(envelope_path)
-            atomic_write(sidecar, sign_bytes(data, signer), readable_mode())
-        # the envelope is put in place first, then recorded: no emit event ever names
-        # an envelope that never appeared; a trace that fails takes it back (ADR 0127)
-        previous = _place(tmp, envelope_path, force)
         try:
+            if signer is not None:  # the signature is in place before the envelope appears
+                from eidolons.senders import sign_bytes, signature_path
+
+                sidecar = Path(signature_path(envelope_path))
+                temps.append(_written(directory, sign_bytes(data, signer)))
+                ident = _identity(temps[-1])
+                placed.append((ident, sidecar, _place(temps[-1], sidecar, replace=True)))
+            ident = _identity(tmp)
+            placed.append((ident, envelope_path, _place(tmp, envelope_path, replace=force)))
             if write_trace:
                 from eidolons.tracestore import open_store
 
@@ -362,54 +360,76 @@ def emit(
                     if store is None:
                         target.close()
         except BaseException:
-            _take_back(tmp, envelope_path, previous)
+            for done in reversed(placed):
+                _take_back(*done)
             raise
-        if previous is not None:
-            previous.unlink(missing_ok=True)
+        for _, _, kept in placed:
+            if kept is not None:
+                kept.unlink(missing_ok=True)
     except OSError as exc:
         raise InputError(f"cannot write {envelope_path}: {exc.strerror or exc}") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        for written in temps:
+            written.unlink(missing_ok=True)
     return EmitResult(envelope_path, envelope, trace_path, refusals)
 
 
-def _place(tmp: Path, envelope_path: Path, force: bool) -> Path | None:
-    """Put the written envelope ``tmp`` at ``envelope_path``, atomically: a link that fails
-    if the target exists, or with ``force`` a replace, after keeping the replaced envelope
-    under a second name (returned, for :func:`_take_back`)."""
-    if not force:
+def _written(directory: Path, data: bytes) -> Path:
+    """``data`` in a new temporary file of ``directory``, readable by the receivers (mkstemp
+    makes 0600) and synced: what :func:`_place` then links or renames into place."""
+    from eidolons.keys.store import readable_mode
+
+    fd, name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, readable_mode())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        os.unlink(name)
+        raise
+    return Path(name)
+
+
+def _place(tmp: Path, target: Path, *, replace: bool) -> Path | None:
+    """Put the written file ``tmp`` at ``target``, atomically: a link that fails if the
+    target exists, or with ``replace`` a rename, after keeping the replaced file under a
+    second name (returned, for :func:`_take_back`)."""
+    if not replace:
         try:
-            os.link(tmp, envelope_path)  # atomic, and fails if the target appeared
+            os.link(tmp, target)  # atomic, and fails if the target appeared
         except FileExistsError:
-            raise UsageError(f"{envelope_path} exists; use --force to replace it") from None
+            raise UsageError(f"{target} exists; use --force to replace it") from None
         return None
     kept = tmp.with_name(tmp.name + ".replaced")
     try:
-        os.link(envelope_path, kept, follow_symlinks=False)
+        os.link(target, kept, follow_symlinks=False)
     except FileNotFoundError:  # nothing to replace
-        os.replace(tmp, envelope_path)
+        os.replace(tmp, target)
         return None
     try:
-        os.replace(tmp, envelope_path)
+        os.replace(tmp, target)
     except BaseException:
         kept.unlink(missing_ok=True)
         raise
     return kept
 
 
-def _take_back(tmp: Path, envelope_path: Path, previous: Path | None) -> None:
-    """Undo :func:`_place` after the trace failed: the replaced envelope back in place, or
-    the placed one removed while it is still ours (the same file as ``tmp``, or after a
-    replace the only link we made). Best-effort: the error being raised is the one said."""
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return (st.st_dev, st.st_ino)
+
+
+def _take_back(ours: tuple[int, int], target: Path, kept: Path | None) -> None:
+    """Undo :func:`_place` after what followed failed: the replaced file back in place, or
+    the placed one removed while it is still ours (``ours``: the written file's device and
+    inode). Best-effort: the error being raised is the one said."""
     try:
-        if previous is not None:
-            os.replace(previous, envelope_path)
-            return
-        placed = os.lstat(envelope_path)
-        ours = os.stat(tmp) if tmp.exists() else None
-        if ours is not None and (placed.st_dev, placed.st_ino) == (ours.st_dev, ours.st_ino):
-            os.unlink(envelope_path)
+        if kept is not None:
+            os.replace(kept, target)
+        elif _identity(target) == ours:
+            os.unlink(target)
     except OSError:
         pass
 
