@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -177,24 +178,28 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
     )
     refresh(str(root), is_payload_event)
     new = index.read_bytes()
-    saved = {t: t.read_bytes() for t in trace_files(root)}
+    trace_dir = root / ".eidolons" / ".trace"
     found = read_head(old[:HEAD_BYTES])
     assert found is not None
     odd = head(found[0] + 1, 0)
-    for cut in range(HEAD_BYTES, len(new) + 1, 5):
+    cuts = sorted({*range(HEAD_BYTES, len(new) + 1, 41), *(i + 1 for i in range(len(new) - 1)
+                   if new[i:i + 1] == b"\n" and i > len(old) - 400)})  # fmt: skip
+    assert len(cuts) > 30
+    for cut in cuts:
         torn = odd + new[HEAD_BYTES:cut] + old[cut:]
-        index.write_bytes(torn)
+        with index.open("r+b") as fh:  # in place, as the writer left it
+            fh.write(torn)
+            fh.truncate()
         for key in old_keys:
             assert named_on_host(str(root / key), str(root)) is not None, (cut, key)
-        # the next writer keeps every old entry, though the traces no longer name them
-        for trace in saved:
-            trace.write_bytes(b"")
+        # the next writer keeps every old entry, though no trace names them any more
+        trace_dir.rename(root / "away")
+        trace_dir.mkdir()
         refresh(str(root), is_payload_event)
         for key in old_keys:
             assert named_on_host(str(root / key), str(root)) is not None, (cut, key)
-        for trace, data in saved.items():
-            trace.write_bytes(data)
-        index.write_bytes(new)
+        trace_dir.rmdir()
+        (root / "away").rename(trace_dir)
 
 
 def test_an_append_records_its_own_payload_even_past_the_scan_bound(
@@ -225,3 +230,256 @@ def test_an_append_records_its_own_payload_even_past_the_scan_bound(
     (project / "src.py").write_text("x = 1\n")
     assert_gated(cli, project, payload)
     assert hook(project, project / "src.py") == (0, "")
+
+
+def test_a_full_index_still_records_new_evidence(cli: Cli, project: Path) -> None:
+    # the agent forges emit lines naming junk paths until the index would pass
+    # MAX_INDEX_BYTES: the writer then stopped rewriting it, so a hand-off emitted after
+    # that was named only by the trace, and a scrub of the trace un-protected it
+    from eidolons.payloadindex import MAX_INDEX_BYTES
+
+    trace = project / ".eidolons" / ".trace" / "forged.jsonl"
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    name = "j" * 3000
+    count = MAX_INDEX_BYTES // 3000 + 8
+    with trace.open("wb") as fh:
+        for i in range(count):
+            event = {"event": "emit", "message_id": f"f{i}", "payload_path": f"{name}/{i}"}
+            fh.write(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+    payload, envelope, _ = emit_payload(cli, project, "notes/late.md")
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    envelope.unlink()
+    trace.unlink()
+    scrub_trace(project, b"late.md")
+    assert_gated(cli, project, payload)
+
+
+@pytest.mark.parametrize("what", ["trace-dir", "state-dir"])
+def test_a_trace_or_state_directory_made_a_link_takes_the_full_rule(
+    cli: Cli, project: Path, orphan: Path, tmp_path: Path, what: str
+) -> None:
+    # the agent swaps the trace directory (or all of .eidolons/) for a link to a copy it
+    # scrubbed: the index cannot cover traces behind a link, and the full rule does not
+    # read through it (nor forget what the index names)
+    state = project / ".eidolons"
+    moved = tmp_path / "moved"
+    target = state / ".trace" if what == "trace-dir" else state
+    target.rename(moved)
+    for trace in moved.rglob("*.jsonl"):
+        trace.write_bytes(b"")
+    target.symlink_to(moved, target_is_directory=True)
+    assert_gated(cli, project, orphan)
+
+
+@pytest.mark.parametrize("how", ["renamed-away", "renamed-within", "hard-linked"])
+def test_trace_files_renamed_or_linked_do_not_unprotect(
+    cli: Cli, project: Path, orphan: Path, how: str
+) -> None:
+    trace = trace_files(project)[0]
+    if how == "renamed-away":  # not *.jsonl: the full search no longer reads it
+        trace.rename(trace.with_suffix(".old"))
+    elif how == "renamed-within":  # another name, the same inode, the lines scrubbed
+        other = trace.with_name("renamed.jsonl")
+        trace.rename(other)
+        scrub_trace(project, b"report.md")
+    else:  # a second name for the same file: the index's ctime no longer matches
+        os.link(trace, trace.with_name("linked.jsonl"))
+    assert_gated(cli, project, orphan)
+    if how == "hard-linked":
+        assert hook(project, project / "src.py") == (0, "")
+
+
+def test_a_copied_project_is_judged_by_its_own_traces(
+    cli: Cli, project: Path, orphan: Path, tmp_path: Path
+) -> None:
+    # a copy has another root inode, so no index of this host: the full rule reads the
+    # copied traces, which name the payload (the scrub of a copy is ADR 0110's limit)
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy, symlinks=True)
+    from eidolons.knownhandoff import payload_index
+
+    assert payload_index(str(copy.resolve())) is None  # cannot tell: the full rule
+    assert_gated(lambda *a, **k: cli(*a, cwd=copy, **k), copy, copy / "notes" / "report.md")
+
+
+def test_a_moved_project_keeps_its_index(
+    cli: Cli, project: Path, orphan: Path, tmp_path: Path
+) -> None:
+    moved = tmp_path / "elsewhere"
+    project.rename(moved)
+    scrub_trace(moved, b"report.md")
+    assert_gated(lambda *a, **k: cli(*a, cwd=moved, **k), moved, moved / "notes" / "report.md")
+
+
+def test_the_agent_s_own_config_directory_changes_nothing_for_the_hook(
+    cli: Cli, project: Path, tmp_path: Path
+) -> None:
+    # the agent emits (and has verified) with XDG_CONFIG_HOME of its own, where it can
+    # write a header-only index: the host's hook reads the host's directory, which does
+    # not cover the line, so it takes the full rule
+    fake = tmp_path / "agent-config"
+    env = clean_env(XDG_CONFIG_HOME=str(fake))
+    payload, envelope, _ = emit_payload(cli, project, "notes/agent.md", env=env)
+    assert cli("verify-envelope", envelope, "--block", env=env).code == 0
+    for index in (fake / "eidolons" / "payloads").glob("*.idx"):
+        index.write_bytes(index.read_bytes().split(b"\nentries\n")[0] + b"\nentries\ncovers\n")
+    envelope.unlink()
+    (project / "src.py").write_text("x = 1\n")
+    assert_gated(cli, project, payload)
+    assert hook(project, project / "src.py") == (0, "")
+
+
+def test_an_agent_s_eidolons_root_does_not_move_the_hook(
+    cli: Cli, project: Path, orphan: Path, tmp_path: Path
+) -> None:
+    # the registered hook names its root (--root): a root the agent sets for its own
+    # processes is not the hook's, and a verify-incoming the agent runs against an empty
+    # root only skips for that agent (it shows no bytes)
+    empty = tmp_path / "empty"
+    (empty / ".eidolons").mkdir(parents=True)
+    r = cli("verify-incoming", orphan, "--as", "vigil", env=clean_env(EIDOLONS_ROOT=str(empty)))
+    assert r.code in (0, 3)
+    assert_gated(cli, project, orphan)
+
+
+# --- check's parallel default (ADR 0115) ------------------------------------------------
+
+DIE_IN_WORKER = """
+import os, signal, sys
+from eidolons import checker
+from eidolons.cli import main
+PARENT = os.getpid()
+check = checker._Job.check
+def dying(self, path):
+    if path.endswith("r0300.envelope.json") and os.getpid() != PARENT:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return check(self, path)
+checker._Job.check = dying
+checker.auto_jobs = lambda: 2
+sys.exit(main(["check", ".", *sys.argv[1:]]))
+"""
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from eidolons.checker import AUTO_MIN
+    from tests.test_check_jobs import _many_envelopes
+
+    root = tmp_path_factory.mktemp("many15")
+    _many_envelopes(root, AUTO_MIN + 8)
+    return root
+
+
+@pytest.mark.parametrize("mode", [[], ["--exit-zero"], ["--json", "--exit-zero"]])
+def test_a_worker_killed_mid_run_is_an_internal_error_never_a_pass(
+    many: Path, mode: list[str]
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", DIE_IN_WORKER, *mode],
+        cwd=many,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 70, proc.stderr
+    assert proc.stderr.startswith("eidolons: internal error: BrokenProcessPool")
+    assert proc.stderr.count("\n") == 1
+    assert "Result:" not in proc.stdout and '"exit_code"' not in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """More envelopes than the default's fork threshold, most of them hostile: bad JSON,
+    an overflowing number, a duplicate key, a FIFO, a link out of the root, a payload
+    rewritten, a directory named like an envelope."""
+    import shutil
+
+    from eidolons.checker import AUTO_MIN
+    from tests.test_check_jobs import _many_envelopes
+
+    root = tmp_path_factory.mktemp("hostile15")
+    _many_envelopes(root, AUTO_MIN + 40)
+    good = (root / "r0000.envelope.json").read_text()
+    outside = tmp_path_factory.mktemp("outside15") / "x.envelope.json"
+    outside.write_text(good)
+    (root / "other.md").write_text("# other\n")
+    for i in range(0, AUTO_MIN + 40, 7):
+        path = root / f"r{i:04d}.envelope.json"
+        kind = i % 6
+        path.unlink()
+        if kind == 0:
+            path.write_text(good[: len(good) // 2])
+        elif kind == 1:
+            path.write_text(good.rstrip().rstrip("}") + ', "x": 1e999}')
+        elif kind == 2:
+            path.write_text(good.rstrip().rstrip("}") + ', "to": {}}')
+        elif kind == 3:
+            os.mkfifo(path)
+        elif kind == 4:
+            path.symlink_to(outside)
+        else:
+            path.write_text(good.replace('"r.md"', '"other.md"'))
+    (root / "zdir.envelope.json").mkdir()
+    shutil.copy(root / "r.md", root / "r-copy.md")
+    return root
+
+
+@pytest.mark.parametrize("mode", [[], ["--json", "--strict"]])
+def test_the_default_s_findings_are_those_of_one_process_on_hostile_input(
+    hostile: Path, mode: list[str]
+) -> None:
+    runs = []
+    for jobs in ([], ["--jobs", "1"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "eidolons", "check", ".", *jobs, *mode],
+            cwd=hostile,
+            env=clean_env(),
+            capture_output=True,
+            timeout=60,
+        )
+        runs.append((proc.returncode, proc.stdout, proc.stderr))
+    assert runs[0][0] == 2, runs[0][2]
+    assert runs[0] == runs[1]
+
+
+# --- memory never changes a verdict (ADRs 0120-0124) ------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["garbage", "directory", "fifo", "wrong-schema", "link"])
+@pytest.mark.parametrize("flag", ["--show-recall", "--json"])
+def test_a_broken_memory_store_neither_passes_nor_fails_the_gate(
+    cli: Cli, project: Path, tmp_path: Path, damage: str, flag: str
+) -> None:
+    payload, envelope, _ = emit_payload(cli, project, "notes/mem.md")
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    tampered, tampered_env, _ = emit_payload(cli, project, "notes/bad.md")
+    assert cli("verify-envelope", tampered_env, "--block").code == 0
+    tampered.write_text("# rewritten after the gate\n")
+    store = project / ".eidolons" / "memory" / "memory.sqlite3"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.unlink(missing_ok=True)
+    if damage == "garbage":
+        store.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    elif damage == "directory":
+        store.mkdir()
+    elif damage == "fifo":
+        os.mkfifo(store)
+    elif damage == "wrong-schema":
+        import sqlite3
+
+        with sqlite3.connect(store) as db:
+            db.execute("create table crystals(x)")
+            db.execute("pragma user_version = 3")
+    else:
+        (tmp_path / "nowhere").mkdir()
+        store.symlink_to(tmp_path / "nowhere" / "gone" / "db")
+    ok = cli("verify-incoming", payload, "--as", "vigil", flag)
+    assert ok.code == 0, ok.err
+    assert "REFUSE" not in ok.err
+    bad = cli("verify-incoming", tampered, "--as", "vigil", flag)
+    assert bad.code == 3 and "REFUSE: " in bad.err, bad.err
+    if flag == "--json":
+        assert ok.json()["status"] == "pass" and bad.json()["status"] != "pass"

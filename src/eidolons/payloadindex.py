@@ -62,7 +62,11 @@ HEADER = b"eidolons-payload-index v3 "
 HEAD_BYTES = 64  # the header line: HEADER, the generation and the body's length, padded
 ENTRIES = b"entries\n"
 COVERS = b"covers\n"
-MAX_INDEX_BYTES = 8 * 1024 * 1024
+MAX_INDEX_BYTES = 8 * 1024 * 1024  # the most the allowing direction reads (the hook)
+#: the most the evidence direction reads (the full rule, the writer); past it the index
+#: is frozen and names every path (ADR 0130): an agent that forges emit lines by the
+#: million must not stop new entries from being recorded
+MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
 
 
 def entry(key: str) -> bytes:
@@ -118,12 +122,12 @@ def read_head(raw: bytes) -> tuple[int, int] | None:
     return int(fields[0]), int(fields[1])
 
 
-def snapshot(fd: int) -> tuple[int, bytes] | None:
+def snapshot(fd: int, limit: int = MAX_INDEX_BYTES) -> tuple[int, bytes] | None:
     """(generation, body) of the open index file, as one writer left it whole: the header
     is read again after the body, so a body read while a writer rewrote it (the header
     then says another generation, or an odd one) is None, as is any damage."""
     st = os.fstat(fd)
-    if st.st_mode & 0o170000 != 0o100000 or st.st_size > MAX_INDEX_BYTES:
+    if st.st_mode & 0o170000 != 0o100000 or st.st_size > limit:
         return None
     data = os.pread(fd, st.st_size + 1, 0)  # not an 8 MiB buffer for a small index
     found = read_head(data[:HEAD_BYTES])
@@ -221,11 +225,18 @@ def recovered_entries(data: bytes, root_st: os.stat_result) -> list[bytes]:
 
 
 def read_recovered(fd: int, root_st: os.stat_result) -> list[bytes]:
-    """:func:`recovered_entries` of the open index file (at most :data:`MAX_INDEX_BYTES`)."""
+    """:func:`recovered_entries` of the open index file (at most
+    :data:`MAX_EVIDENCE_BYTES`: the caller checks the size first)."""
     st = os.fstat(fd)
     if st.st_mode & 0o170000 != 0o100000:
         return []
-    return recovered_entries(os.pread(fd, min(st.st_size, MAX_INDEX_BYTES), 0), root_st)
+    return recovered_entries(os.pread(fd, min(st.st_size, MAX_EVIDENCE_BYTES), 0), root_st)
+
+
+def frozen(fd: int) -> bool:
+    """Whether the open index file is past :data:`MAX_EVIDENCE_BYTES`: it is then never
+    rewritten (its entries could not all be read back) and names every path."""
+    return os.fstat(fd).st_size > MAX_EVIDENCE_BYTES
 
 
 def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> bytes | None:
@@ -274,6 +285,8 @@ def named_on_host(path: str, root: str) -> str | None:
     except OSError:
         return None
     try:
+        if frozen(fd):  # fail closed: what it names cannot be read back
+            return f"{index_file(st)}, past {MAX_EVIDENCE_BYTES} bytes: it names every path"
         found = read_recovered(fd, st)
     except OSError:
         return None

@@ -19,9 +19,10 @@ from eidolons.payloadindex import (
     COVERS,
     ENTRIES,
     HEAD_BYTES,
-    MAX_INDEX_BYTES,
+    MAX_EVIDENCE_BYTES,
     Index,
     entry,
+    frozen,
     head,
     index_file,
     parse,
@@ -59,7 +60,9 @@ def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None
         if os.fstat(fd).st_mode & 0o170000 != 0o100000:
             raise OSError(f"{path} is not a regular file")
         fcntl.flock(fd, fcntl.LOCK_EX)
-        found = snapshot(fd)
+        if frozen(fd):  # its entries cannot all be read back: it stays, naming every path
+            return
+        found = snapshot(fd, MAX_EVIDENCE_BYTES)
         gen = _generation(fd)
         old = parse(found[1], root_st) if found is not None else None
         # an index a writer left half-way: its entries are evidence still (ADR 0110)
@@ -123,7 +126,9 @@ def _build(
     for key in extra:
         keys.setdefault(entry(key), None)
     body = root_line(root_st) + ENTRIES + b"".join(keys) + COVERS + b"".join(cover)
-    return body if HEAD_BYTES + len(body) <= MAX_INDEX_BYTES else None
+    # written whatever its size (the entries are evidence); past MAX_INDEX_BYTES the
+    # hook no longer reads it (the full rule), past MAX_EVIDENCE_BYTES it is frozen
+    return body
 
 
 def _cover_file(
