@@ -39,7 +39,7 @@ def tied_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMemory
     rng = random.Random(20261201)
     where = tmp_path_factory.mktemp("arm") / "store"
     stores = {name: LocalMemory(where, project=name) for name in ("p0", "p1", "p2")}
-    for _ in range(420):
+    for _ in range(150):
         summary = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
         for _ in range(rng.choice([1, 1, 2, 5, 40])):
             scope: dict[str, Any] = {}
@@ -71,11 +71,15 @@ SCOPES = [
 ]
 
 
-@pytest.mark.parametrize("floor", [300, 7])  # 7: the ranked prefetch runs out (widening)
+@pytest.mark.parametrize(
+    "floor, lookup_max",
+    [(300, 500), (7, 500), (300, 4)],  # 7: the prefetch runs out; 4: a tie run is split
+)
 def test_the_staged_arm_is_the_plain_query(
-    tied_store: LocalMemory, monkeypatch: pytest.MonkeyPatch, floor: int
+    tied_store: LocalMemory, monkeypatch: pytest.MonkeyPatch, floor: int, lookup_max: int
 ) -> None:
     monkeypatch.setattr(local, "PREFETCH_MIN", floor)
+    monkeypatch.setattr(local, "LOOKUP_MAX", lookup_max)
     monkeypatch.setattr(local, "PREFETCH_FACTOR", 2 if floor < 300 else 10)
     conn = tied_store._connection(create=False)
     assert conn is not None
@@ -84,12 +88,12 @@ def test_the_staged_arm_is_the_plain_query(
     for table in ("crystals_fts", "crystals_tri"):
         for match in [*queries, '"x_1"', '"pha"', '"nothing"']:
             for where in SCOPES:
-                for fetch in (1, 2, 3, 5, 30, 90):
+                for fetch in (1, 3, 30, 90):
                     want = oracle(conn, table, match, where, fetch)
                     assert tied_store._arm(conn, table, match, where, fetch) == want, (
                         table, match, where.project, fetch)  # fmt: skip
                     checked += bool(want)
-    assert checked > 200  # most cases have answers to compare
+    assert checked > 100  # most cases have answers to compare
 
 
 def test_ties_straddle_the_look_up_boundaries(tied_store: LocalMemory) -> None:
