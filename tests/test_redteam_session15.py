@@ -483,3 +483,33 @@ def test_a_broken_memory_store_neither_passes_nor_fails_the_gate(
     assert bad.code == 3 and "REFUSE: " in bad.err, bad.err
     if flag == "--json":
         assert ok.json()["status"] == "pass" and bad.json()["status"] != "pass"
+
+
+@pytest.mark.parametrize("scrub", [False, True])
+def test_a_hand_off_outside_the_project_stays_known_once_its_envelope_is_gone(
+    cli: Cli, project: Path, tmp_path: Path, scrub: bool
+) -> None:
+    # HOLE (fixed, ADR 0131): a payload outside the project root (the envelope beside it,
+    # its boundary its own directory: ADR 0002) was emitted and verified with no
+    # payload_path at all, so once the agent deleted its envelope no rule knew it: the
+    # hook allowed a Read of its bytes and verify-incoming skipped it
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    payload = shared / "report.md"
+    payload.write_text("# Report\n\n## Decision target\nx\n")
+    assert cli(*emit_cmd(payload, sender="atlas", to="vigil")).code == 0
+    envelope = shared / "report.envelope.json"
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    envelope.unlink()
+    payload.write_text("# forged\n")
+    if scrub:  # the index names it still
+        scrub_trace(project, b"report.md")
+    (project / "src.py").write_text("x = 1\n")
+    assert_gated(cli, project, payload)
+    link = tmp_path / "via-link"
+    link.symlink_to(shared, target_is_directory=True)
+    assert_gated(cli, project, link / "report.md")
+    assert hook(project, project / "src.py") == (0, "")
+    other = shared / "unrelated.md"
+    other.write_text("# not a hand-off\n")
+    assert hook(project, other) == (0, "")

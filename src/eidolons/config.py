@@ -200,12 +200,14 @@ def _configured_handoff_dirs(root: Path) -> list[str]:
 
 def payload_key(path: StrPath, root: StrPath) -> str | None:
     """How events name a payload (``payload_path``): its path relative to the resolved
-    root, with its directory resolved, POSIX separators; None outside the root."""
+    root, with its directory resolved, POSIX separators; outside the root, that path
+    absolute (a hand-off outside the project, its envelope deleted, must stay known:
+    ADR 0131). Never None for a path that has a name."""
     lexical = os.path.abspath(path)
     full = pathstr.join(os.path.realpath(pathstr.parent(lexical)), pathstr.name(lexical))
     real_root = pathstr.pure(os.path.realpath(root))
     if not pathstr.is_relative_to(full, real_root):
-        return None
+        return full
     return pathstr.relative_to(full, real_root)
 
 

@@ -85,8 +85,10 @@ def spellings(path: str) -> list[str]:
 
 def payload_keys(path: str, root: str) -> list[str]:
     """The keys a path may be named by (``payload_path``): relative to the resolved root,
-    for the path as written, with its directory resolved, and fully resolved (the one
-    rule; :func:`eidolons.config.find_handoff` calls it)."""
+    for the path as written, with its directory resolved, and fully resolved; a spelling
+    outside the root as it is, absolute (:func:`eidolons.config.payload_key` names a
+    payload outside the project so, ADR 0131). The one rule;
+    :func:`eidolons.config.find_handoff` calls it."""
     real_root = os.path.realpath(root)
     prefix = real_root if real_root.endswith(os.sep) else real_root + os.sep
     keys = []
@@ -95,6 +97,8 @@ def payload_keys(path: str, root: str) -> list[str]:
             keys.append(".")
         elif p.startswith(prefix):
             keys.append(p[len(prefix) :])
+        else:
+            keys.append(p)
     return list(dict.fromkeys(keys))
 
 
