@@ -513,3 +513,33 @@ def test_a_hand_off_outside_the_project_stays_known_once_its_envelope_is_gone(
     other = shared / "unrelated.md"
     other.write_text("# not a hand-off\n")
     assert hook(project, other) == (0, "")
+
+
+@pytest.mark.parametrize("planted", ["db", "dir", "wal", "journal", "lock"])
+def test_the_memory_store_is_never_written_through_a_planted_link(
+    cli: Cli, project: Path, tmp_path: Path, planted: str
+) -> None:
+    # HOLE (fixed, ADR 0132): the agent plants the store (or its directory, its WAL, its
+    # journal, its creation lock) as a link to a file outside the project; the gate's
+    # ingest after a pass (the MCP server's runs outside the agent's sandbox) created or
+    # overwrote that file with an SQLite store holding hand-off text
+    payload, envelope, _ = emit_payload(cli, project, "notes/mem.md")
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    store = project / ".eidolons" / "memory"
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir()
+    if planted == "dir":
+        victim.mkdir()
+        store.symlink_to(victim, target_is_directory=True)
+    else:
+        store.mkdir(parents=True)
+        name = {"db": "", "wal": "-wal", "journal": "-journal", "lock": ""}[planted]
+        if planted == "lock":
+            (store / ".create.lock").symlink_to(victim)
+        else:
+            (store / f"memory.sqlite3{name}").symlink_to(victim)
+    r = cli("verify-incoming", payload, "--as", "vigil", "--show-recall")
+    assert r.code == 0, r.err  # memory never changes the verdict
+    assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))
+    r = cli("memory", "ingest", envelope, "--as", "vigil")
+    assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))

@@ -209,6 +209,7 @@ class LocalMemory:
             return None
         if create:
             os.makedirs(self._dir, exist_ok=True)
+        _refuse_links(self._dir, self._db)
         conn = sqlite3.connect(
             self._db,
             timeout=self.limits.busy_timeout_ms / 1000,
@@ -854,3 +855,22 @@ def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) 
             conn.execute(f"SELECT term, doc FROM crystals_vocab WHERE term IN ({marks})", others)
         )
     return df
+
+
+def _refuse_links(store_dir: str, db: str) -> None:
+    """The store is the gate's state: never reached through a link (as the trace, ADR
+    0008). An agent that plants ``memory/`` or ``memory.sqlite3`` (or its ``-wal``,
+    ``-shm``, ``-journal``, the creation lock) as a link would have the gate, which may
+    run outside the agent's sandbox (the MCP server), create or overwrite a file of its
+    choosing with hand-off text in it (ADR 0132). Raises :class:`OSError` (the store is
+    then unavailable: memory is skipped, the verdict unchanged)."""
+    st = os.lstat(store_dir)
+    if st.st_mode & 0o170000 != 0o040000:
+        raise OSError(f"{store_dir} is a link or not a directory")
+    for name in (db, db + "-wal", db + "-shm", db + "-journal"):
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        if st.st_mode & 0o170000 != 0o100000:
+            raise OSError(f"{name} is a link or not a regular file")

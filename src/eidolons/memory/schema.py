@@ -144,7 +144,8 @@ class creation_lock:  # named as the function it replaces: ``with creation_lock(
         self._fd = -1
 
     def __enter__(self) -> None:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # never through a planted link (the gate's state, ADR 0132)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
