@@ -543,3 +543,49 @@ def test_the_memory_store_is_never_written_through_a_planted_link(
     assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))
     r = cli("memory", "ingest", envelope, "--as", "vigil")
     assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))
+
+
+def _hook_doc(root: Path, tool: str, tool_input: dict[str, object], agent: str | None) -> bytes:
+    doc: dict[str, object] = {
+        "session_id": "s",
+        "transcript_path": str(root / "t.jsonl"),
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": tool_input,
+        "tool_use_id": "toolu_1",
+    }
+    if agent is not None:
+        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("agent", ["vigil", None])
+@pytest.mark.parametrize("how", ["grep-tool", "grep-r", "rg"])
+def test_a_search_above_the_host_config_directory_is_denied(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str | None, how: str
+) -> None:
+    # HOLE (fixed, ADR 0133): the hook denied a search of the config directory itself,
+    # but not of its parent (~/.config, or ~): ripgrep (the Grep tool) or grep -r there
+    # read the signing keys, the trace heads and the indexes
+    from eidolons.hooks.fast import main
+
+    config = tmp_path / "home" / ".config"
+    keys = config / "eidolons" / "keys"
+    keys.mkdir(parents=True)
+    (keys / "orchestrator.key").write_text("-----BEGIN PRIVATE KEY-----\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    if how == "grep-tool":
+        tool, tool_input = "Grep", {"pattern": "PRIVATE", "path": str(config)}
+    else:
+        command = f"grep -r PRIVATE {config}" if how == "grep-r" else f"rg PRIVATE {config}"
+        tool, tool_input = "Bash", {"command": command}
+    err = io.StringIO()
+    code = main(
+        ["claude-code", "--root", str(project)],
+        stdin=io.BytesIO(_hook_doc(project, tool, tool_input, agent)),
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    assert code == 2, err.getvalue()
+    assert "signing keys" in err.getvalue() or "recursively" in err.getvalue()

@@ -279,6 +279,11 @@ class Decider:
             # ripgrep's .eidolons/.ignore hides the hand-offs from the rg-based Grep tools
             # (Claude Code, Cursor, Codex); Gemini CLI's tools do not read it
             honours_ignore = call.host != "gemini"
+            if call.kind == SEARCH and self._above_keys(real):
+                return deny(
+                    f"eidolons hook: Grep of {path} would search the signing keys "
+                    f"({_WRITE_REASONS[KEY]}), search a narrower path"
+                )
             if call.kind == SEARCH and self._above_protected(real, honours_ignore=honours_ignore):
                 return deny(
                     f"eidolons hook: Grep of {path} would search the hand-off directory "
@@ -286,9 +291,15 @@ class Decider:
                 )
         return ALLOW
 
+    def _above_keys(self, real: str) -> bool:
+        """Whether a search of the directory ``real`` would reach a signing-key directory
+        outside the project (the user's config directory, where the keys, trace heads and
+        indexes are: ``~/.config`` or ``~`` searched): no ignore file of ours hides it."""
+        return any(_under(d, real) and os.path.isdir(d) for d in self.layout.key_dirs[1:])
+
     def _above_protected(self, real: str, honours_ignore: bool = True) -> bool:
         layout = self.layout
-        protected = [*layout.handoff_dirs, layout.store_dir, layout.key_dirs[0]]
+        protected = [*layout.handoff_dirs, layout.store_dir, *layout.key_dirs]
         above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
         if not above:
             return False
