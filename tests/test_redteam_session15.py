@@ -589,3 +589,72 @@ def test_a_search_above_the_host_config_directory_is_denied(
     )
     assert code == 2, err.getvalue()
     assert "signing keys" in err.getvalue() or "recursively" in err.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dangling-link"])
+def test_a_trace_file_that_is_not_a_file_fails_closed_without_hanging(
+    cli: Cli, project: Path, orphan: Path, kind: str
+) -> None:
+    # the agent scrubs the trace and adds a *.jsonl that is a FIFO (a reader would block),
+    # a directory or a dangling link: the index cannot cover it, and the full rule must
+    # neither hang nor read it as "nothing named"
+    scrub_trace(project, b"report.md")
+    odd = project / ".eidolons" / ".trace" / "zz.jsonl"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "directory":
+        odd.mkdir()
+    else:
+        odd.symlink_to(project / "nowhere.jsonl")
+    assert_gated(cli, project, orphan)
+
+
+def test_an_index_of_the_earlier_format_keeps_its_evidence(
+    cli: Cli, project: Path, orphan: Path
+) -> None:
+    # an index written by the v2 writer (coverage lines before the entries): the fast
+    # path does not read it (another header), the evidence direction and the next writer
+    # read its entries back, so upgrading never forgets a payload a trace named
+    from eidolons.payloadindex import HEAD_BYTES, entry, root_line
+
+    index = host_index(project)
+    st = os.stat(project)
+    traces = trace_files(project)
+    cover = b"".join(
+        b"trace %d %d %d %d %d %s %s\n"
+        % (s.st_dev, s.st_ino, s.st_size, s.st_ctime_ns, s.st_size, b"0" * 64,
+           json.dumps(t.name).encode())
+        for t in traces
+        for s in [t.stat()]
+    )  # fmt: skip
+    body = root_line(st) + cover + b"entries\n" + entry("notes/report.md")
+    header = (b"eidolons-payload-index v2 4 %d" % len(body)).ljust(HEAD_BYTES - 1) + b"\n"
+    index.write_bytes(header + body)
+    scrub_trace(project, b"report.md")
+    assert_gated(cli, project, orphan)
+    emit_payload(cli, project, "notes/after.md")  # the v3 writer rewrites it
+    assert host_index(project).read_bytes().startswith(b"eidolons-payload-index v3 ")
+    assert_gated(cli, project, orphan)
+    assert hook(project, project / "src.py") == (0, "")
+
+
+def test_emit_that_cannot_record_leaves_no_new_envelope(cli: Cli, project: Path) -> None:
+    # ADR 0127: the envelope is placed before its event; when the trace cannot be
+    # written (here the agent made the trace directory a file), emit fails and the
+    # envelope it would have replaced (--force) is back, byte for byte
+    payload, envelope, _ = emit_payload(cli, project, "notes/placed.md")
+    before = envelope.read_bytes()
+    trace_dir = project / ".eidolons" / ".trace"
+    trace_dir.rename(project / "moved-trace")
+    trace_dir.write_text("not a directory\n")
+    payload.write_text("# rewritten\n\n## Decision target\ny\n")
+    r = cli(*emit_cmd(payload, "--force", sender="atlas", to="vigil"))
+    assert r.code != 0 and "Traceback" not in r.err
+    assert envelope.read_bytes() == before
+    trace_dir.unlink()
+    fresh = project / "notes" / "fresh.md"
+    fresh.write_text("# fresh\n\n## Decision target\nx\n")
+    trace_dir.symlink_to(project / "moved-trace", target_is_directory=True)
+    r = cli(*emit_cmd(fresh, sender="atlas", to="vigil"))
+    assert r.code != 0 and "Traceback" not in r.err
+    assert not (project / "notes" / "fresh.envelope.json").exists()
