@@ -658,3 +658,20 @@ def test_emit_that_cannot_record_leaves_no_new_envelope(cli: Cli, project: Path)
     r = cli(*emit_cmd(fresh, sender="atlas", to="vigil"))
     assert r.code != 0 and "Traceback" not in r.err
     assert not (project / "notes" / "fresh.envelope.json").exists()
+
+
+def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
+    project: Path,
+) -> None:
+    # HOLE (fixed, ADR 0134): the hook is registered as this interpreter by absolute path
+    # (`python -I -c BOOTSTRAP`), and the orchestrator's shell runs the `eidolons`
+    # launcher beside it; with the virtual environment inside the project (a common
+    # layout), an agent's Write of `.venv/bin/python` or `.venv/bin/eidolons` replaced
+    # the gate with a script of its own (the hook denied writes to the package and to
+    # site-packages only)
+    from eidolons.hooks.events import WIRING, Layout
+
+    layout = Layout(str(project.resolve()), ())
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    for target in (sys.executable, os.path.join(bindir, "eidolons"), os.path.join(bindir, "x")):
+        assert layout.classify_write(target) == WIRING, target

@@ -572,13 +572,19 @@ MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
 def gate_code() -> tuple[str, ...]:
-    """The code the hook itself runs: the ``eidolons`` package and the interpreter's
-    site-packages (a ``.pth`` file there runs at every start, ``-I`` or not). An agent
-    that rewrites them rewrites the gate."""
+    """The code the hook itself runs: the ``eidolons`` package, the interpreter's
+    site-packages (a ``.pth`` file there runs at every start, ``-I`` or not), and the
+    interpreter with the directory it lies in (the hook is registered as this
+    interpreter by absolute path, and the ``eidolons`` launcher the orchestrator's shell
+    runs is beside it: a virtual environment in the project is a file an agent could
+    otherwise rewrite, ADR 0134). An agent that rewrites them rewrites the gate."""
     import site  # already imported at start-up (no -S)
+    import sys
 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return (package, *site.getsitepackages())
+    python = os.path.abspath(sys.executable) if sys.executable else ""
+    interpreter = (python, os.path.dirname(python), os.path.realpath(python)) if python else ()
+    return (package, *site.getsitepackages(), *interpreter)
 
 
 class Layout:
