@@ -342,3 +342,33 @@ def test_a_platform_without_working_pools_checks_here(
     run = list(checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=2))
     assert sum(n for _, n in run) == len(paths) and run[-1][0] == len(paths)
     assert not checker._WORKER_JOB
+
+
+DIE_AT_START = """
+import os, sys
+from eidolons import checker
+from eidolons.cli import main
+
+checker._worker_start = lambda: os._exit(3)  # every worker dies before its first task
+sys.exit(main(["check", ".", "--jobs", "2"]))
+"""
+
+
+def test_workers_that_die_at_start_end_the_run_as_an_internal_error(many: Path) -> None:
+    """Workers that cannot even take the first task (killed as they start) are not a
+    fork that failed: the run ends closed (exit 70, one line, no verdict), not in one
+    process after a silent retry, and does not hang on the pool."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", DIE_AT_START],
+            cwd=many,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("check hangs when its workers die at start") from None
+    assert proc.returncode == 70, proc.stderr
+    assert proc.stderr.startswith("eidolons: internal error: BrokenProcessPool"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Result:" not in proc.stdout

@@ -245,11 +245,11 @@ def check_batches(
     :data:`SERIAL_BATCH` envelopes. Otherwise the first envelope is checked here (what
     it imports and builds, every worker then inherits), the rest by that many worker
     processes forked after the contracts were loaded, in contiguous ranges; a worker
-    checks *and renders*
-    its range, so what comes back is ``render``'s value (for the CLI: the text to print
-    and the counts), not the results; at most :data:`WINDOW` batches per worker are
-    handed out ahead of the one being yielded. The decisions are the same functions
-    either way.
+    checks *and renders* its range, so what comes back is ``render``'s value (for the
+    CLI: the text to print and the counts), not the results; at most :data:`WINDOW`
+    batches per worker are handed out ahead of the one being yielded. The decisions are
+    the same functions either way.
+
     A worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
     (an internal error, exit 70) and an exception in a worker is re-raised here: never a
     hang and never a missing result. ``jobs=None`` (the default's count) stays in this
@@ -322,6 +322,11 @@ def _fork_pool(workers: int, job: _Job) -> ProcessPoolExecutor | None:
             _stop(pool)
         _WORKER_JOB.clear()
         return None
+    except BaseException:  # a worker that died at once (BrokenProcessPool), an interrupt
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        _WORKER_JOB.clear()
+        raise
     return pool
 
 
