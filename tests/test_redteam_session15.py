@@ -675,3 +675,52 @@ def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     for target in (sys.executable, os.path.join(bindir, "eidolons"), os.path.join(bindir, "x")):
         assert layout.classify_write(target) == WIRING, target
+
+
+def _shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[int, str]:
+    from eidolons.hooks.fast import main
+
+    err = io.StringIO()
+    code = main(
+        ["claude-code", "--root", str(root)],
+        stdin=io.BytesIO(_hook_doc(root, "Bash", {"command": command}, agent)),
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "./peek.sh",
+        "{root}/peek.sh",
+        "bin/cat notes.txt",
+        "PATH={root}/bin:/usr/bin cat notes.txt",
+        "export PATH={root}/bin:/usr/bin; cat notes.txt",
+        "LD_PRELOAD={root}/evil.so cat notes.txt",
+        "PYTHONPATH={root} eidolons verify-incoming notes.txt --as vigil",
+        "python3 -m eidolons verify-incoming notes.txt --as vigil",
+        "./eidolons verify-incoming notes.txt --as vigil",
+        "hash -p {root}/peek.sh cat; cat notes.txt",
+    ],
+)
+def test_a_receiver_cannot_run_code_of_its_own_that_the_hook_cannot_see(
+    project: Path, command: str
+) -> None:
+    # HOLE (fixed, ADR 0134): the hook reads a shell command's words and refuses, for a
+    # receiver, the programs it knows run code it cannot see (interpreters, shells...);
+    # a script the receiver wrote itself (by path, on a PATH it set, as a shadow of
+    # `eidolons`) was none of those, and read every hand-off without the gate
+    root = project.resolve()
+    (root / ".eidolons" / "handoffs").mkdir(parents=True)
+    (root / ".eidolons" / "handoffs" / "secret.md").write_text("# hand-off bytes\n")
+    script = "#!/bin/sh\ncat .eidolons/handoffs/*\n"
+    for name in ("peek.sh", "bin/cat", "eidolons", "eidolons.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(script)
+        (root / name).chmod(0o755)
+    (root / "notes.txt").write_text("plain\n")
+    code, err = _shell_hook(root, command.format(root=root))
+    assert code == 2, err
+    assert _shell_hook(root, "cat notes.txt") == (0, "")  # a plain program stays allowed

@@ -351,6 +351,8 @@ class Decider:
                     f"eidolons hook: the command mentions a hand-off ({word!r}) in a way "
                     "the hook cannot resolve; read it with Read, through the gate"
                 )
+        if call.receiver is not None and reading.opaque is None:
+            reading.opaque = self._foreign_code(reading)
         if call.receiver is not None and reading.opaque is not None:
             return deny(
                 f"eidolons hook: cannot tell what this command reads ({reading.opaque}); "
@@ -360,6 +362,50 @@ class Decider:
         if gated:
             return self._reads(call, gated)
         return ALLOW
+
+    def _foreign_code(self, reading: Any) -> str | None:
+        """Why a command may run code the hook cannot see, or None (ADR 0134): a program
+        given by path, or found on ``PATH``, outside the directories an agent cannot
+        write (the hook's ``PATH`` outside the project and the temporary directories,
+        the interpreter's own directory); an environment that changes what runs
+        (``PATH=``, ``LD_PRELOAD=``, ``PYTHONPATH=``...); ``python -m eidolons`` where an
+        ``eidolons`` in the working directory would be imported instead of the gate. A
+        receiver's script of its own would read hand-offs without the gate."""
+        import shutil
+        import sys
+
+        for name in reading.assigned:
+            if name in _RUN_VARIABLES or name.startswith(_RUN_PREFIXES):
+                return f"{name}= changes what the command runs"
+        for cwds in reading.module_dirs:
+            for cwd in cwds:
+                try:
+                    shadow = [n for n in os.listdir(cwd) if n.partition(".")[0] == "eidolons"]
+                except OSError:
+                    continue
+                if shadow:
+                    return f"python -m eidolons in {cwd} would import {shadow[0]}, not the gate"
+        python = os.path.abspath(sys.executable) if sys.executable else ""
+        trusted = [d for d in (python and os.path.dirname(python),) if d]
+        trusted.append(os.path.dirname(os.path.realpath(python)) if python else "")
+        root = self.layout.root
+        for entry in os.environ.get("PATH", "").split(os.pathsep):
+            real = os.path.realpath(entry) if os.path.isabs(entry) else ""
+            if real and not _under(real, root) and not real.startswith(_SCRATCH):
+                trusted.append(real)
+        for program, cwds in reading.programs:
+            if "/" in program:
+                found = [os.path.join(c, os.path.expanduser(program)) for c in cwds]
+            else:
+                which = shutil.which(program)
+                found = [which] if which else []
+            for path in found:
+                real = os.path.realpath(path)
+                if os.path.isfile(real) and not any(
+                    d and os.path.dirname(real) == d for d in trusted
+                ):
+                    return f"{program} is not a program from a directory agents cannot write"
+        return None
 
     def _recursive_read(
         self, program: str, args: list[str], cwds: tuple[str, ...]
@@ -404,6 +450,12 @@ class Decider:
         if any(d in word for d in self.layout.handoff_dirs):
             return True
         return any(name in word for name in names)
+
+
+# the environment that decides what a command runs (ADR 0134)
+_RUN_VARIABLES = frozenset({"PATH", "IFS", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"})
+_RUN_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "NODE_", "BASH_FUNC_")
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def _under(path: str, directory: str) -> bool:

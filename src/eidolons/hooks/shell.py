@@ -89,8 +89,16 @@ OPAQUE_PROGRAMS = frozenset(
         "scp",
         "socat",
         "nc",
+        # builtins that change what a later name runs
+        "hash",
+        "enable",
+        "alias",
+        "shopt",
+        "trap",
     }
 )
+#: builtins whose ``NAME=value`` arguments set the environment of what runs next
+ASSIGNING = frozenset({"export", "declare", "typeset", "readonly", "local"})
 # programs that read a whole directory tree: always, or with one of these short flags
 RECURSIVE_ALWAYS = frozenset({"rg", "ag", "ack", "find", "tree", "du"})
 RECURSIVE_FLAGS = {
@@ -116,7 +124,17 @@ class ShellReading:
     follows ``eidolons``), and the segments that read a directory tree (``recursive``:
     program, operands, working directories)."""
 
-    __slots__ = ("dirs", "gate_calls", "opaque", "recursive", "runs_gate", "words")
+    __slots__ = (
+        "assigned",
+        "dirs",
+        "gate_calls",
+        "module_dirs",
+        "opaque",
+        "programs",
+        "recursive",
+        "runs_gate",
+        "words",
+    )
 
     def __init__(self) -> None:
         self.words: list[str] = []
@@ -125,6 +143,14 @@ class ShellReading:
         self.runs_gate = False
         self.gate_calls: list[list[str]] = []
         self.recursive: list[tuple[str, list[str], tuple[str, ...]]] = []
+        #: each simple command's program word, with the directories it may run from
+        self.programs: list[tuple[str, tuple[str, ...]]] = []
+        #: the variables the command sets for what it runs (``NAME=value cmd``,
+        #: ``export NAME=value``)
+        self.assigned: list[str] = []
+        #: where a ``python -m eidolons`` runs (the current directory comes first on its
+        #: ``sys.path``: an ``eidolons`` there is not the gate)
+        self.module_dirs: list[tuple[str, ...]] = []
 
 
 def _gate_args(words: list[str]) -> list[str] | None:
@@ -209,15 +235,21 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
     for segment in segments:
         words = [w for w in segment if w not in REDIRECTS and not _is_redirect(w)]
         while words and "=" in words[0] and not words[0].startswith("="):
+            out.assigned.append(words[0].partition("=")[0])
             words = words[1:]  # VAR=value prefix
         while words and os.path.basename(words[0]) in PREFIX_WORDS:
             words = words[1:]
         if not words:
             continue
+        out.programs.append((words[0], cwds))
+        if words[0] in ASSIGNING:
+            out.assigned.extend(w.partition("=")[0] for w in words[1:] if "=" in w)
         gate_args = _gate_args(words)
         if gate_args is not None:
             out.runs_gate = True
             out.gate_calls.append(gate_args)
+            if os.path.basename(words[0]).startswith("python"):
+                out.module_dirs.append(cwds)
             continue
         wrapped = _wrapped_gate_args(words)
         if wrapped is not None:  # `uv run eidolons ...`, `timeout 5 eidolons ...`
