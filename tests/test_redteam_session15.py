@@ -703,6 +703,12 @@ def _shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[
         "python3 -m eidolons verify-incoming notes.txt --as vigil",
         "./eidolons verify-incoming notes.txt --as vigil",
         "hash -p {root}/peek.sh cat; cat notes.txt",
+        "timeout 5 ./peek.sh",
+        "setsid ./peek.sh",
+        "strace -f ./peek.sh",
+        "cp peek.sh /tmp/peek-red15; /tmp/peek-red15",
+        "crontab peek.sh",
+        "at now",
     ],
 )
 def test_a_receiver_cannot_run_code_of_its_own_that_the_hook_cannot_see(

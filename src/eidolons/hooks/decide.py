@@ -393,18 +393,40 @@ class Decider:
             real = os.path.realpath(entry) if os.path.isabs(entry) else ""
             if real and not _under(real, root) and not real.startswith(_SCRATCH):
                 trusted.append(real)
+        path_env = os.environ.get("PATH", "").split(os.pathsep)
+        open_path = any(
+            not os.path.isabs(e)
+            or _under(os.path.realpath(e), root)
+            or os.path.realpath(e).startswith(_SCRATCH)
+            for e in path_env
+        )
+
+        def foreign(path: str) -> bool:
+            real = os.path.realpath(path)
+            return not any(d and os.path.dirname(real) == d for d in trusted)
+
         for program, cwds in reading.programs:
             if "/" in program:
                 found = [os.path.join(c, os.path.expanduser(program)) for c in cwds]
-            else:
-                which = shutil.which(program)
-                found = [which] if which else []
-            for path in found:
-                real = os.path.realpath(path)
-                if os.path.isfile(real) and not any(
-                    d and os.path.dirname(real) == d for d in trusted
-                ):
+                # a program by path that is not there yet: an earlier part of the
+                # command may write it (`cp x /tmp/y; /tmp/y`)
+                if any(not os.path.lexists(p) or foreign(p) for p in found):
                     return f"{program} is not a program from a directory agents cannot write"
+                continue
+            which = shutil.which(program)
+            if which is None and open_path and program not in _BUILTINS:
+                return f"{program} is not on PATH, whose directories agents may write"
+            if which is not None and foreign(which):
+                return f"{program} is not a program from a directory agents cannot write"
+        # a program run by a wrapper (`timeout 5 ./x`, `setsid ./x`, `strace ./x`): any
+        # word naming an executable file outside those directories
+        for word, cwds in zip(reading.words, reading.dirs, strict=True):
+            if "/" not in word or word.startswith("-"):
+                continue
+            for cwd in cwds:
+                path = os.path.join(cwd, os.path.expanduser(word))
+                if os.path.isfile(path) and os.access(path, os.X_OK) and foreign(path):
+                    return f"{word} is an executable an agent could have written"
         return None
 
     def _recursive_read(
@@ -456,6 +478,13 @@ class Decider:
 _RUN_VARIABLES = frozenset({"PATH", "IFS", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"})
 _RUN_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "NODE_", "BASH_FUNC_")
 _SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+# the shell's own commands, never looked up on PATH
+_BUILTINS = frozenset(
+    "cd pushd popd dirs export declare typeset readonly local set unset shift true false "
+    "test [ [[ echo printf read wait exit return type umask ulimit times jobs fg bg kill "
+    "getopts let pwd : { } ! if then else elif fi for while until do done case esac in "
+    "function select".split()
+)
 
 
 def _under(path: str, directory: str) -> bool:

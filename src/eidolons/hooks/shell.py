@@ -89,6 +89,15 @@ OPAQUE_PROGRAMS = frozenset(
         "scp",
         "socat",
         "nc",
+        # programs that run a command later, where no hook sees it
+        "at",
+        "batch",
+        "crontab",
+        "systemd-run",
+        "screen",
+        "tmux",
+        "expect",
+        "gdb",
         # builtins that change what a later name runs
         "hash",
         "enable",
