@@ -228,3 +228,52 @@ def test_a_reader_during_rewrites_sees_whole_indexes_only(tmp_path: Path) -> Non
     assert seen == sorted(seen)  # entries are never lost from one whole index to the next
     final = entries(root)
     assert final is not None and len(final[1:].splitlines()) == 61
+
+
+def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append to a large index rewrites what follows its entries (the new entries and
+    the coverage), not the entries it has: an append costs what it reads, not what the
+    index holds. The result is the index a fresh fill of the same traces makes, and a file
+    read again from its start (rewritten before where the index stopped: every key found
+    again, past the few the writer looks up in the block itself) adds no entry twice."""
+    from eidolons.tracestore import payloadfill
+
+    root = tmp_path / "p"
+    trace = root / ".eidolons" / ".trace" / "t.jsonl"
+    trace.parent.mkdir(parents=True)
+    trace.write_bytes(b"".join(emit_line(f"out/{i:05d}.md") + b"\n" for i in range(5000)))
+    root_s = str(root.resolve())
+    refresh(root_s, is_payload_event)
+    writes: list[int] = []
+    real_pwrite = os.pwrite
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        writes.append(len(data))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(payloadfill.os, "pwrite", pwrite)
+    for i in range(5000, 5003):
+        with trace.open("ab") as fh:
+            fh.write(emit_line(f"out/{i:05d}.md") + b"\n" + emit_line("out/00007.md") + b"\n")
+        refresh(root_s, is_payload_event)
+    monkeypatch.undo()
+    assert len(writes) == 9 and max(writes) < 1024, writes  # two headers and a tail each
+    named = entries(root)
+    assert named is not None and named.count(b"\n" + entry("out/00007.md")) == 1
+    whole = tmp_path / "whole"
+    (whole / ".eidolons" / ".trace").mkdir(parents=True)
+    (whole / ".eidolons" / ".trace" / "t.jsonl").write_bytes(trace.read_bytes())
+    refresh(str(whole.resolve()), is_payload_event)
+    assert entries(whole) == named  # appended to or filled at once: the same entries
+    data = trace.read_bytes()
+    cut = data.rindex(b"00007")  # same size, the last line changed: read from the start
+    trace.write_bytes(data[:cut] + b"00009" + data[cut + 5 :])
+    writes.clear()
+    monkeypatch.setattr(payloadfill.os, "pwrite", pwrite)
+    refresh(root_s, is_payload_event)
+    monkeypatch.undo()
+    assert max(writes) < 1024, writes  # nothing new: the entries stay as they are
+    again = entries(root)
+    assert again is not None and sorted(again.splitlines()) == sorted(named.splitlines())

@@ -5,9 +5,11 @@ trace's append lock) and by ``trace import``.
 Under the index's lock file it lists and opens the trace files, reads each one the index
 does not cover as it is now (from where it stopped when it is the same file and the bytes
 before that point are unchanged, else from the start) by the full search's rule on the
-same pieces, and rewrites the index in place (:func:`eidolons.payloadindex.snapshot` says
-how readers see a whole one). What it records as covered is
-what ``fstat`` said before the bytes were read: a line appended meanwhile is not covered.
+same pieces, and writes in place what follows the entries it has (the new entries and the
+coverage: the entries stay where they are, so an append costs what it reads, not what the
+index holds; :func:`eidolons.payloadindex.snapshot` says how readers see a whole one).
+What it records as covered is what ``fstat`` said before the bytes were read: a line
+appended meanwhile is not covered.
 """
 
 from __future__ import annotations
@@ -66,16 +68,29 @@ def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None
         gen = _generation(fd)
         old = parse(found[1], root_st) if found is not None else None
         # an index a writer left half-way: its entries are evidence still (ADR 0110)
-        known = old.entries[1:].splitlines(keepends=True) if old else read_recovered(fd, root_st)
-        body = _build(root, root_st, old, known, extra, is_payload)
-        if body is None or (old is not None and body == old.raw):
+        keys = _Keys(old.entries if old else b"\n" + b"".join(read_recovered(fd, root_st)))
+        cover = _cover(root, old, keys, is_payload)
+        if cover is None:
             return
+        for key in extra:
+            keys.add(entry(key))
+        tail = b"".join(keys.new) + COVERS + cover
+        if old is not None:  # the entries it has stay where they are: only the tail is written
+            at = len(root_line(root_st) + ENTRIES) - 1 + len(old.entries)  # its covers line
+            if old.raw[at:] == tail:
+                return
+            body_length = at + len(tail)
+        else:
+            tail = root_line(root_st) + ENTRIES + keys.old[1:] + tail
+            at, body_length = 0, len(tail)
+        # written whatever its size (the entries are evidence); past MAX_INDEX_BYTES the
+        # hook no longer reads it (the full rule), past MAX_EVIDENCE_BYTES it is frozen
         os.pwrite(fd, head(gen + 1, 0), 0)  # odd: readers take the full rule meanwhile
-        os.pwrite(fd, body, HEAD_BYTES)
-        os.ftruncate(fd, HEAD_BYTES + len(body))
+        os.pwrite(fd, tail, HEAD_BYTES + at)
+        os.ftruncate(fd, HEAD_BYTES + body_length)
         if os.environ.get("EIDOLONS_TRACE_FSYNC") == "1":
             os.fsync(fd)
-        os.pwrite(fd, head(gen + 2, len(body)), 0)
+        os.pwrite(fd, head(gen + 2, body_length), 0)
     finally:
         os.close(fd)
 
@@ -87,17 +102,42 @@ def _generation(fd: int) -> int:
     return 0 if found is None else found[0] + found[0] % 2
 
 
-def _build(
-    root: str,
-    root_st: os.stat_result,
-    old: Index | None,
-    known: list[bytes],
-    extra: Iterable[str],
-    is_payload: IsPayload,
-) -> bytes | None:
-    """The new index's bytes, the ``known`` entry lines first, where they were; None when
-    the trace directory cannot be read as the full search reads it (a link, not
-    listable): the old index then stays as it is."""
+class _Keys:
+    """The index's entry lines: ``old``, the block it has (preceded by a newline, as
+    :attr:`eidolons.payloadindex.Index.entries`), and ``new``, the lines found since, in
+    order. A few lookups search the block itself; past :data:`_SEARCHES` (a first fill,
+    a file read again) it is split into a set once, so that an append costs what it
+    reads, not what the index holds."""
+
+    __slots__ = ("_searches", "_set", "new", "old")
+
+    def __init__(self, old: bytes) -> None:
+        self.old = old
+        self.new: dict[bytes, None] = {}
+        self._searches = 0
+        self._set: set[bytes] | None = None
+
+    def add(self, line: bytes) -> None:
+        if line in self.new:
+            return
+        if self._set is None:
+            self._searches += 1
+            if self._searches > _SEARCHES:
+                self._set = set(self.old[1:].splitlines(keepends=True))
+            elif b"\n" + line in self.old:
+                return
+        if self._set is None or line not in self._set:
+            self.new[line] = None
+
+
+_SEARCHES = 32
+
+
+def _cover(root: str, old: Index | None, keys: _Keys, is_payload: IsPayload) -> bytes | None:
+    """The coverage lines of the trace files on disk, their payload keys added to
+    ``keys`` (entries are never removed); None when the trace directory cannot be read
+    as the full search reads it (a link, not listable): the old index then stays as it
+    is."""
     from eidolons.state import TRACE_DIR, trace_scan_bound
 
     trace_dir = os.path.join(root, TRACE_DIR)
@@ -113,7 +153,6 @@ def _build(
         listed = []
     except OSError:
         return None
-    keys: dict[bytes, None] = dict.fromkeys(known)  # entries are never removed
     cover: list[bytes] = []
     budget = trace_scan_bound()
     for name in listed:
@@ -123,19 +162,14 @@ def _build(
         budget -= used
         if line is not None:
             cover.append(b"trace " + line + b" " + encoded + b"\n")
-    for key in extra:
-        keys.setdefault(entry(key), None)
-    body = root_line(root_st) + ENTRIES + b"".join(keys) + COVERS + b"".join(cover)
-    # written whatever its size (the entries are evidence); past MAX_INDEX_BYTES the
-    # hook no longer reads it (the full rule), past MAX_EVIDENCE_BYTES it is frozen
-    return body
+    return b"".join(cover)
 
 
 def _cover_file(
     path: str,
     prev: list[bytes] | None,
     budget: int,
-    keys: dict[bytes, None],
+    keys: _Keys,
     is_payload: IsPayload,
 ) -> tuple[bytes | None, int]:
     """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
@@ -194,7 +228,7 @@ def _tail(fd: int, clean: int) -> str:
     return sha256_hex(os.pread(fd, clean - start, start))
 
 
-def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: IsPayload) -> int:
+def _scan(fd: int, start: int, size: int, keys: _Keys, is_payload: IsPayload) -> int:
     """Add the payload keys of ``[start, size)`` (``start`` a line start) to ``keys``, by
     the full search's rule on the same pieces (:func:`eidolons.trace.payload_search_lines`
     reads lines of at most :data:`~eidolons.trace.MAX_LINE_BYTES` + 1 bytes from a line
@@ -214,7 +248,7 @@ def _scan(fd: int, start: int, size: int, keys: dict[bytes, None], is_payload: I
                 event = decode_line(raw.rstrip(b"\n"), 0).event
                 key = event.get("payload_path") if event else None
                 if isinstance(key, str) and is_payload(event, [key]):
-                    keys.setdefault(entry(key), None)
+                    keys.add(entry(key))
             if pos >= size:
                 break
     return clean
