@@ -6,6 +6,7 @@ Claude Code takes as "run the tool" (ADR 0125)."""
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import types
@@ -214,3 +215,29 @@ def test_a_failure_inside_the_early_skip_is_never_a_skip(
         out, err = capsys.readouterr()
         assert out == ""
         assert err == "eidolons: internal error: ImportError: cannot import name 'read_index'\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["check", "."], 1), (["verify-envelope", "x.envelope.json", "--json"], 2), (["doctor"], 2)],
+)
+def test_a_closed_standard_output_is_a_usage_error(
+    tmp_path: Path, argv: list[str], code: int
+) -> None:
+    """Started with fd 1 closed (``>&-``), Python's ``sys.stdout`` is None: a command says
+    so in one line and exits with its usage code (2; ``check``'s is 1, the upstream
+    checker's), never an internal error's AttributeError or a 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "eidolons", *argv],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        close_fds=True,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr == (
+        "eidolons: standard output is closed (send it to /dev/null to discard it) [USAGE]\n"
+    )

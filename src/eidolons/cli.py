@@ -209,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def dispatch(run: Any, args: Any) -> int:
     """Run a command; every failure is its own line and a non-zero exit code."""
+    if sys.stdout is None:  # started with fd 1 closed (`>&-`): nothing it says could be read
+        _say("eidolons: standard output is closed (send it to /dev/null to discard it) [USAGE]")
+        module = sys.modules.get(getattr(run, "__module__", ""))
+        return int(getattr(module, "EXIT_USAGE", EXIT_USAGE))  # check's own is 1 (upstream's)
     try:
         return int(run(args))
     except KeyboardInterrupt:
