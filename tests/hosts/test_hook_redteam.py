@@ -202,8 +202,12 @@ def test_a_recursive_read_of_a_narrower_path_is_allowed(
     (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
     # (after a `cd`, every directory the command may be in is judged: `cd src && grep -r x`
     # is refused, since a failed `cd` leaves it in the root)
+    # the hook's PATH holds no directory agents may write (ADR 0134: else a program found
+    # on none of them, `rg` where ripgrep is not installed, could be one an agent is about
+    # to write there, and is refused); a CI checkout under /tmp puts its venv's bin/ there
+    env = clean_env(PATH="/usr/bin:/bin")
     for command in ("grep -rn race src", "rg race", "ls -R src", "cd src && ls"):
-        r = handoff.hook("claude-code", bash(handoff, command, agent))
+        r = handoff.hook("claude-code", bash(handoff, command, agent), env=env)
         assert (r.code, r.err) == (0, ""), (command, r)
 
 
