@@ -123,6 +123,47 @@ RECURSIVE_LONG = ("--recursive", "--dereference-recursive", "--archive", "--dire
 DIR_CHANGERS = frozenset({"cd", "pushd", "popd"})
 # words before the program that do not change what it reads
 PREFIX_WORDS = frozenset({"command", "builtin", "nice", "nohup", "time", "stdbuf", "ionice"})
+#: the shell's reserved words that may come before a simple command's program
+#: (``{ ./x; }``, ``if ./x``, ``do ./x``, ``! ./x``, ``coproc ./x``)
+RESERVED_PREFIXES = frozenset(
+    {"{", "}", "!", "if", "then", "else", "elif", "do", "while", "until", "coproc"}
+)
+#: programs that run their operands as a program (after options and their values): each
+#: operand is judged as a program (ADR 0137)
+RUNNERS = PREFIX_WORDS | frozenset(
+    {
+        "timeout",
+        "setsid",
+        "strace",
+        "ltrace",
+        "chrt",
+        "taskset",
+        "flock",
+        "unbuffer",
+        "chroot",
+        "unshare",
+        "nsenter",
+        "prlimit",
+        "runuser",
+        "setpriv",
+        "valgrind",
+        "numactl",
+        "cgexec",
+        "firejail",
+        "bwrap",
+        "catchsegv",
+        "faketime",
+        "torsocks",
+        "proxychains",
+        "doas",
+        "pkexec",
+    }
+)
+#: builtins and keywords that set the variables they name (``read PATH``, ``printf -v
+#: PATH``, ``for PATH in``, ``unset PATH``: an unset PATH searches the working directory)
+VARIABLE_SETTERS = frozenset(
+    {"read", "printf", "mapfile", "readarray", "getopts", "unset", "let", "for", "select"}
+)
 
 
 class ShellReading:
@@ -224,7 +265,11 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
         out.opaque = "a here-document"
     if "<(" in command or ">(" in command:
         out.opaque = "process substitution"
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>")
+    # a newline ends a command as `;` does (shlex took it for a space: `cp x /tmp/y` and
+    # `/tmp/y` on two lines were one command); a backslash-newline joins lines
+    command = command.replace("\\\n", "")
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
+    lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:
@@ -237,22 +282,32 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
         out.opaque = out.opaque or "brace expansion"
     segments: list[list[str]] = [[]]
     for token in tokens:
-        if token in SEPARATORS or (token and set(token) <= set(";&|()")):
+        if token in SEPARATORS or (token and set(token) <= set(";&|()\n")):
             segments.append([])
         else:
             segments[-1].append(token)
     for segment in segments:
         words = [w for w in segment if w not in REDIRECTS and not _is_redirect(w)]
-        while words and "=" in words[0] and not words[0].startswith("="):
-            out.assigned.append(words[0].partition("=")[0])
-            words = words[1:]  # VAR=value prefix
+        while words and (
+            words[0] in RESERVED_PREFIXES or ("=" in words[0] and not words[0].startswith("="))
+        ):
+            if words[0] not in RESERVED_PREFIXES:  # VAR=value (or VAR+=value) prefix
+                out.assigned.append(words[0].partition("=")[0].rstrip("+"))
+            words = words[1:]
+        if words and os.path.basename(words[0]) in RUNNERS:
+            # `nice -n 5 ./x`, `timeout 5 /tmp/y`: what it runs is an operand (ADR 0137)
+            out.programs.extend((w, cwds) for w in words[1:] if "/" in w and w[:1] != "-")
         while words and os.path.basename(words[0]) in PREFIX_WORDS:
             words = words[1:]
         if not words:
             continue
         out.programs.append((words[0], cwds))
         if words[0] in ASSIGNING:
-            out.assigned.extend(w.partition("=")[0] for w in words[1:] if "=" in w)
+            if any(w.startswith("-") and "n" in w for w in words[1:]):
+                out.opaque = out.opaque or f"{words[0]} -n (a name that sets another)"
+            out.assigned.extend(w.partition("=")[0].rstrip("+") for w in words[1:] if "=" in w)
+        if words[0] in VARIABLE_SETTERS:
+            out.assigned.extend(_set_names(words))
         gate_args = _gate_args(words)
         if gate_args is not None:
             out.runs_gate = True
@@ -280,6 +335,18 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
                 dict.fromkeys([*cwds, *(os.path.normpath(os.path.join(d, here)) for d in cwds)])
             )
     return out
+
+
+def _set_names(words: list[str]) -> list[str]:
+    """The variables a :data:`VARIABLE_SETTERS` command sets (``printf -v NAME``, the
+    loop variable of ``for``/``select``, every operand of the others)."""
+    if words[0] == "printf":
+        return [words[i + 1] for i in range(1, len(words) - 1) if words[i].startswith("-v")] + [
+            w[2:] for w in words[1:] if w.startswith("-v") and len(w) > 2
+        ]
+    if words[0] in ("for", "select"):
+        return words[1:2]
+    return [w for w in words[1:] if not w.startswith("-")]
 
 
 def _is_redirect(word: str) -> bool:
