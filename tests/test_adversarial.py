@@ -43,7 +43,7 @@ def append(extra: bytes) -> Callable[[Path, Path], None]:
     return attack
 
 
-def edit_envelope(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path, Path], None]:
+def edit_envelope(fn: Callable[[dict[str, Any]], object]) -> Callable[[Path, Path], None]:
     def attack(payload: Path, envelope: Path) -> None:
         doc = json.loads(envelope.read_text())
         fn(doc)
@@ -96,7 +96,7 @@ def point_to(path: str) -> Callable[[Path, Path], None]:
     return edit_envelope(lambda d: d["artifact"].__setitem__("path", path))
 
 
-ATTACKS: dict[str, tuple[Callable[[Path, Path], None], str, int]] = {
+ATTACKS: dict[str, tuple[Callable[[Path, Path], object], str, int]] = {
     # name: (attack, expected verdict, expected exit code in block mode)
     "flip-first-byte": (flip(0), "tamper", 3),
     "flip-middle-byte": (flip(len(BODY.encode()) // 2), "tamper", 3),

@@ -23,6 +23,7 @@ import pytest
 
 from eidolons.contract import ContractSet
 from eidolons.gates import receiver as receiver_gate
+from eidolons.payload import read_envelope_bytes
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, run_cli
 from tests.test_receiver import handoff, incoming
 
@@ -113,7 +114,7 @@ def test_receiver_envelope_swapped_between_its_two_reads(
     forged["artifact"].update(path="evil.md", sha256=sha(EVIL), size_bytes=len(EVIL))
     forged["integrity"]["value"] = sha(EVIL)
     forged_bytes = json.dumps(forged).encode()
-    real_read = receiver_gate.read_envelope_bytes
+    real_read = read_envelope_bytes  # what the receiver gate imports and calls
 
     def read_then_swap(path: Path, max_bytes: int, root: Path | None = None) -> bytes:
         data = real_read(path, max_bytes, root)

@@ -94,7 +94,9 @@ def envelope(**changes: Any) -> dict[str, Any]:
     return edit(BASE, **changes)
 
 
-def memory_reader(payload: bytes = PAYLOAD, key: bytes | None = None) -> Callable[..., Any]:
+def memory_reader(
+    payload: bytes = PAYLOAD, key: bytes | None = None
+) -> Callable[[str, bool, bool], PayloadFacts]:
     def reader(artifact_path: str, want_hmac: bool, keep: bool) -> PayloadFacts:
         mac = hmac.new(key, payload, hashlib.sha256).hexdigest() if want_hmac and key else None
         return PayloadFacts(
@@ -726,8 +728,10 @@ def test_check_envelope_payload_missing_or_outside(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "secret.md")
     outside = write_pair(root / "h", "other", artifact__path="link.md")
     r = by_id(check_envelope(outside, CONTRACTS, root=root, key=None))
-    assert r["I-2"].reason.startswith("artifact.path=link.md unresolved (payload ")
-    assert "resolves outside" in r["I-2"].reason
+    reason = r["I-2"].reason
+    assert reason is not None
+    assert reason.startswith("artifact.path=link.md unresolved (payload ")
+    assert "resolves outside" in reason
     (root / "h" / "dir.md").mkdir()
     directory = write_pair(root / "h", "third", artifact__path="dir.md")
     r = by_id(check_envelope(directory, CONTRACTS, root=root, key=None))
@@ -739,7 +743,8 @@ def test_check_envelope_unreadable_file_is_e1(tmp_path: Path) -> None:
     folder = tmp_path / "x.envelope.json"
     folder.mkdir()
     r = check_envelope(folder, CONTRACTS, root=tmp_path, key=None)
-    assert r[0].id == "E-1" and r[0].status == "fail" and "not a regular file" in r[0].reason
+    assert r[0].id == "E-1" and r[0].status == "fail" and r[0].reason is not None
+    assert "not a regular file" in r[0].reason
     assert exit_code(r) == 2
 
 

@@ -49,11 +49,11 @@ def golden_runs(request: pytest.FixtureRequest, golden_root: Path) -> dict[str, 
         forked.append(workers)
         return real_pool(workers, job)
 
-    checker._fork_pool = counting_pool  # type: ignore[assignment]
+    checker._fork_pool = counting_pool
     try:
         runs = dict(corpus.run_all(golden_root, jobs=request.param))
     finally:
-        checker._fork_pool = real_pool  # type: ignore[assignment]
+        checker._fork_pool = real_pool
     return {**runs, _FORKED: {"jobs": request.param, "pools": forked}}
 
 

@@ -206,9 +206,10 @@ def test_workers_run_at_most_a_window_ahead_of_the_output(many: Path) -> None:
     the parent never holds the whole run's output; the batches still come in input order
     and add up to every envelope."""
     from eidolons import checker
-    from eidolons.contract import load_contracts
+    from eidolons.contract import ContractSet, load_contracts
 
     contracts = load_contracts(many, [])
+    assert isinstance(contracts, ContractSet)
     paths = sorted(str(p) for p in many.glob("*.envelope.json"))
     submitted: list[int] = []
     real_pool = checker._fork_pool
@@ -222,10 +223,12 @@ def test_workers_run_at_most_a_window_ahead_of_the_output(many: Path) -> None:
             submitted.append(start)
             return submit(fn, start, stop)
 
-        pool.submit = counted  # type: ignore[method-assign]
+        # the wrapper takes the three arguments check_batches passes, not the generic
+        # (fn, *args, **kwargs) of Executor.submit
+        pool.submit = counted  # type: ignore[method-assign,assignment]
         return pool
 
-    checker._fork_pool = counting_pool  # type: ignore[assignment]
+    checker._fork_pool = counting_pool
     try:
         batches = checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=2)
         assert next(batches) == (1, 1)  # the parent's first envelope
@@ -234,7 +237,7 @@ def test_workers_run_at_most_a_window_ahead_of_the_output(many: Path) -> None:
         assert len(submitted) == checker.WINDOW * 2  # the one written among them
         rest = list(batches)
     finally:
-        checker._fork_pool = real_pool  # type: ignore[assignment]
+        checker._fork_pool = real_pool
     done = [first[0]] + [d for d, _ in rest]
     assert done == sorted(done) and done[-1] == len(paths)
     assert 1 + first[1] + sum(n for _, n in rest) == len(paths)
@@ -249,10 +252,11 @@ def test_the_default_does_not_fork_a_process_running_other_threads(
     import threading
 
     from eidolons import checker
-    from eidolons.contract import load_contracts
+    from eidolons.contract import ContractSet, load_contracts
 
     monkeypatch.setattr(checker, "auto_jobs", lambda: 2)
     contracts = load_contracts(many, [])
+    assert isinstance(contracts, ContractSet)
     paths = sorted(str(p) for p in many.glob("*.envelope.json"))
     pools: list[int] = []
     real_pool = checker._fork_pool
@@ -331,13 +335,14 @@ def test_a_platform_without_working_pools_checks_here(
     import concurrent.futures
 
     from eidolons import checker
-    from eidolons.contract import load_contracts
+    from eidolons.contract import ContractSet, load_contracts
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise error
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", broken)
     contracts = load_contracts(many, [])
+    assert isinstance(contracts, ContractSet)
     paths = sorted(str(p) for p in many.glob("*.envelope.json"))
     run = list(checker.check_batches(paths, contracts, root=many, key=None, render=len, jobs=2))
     assert sum(n for _, n in run) == len(paths) and run[-1][0] == len(paths)

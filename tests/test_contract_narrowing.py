@@ -4,7 +4,7 @@ names the contract files it used; ``required_handles`` enforced; advisory fields
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
@@ -27,7 +27,7 @@ LOOSENING = {  # the issue's 15-line file: apivr -> vigil made sha256-only with 
 }
 
 
-def write(project: Path, doc: dict[str, object]) -> Path:
+def write(project: Path, doc: Mapping[str, object]) -> Path:
     directory = project / ".eidolons" / "contracts"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{doc['from']}-to-{doc['to']}.yaml"

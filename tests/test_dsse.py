@@ -112,7 +112,7 @@ def test_our_signer_reproduces_the_vector() -> None:
     signer = Signer.from_seed(bytes.fromhex(KEY_A_SEED))
     assert signer.public_raw == KEY_A
     env = sign_envelope(IN_TOTO, base64.b64decode(STATEMENT_B64), signer)
-    assert env["payload"] == STATEMENT_B64 and env["signatures"][0]["sig"] == SIG_A  # type: ignore[index]
+    assert env["payload"] == STATEMENT_B64 and env["signatures"][0]["sig"] == SIG_A
 
 
 @pytest.mark.parametrize(

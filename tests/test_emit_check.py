@@ -117,7 +117,7 @@ def test_four_hop_pipeline_passes_with_what_emit_asks_for(cli: Cli, project: Pat
         payload = project / ".eidolons" / "handoffs" / f"{sender}-{to}.md"
         payload.parent.mkdir(parents=True, exist_ok=True)
         payload.write_text(body)
-        more = ["--thread", thread] if thread else []
+        more: list[str] = ["--thread", thread] if thread else []
         args = emit_cmd(payload, "--json", *extra, *more, sender=sender, to=to,
                         performative=performative, kind=kind)  # fmt: skip
         r = cli(*args, env=KEYED)
@@ -187,14 +187,17 @@ def test_emit_takes_contracts_by_the_receivers_one_rule(project: Path, contracts
     fail-closed unavailable set, for emit as for the receiver gate
     (:func:`eidolons.ecl.contract.as_contract_set`): refused, nothing written, never a
     traceback."""
+    from eidolons.ecl.contract import ContractSetUnavailable
+    from eidolons.ecl.contract import as_contract_set as receiver_rule  # the receiver's import
     from eidolons.emit import self_check
-    from eidolons.gates.receiver import as_contract_set as receiver_rule
 
     payload = project / "s.md"
     payload.write_text("# Scout\n")
     first = _refusal(project, payload, contracts)
     assert first.code == "UNDECLARED_EDGE" and "contract set failed to load" in first.message
-    assert receiver_rule(contracts).reason in first.message  # the receiver's words
+    unavailable = receiver_rule(contracts)
+    assert isinstance(unavailable, ContractSetUnavailable)
+    assert unavailable.reason in first.message  # the receiver's words
     assert not (project / "s.envelope.json").exists()
     from tests._builders import envelope_for
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import Run, clean_env, emit_payload, run_cli
 
-FOREIGN = {
+FOREIGN: dict[str, Any] = {  # a settings.json of the user's, as JSON reads it
     "model": "opus",
     "hooks": {
         "PreToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "mine"}]}],
@@ -33,7 +33,9 @@ def init(tmp_path: Path, project: Path) -> Any:
 
 
 def settings(project: Path) -> dict[str, Any]:
-    return json.loads((project / ".claude" / "settings.json").read_text())
+    doc = json.loads((project / ".claude" / "settings.json").read_text())
+    assert isinstance(doc, dict)
+    return doc
 
 
 def our_handler(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

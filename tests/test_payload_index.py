@@ -238,7 +238,6 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
     index holds. The result is the index a fresh fill of the same traces makes, and a file
     read again from its start (rewritten before where the index stopped: every key found
     again, past the few the writer looks up in the block itself) adds no entry twice."""
-    from eidolons.tracestore import payloadfill
 
     root = tmp_path / "p"
     trace = root / ".eidolons" / ".trace" / "t.jsonl"
@@ -253,7 +252,7 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
         writes.append(len(data))
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr(payloadfill.os, "pwrite", pwrite)
+    monkeypatch.setattr("eidolons.tracestore.payloadfill.os.pwrite", pwrite)
     for i in range(5000, 5003):
         with trace.open("ab") as fh:
             fh.write(emit_line(f"out/{i:05d}.md") + b"\n" + emit_line("out/00007.md") + b"\n")
@@ -271,7 +270,7 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
     cut = data.rindex(b"00007")  # same size, the last line changed: read from the start
     trace.write_bytes(data[:cut] + b"00009" + data[cut + 5 :])
     writes.clear()
-    monkeypatch.setattr(payloadfill.os, "pwrite", pwrite)
+    monkeypatch.setattr("eidolons.tracestore.payloadfill.os.pwrite", pwrite)
     refresh(root_s, is_payload_event)
     monkeypatch.undo()
     assert max(writes) < 1024, writes  # nothing new: the entries stay as they are

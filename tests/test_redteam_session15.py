@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -545,7 +545,7 @@ def test_the_memory_store_is_never_written_through_a_planted_link(
     assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))
 
 
-def _hook_doc(root: Path, tool: str, tool_input: dict[str, object], agent: str | None) -> bytes:
+def _hook_doc(root: Path, tool: str, tool_input: Mapping[str, object], agent: str | None) -> bytes:
     doc: dict[str, object] = {
         "session_id": "s",
         "transcript_path": str(root / "t.jsonl"),

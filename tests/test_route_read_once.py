@@ -14,6 +14,7 @@ import pytest
 
 import eidolons.gates.orchestrator as orchestrator
 from eidolons.gates.route import RouteDecision
+from eidolons.verify import verify_envelope_file
 from tests.conftest import Run, read_trace
 from tests.test_receiver import handoff
 
@@ -31,7 +32,7 @@ def test_an_envelope_renamed_over_env_between_the_gates_is_not_judged(
     env_a, env_b = a.with_suffix(".envelope.json"), b.with_suffix(".envelope.json")
     id_a = json.loads(env_a.read_bytes())["message_id"]
     thread_b = json.loads(env_b.read_bytes())["thread_id"]
-    real = orchestrator.verify_envelope_file
+    real = verify_envelope_file  # what the orchestrator gate imports and calls
 
     def verify_then_swap(*args: Any, **kwargs: Any) -> Any:
         result = real(*args, **kwargs)

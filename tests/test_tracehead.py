@@ -10,7 +10,7 @@ import pytest
 
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.keys.heads import head_path, recorded
-from eidolons.trace import append_event
+from eidolons.trace import append_event, read_snapshot
 from tests.conftest import Run, run_cli
 
 
@@ -69,7 +69,9 @@ def test_a_cut_tail_is_a_break(project: Path) -> None:
 def test_a_tail_rewritten_with_a_recomputed_chain_is_a_break(project: Path) -> None:
     path = _trace(project)
     kept = _lines(path)[:2]
-    forged = [{"event": "emit", "thread_id": "t1", "n": f"forged{i}"} for i in range(2)]
+    forged: list[dict[str, object]] = [
+        {"event": "emit", "thread_id": "t1", "n": f"forged{i}"} for i in range(2)
+    ]
     path.write_bytes(_rechain(kept, forged))  # same length, every link valid
     r = _verify(project, "t1")
     chain = r.json()["chains"][0]
@@ -128,7 +130,7 @@ def test_an_honest_append_during_verify_is_no_cut(
     import eidolons.traceverify as tv
 
     _trace(project)
-    real = tv.read_snapshot
+    real = read_snapshot  # what traceverify imports and calls
 
     def read_then_append(file: Path) -> tuple[list[bytes], list[object]]:
         out = real(file)

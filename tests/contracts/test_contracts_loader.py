@@ -353,7 +353,7 @@ def test_contract_is_immutable() -> None:
     contract = ContractSet.builtin().get("forge", "gilgamesh")
     assert contract is not None
     with pytest.raises(AttributeError):
-        contract.performatives_allowed = ("DELEGATE",)  # type: ignore[misc]
+        contract.performatives_allowed = ("DELEGATE",)
 
 
 def test_from_dict_to_dict_normalises_defaults() -> None:

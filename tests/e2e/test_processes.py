@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,8 @@ def _fifo(path: Path) -> Path:
     return path
 
 
-COMMANDS = {
+# each command line, built over a project whose named input is a FIFO
+COMMANDS: dict[str, Callable[[Path], tuple[str | Path, ...]]] = {
     "verify-envelope": lambda p: ("verify-envelope", _fifo(p / "f.envelope.json"), "--block"),
     "verify-incoming": lambda p: (
         "verify-incoming", _fifo(p / "h/f.envelope.json").parent / "f.md", "--as", "vigil",

@@ -92,6 +92,7 @@ class FakeAnthropic:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address: (host, port)
         return f"http://{host}:{port}"
 
     def start(self) -> FakeAnthropic:

@@ -202,8 +202,9 @@ def test_paths_outside_the_root_and_bad_inputs_are_errors(
     for arguments in [{"artifact": ""}, {"artifact": "a\x00b"}, {"artifact": "x" * 5000}]:
         r = bound.call("read_verified", arguments)
         assert r.is_error is True and "non-empty path" in texts(r)
-    for arguments in [{}, {"artifact": 5}, {"artifact": ["a"]}]:
-        r = bound.call("read_verified", arguments)  # the SDK's schema validation
+    malformed: list[dict[str, object]] = [{}, {"artifact": 5}, {"artifact": ["a"]}]
+    for wrong in malformed:
+        r = bound.call("read_verified", wrong)  # the SDK's schema validation
         assert r.is_error is True and "Traceback" not in texts(r)
     r = bound.call("read_verified", {"artifact": "handoffs/x.md", "receiver": "Not A Slug"})
     assert r.is_error is True and "not an eidolon slug" in texts(r)

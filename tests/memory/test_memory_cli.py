@@ -198,18 +198,19 @@ def test_root_discovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.chdir(nested)
     from eidolons.config import find_root
 
-    assert command.find_root is find_root  # the one rule, no copy of it in the command
-    assert command.find_root(None) == project.resolve()
+    bound = vars(command)["find_root"]  # the name the command calls (imported, not re-exported)
+    assert bound is find_root  # the one rule, no copy of it in the command
+    assert bound(None) == project.resolve()
     (project / "a" / ".eidolons").mkdir()
-    assert command.find_root(None) == (project / "a").resolve()
+    assert bound(None) == (project / "a").resolve()
     monkeypatch.setenv("EIDOLONS_ROOT", str(project))
-    assert command.find_root(None) == project.resolve()
-    assert command.find_root(str(nested)) == nested.resolve()
+    assert bound(None) == project.resolve()
+    assert bound(str(nested)) == nested.resolve()
     bare = tmp_path / "bare"
     bare.mkdir()
     monkeypatch.delenv("EIDOLONS_ROOT")
     monkeypatch.chdir(bare)
-    assert command.find_root(None) in (bare.resolve(), *bare.resolve().parents)
+    assert bound(None) in (bare.resolve(), *bare.resolve().parents)
 
 
 # -- ingest: the gate decides ------------------------------------------------------------

@@ -10,9 +10,10 @@ from eidolons.memory import mapping, schema
 
 
 def test_the_store_binding_is_the_public_sqlite3() -> None:
+    bound = vars(schema)["sqlite3"]  # the module schema imports as sqlite3 (not re-exported)
     for name in ("connect", "Connection", "Cursor", "Error", "OperationalError"):
-        assert getattr(schema.sqlite3, name) is getattr(sqlite3, name), name
-    assert schema.sqlite3.sqlite_version == sqlite3.sqlite_version
+        assert getattr(bound, name) is getattr(sqlite3, name), name
+    assert bound.sqlite_version == sqlite3.sqlite_version
 
 
 def test_now_is_datetime_isoformat_to_the_second() -> None:

@@ -8,12 +8,17 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from eidolons.ecl.tracechain import GENESIS
 from eidolons.tracestore.postgres import PostgresStore
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
+
+if TYPE_CHECKING:  # the runtime name psycopg is the module importorskip gave, below
+    from psycopg import Connection
+    from psycopg.rows import TupleRow
 
 # Outside CI a missing psycopg skips; under CI=true it must fail (a module-level skip would
 # hide the whole file before the `pg` fixture's own CI check could run).
@@ -34,7 +39,7 @@ def db(pg: PgServer, shared_db: str) -> str:
 
 
 @pytest.fixture(params=[GATE_LOGIN, ORCH_LOGIN, "postgres"])
-def conn(request: pytest.FixtureRequest, pg: PgServer, db: str) -> Iterator[psycopg.Connection]:
+def conn(request: pytest.FixtureRequest, pg: PgServer, db: str) -> Iterator[Connection[TupleRow]]:
     with psycopg.connect(pg.dsn(request.param, db), autocommit=True) as c:
         yield c
 
@@ -50,7 +55,7 @@ def conn(request: pytest.FixtureRequest, pg: PgServer, db: str) -> Iterator[psyc
         "TRUNCATE eidolons.schema_version",
     ],
 )
-def test_rows_cannot_be_changed_or_removed(conn: psycopg.Connection, sql: str) -> None:
+def test_rows_cannot_be_changed_or_removed(conn: Connection[TupleRow], sql: str) -> None:
     """Revoked for the gate roles, refused by triggers even for the owner/superuser."""
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute(sql)
@@ -60,7 +65,7 @@ def test_rows_cannot_be_changed_or_removed(conn: psycopg.Connection, sql: str) -
     assert rows == (2,)
 
 
-def _last(conn: psycopg.Connection) -> tuple[int, bytes]:
+def _last(conn: Connection[TupleRow]) -> tuple[int, bytes]:
     row = conn.execute(
         "SELECT seq, line FROM eidolons.trace_events WHERE thread = %s ORDER BY seq DESC LIMIT 1",
         (THREAD,),

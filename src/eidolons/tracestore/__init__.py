@@ -31,7 +31,7 @@ from eidolons.knownhandoff import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
-    from typing import Any
+    from typing import Any, Self
 
     from eidolons.pathstr import StrPath
     from eidolons.trace import TraceLine
@@ -177,7 +177,7 @@ class TraceStore:
     def close(self) -> None:
         return None
 
-    def __enter__(self) -> TraceStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
