@@ -105,13 +105,14 @@ def append_event(
     path: Path,
     event: Mapping[str, Any],
     before: Callable[[], None] | None = None,
-    after: Callable[[int, int, bytes], None] | None = None,
+    after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
 ) -> bytes:
     """Append one event as one line, linked into the thread's hash chain (``seq``,
     ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
     bytes (without the newline). ``before`` runs under the lock before the line is written;
-    ``after(fd, start, line)`` runs under the lock once it is written, with the trace's
-    descriptor and the byte offset the line starts at (the verdict index,
+    ``after(fd, start, line, before_st)`` runs under the lock once it is written, with the
+    trace's descriptor, the byte offset the line starts at and the file's ``fstat`` just
+    before it was written (the verdict index,
     :mod:`eidolons.tracestore.verdictindex`, then the payload index,
     :mod:`eidolons.tracestore.payloadfill`).
     Raises :class:`TraceWriteError` on any failure."""
@@ -120,9 +121,11 @@ def append_event(
     written: list[bytes] = []
     links: list[tuple[int, str]] = []
     fds: list[int] = []
+    states: list[os.stat_result] = []
 
     def link(fd: int, size: int) -> list[bytes]:
         fds.append(fd)
+        states.append(os.fstat(fd))
         last, last_seq = _last_link(fd, size)
         seq, prev = next_link(last, last_seq)
         if before is not None:
@@ -134,7 +137,7 @@ def append_event(
     def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0037)
         _record_head(path, links[0], written[0])
         if after is not None:  # the line is the file's last bytes (O_APPEND, locked)
-            after(fds[0], os.fstat(fds[0]).st_size - len(written[0]) - 1, written[0])
+            after(fds[0], os.fstat(fds[0]).st_size - len(written[0]) - 1, written[0], states[0])
 
     append_lines(path, [], under_lock=link, after_write=anchor)
     return written[0]

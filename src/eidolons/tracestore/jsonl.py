@@ -69,9 +69,9 @@ class JsonlStore(TraceStore):
 
         extra = self._own_key(event)
 
-        def after(fd: int, start: int, line: bytes) -> None:
+        def after(fd: int, start: int, line: bytes, before: os.stat_result) -> None:
             update(fd, start, line)  # never raises
-            self.index_payloads(extra)
+            self.index_payloads(extra, before)
 
         line = append_event(path, event, after=after)
         from eidolons.ecl.jsontext import loads
@@ -89,15 +89,18 @@ class JsonlStore(TraceStore):
             return []
         return [key]
 
-    def index_payloads(self, extra: list[str] | None = None) -> None:
+    def index_payloads(
+        self, extra: list[str] | None = None, appended: os.stat_result | None = None
+    ) -> None:
         """Bring this host's payload index (:mod:`eidolons.payloadindex`, ADR 0110) up to
         the project's trace files: after a line is written, under the trace's append
-        lock. Never raises: an index left behind covers less than the traces, and the
-        hook and the early SKIP then take the full rule (the line is the record)."""
+        lock (``appended``: the trace file's ``fstat`` just before the line). Never
+        raises: an index left behind covers less than the traces, and the hook and the
+        early SKIP then take the full rule (the line is the record)."""
         from eidolons.tracestore.payloadfill import refresh
 
         try:
-            refresh(str(self.root), is_payload_event, extra or ())
+            refresh(str(self.root), is_payload_event, extra or (), appended)
         except Exception:  # a hint: what it does not cover is read in full
             pass
 

@@ -43,14 +43,22 @@ if TYPE_CHECKING:
     IsPayload = Callable[[Mapping[str, Any] | None, list[str]], bool]
 
 
-def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None:
+def refresh(
+    root: str,
+    is_payload: IsPayload,
+    extra: Iterable[str] = (),
+    appended: os.stat_result | None = None,
+) -> None:
     """Bring the index of the project at ``root`` up to every trace file on disk, adding
     the keys of ``extra`` (a payload event appended to a trace outside the trace
     directory, ``--trace FILE``). ``is_payload`` is the store's rule for an event naming
     a payload (:func:`eidolons.tracestore.is_payload_event`, passed in: no import of the
     package's ``__init__``). A file that cannot be read within the scan bound is left
     uncovered (readers then take the full rule). Raises :class:`OSError` when the index
-    cannot be written (the caller decides: an append stands without it)."""
+    cannot be written (the caller decides: an append stands without it). ``appended`` is
+    the ``fstat`` of the trace file this process just appended to, taken under the
+    trace's lock before its line: the one changed file read on from where the index
+    stopped (ADR 0138)."""
     import fcntl
 
     root_st = os.stat(root)
@@ -69,7 +77,7 @@ def refresh(root: str, is_payload: IsPayload, extra: Iterable[str] = ()) -> None
         old = parse(found[1], root_st) if found is not None else None
         # an index a writer left half-way: its entries are evidence still (ADR 0110)
         keys = _Keys(old.entries if old else b"\n" + b"".join(read_recovered(fd, root_st)))
-        cover = _cover(root, old, keys, is_payload)
+        cover = _cover(root, old, keys, is_payload, appended)
         if cover is None:
             return
         for key in extra:
@@ -133,7 +141,13 @@ class _Keys:
 _SEARCHES = 32
 
 
-def _cover(root: str, old: Index | None, keys: _Keys, is_payload: IsPayload) -> bytes | None:
+def _cover(
+    root: str,
+    old: Index | None,
+    keys: _Keys,
+    is_payload: IsPayload,
+    appended: os.stat_result | None = None,
+) -> bytes | None:
     """The coverage lines of the trace files on disk, their payload keys added to
     ``keys`` (entries are never removed); None when the trace directory cannot be read
     as the full search reads it (a link, not listable): the old index then stays as it
@@ -158,7 +172,8 @@ def _cover(root: str, old: Index | None, keys: _Keys, is_payload: IsPayload) -> 
     for name in listed:
         encoded = encode_basestring_ascii(name).encode("ascii")
         prev = old.cover.get(encoded) if old is not None else None
-        line, used = _cover_file(os.path.join(trace_dir, name), prev, budget, keys, is_payload)
+        path = os.path.join(trace_dir, name)
+        line, used = _cover_file(path, prev, budget, keys, is_payload, appended)
         budget -= used
         if line is not None:
             cover.append(b"trace " + line + b" " + encoded + b"\n")
@@ -171,6 +186,7 @@ def _cover_file(
     budget: int,
     keys: _Keys,
     is_payload: IsPayload,
+    appended: os.stat_result | None = None,
 ) -> tuple[bytes | None, int]:
     """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
     when it is not a regular file opened without a link, or past ``budget``. A file as
@@ -190,7 +206,7 @@ def _cover_file(
         if st.st_mode & 0o170000 != 0o100000:
             return None, 0
         state = _state(st)
-        start = _resume(fd, st, prev)
+        start = _resume(fd, st, prev, appended)
         if st.st_size - start > budget:
             return None, 0
         clean = _scan(fd, start, st.st_size, keys, is_payload)
@@ -207,10 +223,19 @@ def _state(st: os.stat_result) -> list[bytes]:
     return [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
 
 
-def _resume(fd: int, st: os.stat_result, prev: list[bytes] | None) -> int:
+def _resume(
+    fd: int, st: os.stat_result, prev: list[bytes] | None, appended: os.stat_result | None
+) -> int:
     """Where to read the file from: where the index stopped when it is the same file
-    (device, inode), not shorter, and still holds the bytes before that point; else 0."""
+    (device, inode), not shorter, and still holds the bytes before that point, and it is
+    the file this process just appended to, as the index covered it until then
+    (``appended``, its state before the line: ctime cannot be set back, so nothing else
+    wrote it since it was read); else 0. A file changed otherwise may have been rewritten
+    in place before that point (a line the index never read moved there, its last
+    :data:`TAIL` bytes kept): it is read again whole (ADR 0138)."""
     if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
+        return 0
+    if appended is None or _state(appended) != prev[:4]:
         return 0
     try:
         size, clean = int(prev[2]), int(prev[4])
