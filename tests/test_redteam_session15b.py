@@ -10,14 +10,19 @@ fixed (the test says ``HOLE (fixed, ADR ...)``); the others are guards."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from eidolons.tracestore.jsonl import JsonlStore
+from tests.conftest import clean_env
 
 _SCRIPT = "#!/bin/sh\ncat .eidolons/handoffs/*\n"
 
@@ -317,11 +322,6 @@ for i in range(25):
 
 
 def test_concurrent_writers_in_several_processes_lose_no_entry(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from tests.conftest import clean_env
-
     root = (tmp_path / "p").resolve()
     _store(root)
     env = clean_env()
@@ -363,3 +363,125 @@ def test_an_index_crossing_the_evidence_limit_keeps_every_entry(
         assert _named(root, key) is not False, key
         assert named_on_host(str(root / key), str(root)) is not None, key
     assert named_on_host(str(root / "never.md"), str(root)) is not None  # frozen: all
+
+
+# --- (c) check's parallel default in a hostile environment (ADR 0115) -----------------
+
+_SIGNAL_PARENT = """
+import os, signal, sys
+from eidolons import checker
+from eidolons.cli import main
+PARENT = os.getpid()
+check = checker._Job.check
+def signalling(self, path):
+    if path.endswith("r0300.envelope.json") and os.getpid() != PARENT:
+        os.kill(PARENT, int(sys.argv[1]))
+    return check(self, path)
+checker._Job.check = signalling
+checker.auto_jobs = lambda: 2
+sys.exit(main(["check", "."]))
+"""
+
+_FORK_FAILS = """
+import errno, os, sys
+from eidolons import checker
+from eidolons.cli import main
+real, forks = os.fork, []
+def fork():
+    forks.append(1)
+    if len(forks) > int(sys.argv[1]):  # RLIMIT_NPROC reached (root is not bound by it)
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+    return real()
+os.fork = fork
+checker.auto_jobs = lambda: 3
+sys.exit(main(["check", ".", *sys.argv[2:]]))
+"""
+
+
+@pytest.fixture(scope="module")
+def envelopes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from eidolons.checker import AUTO_MIN
+    from tests.test_check_jobs import _many_envelopes
+
+    root = tmp_path_factory.mktemp("many15b")
+    _many_envelopes(root, AUTO_MIN + 8)
+    return root
+
+
+def _check(root: Path, *argv: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, *argv], cwd=root, env=clean_env(), capture_output=True, timeout=60
+    )
+
+
+@pytest.fixture(scope="module")
+def one_process(envelopes: Path) -> subprocess.CompletedProcess[bytes]:
+    return _check(envelopes, "-m", "eidolons", "check", ".", "--jobs", "1")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_a_signal_that_kills_the_parent_mid_run_takes_its_workers_with_it(
+    envelopes: Path, sig: int
+) -> None:
+    # HOLE (fixed, ADR 0139): killed by a signal it does not handle, the parent of a
+    # parallel run left its workers waiting forever on the task queue (they hold its
+    # write end), holding the run's output pipe open: `check . | head`, a CI step or the
+    # host's tool call reading its output hung, and the workers stayed
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SIGNAL_PARENT, str(int(sig))],
+        cwd=envelopes,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the run's output never ended: its workers outlived the parent")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == -sig  # as `--jobs 1` killed so: never a pass
+    assert b"Result:" not in out
+
+
+@pytest.mark.parametrize("forks", [0, 1, 2])
+def test_workers_that_cannot_all_be_forked_give_the_one_process_findings(
+    envelopes: Path, one_process: subprocess.CompletedProcess[bytes], forks: int
+) -> None:
+    # a process limit reached after `forks` workers: the run is checked in this process,
+    # its output and exit code those of `--jobs 1`
+    proc = _check(envelopes, "-c", _FORK_FAILS, str(forks))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        one_process.returncode,
+        one_process.stdout,
+        one_process.stderr,
+    )
+
+
+@pytest.mark.parametrize("how", ["stdin-closed", "stderr-closed", "head-1", "json-head"])
+def test_the_default_in_a_hostile_shell_is_the_one_process_run(envelopes: Path, how: str) -> None:
+    # a closed stdin or stderr, a reader that stops after one line (SIGPIPE is ignored by
+    # Python: BrokenPipeError): the same exit code and output as `--jobs 1`, no hang
+    fmt = " --json" if how == "json-head" else ""
+    redirect = {"stdin-closed": " <&-", "stderr-closed": " 2>&-"}.get(how, "")
+    pipe = " | head -1" if how in ("head-1", "json-head") else " | cat"
+    runs = []
+    for jobs in ("", " --jobs 1"):
+        command = (
+            f'"{sys.executable}" -m eidolons check .{fmt}{jobs}{redirect}{pipe}; '
+            'echo "rc=${PIPESTATUS[0]}"'
+        )
+        proc = subprocess.run(
+            ["bash", "-c", command],
+            cwd=envelopes,
+            env=clean_env(),
+            capture_output=True,
+            timeout=60,
+        )
+        runs.append((proc.stdout, proc.stderr))
+    assert runs[0] == runs[1]
+    assert b"Traceback" not in runs[0][1] and runs[0][1].count(b"\n") <= 1

@@ -197,6 +197,7 @@ class _Job:
 
 
 _WORKER_JOB: list[_Job] = []  # set in the parent just before the fork
+_WORKER_PARENT: list[int] = []  # the parent's process id, likewise
 
 
 def _check_range_in_worker(start: int, stop: int) -> Any:
@@ -309,6 +310,7 @@ def _fork_pool(workers: int, job: _Job) -> ProcessPoolExecutor | None:
         if stream is not None:
             stream.flush()
     _WORKER_JOB[:] = [job]
+    _WORKER_PARENT[:] = [os.getpid()]
     pool: ProcessPoolExecutor | None = None
     try:
         pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start)
@@ -345,7 +347,31 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 def _worker_start() -> None:
     """An interrupt (^C reaches the whole process group) is the parent's to handle: it
-    stops the workers and exits 130; a worker never prints a traceback of its own."""
+    stops the workers and exits 130; a worker never prints a traceback of its own. A
+    worker dies with its parent (ADR 0139): a parent killed by a signal it does not
+    handle (SIGTERM, SIGHUP, SIGKILL) left its workers waiting forever for tasks on a
+    queue whose write end they hold, and holding the run's output pipe open, so that
+    whoever read it (``check . | head``, a CI step) hung."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = _WORKER_PARENT[0]
+    try:  # Linux: the kernel kills this process when the parent exits
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PDEATHSIG
+    except (OSError, AttributeError, ImportError):
+        import threading
+
+        threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # it died before that was set
+        os._exit(70)
+
+
+def _orphaned(parent: int) -> None:
+    """Elsewhere: exit once the parent is gone (its child is then re-parented)."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(0.1)
+    os._exit(70)
