@@ -144,6 +144,30 @@ def test_a_receiver_s_own_program_is_refused_however_it_is_reached(
 
 @pytest.mark.parametrize(
     "command",
+    ["./shx peek.sh", "./pyx -c 0", "timeout 5 ./shx peek.sh", "nice -n 5 ./pyx -c 0"],
+)
+def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
+    scripted: Path, command: str
+) -> None:
+    # HOLE (fixed, ADR 0137): a program given by path was judged by where its target
+    # lies (a directory agents cannot write) and by the name it is called by; a link in
+    # the project to /bin/bash or python3 (made by an earlier, allowed `ln -s`) passed
+    # both, and ran the receiver's script that reads every hand-off
+    import shutil
+
+    for name, target in (("shx", "bash"), ("pyx", "python3")):
+        found = shutil.which(target, path="/usr/bin:/bin")
+        assert found is not None
+        (scripted / name).symlink_to(found)
+    code, err = _shell_hook(scripted, command)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "which can read files the command does not name" in err
+    (scripted / "catx").symlink_to(shutil.which("cat", path="/usr/bin:/bin") or "/bin/cat")
+    assert _shell_hook(scripted, "./catx notes.txt") == (0, "")  # a link to cat runs cat
+
+
+@pytest.mark.parametrize(
+    "command",
     [
         "cat notes.txt",
         "printf '%s\\n' notes.txt",

@@ -176,6 +176,7 @@ class ShellReading:
 
     __slots__ = (
         "assigned",
+        "by_path",
         "dirs",
         "gate_calls",
         "module_dirs",
@@ -195,6 +196,9 @@ class ShellReading:
         self.recursive: list[tuple[str, list[str], tuple[str, ...]]] = []
         #: each simple command's program word, with the directories it may run from
         self.programs: list[tuple[str, tuple[str, ...]]] = []
+        #: the programs given by path that are not the gate (a link there may be an
+        #: interpreter under another name: ADR 0137)
+        self.by_path: list[tuple[str, tuple[str, ...]]] = []
         #: the variables the command sets for what it runs (``NAME=value cmd``,
         #: ``export NAME=value``)
         self.assigned: list[str] = []
@@ -225,7 +229,7 @@ def _wrapped_gate_args(words: list[str]) -> list[str] | None:
     return None
 
 
-def _program_base(word: str) -> str:
+def program_base(word: str) -> str:
     base = os.path.basename(word)
     # python3.11, pypy3.10 -> python3, pypy3
     stem = base.rstrip("0123456789.")
@@ -296,7 +300,9 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
             words = words[1:]
         if words and os.path.basename(words[0]) in RUNNERS:
             # `nice -n 5 ./x`, `timeout 5 /tmp/y`: what it runs is an operand (ADR 0137)
-            out.programs.extend((w, cwds) for w in words[1:] if "/" in w and w[:1] != "-")
+            run = [(w, cwds) for w in words[1:] if "/" in w and w[:1] != "-"]
+            out.programs.extend(run)
+            out.by_path.extend(run)
         while words and os.path.basename(words[0]) in PREFIX_WORDS:
             words = words[1:]
         if not words:
@@ -318,7 +324,9 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
         wrapped = _wrapped_gate_args(words)
         if wrapped is not None:  # `uv run eidolons ...`, `timeout 5 eidolons ...`
             out.gate_calls.append(wrapped)
-        program = _program_base(words[0])
+        program = program_base(words[0])
+        if "/" in words[0]:
+            out.by_path.append((words[0], cwds))
         if program in OPAQUE_PROGRAMS and out.opaque is None:
             out.opaque = f"{program} can read files the command does not name"
         if program == "find" and any(w in ("-exec", "-execdir", "-ok", "-okdir") for w in words):
