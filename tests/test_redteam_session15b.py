@@ -100,6 +100,11 @@ _FIXED = [
     "unset PATH; peek.sh",  # bash then searches the working directory
     "for PATH in {root}; do peek.sh; done",
     "declare -n r=PATH; r={root}; peek.sh",
+    # a group after a name, a redirection before the program
+    "chmod +x nox.sh; coproc N {{ ./nox.sh; }}",
+    "chmod +x nox.sh; function f {{ ./nox.sh; }}; f",
+    "chmod +x nox.sh; 2>/dev/null ./nox.sh",
+    "chmod +x nox.sh; >/dev/null 2>&1 ./nox.sh",
 ]
 # guards: bypasses ADR 0134 already refused
 _GUARDS = [
@@ -179,6 +184,8 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
         "if true; then cat notes.txt; fi",
         "cat notes.txt\nwc -l notes.txt",
         "for f in a b; do echo x; done",
+        "cat notes.txt 2>&1 >/dev/null",
+        "echo hi >&2",
     ],
 )
 def test_plain_commands_stay_allowed(scripted: Path, command: str) -> None:

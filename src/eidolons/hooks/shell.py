@@ -286,12 +286,13 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
         out.opaque = out.opaque or "brace expansion"
     segments: list[list[str]] = [[]]
     for token in tokens:
-        if token in SEPARATORS or (token and set(token) <= set(";&|()\n")):
+        # `{`/`}` (a group, a function body, `coproc NAME { ... }`) start a command too
+        if token in SEPARATORS or token in ("{", "}") or (token and set(token) <= set(";&|()\n")):
             segments.append([])
         else:
             segments[-1].append(token)
     for segment in segments:
-        words = [w for w in segment if w not in REDIRECTS and not _is_redirect(w)]
+        words = _without_redirects(segment)
         while words and (
             words[0] in RESERVED_PREFIXES or ("=" in words[0] and not words[0].startswith("="))
         ):
@@ -355,6 +356,25 @@ def _set_names(words: list[str]) -> list[str]:
     if words[0] in ("for", "select"):
         return words[1:2]
     return [w for w in words[1:] if not w.startswith("-")]
+
+
+def _without_redirects(segment: list[str]) -> list[str]:
+    """The segment's words without its redirections: the operator, its target and the
+    descriptor number before it (``2>/dev/null ./x`` runs ``./x``, not ``2``)."""
+    words: list[str] = []
+    skip = False
+    for i, word in enumerate(segment):
+        if skip:
+            skip = False
+            continue
+        if word in REDIRECTS or _is_redirect(word):
+            skip = True  # its target
+            continue
+        nxt = segment[i + 1] if i + 1 < len(segment) else ""
+        if word.isdigit() and (nxt in REDIRECTS or _is_redirect(nxt)):
+            continue
+        words.append(word)
+    return words
 
 
 def _is_redirect(word: str) -> bool:
