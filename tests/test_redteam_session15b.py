@@ -493,13 +493,23 @@ def test_workers_that_cannot_all_be_forked_give_the_one_process_findings(
     )
 
 
-@pytest.mark.parametrize("how", ["stdin-closed", "stderr-closed", "head-1", "json-head"])
+@pytest.mark.parametrize(
+    "how", ["stdin-closed", "stderr-closed", "stdout-closed", "stdout-full", "head-1", "json-head"]
+)
 def test_the_default_in_a_hostile_shell_is_the_one_process_run(envelopes: Path, how: str) -> None:
-    # a closed stdin or stderr, a reader that stops after one line (SIGPIPE is ignored by
-    # Python: BrokenPipeError): the same exit code and output as `--jobs 1`, no hang
+    # a closed stdin, stdout or stderr, a full disk, a reader that stops after one line
+    # (SIGPIPE is ignored by Python: BrokenPipeError): the same exit code and output as
+    # `--jobs 1` (a usage line, a one-line internal error), no hang
     fmt = " --json" if how == "json-head" else ""
-    redirect = {"stdin-closed": " <&-", "stderr-closed": " 2>&-"}.get(how, "")
-    pipe = " | head -1" if how in ("head-1", "json-head") else " | cat"
+    redirect = {
+        "stdin-closed": " <&-",
+        "stderr-closed": " 2>&-",
+        "stdout-closed": " >&-",
+        "stdout-full": " >/dev/full",
+    }.get(how, "")
+    pipe = {"head-1": " | head -1", "json-head": " | head -1"}.get(
+        how, "" if redirect[:2] == " >" else " | cat"
+    )
     runs = []
     for jobs in ("", " --jobs 1"):
         command = (
@@ -516,3 +526,5 @@ def test_the_default_in_a_hostile_shell_is_the_one_process_run(envelopes: Path, 
         runs.append((proc.stdout, proc.stderr))
     assert runs[0] == runs[1]
     assert b"Traceback" not in runs[0][1] and runs[0][1].count(b"\n") <= 1
+    # a run whose output was lost is never a pass
+    assert (b"rc=0\n" in runs[0][0]) == (how in ("stdin-closed", "stderr-closed")), runs[0]
