@@ -61,6 +61,7 @@ def scripted(project: Path) -> Path:
     (root / ".eidolons" / "handoffs" / "secret.md").write_text("# hand-off bytes\n")
     for name in ("peek.sh", "nox.sh"):
         (root / name).write_text(_SCRIPT)
+    (root / "peek.py").write_text("import os\nos.system('cat .eido' + 'lons/handoffs/*')\n")
     (root / "peek.sh").chmod(0o755)
     (root / "notes.txt").write_text("plain\n")
     return root
@@ -105,6 +106,12 @@ _FIXED = [
     "chmod +x nox.sh; function f {{ ./nox.sh; }}; f",
     "chmod +x nox.sh; 2>/dev/null ./nox.sh",
     "chmod +x nox.sh; >/dev/null 2>&1 ./nox.sh",
+    # the shadow `python -m eidolons` imports from the working directory, written by the
+    # same command (ADR 0134 looked for one only as the hook ran), or behind a runner
+    "cp peek.py eidolons.py; python3 -m eidolons verify-incoming notes.txt --as vigil",
+    "cp peek.py eidolons.py && nice -n 1 python3 -m eidolons verify-incoming x --as vigil",
+    "cp -r /tmp/. . ; timeout 5 python3 -m eidolons verify-incoming x --as vigil",
+    "cp peek.py eidolons.py; timeout 5 python3 -m eidolons verify-incoming x --as vigil",
 ]
 # guards: bypasses ADR 0134 already refused
 _GUARDS = [
@@ -185,6 +192,8 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
         "cat notes.txt\nwc -l notes.txt",
         "for f in a b; do echo x; done",
         "cat notes.txt 2>&1 >/dev/null",
+        "python3 -m eidolons verify-incoming notes.txt --as vigil",
+        "cd . && timeout 5 python3 -m eidolons verify-incoming notes.txt --as vigil",
         "echo hi >&2",
     ],
 )

@@ -377,6 +377,11 @@ class Decider:
         for name in reading.assigned:
             if name in _RUN_VARIABLES or name.startswith(_RUN_PREFIXES):
                 return f"{name}= changes what the command runs"
+        if reading.module_dirs and reading.others:
+            return (
+                "python -m eidolons after another command, which may write the eidolons "
+                "it would import instead of the gate"
+            )
         for cwds in reading.module_dirs:
             for cwd in cwds:
                 try:

@@ -181,6 +181,7 @@ class ShellReading:
         "gate_calls",
         "module_dirs",
         "opaque",
+        "others",
         "programs",
         "recursive",
         "runs_gate",
@@ -205,6 +206,9 @@ class ShellReading:
         #: where a ``python -m eidolons`` runs (the current directory comes first on its
         #: ``sys.path``: an ``eidolons`` there is not the gate)
         self.module_dirs: list[tuple[str, ...]] = []
+        #: how many simple commands are neither the gate nor ``cd``: one of them may
+        #: write the ``eidolons`` a later ``python -m eidolons`` imports (ADR 0137)
+        self.others = 0
 
 
 def _gate_args(words: list[str]) -> list[str] | None:
@@ -325,6 +329,10 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
         wrapped = _wrapped_gate_args(words)
         if wrapped is not None:  # `uv run eidolons ...`, `timeout 5 eidolons ...`
             out.gate_calls.append(wrapped)
+            if any(os.path.basename(w).startswith("python") for w in words):
+                out.module_dirs.append(cwds)  # `timeout 5 python3 -m eidolons`
+        elif os.path.basename(words[0]) not in DIR_CHANGERS:
+            out.others += 1
         program = program_base(words[0])
         if "/" in words[0]:
             out.by_path.append((words[0], cwds))
