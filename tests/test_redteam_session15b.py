@@ -197,7 +197,20 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
         "echo hi >&2",
     ],
 )
-def test_plain_commands_stay_allowed(scripted: Path, command: str) -> None:
+@pytest.mark.parametrize("writable_on_path", [False, True])
+def test_plain_commands_stay_allowed(
+    scripted: Path,
+    command: str,
+    writable_on_path: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with a directory agents may write on the hook's PATH (a CI venv under /tmp), a word
+    # taken for the program that is on no PATH directory is refused (ADR 0134): a prefix
+    # word's option (`nice -n 5`, `command -v`) must never be taken for the program
+    system = "/usr/local/bin:/usr/bin:/bin"
+    writable = tmp_path_factory.mktemp("bin")
+    monkeypatch.setenv("PATH", f"{writable}:{system}" if writable_on_path else system)
     assert _shell_hook(scripted, command) == (0, "")
 
 

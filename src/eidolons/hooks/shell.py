@@ -123,6 +123,12 @@ RECURSIVE_LONG = ("--recursive", "--dereference-recursive", "--archive", "--dire
 DIR_CHANGERS = frozenset({"cd", "pushd", "popd"})
 # words before the program that do not change what it reads
 PREFIX_WORDS = frozenset({"command", "builtin", "nice", "nohup", "time", "stdbuf", "ionice"})
+#: the options of a prefix word that take the next word as their value (``nice -n 5``)
+PREFIX_OPTION_VALUES = {
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid"}),
+    "stdbuf": frozenset({"-i", "--input", "-o", "--output", "-e", "--error"}),
+}
 #: the shell's reserved words that may come before a simple command's program
 #: (``{ ./x; }``, ``if ./x``, ``do ./x``, ``! ./x``, ``coproc ./x``)
 RESERVED_PREFIXES = frozenset(
@@ -309,7 +315,7 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
             out.programs.extend(run)
             out.by_path.extend(run)
         while words and os.path.basename(words[0]) in PREFIX_WORDS:
-            words = words[1:]
+            words = _past_options(os.path.basename(words[0]), words[1:])
         if not words:
             continue
         out.programs.append((words[0], cwds))
@@ -424,3 +430,18 @@ def expand_word(word: str, cwd: str) -> list[str]:
 
         out.extend(os.path.normpath(p) for p in glob.glob(path, recursive=True)[:10000])
     return out
+
+
+def _past_options(prefix: str, words: list[str]) -> list[str]:
+    """``words`` after a prefix word's options (``nice -n 5 cat`` -> ``cat``; ``command -v
+    cat`` -> ``cat``): an option is never the program. What follows is still judged as the
+    program; an option value that is really a program (``nice -n ./x``: nice refuses a
+    value that is not a number) is skipped only where the prefix takes one."""
+    values = PREFIX_OPTION_VALUES.get(prefix, frozenset())
+    while words and words[0].startswith("-") and words[0] != "-":
+        option, words = words[0], words[1:]
+        if option == "--":
+            break
+        if option in values and words:
+            words = words[1:]
+    return words
