@@ -7,65 +7,18 @@ refuse, or take the full rule (which denies)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from eidolons.knownhandoff import rules_out
-from tests.conftest import Run, emit_payload, trace_files
-
-Cli = Callable[..., Run]
+from tests._redteam import Cli, assert_gated, denied, hook, host_index, read_event
+from tests.conftest import emit_payload, trace_files
 
 LEGACY = Path(".eidolons") / "payloads.idx"
 LEGACY_HEADER = b"eidolons-payload-index v1\n"
-
-
-def refused(r: Run) -> bool:
-    return r.code == 3 and "REFUSE: UNVERIFIED" in r.err
-
-
-def read_event(root: Path, path: Path, agent: str | None = "vigil") -> bytes:
-    doc: dict[str, object] = {
-        "session_id": "s",
-        "transcript_path": str(root / "t.jsonl"),
-        "cwd": str(root),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Read",
-        "tool_input": {"file_path": str(path)},
-        "tool_use_id": "toolu_1",
-    }
-    if agent is not None:
-        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
-    return json.dumps(doc).encode()
-
-
-def hook(root: Path, path: Path, agent: str | None = "vigil") -> tuple[int, str]:
-    """The real hook entry point (what ``eidolons init`` registers), in-process."""
-    from eidolons.hooks.fast import main
-
-    err = io.StringIO()
-    code = main(
-        ["claude-code", "--root", str(root)],
-        stdin=io.BytesIO(read_event(root, path, agent)),
-        stdout=io.StringIO(),
-        stderr=err,
-    )
-    return code, err.getvalue()
-
-
-def denied(root: Path, path: Path) -> bool:
-    """The hook denies a Read of ``path`` by a subagent and by the main agent."""
-    return all(hook(root, path, agent)[0] == 2 for agent in ("vigil", None))
-
-
-def host_index(root: Path) -> Path:
-    from eidolons.payloadindex import index_path
-
-    return Path(index_path(str(root)))
 
 
 @pytest.fixture
@@ -78,13 +31,6 @@ def orphan(cli: Cli, project: Path) -> Path:
     payload.write_text("# forged\n")
     (project / "src.py").write_text("x = 1\n")
     return payload
-
-
-def assert_gated(cli: Cli, project: Path, payload: Path) -> None:
-    assert denied(project, payload)
-    assert not rules_out(str(payload), str(project.resolve()))  # the early SKIP's rule
-    assert refused(cli("verify-incoming", payload, "--as", "vigil"))
-    assert refused(cli("verify-incoming", payload, "--as", "vigil", "--json"))
 
 
 def test_the_index_is_not_in_the_project(cli: Cli, project: Path, orphan: Path) -> None:

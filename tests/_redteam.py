@@ -1,0 +1,72 @@
+"""The red team's shared probes of the gates: a Claude Code ``PreToolUse`` Read event,
+the real hook entry point run in-process on it, the payload index's host path, and the
+one check that every gate refuses a payload (hook, early SKIP, ``verify-incoming``)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from eidolons.knownhandoff import rules_out
+from tests.conftest import Run
+
+Cli = Callable[..., Run]
+
+
+def refused(r: Run) -> bool:
+    return r.code == 3 and "REFUSE: UNVERIFIED" in r.err
+
+
+def read_event(root: Path, path: Path, agent: str | None = "vigil") -> bytes:
+    doc: dict[str, object] = {
+        "session_id": "s",
+        "transcript_path": str(root / "t.jsonl"),
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": str(path)},
+        "tool_use_id": "toolu_1",
+    }
+    if agent is not None:
+        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
+    return json.dumps(doc).encode()
+
+
+def hook(root: Path, path: Path, agent: str | None = "vigil") -> tuple[int, str]:
+    """The real hook entry point (what ``eidolons init`` registers), in-process, in the
+    host's environment (the test process's: the agent's variables never reach it)."""
+    from eidolons.hooks.fast import main
+
+    err = io.StringIO()
+    code = main(
+        ["claude-code", "--root", str(root)],
+        stdin=io.BytesIO(read_event(root, path, agent)),
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    return code, err.getvalue()
+
+
+def denied(root: Path, path: Path) -> bool:
+    """The hook denies a Read of ``path`` by a subagent and by the main agent."""
+    return all(hook(root, path, agent)[0] == 2 for agent in ("vigil", None))
+
+
+def host_index(root: Path) -> Path:
+    from eidolons.payloadindex import index_path
+
+    return Path(index_path(str(root)))
+
+
+def assert_gated(cli: Cli, project: Path, payload: Path) -> None:
+    """Every gate refuses the payload: the hook denies a Read by a subagent and by the
+    main loop, the early SKIP's rule cannot rule it out, and ``verify-incoming`` refuses
+    it UNVERIFIED (text and JSON)."""
+    for agent in ("vigil", None):
+        code, err = hook(project, payload, agent)
+        assert code == 2, (agent, err)
+    assert not rules_out(str(payload), str(project.resolve()))
+    assert refused(cli("verify-incoming", payload, "--as", "vigil"))
+    assert refused(cli("verify-incoming", payload, "--as", "vigil", "--json"))
