@@ -11,6 +11,7 @@ import pytest
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
 from eidolons.ecl.limits import Limits
+from eidolons.ecl.strict_json import loads_strict
 from eidolons.errors import EnvelopeError
 
 # written by hand, not by tests/_builders.py: this tests the envelope model that the
@@ -257,3 +258,29 @@ def test_missing_agent_version_is_na() -> None:
     d = with_("from.version", _DELETE)
     env = Envelope.from_dict(d)
     assert str(env.sender) == "atlas@n/a"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": "\\uD800"}',  # the escape's hex digits in upper case
+        b'{"\\uDC00": 1}',
+        b'{"a": ["x", "\\uDbFf"]}',
+        b'{"a": "\\ud83d"}',  # half a pair
+    ],
+)
+def test_a_lone_surrogate_is_refused_whatever_the_case_of_its_escape(raw: bytes) -> None:
+    """The tree rules are skipped for text that cannot break them (strict_json): an
+    escape spelled in upper case must not read as such a text."""
+    with pytest.raises(EnvelopeError, match="lone surrogate"):
+        loads_strict(raw)
+    assert loads_strict(b'{"a": "\\uD83D\\uDE00"}') == {"a": "\U0001f600"}
+
+
+def test_nesting_one_past_the_limit_is_refused_with_few_brackets() -> None:
+    """Depth ``max_json_depth`` is read; one more is refused, though the text holds only
+    that many brackets (the shortcut's bound is exact, never one short)."""
+    limits = Limits(max_json_depth=4)
+    assert loads_strict(b'{"a": {"b": [[1]]}}', limits) == {"a": {"b": [[1]]}}
+    with pytest.raises(EnvelopeError, match="nesting"):
+        loads_strict(b'{"a": {"b": [[[1]]]}}', limits)
