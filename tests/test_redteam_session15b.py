@@ -181,6 +181,40 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
 @pytest.mark.parametrize(
     "command",
     [
+        "timeout 5 peek",
+        "timeout -s KILL 5 peek",
+        "setsid peek",
+        "setsid -w peek",
+        "strace -f peek",
+        "taskset -c 0 peek",
+        "chrt 1 peek",
+        "flock -x .lock peek",
+        "timeout 5 nice -n 1 peek",
+    ],
+)
+def test_a_runner_s_program_by_name_from_an_agent_writable_path_is_refused(
+    scripted: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HOLE (fixed, ADR 0137): a runner's operand was judged as a program only when it was
+    # given by path; by name it was never looked up, so with an agent-writable directory on
+    # the hook's PATH (the project's venv bin/) `timeout 5 peek` ran the receiver's script
+    # there, which `peek` alone and `nice peek` were refused for
+    bin_dir = scripted / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "peek").write_text(_SCRIPT)
+    (bin_dir / "peek").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/local/bin:/usr/bin:/bin")
+    assert _shell_hook(scripted, "peek")[0] == 2  # the plain case this mirrors
+    code, err = _shell_hook(scripted, command)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "peek is not a program from a directory agents" in err
+    # the runner's program from a directory agents cannot write still runs
+    assert _shell_hook(scripted, command.replace("peek", "cat notes.txt")) == (0, "")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         "cat notes.txt",
         "printf '%s\\n' notes.txt",
         "printf -v x %s a; cat notes.txt",

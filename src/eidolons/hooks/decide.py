@@ -436,6 +436,12 @@ class Decider:
                 return f"{program} is not on PATH, whose directories agents may write"
             if which is not None and foreign(which):
                 return f"{program} is not a program from a directory agents cannot write"
+        # a runner's program by name (`timeout 5 peek`): a word it may run, found on PATH
+        # in a directory agents may write
+        for word in reading.run_names:
+            which = shutil.which(word)
+            if which is not None and foreign(which):
+                return f"{word} is not a program from a directory agents cannot write"
         # a program run by a wrapper (`timeout 5 ./x`, `setsid ./x`, `strace ./x`): any
         # word naming an executable file outside those directories
         for word, cwds in zip(reading.words, reading.dirs, strict=True):

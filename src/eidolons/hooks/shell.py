@@ -190,6 +190,7 @@ class ShellReading:
         "others",
         "programs",
         "recursive",
+        "run_names",
         "runs_gate",
         "words",
     )
@@ -206,6 +207,9 @@ class ShellReading:
         #: the programs given by path that are not the gate (a link there may be an
         #: interpreter under another name: ADR 0137)
         self.by_path: list[tuple[str, tuple[str, ...]]] = []
+        #: a runner's operands by name (``timeout 5 peek``): any of them may be the
+        #: program it runs, looked up on ``PATH``
+        self.run_names: list[str] = []
         #: the variables the command sets for what it runs (``NAME=value cmd``,
         #: ``export NAME=value``)
         self.assigned: list[str] = []
@@ -314,6 +318,8 @@ def read_command(command: str, cwd: str = "/") -> ShellReading:
             run = [(w, cwds) for w in words[1:] if "/" in w and w[:1] != "-"]
             out.programs.extend(run)
             out.by_path.extend(run)
+            # by name it is looked up on PATH (`timeout 5 peek`, `setsid peek`)
+            out.run_names.extend(w for w in words[1:] if "/" not in w and w[:1] != "-")
         while words and os.path.basename(words[0]) in PREFIX_WORDS:
             words = _past_options(os.path.basename(words[0]), words[1:])
         if not words:
