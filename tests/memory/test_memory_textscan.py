@@ -119,8 +119,8 @@ def test_redaction_skips_only_texts_no_pattern_can_match() -> None:
     assert textscan.may_redact("SOME_NEW_RULE", "anything")  # unknown: the pattern decides
 
 
-def test_the_plain_term_pattern_is_kept_for_its_callers() -> None:
-    assert local._PLAIN_TERM.fullmatch("abc9") and not local._PLAIN_TERM.fullmatch("Ab")
+def test_a_plain_term_is_lower_case_ascii_letters_and_digits() -> None:
+    assert textscan.plain_term("abc9") and not textscan.plain_term("Ab")
 
 
 def test_a_recall_and_a_merge_import_no_re(tmp_path: object) -> None:

@@ -104,7 +104,7 @@ from eidolons.memory.ranking import (
     word_terms,
 )
 from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
-from eidolons.memory.textscan import LazyPattern, plain_term, tier_digit
+from eidolons.memory.textscan import plain_term, tier_digit
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -828,10 +828,6 @@ class LocalMemory:
         }
 
 
-_PLAIN_TERM: Final = LazyPattern("[a-z0-9]+")
-"""A word the ``unicode61`` tokenizer keeps as it is (ASCII letters and digits only)."""
-
-
 def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) -> dict[str, int]:
     """How many crystals hold each word, counted up to ``cap`` (a word at the cap is in at
     least ``cap`` of them): exact below the cap. A plain word is counted on the word index
@@ -841,7 +837,7 @@ def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) 
     df: dict[str, int] = {}
     others = []
     for term in terms:
-        if plain_term(term):  # _PLAIN_TERM
+        if plain_term(term):  # a word unicode61 keeps as it is (ASCII [a-z0-9]+)
             (df[term],) = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM crystals_fts WHERE crystals_fts MATCH ?"
                 " LIMIT ?)",

@@ -37,9 +37,6 @@ _SCAN_MAX: Final = 512
 0121); longer ones (an excerpt at ingest) by the pattern, in C."""
 
 
-_CAMEL_RE: Final = LazyPattern(r"[a-z0-9][A-Z]")
-
-
 _IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
 
 
@@ -62,7 +59,7 @@ def looks_like_identifier(token: str) -> bool:
     return (
         any(ch in _IDENT_PUNCT for ch in token)
         or any(ch.isdigit() for ch in token)
-        or has_camel(token)  # _CAMEL_RE's answer
+        or has_camel(token)  # re.search("[a-z0-9][A-Z]", token)
     )
 
 
