@@ -178,6 +178,30 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
     assert _shell_hook(scripted, "./catx notes.txt") == (0, "")  # a link to cat runs cat
 
 
+# HOLE (fixed, ADR 0137): runners the list did not know ran a program the hook never
+# judged (a script made executable by the same command, or one by name from an
+# agent-writable PATH directory), and programs that run code the command does not name
+# (every executable of a directory, a command string, a shell reading its input) passed
+_UNLISTED_RUNNERS = [
+    "chmod +x nox.sh; setarch x86_64 ./nox.sh",
+    "chmod +x nox.sh; linux64 ./nox.sh",
+    "chmod +x nox.sh; fakeroot ./nox.sh",
+    "chmod +x nox.sh; perf stat ./nox.sh",
+    "chmod +x nox.sh; ssh-agent ./nox.sh",
+    "chmod +x nox.sh; dbus-run-session ./nox.sh",
+    "chmod +x nox.sh; run-parts --regex nox .",
+    "sg root -c 'chmod +x nox.sh; ./nox.sh'",
+    "echo 'chmod +x nox.sh; ./nox.sh' | newgrp",
+]
+
+
+@pytest.mark.parametrize("command", _UNLISTED_RUNNERS)
+def test_a_runner_the_list_did_not_know_is_judged(scripted: Path, command: str) -> None:
+    code, err = _shell_hook(scripted, command)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("eidolons hook: ")
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -190,6 +214,11 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
         "chrt 1 peek",
         "flock -x .lock peek",
         "timeout 5 nice -n 1 peek",
+        "setarch x86_64 peek",
+        "fakeroot peek",
+        "perf stat peek",
+        "ssh-agent peek",
+        "dbus-run-session peek",
     ],
 )
 def test_a_runner_s_program_by_name_from_an_agent_writable_path_is_refused(

@@ -104,6 +104,11 @@ OPAQUE_PROGRAMS = frozenset(
         "alias",
         "shopt",
         "trap",
+        # programs that run code the command does not name: every executable of a
+        # directory, a command string, a shell reading its input
+        "run-parts",
+        "sg",
+        "newgrp",
     }
 )
 #: builtins whose ``NAME=value`` arguments set the environment of what runs next
@@ -163,6 +168,24 @@ RUNNERS = PREFIX_WORDS | frozenset(
         "proxychains",
         "doas",
         "pkexec",
+        "setarch",
+        "linux32",
+        "linux64",
+        "i386",
+        "x86_64",
+        "uname26",
+        "fakeroot",
+        "perf",
+        "ssh-agent",
+        "dbus-run-session",
+        "eatmydata",
+        "chronic",
+        "ifne",
+        "xvfb-run",
+        "cpulimit",
+        "trickle",
+        "nocache",
+        "chpst",
     }
 )
 #: builtins and keywords that set the variables they name (``read PATH``, ``printf -v
