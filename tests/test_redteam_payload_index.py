@@ -272,3 +272,33 @@ def test_the_registered_hook_command_denies_the_header_only_attack(
     )
     assert proc.returncode == 2, proc.stderr
     assert b"-verify-incoming] REFUSE: UNVERIFIED from " in proc.stderr
+
+
+@pytest.mark.parametrize("trace_dir", ["file", "symlink"])
+def test_a_trace_file_s_own_payload_is_named_when_the_trace_directory_cannot_be_read(
+    cli: Cli, project: Path, tmp_path: Path, trace_dir: str
+) -> None:
+    # the agent puts something the full search cannot read where the trace directory is
+    # (a file, a link elsewhere), then the orchestrator emits with --trace FILE outside
+    # it: the full search never reads FILE, so the host's index is the only record that
+    # a trace named the payload; it must hold the payload's key, or the envelope deleted,
+    # the receiver reads the bytes directly
+    trace = project / ".eidolons" / ".trace"
+    if trace.exists():
+        for f in trace.iterdir():
+            f.unlink()
+        trace.rmdir()
+    if trace_dir == "file":
+        trace.write_text("")
+    else:
+        (tmp_path / "away").mkdir()
+        trace.symlink_to(tmp_path / "away")
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    body = "# Report\n\n## Decision target\nx\n"
+    payload, envelope, _ = emit_payload(
+        cli, project, "notes/report.md", body, "--trace", str(elsewhere)
+    )
+    assert b'"payload_path":"notes/report.md"' in elsewhere.read_bytes()
+    envelope.unlink()
+    payload.write_text("# forged\n")
+    assert_gated(cli, project, payload)

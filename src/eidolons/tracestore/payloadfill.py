@@ -78,8 +78,13 @@ def refresh(
         # an index a writer left half-way: its entries are evidence still (ADR 0110)
         keys = _Keys(old.entries if old else b"\n" + b"".join(read_recovered(fd, root_st)))
         cover = _cover(root, old, keys, is_payload, appended)
+        extra = list(extra)
         if cover is None:
-            return
+            if not extra:
+                return
+            # the payload of a --trace FILE (which the full search does not read) is
+            # recorded still, with nothing covered: readers then take the full rule
+            cover = b""
         for key in extra:
             keys.add(entry(key))
         tail = b"".join(keys.new) + COVERS + cover
@@ -151,7 +156,7 @@ def _cover(
     """The coverage lines of the trace files on disk, their payload keys added to
     ``keys`` (entries are never removed); None when the trace directory cannot be read
     as the full search reads it (a link, not listable): the old index then stays as it
-    is."""
+    is, unless it must record an appended payload's key (:func:`refresh`'s ``extra``)."""
     from eidolons.state import TRACE_DIR, trace_scan_bound
 
     trace_dir = os.path.join(root, TRACE_DIR)
