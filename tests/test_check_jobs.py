@@ -66,6 +66,19 @@ print(os.getpid(), rc, file=sys.stderr)
 """
 
 
+def _python(cwd: Path, *argv: str, text: bool = True) -> subprocess.CompletedProcess[Any]:
+    """``python ARGV`` in ``cwd``, in the tests' clean environment, output captured,
+    bounded (60 s: a hang raises ``TimeoutExpired``)."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=text,
+        timeout=60,
+    )
+
+
 def _many_envelopes(root: Path, count: int) -> None:
     payload = SECTIONS_MD.encode()
     (root / ".eidolons").mkdir(parents=True)
@@ -78,14 +91,7 @@ def _many_envelopes(root: Path, count: int) -> None:
 def _pids(root: Path, *argv: str) -> tuple[int, set[str], int]:
     """Run the check with each result's E-1 reason replaced by the pid that decided it:
     (the parent's pid, the pids that decided, the exit code)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", WHICH_PROCESSES, *argv],
-        cwd=root,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = _python(root, "-c", WHICH_PROCESSES, *argv)
     parent, rc = proc.stderr.split()
     doc = json.loads(proc.stdout)
     return int(parent), {r["reason"] for r in doc["results"] if r["id"] == "E-1"}, int(rc)
@@ -105,15 +111,9 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def one_process_json(root: Path) -> bytes:
     """``check . --json --jobs 1`` in ``root`` (exit 0): what every other way of running
     the check must print."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "eidolons", "check", ".", "--json", "--jobs", "1"],
-        cwd=root,
-        env=clean_env(),
-        capture_output=True,
-        timeout=60,
-    )
+    proc = _python(root, "-m", "eidolons", "check", ".", "--json", "--jobs", "1", text=False)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return bytes(proc.stdout)
 
 
 def test_the_default_uses_two_workers_on_a_large_input(many: Path) -> None:
@@ -161,14 +161,7 @@ def test_an_error_in_a_worker_ends_the_run_as_an_internal_error(
     """Fail closed: an exception in a worker is the run's internal error (exit 70, one
     line), never a verdict on the envelopes that did get checked, ``--exit-zero``
     included (it is about findings, not about a run that did not finish)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", RAISE_IN_WORKER, "--jobs", "2", *mode],
-        cwd=many,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = _python(many, "-c", RAISE_IN_WORKER, "--jobs", "2", *mode)
     assert proc.returncode == 70, proc.stderr
     assert proc.stderr == "eidolons: internal error: RuntimeError: a gate broke\n"
     assert "Result:" not in proc.stdout and '"exit_code"' not in proc.stdout
@@ -311,13 +304,7 @@ def test_when_workers_cannot_be_started_the_run_stays_here(many: Path, fail_at: 
     never an internal error nor a hang; a worker forked before the failure (the second
     fork failing) is stopped, not left waiting for tasks."""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", FORK_FAILS, str(fail_at)],
-            cwd=many,
-            env=clean_env(),
-            capture_output=True,
-            timeout=60,
-        )
+        proc = _python(many, "-c", FORK_FAILS, str(fail_at), text=False)
     except subprocess.TimeoutExpired:
         raise AssertionError("check hangs when a worker cannot be forked") from None
     assert proc.stderr.decode() == f"0 {fail_at} 0\n"
@@ -364,14 +351,7 @@ def test_workers_that_die_at_start_end_the_run_as_an_internal_error(many: Path) 
     fork that failed: the run ends closed (exit 70, one line, no verdict), not in one
     process after a silent retry, and does not hang on the pool."""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", DIE_AT_START],
-            cwd=many,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = _python(many, "-c", DIE_AT_START)
     except subprocess.TimeoutExpired:
         raise AssertionError("check hangs when its workers die at start") from None
     assert proc.returncode == 70, proc.stderr
