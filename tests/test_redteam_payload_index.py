@@ -15,7 +15,7 @@ import pytest
 
 from eidolons.knownhandoff import rules_out
 from tests._redteam import Cli, assert_gated, denied, hook, host_index, read_event
-from tests.conftest import emit_payload, trace_files
+from tests.conftest import emit_cmd, emit_payload, trace_files
 
 LEGACY = Path(".eidolons") / "payloads.idx"
 LEGACY_HEADER = b"eidolons-payload-index v1\n"
@@ -44,6 +44,21 @@ def test_the_index_is_not_in_the_project(cli: Cli, project: Path, orphan: Path) 
     assert (hook(project, project / "src.py")) == (0, "")  # an unrelated file: allowed
 
 
+def _plant(index: Path, kind: str, data: bytes, target: Path, huge: int) -> None:
+    """Put at ``index`` what the agent may: a link to ``target`` holding ``data``
+    (``symlink``), a FIFO (``fifo``), or ``data`` padded to ``huge`` bytes (``huge``)."""
+    if kind == "symlink":
+        target.write_bytes(data)
+        index.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(index)
+    else:
+        assert kind == "huge"
+        with index.open("wb") as fh:
+            fh.write(data)
+            fh.truncate(huge)
+
+
 @pytest.mark.parametrize(
     "legacy",
     [LEGACY_HEADER, LEGACY_HEADER + b'"other.md"\n', b"", "symlink", "fifo", "huge"],
@@ -56,19 +71,10 @@ def test_an_index_the_agent_writes_in_the_project_is_never_trusted(
     # and deletes the envelope: the hook must not allow a Read of the payload's bytes
     index = project / LEGACY
     index.unlink(missing_ok=True)  # whatever this tool left there (nothing, since 0110)
-    if legacy == "symlink":
-        target = tmp_path / "fake.idx"
-        target.write_bytes(LEGACY_HEADER)
-        index.symlink_to(target)
-    elif legacy == "fifo":
-        os.mkfifo(index)
-    elif legacy == "huge":
-        with index.open("wb") as fh:
-            fh.write(LEGACY_HEADER)
-            fh.truncate(64 * 1024 * 1024)
-    else:
-        assert isinstance(legacy, bytes)
+    if isinstance(legacy, bytes):
         index.write_bytes(legacy)
+    else:
+        _plant(index, legacy, LEGACY_HEADER, tmp_path / "fake.idx", 64 * 1024 * 1024)
     assert_gated(cli, project, orphan)
 
 
@@ -79,27 +85,17 @@ def test_a_host_index_that_cannot_tell_takes_the_full_rule(
     index = host_index(project)
     data = index.read_bytes()
     index.unlink()
-    if damage == "symlink":
-        target = tmp_path / "elsewhere.idx"
-        target.write_bytes(data)
-        index.symlink_to(target)
-    elif damage == "fifo":
-        os.mkfifo(index)
-    elif damage == "huge":
+    if damage in ("symlink", "fifo", "huge"):
         from eidolons.payloadindex import MAX_INDEX_BYTES
 
-        with index.open("wb") as fh:
-            fh.write(data)
-            fh.truncate(MAX_INDEX_BYTES + 1)
+        _plant(index, damage, data, tmp_path / "elsewhere.idx", MAX_INDEX_BYTES + 1)
     elif damage == "truncated":
         index.write_bytes(data[: data.index(b"\nentries\n") + 1])
     elif damage == "foreign":  # another project's index copied over this one's
         other = tmp_path / "other"
         (other / ".eidolons").mkdir(parents=True)
         (other / "x.md").write_text("# x\n\n## Decision target\nx\n")
-        assert cli("emit", other / "x.md", "--root", other, "--from", "atlas", "--to", "vigil",
-                   "--kind", "scout-report", "--objective", "o", "--performative",
-                   "INFORM").code == 0  # fmt: skip
+        assert cli(*emit_cmd(other / "x.md", "--root", other)).code == 0
         index.write_bytes(host_index(other).read_bytes())
     assert_gated(cli, project, orphan)
     assert hook(project, project / "src.py") == (0, "")  # the full rule: not a hand-off
