@@ -265,7 +265,7 @@ def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> 
 
 
 def _maybe_index(root: str) -> bool:
-    """Whether an index file exists for ``root`` (that :func:`_load` refused): then it
+    """Whether an index file exists for ``root`` (that :func:`load` refused): then it
     cannot tell, even with no trace on disk."""
     try:
         return os.path.lexists(index_path(root))
