@@ -242,6 +242,24 @@ def test_a_runner_s_program_by_name_from_an_agent_writable_path_is_refused(
 
 
 @pytest.mark.parametrize(
+    "command", ["chmod +x nox.sh; ./rx ./nox.sh", "chmod +x nox.sh; ./tx 5 ./nox.sh"]
+)
+def test_a_link_the_receiver_made_to_a_runner_is_refused(scripted: Path, command: str) -> None:
+    # HOLE (fixed, ADR 0137): a runner's operands are judged as programs by the runner's
+    # name; a link in the project to setsid or timeout hid that name, and the script
+    # made executable by the same command ran through it
+    import shutil
+
+    for name, target in (("rx", "setsid"), ("tx", "timeout")):
+        found = shutil.which(target, path="/usr/bin:/bin")
+        assert found is not None
+        (scripted / name).symlink_to(found)
+    code, err = _shell_hook(scripted, command)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "which runs the program it is given" in err
+
+
+@pytest.mark.parametrize(
     "command",
     [
         "cat notes.txt",

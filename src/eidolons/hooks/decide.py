@@ -410,19 +410,23 @@ class Decider:
             real = os.path.realpath(path)
             return not any(d and os.path.dirname(real) == d for d in trusted)
 
-        from eidolons.hooks.shell import OPAQUE_PROGRAMS, program_base
+        from eidolons.hooks.shell import OPAQUE_PROGRAMS, RUNNERS, program_base
 
         # a link an agent made to an interpreter or a shell (`ln -s /bin/bash ./x; ./x
-        # peek.sh`): the name is not on the list, what it runs is (ADR 0137)
+        # peek.sh`), or to a runner, whose operands are judged by its name (`ln -s
+        # /usr/bin/setsid ./x; ./x ./y`): the name is not on the list, what it runs is
         for program, cwds in reading.by_path:
             for cwd in cwds:
                 link = os.path.join(cwd, os.path.expanduser(program))
                 real = os.path.realpath(link)
-                if program_base(real) in OPAQUE_PROGRAMS and not foreign(real):
-                    if os.path.dirname(real) != os.path.realpath(os.path.dirname(link)):
-                        return (
-                            f"{program} is {real}, which can read files the command does not name"
-                        )
+                if foreign(real) or os.path.dirname(real) == os.path.realpath(
+                    os.path.dirname(link)
+                ):
+                    continue
+                if program_base(real) in OPAQUE_PROGRAMS:
+                    return f"{program} is {real}, which can read files the command does not name"
+                if os.path.basename(real) in RUNNERS:
+                    return f"{program} is {real}, which runs the program it is given"
         for program, cwds in reading.programs:
             if "/" in program:
                 found = [os.path.join(c, os.path.expanduser(program)) for c in cwds]
