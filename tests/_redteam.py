@@ -19,14 +19,17 @@ def refused(r: Run) -> bool:
     return r.code == 3 and "REFUSE: UNVERIFIED" in r.err
 
 
-def read_event(root: Path, path: Path, agent: str | None = "vigil") -> bytes:
+def event(
+    root: Path, tool: str, tool_input: dict[str, object], agent: str | None = "vigil"
+) -> bytes:
+    """A Claude Code ``PreToolUse`` event for ``tool`` by ``agent`` (None: the main agent)."""
     doc: dict[str, object] = {
         "session_id": "s",
         "transcript_path": str(root / "t.jsonl"),
         "cwd": str(root),
         "hook_event_name": "PreToolUse",
-        "tool_name": "Read",
-        "tool_input": {"file_path": str(path)},
+        "tool_name": tool,
+        "tool_input": tool_input,
         "tool_use_id": "toolu_1",
     }
     if agent is not None:
@@ -34,19 +37,34 @@ def read_event(root: Path, path: Path, agent: str | None = "vigil") -> bytes:
     return json.dumps(doc).encode()
 
 
-def hook(root: Path, path: Path, agent: str | None = "vigil") -> tuple[int, str]:
-    """The real hook entry point (what ``eidolons init`` registers), in-process, in the
-    host's environment (the test process's: the agent's variables never reach it)."""
+def read_event(root: Path, path: Path, agent: str | None = "vigil") -> bytes:
+    return event(root, "Read", {"file_path": str(path)}, agent)
+
+
+def run_hook(root: Path, doc: bytes) -> tuple[int, str]:
+    """The real hook entry point (what ``eidolons init`` registers), in-process, on the
+    event ``doc``, in the host's environment (the test process's: the agent's variables
+    never reach it)."""
     from eidolons.hooks.fast import main
 
     err = io.StringIO()
     code = main(
         ["claude-code", "--root", str(root)],
-        stdin=io.BytesIO(read_event(root, path, agent)),
+        stdin=io.BytesIO(doc),
         stdout=io.StringIO(),
         stderr=err,
     )
     return code, err.getvalue()
+
+
+def hook(root: Path, path: Path, agent: str | None = "vigil") -> tuple[int, str]:
+    """The hook on a Read of ``path`` by ``agent``."""
+    return run_hook(root, read_event(root, path, agent))
+
+
+def shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[int, str]:
+    """The hook on a Bash call of ``command`` by ``agent``."""
+    return run_hook(root, event(root, "Bash", {"command": command}, agent))
 
 
 def denied(root: Path, path: Path) -> bool:

@@ -16,67 +16,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from eidolons.knownhandoff import rules_out
-from tests.conftest import Run, clean_env, emit_cmd, emit_payload, trace_files
-
-Cli = Callable[..., Run]
-
-
-def refused(r: Run) -> bool:
-    return r.code == 3 and "REFUSE: UNVERIFIED" in r.err
-
-
-def read_event(root: Path, path: Path, agent: str | None = "vigil") -> bytes:
-    doc: dict[str, object] = {
-        "session_id": "s",
-        "transcript_path": str(root / "t.jsonl"),
-        "cwd": str(root),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Read",
-        "tool_input": {"file_path": str(path)},
-        "tool_use_id": "toolu_1",
-    }
-    if agent is not None:
-        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
-    return json.dumps(doc).encode()
-
-
-def hook(root: Path, path: Path, agent: str | None = "vigil") -> tuple[int, str]:
-    """The real hook entry point (what ``eidolons init`` registers), in-process, in the
-    host's environment (the test process's: the agent's variables never reach it)."""
-    from eidolons.hooks.fast import main
-
-    err = io.StringIO()
-    code = main(
-        ["claude-code", "--root", str(root)],
-        stdin=io.BytesIO(read_event(root, path, agent)),
-        stdout=io.StringIO(),
-        stderr=err,
-    )
-    return code, err.getvalue()
-
-
-def assert_gated(cli: Cli, project: Path, payload: Path) -> None:
-    """Every gate refuses the payload: the hook denies a Read by a subagent and by the
-    main loop, the early SKIP's rule cannot rule it out, and ``verify-incoming`` refuses
-    it UNVERIFIED (text and JSON)."""
-    for agent in ("vigil", None):
-        code, err = hook(project, payload, agent)
-        assert code == 2, (agent, err)
-    assert not rules_out(str(payload), str(project.resolve()))
-    assert refused(cli("verify-incoming", payload, "--as", "vigil"))
-    assert refused(cli("verify-incoming", payload, "--as", "vigil", "--json"))
-
-
-def host_index(root: Path) -> Path:
-    from eidolons.payloadindex import index_path
-
-    return Path(index_path(str(root)))
+from tests._redteam import Cli, assert_gated, hook, host_index
+from tests.conftest import clean_env, emit_cmd, emit_payload, trace_files
+from tests.test_check_jobs import _python
 
 
 def scrub_trace(project: Path, needle: bytes) -> None:
@@ -376,14 +323,7 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_worker_killed_mid_run_is_an_internal_error_never_a_pass(
     many: Path, mode: list[str]
 ) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", DIE_IN_WORKER, *mode],
-        cwd=many,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = _python(many, "-c", DIE_IN_WORKER, *mode)
     assert proc.returncode == 70, proc.stderr
     assert proc.stderr.startswith("eidolons: internal error: BrokenProcessPool")
     assert proc.stderr.count("\n") == 1
@@ -433,13 +373,7 @@ def test_the_default_s_findings_are_those_of_one_process_on_hostile_input(
 ) -> None:
     runs = []
     for jobs in ([], ["--jobs", "1"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "eidolons", "check", ".", *jobs, *mode],
-            cwd=hostile,
-            env=clean_env(),
-            capture_output=True,
-            timeout=60,
-        )
+        proc = _python(hostile, "-m", "eidolons", "check", ".", *jobs, *mode, text=False)
         runs.append((proc.returncode, proc.stdout, proc.stderr))
     assert runs[0][0] == 2, runs[0][2]
     assert runs[0] == runs[1]

@@ -11,7 +11,6 @@ fixed (the test says ``HOLE (fixed, ADR ...)``); the others are guards."""
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
@@ -22,34 +21,11 @@ from pathlib import Path
 import pytest
 
 from eidolons.tracestore.jsonl import JsonlStore
+from tests._redteam import shell_hook
 from tests.conftest import clean_env
+from tests.test_check_jobs import _python
 
 _SCRIPT = "#!/bin/sh\ncat .eidolons/handoffs/*\n"
-
-
-def _shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[int, str]:
-    """The real hook entry point, in-process, for a Bash call by ``agent``."""
-    from eidolons.hooks.fast import main
-
-    doc: dict[str, object] = {
-        "session_id": "s",
-        "transcript_path": str(root / "t.jsonl"),
-        "cwd": str(root),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "tool_use_id": "toolu_1",
-    }
-    if agent is not None:
-        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
-    err = io.StringIO()
-    code = main(
-        ["claude-code", "--root", str(root)],
-        stdin=io.BytesIO(json.dumps(doc).encode()),
-        stdout=io.StringIO(),
-        stderr=err,
-    )
-    return code, err.getvalue()
 
 
 @pytest.fixture
@@ -147,7 +123,7 @@ def test_a_receiver_s_own_program_is_refused_however_it_is_reached(
     scripted: Path, command: str
 ) -> None:
     text = command.format(root=scripted, n=os.getpid())
-    code, err = _shell_hook(scripted, text)
+    code, err = shell_hook(scripted, text)
     assert code == 2, err
     # the refusal says why, in one line, naming the command's construct
     assert err.count("\n") == 1 and err.startswith("eidolons hook: ")
@@ -171,11 +147,11 @@ def test_a_link_the_receiver_made_to_an_interpreter_is_refused(
         found = shutil.which(target, path="/usr/bin:/bin")
         assert found is not None
         (scripted / name).symlink_to(found)
-    code, err = _shell_hook(scripted, command)
+    code, err = shell_hook(scripted, command)
     assert code == 2, err
     assert err.count("\n") == 1 and "which can read files the command does not name" in err
     (scripted / "catx").symlink_to(shutil.which("cat", path="/usr/bin:/bin") or "/bin/cat")
-    assert _shell_hook(scripted, "./catx notes.txt") == (0, "")  # a link to cat runs cat
+    assert shell_hook(scripted, "./catx notes.txt") == (0, "")  # a link to cat runs cat
 
 
 # HOLE (fixed, ADR 0137): runners the list did not know ran a program the hook never
@@ -197,7 +173,7 @@ _UNLISTED_RUNNERS = [
 
 @pytest.mark.parametrize("command", _UNLISTED_RUNNERS)
 def test_a_runner_the_list_did_not_know_is_judged(scripted: Path, command: str) -> None:
-    code, err = _shell_hook(scripted, command)
+    code, err = shell_hook(scripted, command)
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("eidolons hook: ")
 
@@ -233,12 +209,12 @@ def test_a_runner_s_program_by_name_from_an_agent_writable_path_is_refused(
     (bin_dir / "peek").write_text(_SCRIPT)
     (bin_dir / "peek").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/local/bin:/usr/bin:/bin")
-    assert _shell_hook(scripted, "peek")[0] == 2  # the plain case this mirrors
-    code, err = _shell_hook(scripted, command)
+    assert shell_hook(scripted, "peek")[0] == 2  # the plain case this mirrors
+    code, err = shell_hook(scripted, command)
     assert code == 2, err
     assert err.count("\n") == 1 and "peek is not a program from a directory agents" in err
     # the runner's program from a directory agents cannot write still runs
-    assert _shell_hook(scripted, command.replace("peek", "cat notes.txt")) == (0, "")
+    assert shell_hook(scripted, command.replace("peek", "cat notes.txt")) == (0, "")
 
 
 @pytest.mark.parametrize(
@@ -254,7 +230,7 @@ def test_a_link_the_receiver_made_to_a_runner_is_refused(scripted: Path, command
         found = shutil.which(target, path="/usr/bin:/bin")
         assert found is not None
         (scripted / name).symlink_to(found)
-    code, err = _shell_hook(scripted, command)
+    code, err = shell_hook(scripted, command)
     assert code == 2, err
     assert err.count("\n") == 1 and "which runs the program it is given" in err
 
@@ -292,7 +268,7 @@ def test_plain_commands_stay_allowed(
     system = "/usr/local/bin:/usr/bin:/bin"
     writable = tmp_path_factory.mktemp("bin")
     monkeypatch.setenv("PATH", f"{writable}:{system}" if writable_on_path else system)
-    assert _shell_hook(scripted, command) == (0, "")
+    assert shell_hook(scripted, command) == (0, "")
 
 
 # --- (a) the payload index's tail-only writer (ADR 0110 amendment) ---------------------
@@ -542,15 +518,9 @@ def envelopes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _check(root: Path, *argv: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, *argv], cwd=root, env=clean_env(), capture_output=True, timeout=60
-    )
-
-
 @pytest.fixture(scope="module")
 def one_process(envelopes: Path) -> subprocess.CompletedProcess[bytes]:
-    return _check(envelopes, "-m", "eidolons", "check", ".", "--jobs", "1")
+    return _python(envelopes, "-m", "eidolons", "check", ".", "--jobs", "1", text=False)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
@@ -588,7 +558,7 @@ def test_workers_that_cannot_all_be_forked_give_the_one_process_findings(
 ) -> None:
     # a process limit reached after `forks` workers: the run is checked in this process,
     # its output and exit code those of `--jobs 1`
-    proc = _check(envelopes, "-c", _FORK_FAILS, str(forks))
+    proc = _python(envelopes, "-c", _FORK_FAILS, str(forks), text=False)
     assert (proc.returncode, proc.stdout, proc.stderr) == (
         one_process.returncode,
         one_process.stdout,
