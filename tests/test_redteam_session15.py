@@ -16,12 +16,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from tests._redteam import Cli, assert_gated, hook, host_index
+from tests._redteam import Cli, assert_gated, event, hook, host_index
 from tests.conftest import clean_env, emit_cmd, emit_payload, trace_files
 from tests.test_check_jobs import _python
 
@@ -479,21 +478,6 @@ def test_the_memory_store_is_never_written_through_a_planted_link(
     assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))
 
 
-def _hook_doc(root: Path, tool: str, tool_input: Mapping[str, object], agent: str | None) -> bytes:
-    doc: dict[str, object] = {
-        "session_id": "s",
-        "transcript_path": str(root / "t.jsonl"),
-        "cwd": str(root),
-        "hook_event_name": "PreToolUse",
-        "tool_name": tool,
-        "tool_input": tool_input,
-        "tool_use_id": "toolu_1",
-    }
-    if agent is not None:
-        doc.update(agent_id="ae03233dc7de3192d", agent_type=agent)
-    return json.dumps(doc).encode()
-
-
 @pytest.mark.parametrize("agent", ["vigil", None])
 @pytest.mark.parametrize("how", ["grep-tool", "grep-r", "rg"])
 def test_a_search_above_the_host_config_directory_is_denied(
@@ -517,7 +501,7 @@ def test_a_search_above_the_host_config_directory_is_denied(
     err = io.StringIO()
     code = main(
         ["claude-code", "--root", str(project)],
-        stdin=io.BytesIO(_hook_doc(project, tool, tool_input, agent)),
+        stdin=io.BytesIO(event(project, tool, dict(tool_input), agent)),
         stdout=io.StringIO(),
         stderr=err,
     )
@@ -617,7 +601,7 @@ def _shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[
     err = io.StringIO()
     code = main(
         ["claude-code", "--root", str(root)],
-        stdin=io.BytesIO(_hook_doc(root, "Bash", {"command": command}, agent)),
+        stdin=io.BytesIO(event(root, "Bash", {"command": command}, agent)),
         stdout=io.StringIO(),
         stderr=err,
     )
