@@ -177,6 +177,34 @@ def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[P
     return tuple(dict.fromkeys(dirs))
 
 
+def sealed_handoff_dirs(root: StrPath) -> tuple[str, ...] | None:
+    """The hand-off directories (resolved) of a sealed project, else None. A project is
+    sealed when ``eidolons init`` wired it to a host that hides those directories from the
+    agents' shells (``.eidolons/sealed``, ADR 0140): a hand-off is then received only
+    from there, and ``emit`` places it there."""
+    from eidolons.knownhandoff import SEALED_FILE
+
+    if not os.path.lexists(os.path.join(os.fspath(root), SEALED_FILE)):
+        return None
+    return tuple(os.path.realpath(d) for d in handoff_dirs(root))
+
+
+def outside_sealed(path: StrPath, root: StrPath) -> str | None:
+    """Why ``path`` may not be received in this project (it lies outside every sealed
+    hand-off directory), or None."""
+    sealed = sealed_handoff_dirs(root)
+    if sealed is None:
+        return None
+    real = os.path.realpath(path)
+    if any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in sealed):
+        return None
+    return (
+        f"{path} lies outside the sealed hand-off directories ({HANDOFF_DIR}/ and those "
+        "configured): in a project wired to a host a hand-off is received only from there, "
+        "where no agent's shell can change it; emit it again (emit places it there)"
+    )
+
+
 def _configured_handoff_dirs(root: Path) -> list[str]:
     path = root / CONFIG_FILE
     try:

@@ -81,6 +81,8 @@ class EmitResult:
     trace_path: str | None
     #: What the receiver would refuse, written anyway because ``check`` was off.
     refusals: list[Failure] = field(default_factory=list)
+    #: Where the payload was copied to: a sealed project's hand-off directory (ADR 0140).
+    placed: Path | None = None
 
 
 class HandoffRefused(EidolonsError):
@@ -264,114 +266,131 @@ def emit(
         _ask_for_high_trust_flags(
             sender, recipient, contract, trust_level, key, ise, envelope_version, signer
         )
-    envelope_path = out or default_envelope_path(payload)
-    if not envelope_path.name.endswith(ENVELOPE_SUFFIX):
-        raise UsageError(f"--out {envelope_path} must be named *{ENVELOPE_SUFFIX}")
-    state = Path(os.path.realpath(root)) / ".eidolons"
-    in_state = Path(os.path.realpath(envelope_path)).is_relative_to(state)
-    if in_state and find_handoff(envelope_path, root, trace=False) is None:
-        raise UsageError(
-            f"{envelope_path} lies in {state}, the gates' own state (trace, memory); "
-            f"hand-offs belong in {Path(root) / HANDOFF_DIR}"
-        )
-    if envelope_path.exists() and not force:
-        raise UsageError(f"{envelope_path} exists; use --force to replace it")
-    artifact_path = _artifact_path(payload, envelope_path, root)
-    method = "hmac-sha256" if key is not None else "sha256"
-    location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
-    # the bytes are kept only when the self-check needs them (required sections, the
-    # edge's budget: ADR 0025)
-    art = contract.artifact_for_kind(kind) if contract is not None else None
-    keep = art is not None and bool(art.required_sections)
-    keep = keep or (contract is not None and contract.token_budget_max is not None)
+    copied = place_in_sealed(payload, root, limits)
+    if copied is not None:
+        if out is not None:
+            raise UsageError(
+                f"--out {out}: in a sealed project the envelope lies beside its payload in "
+                "the hand-off directory"
+            )
+        payload = copied
     try:
-        digest = hash_payload(location, method, key, max_bytes=limits.max_payload_bytes, keep=keep)
-    except PayloadError as exc:
-        raise InputError(str(exc)) from None
-    _check_resolvable(payload, envelope_path, artifact_path, root)
-    summary = summary or objective
-    cd = ContextDelta(
-        token_budget=token_budget,
-        tokens_used=tokens_used if tokens_used is not None else (len(summary.encode()) + 3) // 4,
-        summary=summary,
-        input_handles=tuple(input_handles),
-    )
-    message_id = uuid7()
-    envelope = build_envelope(
-        digest=digest,
-        artifact_path=artifact_path,
-        sender=sender,
-        recipient=recipient,
-        performative=performative,
-        kind=kind,
-        objective=objective,
-        message_id=message_id,
-        thread_id=thread_id or message_id,
-        parent_id=parent_id,
-        context_delta=cd,
-        schema_version=schema_version,
-        envelope_version=envelope_version,
-        trust_level=trust_level,
-        edge_origin=edge_origin,
-        ise=ise,
-        host=env.get("ECL_HOST") or "raw",
-        model=env.get("ECL_MODEL") or "unknown",
-        sender_signed=signer is not None,
-    )
-    refusals = self_check(
-        envelope, recipient.eidolon, contracts, digest.data, signed_sender=signer is not None
-    )
-    if refusals and check:
-        raise HandoffRefused(recipient.eidolon, sender.eidolon, refusals)
-    import json
-
-    data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    directory = envelope_path.parent
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = _written(directory, data)
-    except OSError as exc:
-        raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
-    trace_path: str | None = None
-    # each file is put in place (the signature before the envelope), then the emit event is
-    # recorded: no event ever names an envelope that never appeared, and a record that
-    # fails takes back what was placed, a replaced file restored (ADR 0127)
-    temps = [tmp]
-    placed: list[tuple[tuple[int, int], Path, Path | None]] = []
-    try:
+        envelope_path = out or default_envelope_path(payload)
+        if not envelope_path.name.endswith(ENVELOPE_SUFFIX):
+            raise UsageError(f"--out {envelope_path} must be named *{ENVELOPE_SUFFIX}")
+        state = Path(os.path.realpath(root)) / ".eidolons"
+        in_state = Path(os.path.realpath(envelope_path)).is_relative_to(state)
+        if in_state and find_handoff(envelope_path, root, trace=False) is None:
+            raise UsageError(
+                f"{envelope_path} lies in {state}, the gates' own state (trace, memory); "
+                f"hand-offs belong in {Path(root) / HANDOFF_DIR}"
+            )
+        if envelope_path.exists() and not force:
+            raise UsageError(f"{envelope_path} exists; use --force to replace it")
+        artifact_path = _artifact_path(payload, envelope_path, root)
+        method = "hmac-sha256" if key is not None else "sha256"
+        location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
+        # the bytes are kept only when the self-check needs them (required sections, the
+        # edge's budget: ADR 0025)
+        art = contract.artifact_for_kind(kind) if contract is not None else None
+        keep = art is not None and bool(art.required_sections)
+        keep = keep or (contract is not None and contract.token_budget_max is not None)
         try:
-            if signer is not None:  # the signature is in place before the envelope appears
-                from eidolons.senders import sign_bytes, signature_path
+            digest = hash_payload(
+                location, method, key, max_bytes=limits.max_payload_bytes, keep=keep
+            )
+        except PayloadError as exc:
+            raise InputError(str(exc)) from None
+        _check_resolvable(payload, envelope_path, artifact_path, root)
+        summary = summary or objective
+        cd = ContextDelta(
+            token_budget=token_budget,
+            tokens_used=tokens_used
+            if tokens_used is not None
+            else (len(summary.encode()) + 3) // 4,
+            summary=summary,
+            input_handles=tuple(input_handles),
+        )
+        message_id = uuid7()
+        envelope = build_envelope(
+            digest=digest,
+            artifact_path=artifact_path,
+            sender=sender,
+            recipient=recipient,
+            performative=performative,
+            kind=kind,
+            objective=objective,
+            message_id=message_id,
+            thread_id=thread_id or message_id,
+            parent_id=parent_id,
+            context_delta=cd,
+            schema_version=schema_version,
+            envelope_version=envelope_version,
+            trust_level=trust_level,
+            edge_origin=edge_origin,
+            ise=ise,
+            host=env.get("ECL_HOST") or "raw",
+            model=env.get("ECL_MODEL") or "unknown",
+            sender_signed=signer is not None,
+        )
+        refusals = self_check(
+            envelope, recipient.eidolon, contracts, digest.data, signed_sender=signer is not None
+        )
+        if refusals and check:
+            raise HandoffRefused(recipient.eidolon, sender.eidolon, refusals)
+        import json
 
-                sidecar = Path(signature_path(envelope_path))
-                temps.append(_written(directory, sign_bytes(data, signer)))
-                ident = _identity(temps[-1])
-                placed.append((ident, sidecar, _place(temps[-1], sidecar, replace=True)))
-            ident = _identity(tmp)
-            placed.append((ident, envelope_path, _place(tmp, envelope_path, replace=force)))
-            if write_trace:
-                from eidolons.tracestore import open_store
+        data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        directory = envelope_path.parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            tmp = _written(directory, data)
+        except OSError as exc:
+            raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+        trace_path: str | None = None
+        # each file is put in place (the signature before the envelope), then the emit event is
+        # recorded: no event ever names an envelope that never appeared, and a record that
+        # fails takes back what was placed, a replaced file restored (ADR 0127)
+        temps = [tmp]
+        placed: list[tuple[tuple[int, int], Path, Path | None]] = []
+        try:
+            try:
+                if signer is not None:  # the signature is in place before the envelope appears
+                    from eidolons.senders import sign_bytes, signature_path
 
-                target = store if store is not None else open_store(root, env, file=trace_file)
-                try:
-                    event = emit_event(envelope, digest, payload_key(payload, root))
-                    trace_path = target.append(envelope["thread_id"], event).location
-                finally:
-                    if store is None:
-                        target.close()
-        except BaseException:
-            for done in reversed(placed):
-                _take_back(*done)
-            raise
-        for _, _, kept in placed:
-            if kept is not None:
-                kept.unlink(missing_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot write {envelope_path}: {exc.strerror or exc}") from None
-    finally:
-        for written in temps:
-            written.unlink(missing_ok=True)
-    return EmitResult(envelope_path, envelope, trace_path, refusals)
+                    sidecar = Path(signature_path(envelope_path))
+                    temps.append(_written(directory, sign_bytes(data, signer)))
+                    ident = _identity(temps[-1])
+                    placed.append((ident, sidecar, _place(temps[-1], sidecar, replace=True)))
+                ident = _identity(tmp)
+                placed.append((ident, envelope_path, _place(tmp, envelope_path, replace=force)))
+                if write_trace:
+                    from eidolons.tracestore import open_store
+
+                    target = store if store is not None else open_store(root, env, file=trace_file)
+                    try:
+                        event = emit_event(envelope, digest, payload_key(payload, root))
+                        trace_path = target.append(envelope["thread_id"], event).location
+                    finally:
+                        if store is None:
+                            target.close()
+            except BaseException:
+                for done in reversed(placed):
+                    _take_back(*done)
+                raise
+            for _, _, kept in placed:
+                if kept is not None:
+                    kept.unlink(missing_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot write {envelope_path}: {exc.strerror or exc}") from None
+        finally:
+            for written in temps:
+                written.unlink(missing_ok=True)
+        return EmitResult(envelope_path, envelope, trace_path, refusals, copied)
+    except BaseException:
+        if copied is not None:  # nothing of a refused emit stays behind
+            copied.unlink(missing_ok=True)
+        raise
 
 
 def _written(directory: Path, data: bytes) -> Path:
@@ -432,6 +451,39 @@ def _take_back(ours: tuple[int, int], target: Path, kept: Path | None) -> None:
             os.unlink(target)
     except OSError:
         pass
+
+
+def place_in_sealed(payload: Path, root: Path, limits: Limits) -> Path | None:
+    """In a sealed project, a payload outside the hand-off directories is copied into
+    ``.eidolons/handoffs/`` (a new file, never over another: ``NAME-2.md``...), and the copy
+    is the hand-off; None when there is nothing to place."""
+    from eidolons.config import outside_sealed, sealed_handoff_dirs
+
+    if sealed_handoff_dirs(root) is None or outside_sealed(payload, root) is None:
+        return None
+    try:
+        fd = os.open(payload, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(limits.max_payload_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    if len(data) > limits.max_payload_bytes:
+        raise InputError(f"{payload} is larger than {limits.max_payload_bytes} bytes")
+    directory = Path(root) / HANDOFF_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    stem, suffix = os.path.splitext(payload.name)
+    for n in range(1, 1000):
+        target = directory / (payload.name if n == 1 else f"{stem}-{n}{suffix}")
+        if target.name.endswith(ENVELOPE_SUFFIX) or os.path.lexists(default_envelope_path(target)):
+            continue
+        try:
+            out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(out, "wb") as fh:
+            fh.write(data)
+        return target
+    raise UsageError(f"no free name for {payload.name} in {directory}")
 
 
 def emit_event(

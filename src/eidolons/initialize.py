@@ -8,11 +8,15 @@ with ``dry_run``):
    ``memory/``, so a Grep of the project does not show hand-off bytes (ADR 0040).
 3. The signing key and trust store: ``eidolons keys init`` when this build has it and
    the trust store does not exist yet.
-4. The receivers' skills: ``eidolons skill install --all`` when this build has it.
-5. Each host's hook configuration (:mod:`eidolons.hooks.wiring`), merged into the file
+4. The skills of the receivers the project has (its agent definitions, or ``receivers``):
+   ``eidolons skill install R...``, never all of them into every prompt.
+5. Each host's configuration (:mod:`eidolons.hooks.wiring`), merged into its files
    without disturbing foreign entries. A file that is not a JSON object is never
-   overwritten without ``force`` (then it is kept as ``FILE.bak``).
-6. Advice for receiver agent files whose tools let them read around the hook.
+   overwritten without ``force`` (then it is kept as ``FILE.bak``). For Claude Code also
+   the launcher ``.claude/hooks/eidolons``, the sandbox, the MCP server, and the marker
+   ``.eidolons/sealed``: hand-offs live only in the hand-off directories (ADR 0140).
+6. Notes: what the sandbox needs on this machine and changes for the user's own
+   commands, and advice for receiver agent files whose tools reach around the gate.
 
 What was created and merged is recorded in ``.eidolons/init.json``; ``undo`` removes
 exactly that (a file init created and nothing else uses is deleted; foreign entries stay).
@@ -29,8 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from eidolons.errors import EidolonsError
-from eidolons.hooks.wiring import CONFIG_FILES, Entry, WiringError, merge, plan, unmerge
-from eidolons.knownhandoff import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, STATE_DIR
+from eidolons.hooks.wiring import (
+    CONFIG_FILES,
+    LAUNCHER,
+    Entry,
+    WiringError,
+    claude_plan,
+    launcher_text,
+    merge,
+    plan,
+    unmerge,
+)
+from eidolons.knownhandoff import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
 MANIFEST = os.path.join(".eidolons", "init.json")
 IGNORE = IGNORE_FILE
@@ -51,6 +65,7 @@ class Report:
     def __init__(self, dry_run: bool) -> None:
         self.dry_run = dry_run
         self.lines: list[dict[str, str]] = []
+        self.notes: list[str] = []  # said on stderr: what the user must know or do
 
     def add(self, action: str, path: str, detail: str = "") -> None:
         self.lines.append({"action": action, "path": path, "detail": detail})
@@ -128,6 +143,7 @@ def install(
     dry_run: bool = False,
     force: bool = False,
     python: str | None = None,
+    receivers: list[str] | None = None,
 ) -> Report:
     report = Report(dry_run)
     manifest = _load_manifest(root)
@@ -142,9 +158,11 @@ def install(
             created.append(rel)
     _install_ignore(root, manifest, report, dry_run)
     _run_step(root, "keys", report, dry_run, force)
-    _run_step(root, "skill", report, dry_run, force)
+    _run_step(root, "skill", report, dry_run, force, receivers)
     for host in hosts:
         _install_host(root, host, manifest, report, dry_run=dry_run, force=force, python=python)
+    if "claude-code" in hosts:
+        _install_sealed(root, manifest, report, dry_run)
     if not dry_run:
         _write_atomic(root / MANIFEST, _dump(manifest))
     return report
@@ -191,8 +209,15 @@ def _quietly(argv: list[str]) -> tuple[int, str]:
     return code, buf.getvalue()
 
 
-def _run_step(root: Path, command: str, report: Report, dry_run: bool, force: bool) -> None:
-    """``keys init`` / ``skill install --all``, in-process, when this build has them."""
+def _run_step(
+    root: Path,
+    command: str,
+    report: Report,
+    dry_run: bool,
+    force: bool,
+    receivers: list[str] | None = None,
+) -> None:
+    """``keys init`` / ``skill install R...``, in-process, when this build has them."""
     from eidolons.cli import COMMANDS
 
     if command not in COMMANDS:
@@ -208,7 +233,14 @@ def _run_step(root: Path, command: str, report: Report, dry_run: bool, force: bo
                 raise InitError(f"eidolons keys init failed (exit {code})")
         report.add("created", trust, "eidolons keys init: a signing key outside the project")
         return
-    argv = ["skill", "install", "--all", "--root", str(root)]
+    found = project_receivers(root) if receivers is None else receivers
+    if not found:
+        report.notes.append(
+            "no receiver agents found (.claude/agents/*.md naming a contract's receiver): no "
+            "skills installed; name them with `eidolons init --receivers vigil,apivr`"
+        )
+        return
+    argv = ["skill", "install", *found, "--root", str(root)]
     argv += ["--dry-run"] if dry_run else []
     argv += ["--force"] if force else []
     code, out = _quietly(argv)
@@ -216,7 +248,9 @@ def _run_step(root: Path, command: str, report: Report, dry_run: bool, force: bo
         raise InitError(f"eidolons skill install failed (exit {code})")
     lines = out.splitlines()
     changed = [line for line in lines if "unchanged" not in line.split(".", 1)[0]]
-    detail = f"eidolons skill install --all: {len(changed)} of {len(lines)} files written"
+    detail = (
+        f"eidolons skill install {' '.join(found)}: {len(changed)} of {len(lines)} files written"
+    )
     if code == 3:
         detail += "; some refused (not generated by eidolons: see eidolons skill install)"
     report.add("merged" if changed else "unchanged", "receivers' skills", detail)
@@ -232,9 +266,31 @@ def _install_host(
     force: bool,
     python: str | None,
 ) -> None:
-    rel = CONFIG_FILES[host]
-    path = root / rel
+    if host == "claude-code":
+        from eidolons.hooks.fast import configured_handoff_dirs
+
+        extra = tuple(
+            os.path.relpath(d, os.path.realpath(root)) for d in configured_handoff_dirs(str(root))
+        )
+        for rel, entries in claude_plan(str(root), python, extra).items():
+            _merge_file(root, rel, host, entries, {}, manifest, report, dry_run, force)
+        return
     entries, scalars = plan(host, str(root), python)
+    _merge_file(root, CONFIG_FILES[host], host, entries, scalars, manifest, report, dry_run, force)
+
+
+def _merge_file(
+    root: Path,
+    rel: str,
+    host: str,
+    entries: list[Entry],
+    scalars: dict[str, Any],
+    manifest: dict[str, Any],
+    report: Report,
+    dry_run: bool,
+    force: bool,
+) -> None:
+    path = root / rel
     try:
         doc = load_json_object(path)
     except InitError:
@@ -251,7 +307,7 @@ def _install_host(
     except WiringError as exc:
         raise InitError(f"cannot merge {rel}: {exc}") from None
     if not changed:
-        report.add("unchanged", rel, f"{host} hook")
+        report.add("unchanged", rel, f"{host} wiring")
         return
     kinds = sorted({".".join(e.pointer) for e in changed})
     report.add("merged" if exists else "created", rel, f"{host}: " + ", ".join(kinds))
@@ -264,6 +320,74 @@ def _install_host(
             recorded.append(entry.to_dict())
     if not exists and rel not in manifest["created"]:
         manifest["created"].append(rel)
+
+
+def _install_sealed(root: Path, manifest: dict[str, Any], report: Report, dry_run: bool) -> None:
+    """The launcher, the marker of a sealed project, and what the sandbox means here."""
+    python = os.environ.get("EIDOLONS_PYTHON") or sys.executable
+    for rel, text, mode in (
+        (LAUNCHER, launcher_text(python), 0o755),
+        (
+            SEALED_FILE,
+            "# written by eidolons init: hand-offs are received only from the hand-off "
+            "directories\n",
+            0o644,
+        ),
+    ):
+        path = root / rel
+        try:
+            current = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            current = None
+        if current == text:
+            report.add("unchanged", rel)
+            continue
+        report.add("created" if current is None else "merged", rel)
+        if dry_run:
+            continue
+        _write_atomic(path, text)
+        os.chmod(path, mode)
+        if current is None and rel not in manifest["created"]:
+            manifest["created"].append(rel)
+    report.notes.extend(sandbox_notes())
+
+
+def sandbox_notes() -> list[str]:
+    """What the user must know of Claude Code's sandbox on this machine."""
+    import shutil
+
+    notes = []
+    if sys.platform.startswith("linux"):
+        missing = [name for name in ("bwrap", "socat") if shutil.which(name) is None]
+        if missing:
+            notes.append(
+                f"the sandbox cannot start here: {' and '.join(missing)} not installed; run "
+                "`sudo apt-get install bubblewrap socat` (Fedora: `sudo dnf install bubblewrap "
+                "socat`). Until then Claude Code refuses to start in this project "
+                "(sandbox.failIfUnavailable)"
+            )
+    elif sys.platform != "darwin":
+        notes.append(
+            f"Claude Code's sandbox does not run on {sys.platform}: the shell is not sealed here"
+        )
+    notes.append(
+        "the sandbox is on for every Bash command in this project: commands write only "
+        "inside the project and the temporary directory, cannot read the hand-offs, and "
+        "reach the network only for the domains in sandbox.network.allowedDomains of "
+        ".claude/settings.json (add the ones your commands need, e.g. pypi.org)"
+    )
+    return notes
+
+
+def project_receivers(root: Path) -> list[str]:
+    """The receivers the project has: its Claude Code agent definitions whose ``name`` a
+    contract names as a receiver."""
+    from eidolons.contract import ContractSet, load_contracts
+    from eidolons.hooks.wiring import agent_names
+
+    contracts = load_contracts(root, [])
+    receivers = {c.to for c in contracts} if isinstance(contracts, ContractSet) else set()
+    return sorted(set(agent_names(str(root))) & receivers)
 
 
 def undo(root: Path, *, dry_run: bool = False) -> Report:

@@ -50,7 +50,11 @@ TRACE_DIR = os.path.join(STATE_DIR, ".trace")
 #: what ``eidolons init`` writes there: the state no search may walk into (the hook's
 #: searches read it back)
 IGNORE_FILE = os.path.join(STATE_DIR, ".ignore")
-IGNORE_LINES = ("handoffs/", "keys/", "memory/")
+IGNORE_LINES = ("handoffs/", "keys/", "memory/", "verified/")
+#: the gate's copies of the bytes it verified, which a host's Read is pointed at (ADR 0140)
+COPIES_DIR = os.path.join(STATE_DIR, "verified")
+#: written by ``eidolons init`` for a host: every hand-off lives in a hand-off directory
+SEALED_FILE = os.path.join(STATE_DIR, "sealed")
 #: extra hand-off directories (``os.pathsep``-separated; :func:`eidolons.config.handoff_dirs`)
 HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
 #: a PostgreSQL trace store (:func:`eidolons.tracestore.open_store`)

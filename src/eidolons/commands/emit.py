@@ -137,9 +137,12 @@ def run(args: argparse.Namespace) -> int:
                 "trace": str(result.trace_path) if result.trace_path else None,
                 "envelope": result.envelope,
                 "refusals": [f.to_dict() for f in result.refusals],
+                "placed": str(result.placed) if result.placed else None,
             }
         )
     else:
+        if result.placed is not None:
+            print(f"payload: {result.placed} (copied into the sealed hand-off directory)")
         print(f"envelope: {result.envelope_path}")
         if result.trace_path:
             print(f"trace: {result.trace_path}")

@@ -20,6 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"comma-separated: {','.join(HOSTS)} (default: the hosts the project shows, "
         "else claude-code)",
     )
+    p.add_argument(
+        "--receivers",
+        metavar="LIST",
+        help="comma-separated receivers whose skills to install (default: the project's "
+        "agent definitions that a contract names as receivers)",
+    )
     p.add_argument("--root", metavar="DIR")
     p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
     p.add_argument(
@@ -54,8 +60,18 @@ def run(args: argparse.Namespace) -> int:
         if args.undo:
             report = undo(root, dry_run=args.dry_run)
         else:
+            receivers = (
+                None
+                if args.receivers is None
+                else [r.strip() for r in args.receivers.split(",") if r.strip()]
+            )
             report = install(
-                root, hosts, dry_run=args.dry_run, force=args.force, python=python_for_hooks()
+                root,
+                hosts,
+                dry_run=args.dry_run,
+                force=args.force,
+                python=python_for_hooks(),
+                receivers=receivers,
             )
     except InitError as exc:
         return error(f"init: {exc}")
@@ -64,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
         from eidolons.contract import ContractSet, load_contracts
 
         contracts = load_contracts(root, [])
-        receivers = {c.to for c in contracts} if isinstance(contracts, ContractSet) else set()
-        advice = receiver_agent_findings(str(root), receivers)
+        known = {c.to for c in contracts} if isinstance(contracts, ContractSet) else set()
+        advice = receiver_agent_findings(str(root), known)
     if args.json:
         print_json(
             {
@@ -73,11 +89,22 @@ def run(args: argparse.Namespace) -> int:
                 "dry_run": args.dry_run,
                 "changes": report.lines,
                 "advice": [{"file": f, "message": m} for f, m in advice],
+                "notes": report.notes,
             }
         )
         return 0
     for line in report.text():
         print(line)
+    for note in report.notes:
+        print(f"init: note: {note}", file=sys.stderr)
+    unsealed = [h for h in hosts if h != "claude-code"]
+    if unsealed and not args.undo:
+        print(
+            f"init: note: on {', '.join(unsealed)} the gate holds for the host's file tools "
+            "and the MCP reader only: that host cannot hide a directory from the agent's "
+            "shell, so a shell command can read a hand-off without the gate (README: hosts)",
+            file=sys.stderr,
+        )
     for path, message in advice:
         print(f"init: advice: {path}: {message}", file=sys.stderr)
     return 0

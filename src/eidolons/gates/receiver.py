@@ -365,6 +365,17 @@ def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
     return {"handback": str(written)}
 
 
+def _unsealed(root: StrPath, *paths: StrPath) -> str | None:
+    """Why a sealed project does not receive from these paths (ADR 0140), or None."""
+    from eidolons.config import outside_sealed
+
+    for path in paths:
+        why = outside_sealed(path, root)
+        if why is not None:
+            return why
+    return None
+
+
 def evaluate(
     artefact: StrPath,
     receiver: str | None,
@@ -434,6 +445,10 @@ def evaluate(
             f"({os.path.realpath(root)}): it is judged there, with that project's "
             "trust store and trace",
         )
+    elif env is not None and (unsealed := _unsealed(root, artefact, envelope_path)):
+        result.envelope = env
+        result.receiver = check.as_receiver
+        check.end(UNVERIFIED, "root", unsealed)
     elif env is not None:
         result.envelope = env
         result.receiver = check.as_receiver
@@ -446,6 +461,8 @@ def evaluate(
             budget=edge_budget(env, contract_set, check.as_receiver),
             snapshot=snapshot, result=result,
         )  # fmt: skip
+        if result.payload_path is not None and (unsealed := _unsealed(root, result.payload_path)):
+            check.end(UNVERIFIED, "root", unsealed)
         check.feed_contracts(contract_set)
     decision = check.decision()
     result.failures = decision.failures

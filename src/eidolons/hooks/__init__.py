@@ -7,9 +7,13 @@
 - :mod:`eidolons.hooks.events`: strict parsing of the host's stdin and the per-host
   field mapping (pure), and the project layout (which paths are hand-offs, keys, gate
   state or hook wiring).
-- :mod:`eidolons.hooks.shell`: best-effort reading of a shell command's file operands.
 - :mod:`eidolons.hooks.decide`: the full decision, with the receiver gate in-process.
-- :mod:`eidolons.hooks.dialects`: each host's answer (stdout, stderr, exit code).
+- :mod:`eidolons.hooks.dispatch`: the orchestrator gate run when the main loop starts a
+  subagent.
+- :mod:`eidolons.hooks.wiring`: what ``init`` writes into each host's settings (the hook,
+  Claude Code's sandbox, the MCP server), and the checks ``doctor`` and the hook make of it.
 
-Whatever goes wrong, the hook denies: it never fails open (ADR 0040).
+The hook judges tools by their exact arguments; the shell is kept out of the hand-offs by
+the host's sandbox, not by the hook (ADR 0140). Whatever goes wrong, the hook denies: it
+never fails open (ADR 0040).
 """

@@ -1,37 +1,40 @@
-"""The hook's full decision for a tool call that touches something of ECL's.
+"""The hook's full decision for a tool call that touches something of ECL's (ADR 0140).
 
-Rules (ADR 0040), for the calling agent R (the host's identity; none = the main loop):
+The hook judges tools by their exact arguments; the shell is sealed by the host's sandbox
+(Claude Code: ``sandbox.filesystem`` masks the hand-off directories, the keys and the memory
+store, and keeps the gate's state and code unwritable), never by reading its commands.
+Rules, for the calling agent R (the host's identity; none = the main loop):
 
-1. A signing key: never readable, never writable, by any agent (reads of the memory
-   store, which holds hand-off bytes, are denied too).
-2. A write (Write, Edit, a patch, or a shell command naming the path) to the gate's
-   state (``.eidolons/`` outside the hand-off directories: trace, trust store, contracts,
-   memory, keys) or to the hook wiring is denied for every agent.
+1. A signing key: never readable, never writable, by any agent. The memory store and the
+   gate's verified copies (both hold hand-off bytes) are not readable directly.
+2. A write (Write, Edit, a patch) to the gate's state (``.eidolons/`` outside the hand-off
+   directories) or to the host wiring and the gate's own code is denied for every agent.
+   In a hand-off directory an agent may only create a new payload file (the Write tool):
+   never change an existing file, and never write an envelope, a receipt or a signature,
+   or a payload beside an envelope.
 3. A hand-off (a file in a hand-off directory, an envelope, or a file with a sibling
-   envelope) read by a receiver R: allowed only when the receiver gate
-   (:func:`eidolons.gates.receiver.verify_incoming`, in-process) passes for R; else
-   denied with ``[R-verify-incoming] REFUSE: <CODE> from <sender>``. A file in a hand-off
-   directory without an envelope (deleted) is refused ``UNVERIFIED``.
+   envelope) read by a receiver R: allowed only when the receiver gate passes for R (on
+   hosts that name no agent: for the envelope's addressee); else denied with
+   ``[R-verify-incoming] REFUSE: <CODE> from <sender>``. On Claude Code the Read is then
+   pointed (``updatedInput``) at the gate's copy of exactly the bytes it judged, so a file
+   swapped after the check is never what the tool reads.
 4. The same read by the main loop: allowed only with an orchestrator ``verify_pass`` on
-   record for these exact envelope bytes and a digest recomputed now that matches; else
-   denied with ``[orchestrator-verify-incoming] REFUSE: <CODE> from <sender>``. Envelopes
-   themselves are readable by the main loop (it routes on them).
-5. Grep of a hand-off directory (or of a directory above one, unless ripgrep's
-   ``.eidolons/.ignore`` written by ``eidolons init`` hides it) is denied: it would show
-   the bytes of every payload at once. Glob (names only) of a hand-off directory is denied
-   to receivers.
-6. Shell: the words a command names are judged as above (any hand-off named is gated as
-   a read); naming the hand-off directory itself, or a hand-off's name that does not
-   resolve, is denied; for a receiver, a command this module cannot read
-   (:mod:`eidolons.hooks.shell`) is denied. ``eidolons`` itself, run by an agent: the
-   commands that write the gate's state or wiring (:data:`STATE_COMMANDS`: keys, init,
-   the trace store, an MCP server of its own) are denied to every agent (rule 2: the gate
-   process can write what the agent cannot); the orchestrator's gate (``verify-envelope``,
-   ``run``) is the main loop's only (the gate process reads the signing key a subagent
-   cannot, and would sign the subagent's rewrite); a subagent runs ``verify-incoming``
-   only ``--as`` itself and ``emit`` only ``--from`` itself (with ``--hmac`` the shell's
-   key would tag its envelope as another sender's).
-7. Anything else is allowed.
+   record for these exact envelope bytes and a digest recomputed now that matches.
+   Envelopes themselves are readable by the main loop (it routes on them).
+5. Dispatch: the main loop's ``Agent``/``Task`` call runs the orchestrator gate over the
+   hand-offs addressed to that subagent that have no pass on record for their bytes; a
+   refusal denies the dispatch and hands its REFUSE lines back to the main loop.
+6. Grep of a hand-off directory (or of a directory above one, unless ripgrep's
+   ``.eidolons/.ignore`` hides it) is denied; Glob of a hand-off directory is denied to
+   receivers.
+7. Shell: on Claude Code a Bash call runs only while the project's sandbox seals the
+   shell (:func:`eidolons.hooks.wiring.sandbox_problems`). Of the command itself the hook
+   decides only what it can decide exactly: a plain ``eidolons`` command. The commands
+   that write the gate's state or wiring are no agent's; the orchestrator's gate
+   (``verify-envelope``, ``run``) is the main loop's; a subagent runs ``verify-incoming``
+   only ``--as`` itself and ``emit`` only ``--from`` itself.
+8. The MCP server's ``emit`` sends as the calling subagent only.
+9. Anything else is allowed.
 """
 
 from __future__ import annotations
@@ -40,7 +43,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from eidolons.ecl.verdict import RefusalCode
 from eidolons.hooks.events import (
+    DISPATCH,
+    ENVELOPE_SUFFIX,
     HANDOFF,
     KEY,
     LIST,
@@ -60,6 +66,7 @@ from eidolons.knownhandoff import IGNORE_FILE as IGNORE_FILE  # spelled once (AD
 from eidolons.knownhandoff import IGNORE_LINES as IGNORE_LINES
 
 ORCHESTRATOR = "orchestrator"
+INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
 # ``eidolons`` commands (and actions) that write the gate's own state or the host wiring
@@ -79,10 +86,11 @@ IDENTITY_OPTIONS = {"verify-incoming": "--as", "emit": "--from"}
 
 class Decision:
     """Allow or deny, with the reason shown to the model (deny) and, on a verified read,
-    context for the model. ``handback``: the refusal hand-back written for the
-    orchestrator (section 7 of issue 10), when there is one."""
+    context for the model and the tool input pointed at the gate's copy of the bytes it
+    judged (``updated_input``). ``handback``: the refusal hand-back written for the
+    orchestrator, when there is one."""
 
-    __slots__ = ("allow", "context", "handback", "reason")
+    __slots__ = ("allow", "context", "handback", "reason", "updated_input")
 
     def __init__(
         self,
@@ -90,11 +98,13 @@ class Decision:
         reason: str = "",
         context: str | None = None,
         handback: str | None = None,
+        updated_input: dict[str, Any] | None = None,
     ) -> None:
         self.allow = allow
         self.reason = reason
         self.context = context
         self.handback = handback
+        self.updated_input = updated_input
 
     def __repr__(self) -> str:
         return f"Decision(allow={self.allow}, reason={self.reason!r})"
@@ -129,8 +139,10 @@ class Decider:
         kind = call.kind
         if kind == PASS:
             return ALLOW
+        if kind == DISPATCH:
+            return self._dispatch(call)
         if kind == WRITE:
-            return self._writes(call.paths)
+            return self._writes(call, call.paths)
         if kind == READ:
             return self._reads(call, call.paths)
         if kind == SEARCH or kind == LIST:
@@ -138,7 +150,9 @@ class Decider:
         if kind == SHELL:
             return self._shell(call)
         if kind == OTHER:
-            written = self._writes(call.paths)
+            if call.tool in OWN_EMIT_TOOLS:
+                return self._own_emit(call)
+            written = self._writes(call, call.paths)
             if not written.allow:
                 return written
             return self._reads(call, call.paths)
@@ -148,29 +162,35 @@ class Decider:
 
     def _reads(self, call: ToolCall, paths: list[str]) -> Decision:
         contexts = []
+        redirect = None
         for path in paths:
             cls = self.layout.classify_read(path)
             if cls == KEY:
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
             if cls == STORE:
                 return deny(
-                    f"eidolons hook: {path} is the memory store (it holds hand-off bytes); "
-                    "use `eidolons memory recall`"
+                    f"eidolons hook: {path} holds hand-off bytes the gate keeps (the memory "
+                    "store or its verified copies); read the hand-off itself, through the gate"
                 )
             if cls == HANDOFF:
-                decision = self.gate(call.receiver, path)
+                decision = self.gate(call, path)
                 if not decision.allow:
                     return decision
                 if decision.context:
                     contexts.append(decision.context)
-        if contexts:
-            return Decision(True, context="\n".join(contexts))
+                redirect = decision.updated_input
+        if contexts or redirect:
+            return Decision(True, context="\n".join(contexts) or None, updated_input=redirect)
         return ALLOW
 
-    def _writes(self, paths: list[str]) -> Decision:
+    def _writes(self, call: ToolCall, paths: list[str]) -> Decision:
         for path in paths:
             cls = self.layout.classify_write(path)
-            if cls is not None:
+            if cls == HANDOFF:
+                refused = _sealed_write(call.tool, path)
+                if refused is not None:
+                    return deny(f"eidolons hook: {path}: {refused}")
+            elif cls is not None:
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[cls]}")
         return ALLOW
 
@@ -182,12 +202,16 @@ class Decider:
             self._contracts = load_contracts(self.root, [])
         return self._contracts
 
-    def gate(self, receiver: str | None, path: str) -> Decision:
-        if receiver is None:
-            return self._orchestrator_read(path)
-        return self._receiver_read(receiver, path)
+    def gate(self, call: ToolCall, path: str) -> Decision:
+        redirect = call.tool_input if call.host == "claude-code" and call.tool == "Read" else None
+        if call.receiver is not None or call.host in ADDRESSEE_HOSTS:
+            # a host that names no agent: the read is judged as the envelope's addressee
+            return self._receiver_read(call.receiver, path, redirect)
+        return self._orchestrator_read(path, redirect)
 
-    def _receiver_read(self, receiver: str, path: str) -> Decision:
+    def _receiver_read(
+        self, receiver: str | None, path: str, redirect: dict[str, Any] | None
+    ) -> Decision:
         from eidolons.config import Limits, hmac_key
         from eidolons.gates.receiver import verify_incoming
 
@@ -199,18 +223,21 @@ class Decider:
             key=hmac_key(),
             limits=Limits.from_env(os.environ),
             require_envelope=True,
+            want_payload=redirect is not None,
         )
         if result:
             env = result.envelope
             assert env is not None
-            return Decision(
-                True,
-                context=(
-                    f"ECL verify_pass on record: message_id {env.message_id}, "
-                    f"{env.integrity_method} {env.integrity_value}, "
-                    f"{env.sender.eidolon} -> {receiver} {env.performative} {env.artifact_kind}"
-                ),
+            context = (
+                f"ECL verify_pass on record: message_id {env.message_id}, "
+                f"{env.integrity_method} {env.integrity_value}, "
+                f"{env.sender.eidolon} -> {result.receiver} {env.performative} "
+                f"{env.artifact_kind}"
             )
+            if redirect is None:
+                return Decision(True, context=context)
+            assert result.payload is not None and result.payload_sha256 is not None
+            return self._redirect(redirect, path, bytes(result.payload), context)
         lines = [result.refusal_line()]
         if result.failures:
             lines.append(f"reason: {result.failures[0].message}")
@@ -222,12 +249,22 @@ class Decider:
         lines.append("Do not process this payload; hand the refusal back to the orchestrator.")
         return deny("\n".join(lines), handback=handback)
 
-    def _orchestrator_read(self, path: str) -> Decision:
+    def _orchestrator_read(self, path: str, redirect: dict[str, Any] | None) -> Decision:
         from eidolons.hooks.orchestrator_read import check_orchestrator_read
 
-        refusal = check_orchestrator_read(Path(path), self.root)
+        refusal, verified = check_orchestrator_read(Path(path), self.root)
         if refusal is None:
-            return ALLOW
+            if redirect is None or verified is None:
+                return ALLOW  # an envelope: the main loop routes on it
+            data = _read_verified(verified[1], verified[0])
+            if data is None:
+                refusal = (
+                    INTEGRITY_MISMATCH,
+                    "unknown",
+                    f"{path} changed while the gate read it",
+                )
+            else:
+                return self._redirect(redirect, path, data, None)
         code, sender, message = refusal
         from eidolons._text import printable
 
@@ -236,6 +273,56 @@ class Decider:
             f"reason: {message}\n"
             "Run `eidolons verify-envelope ENVELOPE --block` before reading a hand-off."
         )
+
+    def _redirect(
+        self, tool_input: dict[str, Any], path: str, data: bytes, context: str | None
+    ) -> Decision:
+        """Allow the Read, pointed at the gate's copy of ``data`` (what it judged)."""
+        copy = verified_copy(self.layout.copies_dir, path, data)
+        note = f"(the Read shows the gate's copy of the verified bytes, {copy})"
+        return Decision(
+            True,
+            context=f"{context}\n{note}" if context else note,
+            updated_input={**tool_input, "file_path": copy},
+        )
+
+    # --- dispatch -------------------------------------------------------------------
+
+    def _dispatch(self, call: ToolCall) -> Decision:
+        """Rule 5: the orchestrator gate over the hand-offs addressed to the subagent."""
+        if call.target is None:
+            return ALLOW
+        from eidolons.hooks.dispatch import gate_pending
+
+        refusals, passed = gate_pending(self.layout, call.target)
+        if refusals:
+            return deny(
+                "\n".join(refusals)
+                + f"\nThe dispatch to {call.target} is refused: route the refusal to VIGIL "
+                "or the human, not to the receiver."
+            )
+        if passed:
+            return Decision(True, context="\n".join(passed))
+        return ALLOW
+
+    # --- the MCP server's emit -------------------------------------------------------
+
+    def _own_emit(self, call: ToolCall) -> Decision:
+        """Rule 8: a subagent emits only as itself; the payload is judged as a write."""
+        tool_input = call.tool_input or {}
+        sender = tool_input.get("sender")
+        if call.receiver is not None:
+            name = sender.partition("@")[0] if isinstance(sender, str) else None
+            if name != call.receiver:
+                return deny(
+                    f"eidolons hook: {call.receiver} emits only as itself "
+                    f"(sender {call.receiver}), not as {sender!r}"
+                )
+        for path in call.paths:
+            cls = self.layout.classify_read(path)
+            if cls in (KEY, STORE):
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+        return ALLOW
 
     # --- search and list ------------------------------------------------------------
 
@@ -265,8 +352,17 @@ class Decider:
                     decision = self._reads(call, [path])
                     if not decision.allow:
                         return decision
+                    if decision.updated_input is not None:  # Grep cannot be pointed at a copy
+                        return deny(
+                            f"eidolons hook: Grep of the hand-off {path}: read it with Read, "
+                            "through the gate"
+                        )
                 continue
-            inside = [d for d in (*layout.key_dirs, layout.store_dir) if _under(real, d)]
+            inside = [
+                d
+                for d in (*layout.key_dirs, layout.store_dir, layout.copies_dir)
+                if _under(real, d)
+            ]
             if inside:
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
             if layout.handoff_dir(real):
@@ -299,7 +395,7 @@ class Decider:
 
     def _above_protected(self, real: str, honours_ignore: bool = True) -> bool:
         layout = self.layout
-        protected = [*layout.handoff_dirs, layout.store_dir, *layout.key_dirs]
+        protected = [*layout.handoff_dirs, layout.store_dir, layout.copies_dir, *layout.key_dirs]
         above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
         if not above:
             return False
@@ -309,210 +405,122 @@ class Decider:
     # --- shell ----------------------------------------------------------------------
 
     def _shell(self, call: ToolCall) -> Decision:
-        from eidolons.hooks.shell import expand_word, read_command
-
+        """Rule 7. The sandbox, not the hook, keeps a shell out of the hand-offs."""
         assert call.command is not None
-        reading = read_command(call.command, call.cwd)
-        for args in reading.gate_calls:
-            refused = _gate_command(args, call.receiver)
+        if call.host == "claude-code":
+            from eidolons.hooks.wiring import sandbox_problems
+
+            problems = sandbox_problems(self.layout.root, self.layout.handoff_dirs)
+            if problems:
+                return deny(
+                    f"eidolons hook: {call.tool} is refused in this project: {problems[0]} "
+                    "(the sandbox is what keeps a shell out of the hand-offs; run "
+                    "`eidolons init --hosts claude-code`, then `eidolons doctor`)"
+                )
+        argv = plain_eidolons_command(call.command)
+        if argv is not None:
+            refused = _gate_command(argv, call.receiver)
             if refused is not None:
                 return deny(f"eidolons hook: {refused}")
-        layout = self.layout
-        names = self._handoff_names()
-        gated: list[str] = []
-        for program, args, cwds in reading.recursive:
-            recursive = self._recursive_read(program, args, cwds)
-            if recursive is not None:
-                return recursive
-        for word, cwds in zip(reading.words, reading.dirs, strict=True):
-            paths = [p for cwd in cwds for p in expand_word(word, cwd)]
-            resolved = False
-            for path in paths:
-                write_cls = layout.classify_write(path)
-                if write_cls is not None:
-                    return deny(
-                        f"eidolons hook: the command names {path}: {_WRITE_REASONS[write_cls]}"
-                    )
-                read_cls = layout.classify_read(path)
-                if read_cls in (KEY, STORE):
-                    return deny(f"eidolons hook: the command names {path}: {_WRITE_REASONS[KEY]}")
-                if read_cls == HANDOFF:
-                    real = os.path.realpath(path)
-                    if not os.path.isfile(real) and os.path.isdir(real):
-                        return deny(
-                            f"eidolons hook: the command names the hand-off directory {path}; "
-                            "read each hand-off with Read, through the gate"
-                        )
-                    gated.append(path)
-                if os.path.lexists(path):
-                    resolved = True
-            if not resolved and self._mentions(word, names):
-                return deny(
-                    f"eidolons hook: the command mentions a hand-off ({word!r}) in a way "
-                    "the hook cannot resolve; read it with Read, through the gate"
-                )
-        if call.receiver is not None and reading.opaque is None:
-            reading.opaque = self._foreign_code(reading)
-        if call.receiver is not None and reading.opaque is not None:
-            return deny(
-                f"eidolons hook: cannot tell what this command reads ({reading.opaque}); "
-                f"{call.receiver} reads hand-offs with Read, through the gate "
-                f"([{call.receiver}-verify-incoming] fails closed when in doubt)"
-            )
-        if gated:
-            return self._reads(call, gated)
         return ALLOW
 
-    def _foreign_code(self, reading: Any) -> str | None:
-        """Why a command may run code the hook cannot see, or None (ADR 0134): a program
-        given by path, or found on ``PATH``, outside the directories an agent cannot
-        write (the hook's ``PATH`` outside the project and the temporary directories,
-        the interpreter's own directory); an environment that changes what runs
-        (``PATH=``, ``LD_PRELOAD=``, ``PYTHONPATH=``...); ``python -m eidolons`` where an
-        ``eidolons`` in the working directory would be imported instead of the gate. A
-        receiver's script of its own would read hand-offs without the gate."""
-        import shutil
-        import sys
 
-        for name in reading.assigned:
-            if name in _RUN_VARIABLES or name.startswith(_RUN_PREFIXES):
-                return f"{name}= changes what the command runs"
-        if reading.module_dirs and reading.others:
-            return (
-                "python -m eidolons after another command, which may write the eidolons "
-                "it would import instead of the gate"
-            )
-        for cwds in reading.module_dirs:
-            for cwd in cwds:
-                try:
-                    shadow = [n for n in os.listdir(cwd) if n.partition(".")[0] == "eidolons"]
-                except OSError:
-                    continue
-                if shadow:
-                    return f"python -m eidolons in {cwd} would import {shadow[0]}, not the gate"
-        python = os.path.abspath(sys.executable) if sys.executable else ""
-        trusted = [d for d in (python and os.path.dirname(python),) if d]
-        trusted.append(os.path.dirname(os.path.realpath(python)) if python else "")
-        root = self.layout.root
-        for entry in os.environ.get("PATH", "").split(os.pathsep):
-            real = os.path.realpath(entry) if os.path.isabs(entry) else ""
-            if real and not _under(real, root) and not real.startswith(_SCRATCH):
-                trusted.append(real)
-        path_env = os.environ.get("PATH", "").split(os.pathsep)
-        open_path = any(
-            not os.path.isabs(e)
-            or _under(os.path.realpath(e), root)
-            or os.path.realpath(e).startswith(_SCRATCH)
-            for e in path_env
+#: the hosts whose hook events name no agent: a read is judged as the envelope's addressee
+ADDRESSEE_HOSTS = frozenset({"cursor", "gemini", "copilot"})
+#: the MCP server's sender tool, as each host names it
+OWN_EMIT_TOOLS = frozenset({"mcp__eidolons__emit", "MCP:emit", "emit"})
+_RESERVED_SUFFIXES = (ENVELOPE_SUFFIX, ".receipt.json", ".envelope.sig")
+#: the tools that create a file and cannot change one (the Write tool may overwrite: the
+#: path must not exist yet)
+NEW_FILE_TOOLS = frozenset({"Write", "write_file", "create"})
+
+
+def _sealed_write(tool: str, path: str) -> str | None:
+    """Why ``tool`` may not write ``path`` in a hand-off directory (rule 2), or None."""
+    from eidolons.knownhandoff import envelope_candidates
+
+    name = os.path.basename(path)
+    if name.endswith(_RESERVED_SUFFIXES):
+        return (
+            "envelopes, receipts and signatures in a hand-off directory are written only by "
+            "the gate (emit)"
         )
-
-        def foreign(path: str) -> bool:
-            real = os.path.realpath(path)
-            return not any(d and os.path.dirname(real) == d for d in trusted)
-
-        from eidolons.hooks.shell import OPAQUE_PROGRAMS, RUNNERS, program_base
-
-        # a link an agent made to an interpreter or a shell (`ln -s /bin/bash ./x; ./x
-        # peek.sh`), or to a runner, whose operands are judged by its name (`ln -s
-        # /usr/bin/setsid ./x; ./x ./y`): the name is not on the list, what it runs is
-        for program, cwds in reading.by_path:
-            for cwd in cwds:
-                link = os.path.join(cwd, os.path.expanduser(program))
-                real = os.path.realpath(link)
-                if foreign(real) or os.path.dirname(real) == os.path.realpath(
-                    os.path.dirname(link)
-                ):
-                    continue
-                if program_base(real) in OPAQUE_PROGRAMS:
-                    return f"{program} is {real}, which can read files the command does not name"
-                if os.path.basename(real) in RUNNERS:
-                    return f"{program} is {real}, which runs the program it is given"
-        for program, cwds in reading.programs:
-            if "/" in program:
-                found = [os.path.join(c, os.path.expanduser(program)) for c in cwds]
-                # a program by path that is not there yet: an earlier part of the
-                # command may write it (`cp x /tmp/y; /tmp/y`)
-                if any(not os.path.lexists(p) or foreign(p) for p in found):
-                    return f"{program} is not a program from a directory agents cannot write"
-                continue
-            which = shutil.which(program)
-            if which is None and open_path and program not in _BUILTINS:
-                return f"{program} is not on PATH, whose directories agents may write"
-            if which is not None and foreign(which):
-                return f"{program} is not a program from a directory agents cannot write"
-        # a runner's program by name (`timeout 5 peek`): a word it may run, found on PATH
-        # in a directory agents may write
-        for word in reading.run_names:
-            which = shutil.which(word)
-            if which is not None and foreign(which):
-                return f"{word} is not a program from a directory agents cannot write"
-        # a program run by a wrapper (`timeout 5 ./x`, `setsid ./x`, `strace ./x`): any
-        # word naming an executable file outside those directories
-        for word, cwds in zip(reading.words, reading.dirs, strict=True):
-            if "/" not in word or word.startswith("-"):
-                continue
-            for cwd in cwds:
-                path = os.path.join(cwd, os.path.expanduser(word))
-                if os.path.isfile(path) and os.access(path, os.X_OK) and foreign(path):
-                    return f"{word} is an executable an agent could have written"
-        return None
-
-    def _recursive_read(
-        self, program: str, args: list[str], cwds: tuple[str, ...]
-    ) -> Decision | None:
-        """A program reading a directory tree above a hand-off directory (or the keys, or
-        the memory store) reads every payload without the gate (rule 5, for the shell):
-        denied, unless it is ripgrep honouring ``.eidolons/.ignore`` (as the Grep tool)."""
-        from eidolons.hooks.shell import expand_word
-
-        operands = [
-            p for word in args for cwd in cwds for p in expand_word(word, cwd) if os.path.isdir(p)
-        ]
-        honours_ignore = program == "rg" and not any(
-            a.startswith(("-u", "--unrestricted", "--no-ignore", "--hidden", "-.")) for a in args
+    if tool not in NEW_FILE_TOOLS or os.path.lexists(path):
+        return (
+            "a hand-off is never changed in place; write a new payload file with Write and "
+            "emit it (mcp__eidolons__emit)"
         )
-        for directory in operands or list(cwds):
-            real = os.path.realpath(directory)
-            if self._above_protected(real, honours_ignore=honours_ignore):
-                return deny(
-                    f"eidolons hook: {program} would read {directory} recursively, hand-offs "
-                    "included, without the gate; name a narrower path"
-                )
+    if any(os.path.lexists(p) for p in envelope_candidates(path)):
+        return "an envelope already names this payload; write the new payload under a new name"
+    return None
+
+
+def verified_copy(directory: str, path: str, data: bytes) -> str:
+    """The gate's copy of ``data`` (the bytes it judged for ``path``), written once under
+    a name that is its digest, atomically; the host's Read is pointed at it."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(data).hexdigest()
+    _, ext = os.path.splitext(os.path.basename(path))
+    if not ext.isascii() or not ext[1:].isalnum() or len(ext) > 16:
+        ext = ""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    final = os.path.join(directory, digest + ext)
+    fd, tmp = tempfile.mkstemp(prefix=".copy-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return final
+
+
+def _read_verified(path: str, sha256: str) -> bytes | None:
+    """The bytes of ``path`` when their SHA-256 is ``sha256`` (what the gate verified),
+    read once without following a last link; None when they differ."""
+    import hashlib
+
+    from eidolons.config import Limits
+
+    limit = Limits.from_env(os.environ).max_payload_bytes
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit or hashlib.sha256(data).hexdigest() != sha256:
         return None
-
-    def _handoff_names(self) -> set[str]:
-        out: set[str] = set()
-        for directory in self.layout.handoff_dirs:
-            try:
-                with os.scandir(directory) as it:
-                    for entry in it:
-                        if len(entry.name) >= 4:
-                            out.add(entry.name)
-                            if len(out) > 10000:
-                                return out
-            except OSError:
-                continue
-        return out
-
-    def _mentions(self, word: str, names: set[str]) -> bool:
-        if ".eidolons" in word:
-            return True
-        if any(d in word for d in self.layout.handoff_dirs):
-            return True
-        return any(name in word for name in names)
+    return data
 
 
-# the environment that decides what a command runs (ADR 0134)
-_RUN_VARIABLES = frozenset({"PATH", "IFS", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"})
-_RUN_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL", "RUBY", "NODE_", "BASH_FUNC_")
-_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
-# the shell's own commands, never looked up on PATH
-_BUILTINS = frozenset(
-    "cd pushd popd dirs export declare typeset readonly local set unset shift true false "
-    "test [ [[ echo printf read wait exit return type umask ulimit times jobs fg bg kill "
-    "getopts let pwd : { } ! if then else elif fi for while until do done case esac in "
-    "function select".split()
-)
+def plain_eidolons_command(command: str) -> list[str] | None:
+    """The arguments of ``command`` when it is one plain ``eidolons`` command (``eidolons
+    ARGS`` or ``python -m eidolons ARGS``, no operator, no expansion), else None: the only
+    shell command the hook decides (rule 7); any other runs in the sandbox."""
+    import shlex
+
+    if "\n" in command or "$" in command or "`" in command:
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: not a command the hook can decide
+        return None
+    if not words or any(w and all(c in "();<>|&" for c in w) for w in words):
+        return None
+    if os.path.basename(words[0]) == "eidolons":
+        return words[1:]
+    if (
+        len(words) > 2
+        and os.path.basename(words[0]).startswith("python")
+        and words[1:3] == ["-m", "eidolons"]
+    ):
+        return words[3:]
+    return None
 
 
 def _under(path: str, directory: str) -> bool:
@@ -521,7 +529,7 @@ def _under(path: str, directory: str) -> bool:
 
 def _gate_command(args: list[str], receiver: str | None) -> str | None:
     """Why an agent (``receiver``; None = the main loop) may not run ``eidolons ARGS``,
-    or None (rule 6)."""
+    or None (rule 7)."""
     words = [a for a in args if not a.startswith("-")]
     command = words[0] if words else ""
     shown = " ".join(words[:2])

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import os
 
+from eidolons.knownhandoff import COPIES_DIR, STATE_DIR
+
 # the project's state paths, spelled once (ADR 0129; os only), still importable from here
 from eidolons.knownhandoff import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
 from eidolons.knownhandoff import HANDOFF_DIR as HANDOFF_DIR
-from eidolons.knownhandoff import STATE_DIR
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ SEARCH = "search"
 LIST = "list"
 SHELL = "shell"
 WRITE = "write"
-PASS = "pass"  # touches no file (Agent, WebFetch, TodoWrite...)
+PASS = "pass"  # touches no file (WebFetch, TodoWrite, a subagent's Agent...)
+DISPATCH = "dispatch"  # the main loop starts a subagent (Agent, Task): the orchestrator gate runs
 OTHER = "other"  # unknown tool or MCP: its string arguments are checked as paths
 
 HANDOFF = "handoff"
@@ -138,7 +140,18 @@ def _check_tree(value: Any) -> None:
 class ToolCall:
     """One tool call, as every host's hook reports it."""
 
-    __slots__ = ("command", "cwd", "host", "kind", "paths", "patterns", "receiver", "tool")
+    __slots__ = (
+        "command",
+        "cwd",
+        "host",
+        "kind",
+        "paths",
+        "patterns",
+        "receiver",
+        "target",
+        "tool",
+        "tool_input",
+    )
 
     def __init__(
         self,
@@ -151,6 +164,8 @@ class ToolCall:
         command: str | None = None,
         patterns: list[str] | None = None,
         receiver: str | None = None,
+        target: str | None = None,
+        tool_input: dict[str, Any] | None = None,
     ) -> None:
         self.host = host
         self.tool = tool
@@ -160,6 +175,8 @@ class ToolCall:
         self.command = command
         self.patterns = patterns or []
         self.receiver = receiver
+        self.target = target  # DISPATCH: the subagent started
+        self.tool_input = tool_input  # READ on Claude Code: the input a redirect rewrites
 
     def __repr__(self) -> str:
         return (
@@ -267,7 +284,15 @@ def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | No
         and "\n" not in s
         and os.path.lexists(os.path.join(cwd, s))
     )
-    return ToolCall(host, tool, OTHER, cwd, paths=[_abs(p, cwd) for p in found], receiver=receiver)
+    return ToolCall(
+        host,
+        tool,
+        OTHER,
+        cwd,
+        paths=[_abs(p, cwd) for p in found],
+        receiver=receiver,
+        tool_input=tool_input if isinstance(tool_input, dict) else None,
+    )
 
 
 # --- per host -----------------------------------------------------------------------------
@@ -305,7 +330,9 @@ def claude_tool_call(
         paths = _paths(tool_input, ("file_path", "notebook_path"), cwd)
         if not paths:
             raise HookInputError(f"{tool} without tool_input.file_path")
-        return ToolCall(host, tool, READ, cwd, paths=paths, receiver=receiver)
+        return ToolCall(
+            host, tool, READ, cwd, paths=paths, receiver=receiver, tool_input=tool_input
+        )
     if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
         paths = _paths(tool_input, ("file_path", "notebook_path"), cwd)
         if not paths:
@@ -329,6 +356,11 @@ def claude_tool_call(
             raise HookInputError("apply_patch without a string patch")
         paths = [_abs(p, cwd) for p in patch_paths(command)]
         return ToolCall(host, tool, WRITE, cwd, paths=paths, receiver=receiver)
+    if tool in ("Agent", "Task") and receiver is None:
+        target = tool_input.get("subagent_type")
+        if target is not None and not isinstance(target, str):
+            raise HookInputError(f"{tool} with a subagent_type that is not a string")
+        return ToolCall(host, tool, DISPATCH, cwd, receiver=None, target=target or None)
     if tool in _CLAUDE_PASS:
         return ToolCall(host, tool, PASS, cwd, receiver=receiver)
     return _generic(host, tool, tool_input, cwd, receiver)
@@ -593,6 +625,7 @@ class Layout:
     __slots__ = (
         "_index",
         "_key_dirs",
+        "copies_dir",
         "handoff_dirs",
         "root",
         "state_dir",
@@ -609,6 +642,7 @@ class Layout:
             _real(os.path.join(self.root, d)) for d in (HANDOFF_DIR, *extra_handoff_dirs)
         )
         self.store_dir = os.path.join(self.state_dir, "memory")
+        self.copies_dir = os.path.join(self.root, COPIES_DIR)
         home = os.path.expanduser("~")
         self.wiring = (
             *(os.path.join(self.root, f) for f in WIRING_FILES),
@@ -639,7 +673,7 @@ class Layout:
             return KEY
         if self.handoff_dir(real):
             return HANDOFF
-        if _under(real, self.store_dir):
+        if _under(real, self.store_dir) or _under(real, self.copies_dir):
             return STORE
         if has_envelope(path) or (real != path and has_envelope(real)):
             return HANDOFF
@@ -708,7 +742,7 @@ class Layout:
         if self.key_dir(real):
             return KEY
         if self.handoff_dir(real):
-            return None
+            return HANDOFF  # sealed: only a new payload file may be created there
         if _under(real, self.state_dir):
             return STATE
         if any(_under(real, w) or _under(path, w) for w in self.wiring):

@@ -5,10 +5,13 @@ The path for a call that touches nothing of ECL's (most calls: a Read of a sourc
 imports only ``os``, ``sys`` and ``_json``; the rest loads only when a hand-off, a key or
 the gate's state is involved, or for a shell command, a search or an unknown tool.
 
-Answers (ADR 0040, facts in ``shared/hosts/README.md``):
+Answers (ADR 0040, facts in ``shared/hosts/README.md`` sections 7 and 8):
 
-- claude-code: allow = exit 0, no output (JSON ``additionalContext`` on a verified
-  hand-off); deny = exit 2, the reason on stderr.
+- claude-code: allow = exit 0, no output; a verified hand-off = exit 0 and a JSON
+  ``allow`` whose ``updatedInput`` points the Read at the gate's copy of the bytes it
+  judged (``additionalContext`` says so); deny = exit 2 with a JSON ``deny`` on stdout
+  (the model sees its reason, not the hook's command line) and the reason on stderr.
+  The whole answer stays under the host's 10,000-character cap after JSON escaping.
 - codex, gemini: allow = exit 0, no output; deny = exit 2, the reason on stderr (Codex
   blocks on exit 2 only with a non-empty stderr).
 - cursor: allow = exit 0, ``{"permission":"allow"}`` (``failClosed`` blocks on silence);
@@ -33,6 +36,7 @@ HOSTS = ("claude-code", "codex", "cursor", "gemini", "copilot")
 EVENTS = ("pre-tool-use", "before-read-file", "before-tool")
 DEFAULT_BUDGET = 10.0
 MAX_REASON = 9000  # hosts cap hook output at 10,000 characters
+MAX_ANSWER = 9500  # the whole JSON answer, escapes included: truncated JSON is an allow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -287,17 +291,15 @@ def answer(host: str, decision: Decision | _Denied | None, out: TextIO, err: Tex
     if decision is None or decision.allow:
         code, stream = 0, out
         context = decision.context if decision is not None else None
+        updated = getattr(decision, "updated_input", None)
         if host == "cursor":
             text = '{"permission":"allow"}\n'
-        elif host == "claude-code" and context:
-            text = _dumps(
-                {
-                    "hookSpecificOutput": {
-                        "hookEventName": "PreToolUse",
-                        "additionalContext": context[:MAX_REASON],
-                    }
-                }
-            )
+        elif host == "claude-code" and (context or updated):
+            specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
+            if updated:
+                specific["permissionDecision"] = "allow"
+                specific["updatedInput"] = updated
+            text = _bounded(specific, "additionalContext", context or "")
         else:
             return 0  # nothing to say
     else:
@@ -308,6 +310,11 @@ def answer(host: str, decision: Decision | _Denied | None, out: TextIO, err: Tex
         elif host == "copilot":
             code, stream = 0, out
             text = _dumps({"permissionDecision": "deny", "permissionDecisionReason": reason})
+        elif host == "claude-code":
+            # exit 2 blocks whatever stdout holds; the JSON's reason is what the model sees
+            code, stream, extra = 2, out, reason + "\n"
+            specific = {"hookEventName": "PreToolUse", "permissionDecision": "deny"}
+            text = _bounded(specific, "permissionDecisionReason", reason)
         else:
             code, stream, text = 2, err, reason + "\n"
     if extra:
@@ -322,6 +329,21 @@ def answer(host: str, decision: Decision | _Denied | None, out: TextIO, err: Tex
     except BaseException:
         return 2
     return code
+
+
+def _bounded(specific: dict[str, Any], field: str, text: str) -> str:
+    """``{"hookSpecificOutput": specific + {field: text}}`` as JSON of at most
+    :data:`MAX_ANSWER` characters: ``text`` is cut until the escaped whole fits (an
+    attacker-chosen name can escape to six characters a character)."""
+    keep = len(text)
+    while True:
+        doc = dict(specific)
+        if text:
+            doc[field] = text[:keep] if keep == len(text) else text[:keep] + " [...]"
+        line = _dumps({"hookSpecificOutput": doc})
+        if len(line) <= MAX_ANSWER or keep == 0:
+            return line
+        keep = max(0, keep - (len(line) - MAX_ANSWER) - 16)
 
 
 def _dumps(value: Any) -> str:

@@ -34,36 +34,49 @@ from eidolons.receipts import receiver_evidence, signed_without_trust_store
 from eidolons.tracestore import open_store
 from eidolons.verify import verify_parsed
 
+Refusal = tuple[str, str, str]  # (code, sender, reason)
+Verified = tuple[str, str]  # (the payload's SHA-256 verified now, its real path)
 
-def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | None:
-    """None when the main loop may read ``path``; else (code, sender, reason)."""
+
+def check_orchestrator_read(path: Path, root: Path) -> tuple[Refusal | None, Verified | None]:
+    """``(None, verified)`` when the main loop may read ``path`` (``verified`` None for an
+    envelope); else ``(refusal, None)``."""
     if path.name.endswith(ENVELOPE_SUFFIX):
-        return None
+        return None, None
+    refusal, verified = _check(path, root)
+    return refusal, None if refusal is not None else verified
+
+
+def _check(path: Path, root: Path) -> tuple[Refusal | None, Verified | None]:
     try:
         envelope_path = find_envelope(path)
     except AmbiguousEnvelope as exc:
-        return SCHEMA_INVALID, "unknown", str(exc)
+        return (SCHEMA_INVALID, "unknown", str(exc)), None
     if envelope_path is None:
-        return UNVERIFIED, "unknown", f"{path.name} is in a hand-off directory but has no envelope"
+        return (
+            UNVERIFIED,
+            "unknown",
+            f"{path.name} is in a hand-off directory but has no envelope",
+        ), None
     limits = Limits.from_env(os.environ)
     try:
         data = read_envelope_bytes(envelope_path, limits.max_envelope_bytes)
         env = parse_envelope(data, limits)
     except (EnvelopeError, InputError) as exc:
-        return SCHEMA_INVALID, "unknown", str(exc)
+        return (SCHEMA_INVALID, "unknown", str(exc)), None
     sender = env.sender.eidolon
     if env.message_id is None:
-        return UNVERIFIED, sender, "the envelope has no message_id to look up"
+        return (UNVERIFIED, sender, "the envelope has no message_id to look up"), None
     try:
         with open_store(root) as store:
             record = store.latest_verdict(env.thread_id, env.message_id)
     except InputError as exc:
-        return UNVERIFIED, sender, f"the trace cannot be read: {exc}"
+        return (UNVERIFIED, sender, f"the trace cannot be read: {exc}"), None
     envelope_sha256 = hashlib.sha256(data).hexdigest()
     try:  # with a trust store only a signed receipt is evidence, as for every receiver
         trust = load_trust_store(root)
     except TrustStoreError as exc:
-        return UNVERIFIED, sender, f"trust store unusable: {exc}"
+        return (UNVERIFIED, sender, f"trust store unusable: {exc}"), None
     receipt = None
     if trust is None:
         judged = judge_record(env, record, envelope_sha256)
@@ -80,7 +93,7 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | No
             envelope_sha256=envelope_sha256,
         )
     if judged is not None:
-        return judged[0], sender, judged[1]
+        return (judged[0], sender, judged[1]), None
     check = verify_parsed(
         env,
         envelope_path,
@@ -90,14 +103,15 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[str, str, str] | No
         key=hmac_key(),
     )
     if check.verdict is not Verdict.PASS:
-        return INTEGRITY_MISMATCH, sender, f"[{check.verdict}] {check.message}"
+        return (INTEGRITY_MISMATCH, sender, f"[{check.verdict}] {check.message}"), None
     if receipt is not None and (
         check.digest is None or receipt.subject_sha256 != check.digest.sha256
     ):
-        return INTEGRITY_MISMATCH, sender, "the signed receipt is for other payload bytes"
+        return (INTEGRITY_MISMATCH, sender, "the signed receipt is for other payload bytes"), None
     if not _same_file(path, check.payload_real):
-        return INTEGRITY_MISMATCH, sender, f"{path} is not the payload the envelope names"
-    return None
+        return (INTEGRITY_MISMATCH, sender, f"{path} is not the payload the envelope names"), None
+    assert check.digest is not None and check.payload_real is not None  # a pass hashed them
+    return None, (check.digest.sha256, str(check.payload_real))
 
 
 def _same_file(a: Path, b: Path | str | None) -> bool:

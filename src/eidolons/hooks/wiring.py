@@ -1,19 +1,23 @@
 """What ``eidolons init`` writes into each host's configuration, and how to find it again.
 
-Pure over JSON documents (dicts): :func:`plan` says, per host, which file holds the hook
+Pure over JSON documents (dicts): :func:`plan` says, per host, which files hold the wiring
 and which entries go where; :func:`merge` adds them to a document without disturbing
 foreign entries (an entry of ours already there is replaced in place, so re-running is
 a no-op); :func:`unmerge` removes exactly what was added. An entry is ours when it runs
-:data:`eidolons.hooks.fast.BOOTSTRAP` (:func:`is_ours`). ``doctor`` reads the same plan to
-check the wiring (:func:`check_claude_settings` and friends).
+the launcher or :data:`eidolons.hooks.fast.BOOTSTRAP` (:func:`is_ours`). ``doctor`` and the
+hook read the same plan back (:func:`check_claude_settings`, :func:`sandbox_problems`).
 
 Per host (facts in ``shared/hosts/README.md``):
 
-- claude-code, ``.claude/settings.json``: one ``PreToolUse`` group, matcher ``*`` (every
-  tool: Read, Grep, Glob, Bash, Write/Edit, MCP), exec form (``command`` + ``args``: no
-  shell), ``timeout`` 30 s, ``"onFailure": "block"``; ``permissions.deny`` rules keeping
-  the keys and memory unreadable and the gate's state unwritable; ``sandbox.filesystem``
-  lists to the same effect (OS-level, for Bash, once the user enables the sandbox).
+- claude-code (ADR 0140): the shared ``.claude/settings.json`` names no machine path. Its
+  ``PreToolUse`` hook (matcher ``*``, exec form, ``onFailure: "block"``) runs the
+  launcher ``${CLAUDE_PROJECT_DIR}/.claude/hooks/eidolons`` (a protected path), which
+  starts this machine's interpreter; its ``sandbox`` is on in strict mode, with every
+  hand-off directory, the memory store, the gate's copies and the keys in ``denyRead`` and
+  the whole ``.eidolons/`` in ``denyWrite``. ``.mcp.json`` registers the MCP server through
+  the same launcher. What is per machine goes to ``.claude/settings.local.json``: the
+  interpreter (``env.EIDOLONS_PYTHON``), the approval of the MCP server, the key
+  directories and the gate's own code by absolute path.
 - cursor, ``.cursor/hooks.json``: ``beforeReadFile``, ``preToolUse``,
   ``beforeShellExecution``, ``beforeMCPExecution``, each ``"failClosed": true``.
 - codex, ``.codex/hooks.json``: one ``PreToolUse`` group without matcher (every tool).
@@ -29,12 +33,19 @@ import shlex
 from typing import Any
 
 from eidolons.hooks.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
+from eidolons.knownhandoff import STATE_DIR
 
 HOOK_TIMEOUT = 30  # seconds; the hook's own budget (10 s) stays well inside it
 STATUS = "eidolons: ECL receiver gate"
 HOSTS = ("claude-code", "cursor", "codex", "gemini", "copilot")
+CLAUDE_SETTINGS = os.path.join(".claude", "settings.json")
+CLAUDE_LOCAL = os.path.join(".claude", "settings.local.json")
+MCP_FILE = ".mcp.json"
+#: the launcher the Claude Code wiring runs (a protected path: no sandboxed shell writes it)
+LAUNCHER = os.path.join(".claude", "hooks", "eidolons")
+PYTHON_ENV = "EIDOLONS_PYTHON"
 CONFIG_FILES = {
-    "claude-code": os.path.join(".claude", "settings.json"),
+    "claude-code": CLAUDE_SETTINGS,
     "cursor": os.path.join(".cursor", "hooks.json"),
     "codex": os.path.join(".codex", "hooks.json"),
     "gemini": os.path.join(".gemini", "settings.json"),
@@ -42,9 +53,6 @@ CONFIG_FILES = {
 }
 # read-only tools a receiver agent needs (plus the MCP server's reader)
 RECEIVER_TOOLS = ("Read", "Grep", "Glob", "mcp__eidolons__read_verified")
-SHELL_OR_WRITE_TOOLS = frozenset(
-    {"Bash", "PowerShell", "Write", "Edit", "MultiEdit", "NotebookEdit", "KillShell"}
-)
 
 
 class WiringError(Exception):
@@ -52,26 +60,126 @@ class WiringError(Exception):
 
 
 def is_ours(entry: Any) -> bool:
-    """An entry this tool wrote: it runs today's bootstrap or an earlier version's."""
+    """An entry this tool wrote: it runs the launcher, today's bootstrap or an earlier
+    version's."""
     text = json.dumps(entry)  # a string in it is JSON-escaped: so is what is looked for
-    return any(json.dumps(b)[1:-1] in text for b in (BOOTSTRAP, *LEGACY_BOOTSTRAPS))
+    marks = (BOOTSTRAP, *LEGACY_BOOTSTRAPS, "/" + LAUNCHER.replace(os.sep, "/"))
+    return any(json.dumps(b)[1:-1] in text for b in marks)
 
 
 class Entry:
-    """``value`` belongs in the list at ``pointer`` (keys from the document's top)."""
+    """``value`` belongs in the list at ``pointer`` (keys from the document's top); with
+    ``scalar``, ``value`` is what the key at ``pointer`` must hold (``previous``: what it
+    held before, restored by ``undo``)."""
 
-    __slots__ = ("pointer", "value")
+    __slots__ = ("pointer", "previous", "scalar", "value")
 
-    def __init__(self, pointer: tuple[str, ...], value: Any) -> None:
+    def __init__(
+        self, pointer: tuple[str, ...], value: Any, scalar: bool = False, previous: Any = None
+    ) -> None:
         self.pointer = pointer
         self.value = value
+        self.scalar = scalar
+        self.previous = previous
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pointer": list(self.pointer), "value": self.value}
+        doc = {"pointer": list(self.pointer), "value": self.value}
+        if self.scalar:
+            doc["scalar"] = True
+            doc["previous"] = self.previous
+        return doc
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Entry:
-        return cls(tuple(doc["pointer"]), doc["value"])
+        return cls(
+            tuple(doc["pointer"]), doc["value"], bool(doc.get("scalar")), doc.get("previous")
+        )
+
+
+def claude_plan(
+    root: str, python: str | None, extra_handoff_dirs: tuple[str, ...] = ()
+) -> dict[str, list[Entry]]:
+    """Claude Code's wiring, file by file (relative path -> entries); the shared file and
+    ``.mcp.json`` name no path of this machine."""
+    import sys
+
+    from eidolons.hooks.events import gate_code, key_dirs
+
+    handler = {
+        "type": "command",
+        "command": "${CLAUDE_PROJECT_DIR}/" + LAUNCHER.replace(os.sep, "/"),
+        "args": ["hook", "claude-code"],
+        "timeout": HOOK_TIMEOUT,
+        "onFailure": "block",
+        "statusMessage": STATUS,
+    }
+    state = "./" + STATE_DIR
+    sealed_read = [f"{state}/{d}" for d in SEALED_STATE] + [
+        "./" + d.replace(os.sep, "/") for d in extra_handoff_dirs
+    ]
+    shared = [Entry(("hooks", "PreToolUse"), {"matcher": "*", "hooks": [handler]})]
+    shared += [
+        Entry(("sandbox", key), value, scalar=True) for key, value in SANDBOX_SETTINGS.items()
+    ]
+    shared += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in sealed_read]
+    shared += [Entry(("sandbox", "filesystem", "denyRead"), "~/.config/eidolons")]
+    shared += [
+        Entry(("sandbox", "filesystem", "denyWrite"), d)
+        for d in (state, *sealed_read[len(SEALED_STATE) :])
+    ]
+    shared += [Entry(("permissions", "deny"), f"Read({d}/**)") for d in sealed_read]
+    shared += [Entry(("permissions", "deny"), f"Edit({state}/**)")]
+    real_root = os.path.realpath(root)
+    keys = [d for d in key_dirs(real_root) if not _under(d, real_root)]
+    code = sorted({os.path.realpath(p) for p in gate_code() if p})
+    local = [Entry(("env", PYTHON_ENV), python or sys.executable, scalar=True)]
+    local += [Entry(("enabledMcpjsonServers",), "eidolons")]
+    local += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in keys]
+    local += [Entry(("sandbox", "filesystem", "denyWrite"), d) for d in (*keys, *code)]
+    local += [Entry(("permissions", "deny"), f"Read(/{d}/**)") for d in keys]
+    server = {"command": LAUNCHER.replace(os.sep, "/"), "args": ["mcp", "serve"]}
+    mcp = [Entry(("mcpServers", "eidolons"), server, scalar=True)]
+    return {CLAUDE_SETTINGS: shared, CLAUDE_LOCAL: local, MCP_FILE: mcp}
+
+
+#: the state under ``.eidolons/`` no shell may read: hand-offs, memory, the gate's copies, keys
+SEALED_STATE = ("handoffs", "memory", "verified", "keys")
+#: strict mode: a shell that cannot be sandboxed does not run (ADR 0140)
+SANDBOX_SETTINGS = {"enabled": True, "allowUnsandboxedCommands": False, "failIfUnavailable": True}
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def launcher_text(python_hint: str) -> str:
+    """The launcher ``init`` writes to :data:`LAUNCHER`: this machine's interpreter comes
+    from ``EIDOLONS_PYTHON`` (``.claude/settings.local.json``); without one it refuses,
+    exit 2 (a deny, for a hook), in one line that says how to set it up."""
+    import shlex
+
+    return (
+        "#!/bin/sh\n"
+        "# Written by `eidolons init`: runs eidolons with this machine's interpreter, named\n"
+        f"# by {PYTHON_ENV} in .claude/settings.local.json (per machine, not shared).\n"
+        f'py="${{{PYTHON_ENV}:-}}"\n'
+        'if [ -z "$py" ] || [ ! -x "$py" ]; then\n'
+        '  echo "eidolons: denied: no interpreter for the gate on this machine '
+        f"({PYTHON_ENV}=$py); run: pip install eidolons && eidolons init --hosts claude-code"
+        '" >&2\n'
+        "  exit 2\n"
+        "fi\n"
+        f'exec "$py" -I -c {shlex.quote(LAUNCH_BOOTSTRAP)} "$@"\n'
+    )
+
+
+# the launcher's Python: any escape (a broken install) is exit 2 and one line, never 1
+LAUNCH_BOOTSTRAP = (
+    "import os, sys; sys.excepthook = lambda t, v, b: (sys.stderr.write("
+    "'eidolons: denied (internal error: %s: %s)\\n' % (t.__name__, v)), "
+    "sys.stderr.flush(), os._exit(2)); "
+    "from eidolons.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], dict[str, Any]]:
@@ -79,40 +187,7 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
     argv = command_argv(host, root, python)
     line = shlex.join(argv)
     if host == "claude-code":
-        handler = {
-            "type": "command",
-            "command": argv[0],
-            "args": argv[1:],
-            "timeout": HOOK_TIMEOUT,
-            "onFailure": "block",
-            "statusMessage": STATUS,
-        }
-        from eidolons.hooks.events import key_dirs
-        from eidolons.knownhandoff import CONFIG_FILE, IGNORE_FILE, STATE_DIR, TRACE_DIR
-
-        state = os.path.join(root, STATE_DIR)
-
-        keys = key_dirs(root)
-        deny = [f"Read(/{d}/**)" for d in (*keys, os.path.join(state, "memory"))]
-        deny += [
-            f"Edit(/{p})"
-            for p in (
-                os.path.join(root, TRACE_DIR, "**"),
-                os.path.join(state, "trust.json"),
-                os.path.join(state, "contracts", "**"),
-                os.path.join(state, "refusals", "**"),
-                os.path.join(root, IGNORE_FILE),
-                os.path.join(root, CONFIG_FILE),
-            )
-        ]
-        entries = [Entry(("hooks", "PreToolUse"), {"matcher": "*", "hooks": [handler]})]
-        entries += [Entry(("permissions", "deny"), rule) for rule in deny]
-        entries += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in keys]
-        entries += [
-            Entry(("sandbox", "filesystem", "denyWrite"), os.path.join(state, p))
-            for p in (os.path.basename(TRACE_DIR), "trust.json", "contracts", "keys", "refusals")
-        ]
-        return entries, {}
+        return claude_plan(root, python)[CLAUDE_SETTINGS], {}
     if host == "cursor":
         handler = {"command": line, "type": "command", "timeout": HOOK_TIMEOUT, "failClosed": True}
         events = ("beforeReadFile", "preToolUse", "beforeShellExecution", "beforeMCPExecution")
@@ -137,6 +212,20 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
         handler = {"type": "command", "bash": line, "timeoutSec": HOOK_TIMEOUT, "comment": STATUS}
         return [Entry(("hooks", "preToolUse"), handler)], {"version": 1}
     raise WiringError(f"unknown host {host!r}")
+
+
+_MISSING = object()
+
+
+def _object_at(doc: dict[str, Any], pointer: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = doc
+    for i, key in enumerate(pointer):
+        if not isinstance(node, dict):
+            raise WiringError(f"{'.'.join(pointer[:i])} is not an object")
+        node = node.setdefault(key, {})
+    if not isinstance(node, dict):
+        raise WiringError(f"{'.'.join(pointer)} is not an object")
+    return node
 
 
 def _list_at(doc: dict[str, Any], pointer: tuple[str, ...], create: bool) -> list[Any] | None:
@@ -164,6 +253,14 @@ def merge(doc: dict[str, Any], entries: list[Entry], scalars: dict[str, Any]) ->
         doc[key] = value
     changed = []
     for entry in entries:
+        if entry.scalar:
+            parent = _object_at(doc, entry.pointer[:-1])
+            key = entry.pointer[-1]
+            if parent.get(key, _MISSING) != entry.value:
+                entry.previous = parent.get(key)
+                parent[key] = entry.value
+                changed.append(entry)
+            continue
         items = _list_at(doc, entry.pointer, create=True)
         assert items is not None
         if entry.value in items:
@@ -186,6 +283,20 @@ def unmerge(doc: dict[str, Any], entries: list[Entry]) -> int:
     left empty. Returns how many values were removed."""
     removed = 0
     for entry in entries:
+        if entry.scalar:
+            try:
+                parent = _object_at(doc, entry.pointer[:-1])
+            except WiringError:
+                continue
+            key = entry.pointer[-1]
+            if parent.get(key, _MISSING) == entry.value:
+                if entry.previous is None:
+                    del parent[key]
+                else:
+                    parent[key] = entry.previous
+                removed += 1
+                _prune(doc, entry.pointer)
+            continue
         items = _list_at(doc, entry.pointer, create=False)
         if items is None:
             continue
@@ -281,45 +392,54 @@ def check_cursor_hooks(doc: Any) -> list[str]:
     return problems
 
 
-def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, str]]:
-    """(file, problem) for each Claude Code agent file of a receiver whose tools include
-    a shell or write tools, or that names no tools (it then inherits every tool)."""
+def agent_names(root: str) -> list[str]:
+    """The ``name`` of each Claude Code agent definition in ``.claude/agents/``."""
+    return [name for _, name, _ in _agents(root)]
+
+
+def _agents(root: str) -> list[tuple[str, str, dict[str, Any]]]:
     directory = os.path.join(root, ".claude", "agents")
-    out: list[tuple[str, str]] = []
     try:
-        names = sorted(os.listdir(directory))
+        files = sorted(os.listdir(directory))
     except OSError:
-        return out
-    for name in names:
-        if not name.endswith(".md"):
+        return []
+    out = []
+    for file in files:
+        if not file.endswith(".md"):
             continue
-        path = os.path.join(directory, name)
+        path = os.path.join(directory, file)
         meta = _front_matter(path)
-        if meta is None:
-            continue
-        agent = meta.get("name")
-        if not isinstance(agent, str) or agent not in receivers:
+        if meta is not None and isinstance(meta.get("name"), str):
+            out.append((path, meta["name"], meta))
+    return out
+
+
+def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, str]]:
+    """(file, advice) for each Claude Code agent file of a receiver that names no tools
+    (it then inherits every tool, MCP servers of any kind included), or that lacks the
+    gate's reader. Bash and Write are fine where the sandbox seals the shell: a receiver
+    that also sends (SPECTRA, APIVR) keeps Write and a sandboxed shell (ADR 0140)."""
+    out: list[tuple[str, str]] = []
+    allow = ", ".join(RECEIVER_TOOLS)
+    for path, agent, meta in _agents(root):
+        if agent not in receivers:
             continue
         tools = meta.get("tools")
-        allow = ", ".join(RECEIVER_TOOLS)
         if tools is None:
             out.append(
                 (
                     path,
-                    f"receiver {agent} names no tools: it inherits Bash and the write tools, "
-                    f"which read around any hook; set `tools: {allow}`",
+                    f"receiver {agent} names no tools: it inherits every tool; set `tools: "
+                    f"{allow}` (and Write, Bash, mcp__eidolons__emit if it also hands work on)",
                 )
             )
             continue
-        listed = tools if isinstance(tools, list) else str(tools).split(",")
-        bad = sorted({str(t).strip() for t in listed} & SHELL_OR_WRITE_TOOLS)
-        if bad:
+        listed = {
+            str(t).strip() for t in (tools if isinstance(tools, list) else str(tools).split(","))
+        }
+        if "Read" not in listed and "mcp__eidolons__read_verified" not in listed:
             out.append(
-                (
-                    path,
-                    f"receiver {agent} has {', '.join(bad)}: a shell or write tool reads "
-                    f"around any hook (`python -c` names no file); set `tools: {allow}`",
-                )
+                (path, f"receiver {agent} has neither Read nor mcp__eidolons__read_verified")
             )
     return out
 
@@ -342,3 +462,70 @@ def _front_matter(path: str) -> dict[str, Any] | None:
     except yaml.YAMLError:
         return None
     return meta if isinstance(meta, dict) else None
+
+
+# --- the sandbox, as the hook and doctor read it back ------------------------------------
+
+
+def _settings(root: str, rel: str) -> tuple[dict[str, Any] | None, str | None]:
+    path = os.path.join(root, rel)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.loads(fh.read(1024 * 1024))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"{rel} cannot be read ({exc.__class__.__name__})"
+    if not isinstance(doc, dict):
+        return None, f"{rel} is not a JSON object"
+    return doc, None
+
+
+def _resolve_setting_path(entry: Any, root: str) -> str | None:
+    """A ``sandbox.filesystem`` path as Claude Code reads one in project settings: ``~/``
+    from home, ``/`` absolute (``//`` too), anything else from the project root."""
+    if not isinstance(entry, str) or not entry:
+        return None
+    path = entry.rstrip("/") or "/"
+    if path.startswith("~/") or path == "~":
+        path = os.path.expanduser(path)
+    elif not path.startswith("/"):
+        path = os.path.join(root, path)
+    if path.endswith("/**"):
+        path = path[:-3]
+    return os.path.realpath(os.path.normpath(path))
+
+
+def sandbox_problems(root: str, handoff_dirs: tuple[str, ...]) -> list[str]:
+    """Why the project's Claude Code sandbox does not seal the shell, or ``[]``: it must be
+    enabled in strict mode (``allowUnsandboxedCommands: false``), and every hand-off
+    directory must lie under a ``denyRead`` path that no ``allowRead`` path re-opens. The
+    shared and the local settings are read as Claude Code merges them (the local value of
+    a key wins; lists add up)."""
+    merged: dict[str, Any] = {}
+    lists: dict[str, list[Any]] = {"denyRead": [], "allowRead": []}
+    for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL):
+        doc, problem = _settings(root, rel)
+        if problem:
+            return [problem]
+        sandbox = (doc or {}).get("sandbox")
+        if not isinstance(sandbox, dict):
+            continue
+        merged.update({k: v for k, v in sandbox.items() if k != "filesystem"})
+        filesystem = sandbox.get("filesystem")
+        if isinstance(filesystem, dict):
+            for key, items in lists.items():
+                value = filesystem.get(key)
+                items.extend(value if isinstance(value, list) else [])
+    if merged.get("enabled") is not True:
+        return ["the Claude Code sandbox is not enabled (sandbox.enabled)"]
+    if merged.get("allowUnsandboxedCommands") is not False:
+        return ["the sandbox lets a command run outside it (sandbox.allowUnsandboxedCommands)"]
+    denied = [p for p in (_resolve_setting_path(e, root) for e in lists["denyRead"]) if p]
+    opened = [p for p in (_resolve_setting_path(e, root) for e in lists["allowRead"]) if p]
+    for directory in handoff_dirs:
+        if not any(_under(directory, d) for d in denied):
+            return [f"the sandbox does not hide {directory} from the shell (denyRead)"]
+        if any(_under(directory, o) or _under(o, directory) for o in opened):
+            return [f"an allowRead path re-opens {directory} to the shell"]
+    return []

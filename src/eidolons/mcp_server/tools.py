@@ -386,6 +386,7 @@ class Toolbox:
             contract_dirs=[Path(d) for d in self.contract_dirs],
         )
         data = {
+            "payload_path": str(result.placed or self.resolve(payload, "payload")),
             "envelope_path": str(result.envelope_path),
             "trace": str(result.trace_path) if result.trace_path else None,
             "envelope": result.envelope,
