@@ -1,9 +1,11 @@
 """``eidolons trace store init``, ``trace export --to postgres``, ``trace import``: the
 shared PostgreSQL trace store (ADRs 0070-0074).
 
-Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id); 3 the store refused or
-failed (unreachable, permission, a target that diverged), nothing or only whole threads
-copied."""
+Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id; an upgrade of a store whose
+roles were cluster-wide, not told which logins to keep: the message gives the command); 3
+the store refused or failed (unreachable, permission, a login that does not exist, a
+target that diverged, a thread holding a verdict the store does not count), nothing or
+only whole threads copied."""
 
 from __future__ import annotations
 
@@ -38,16 +40,26 @@ def _dsn(args: argparse.Namespace) -> str:
 
 
 def _store_init(args: argparse.Namespace) -> int:
-    from eidolons.tracestore.postgres import init_schema, redact
+    """Migrate, bind the logins given, and say who may use this database now."""
+    from eidolons.tracestore.pg_admin import init_schema
+    from eidolons.tracestore.pg_schema import AUTHORITIES
+    from eidolons.tracestore.postgres import redact
 
     dsn = _dsn(args)
-    version, applied = init_schema(dsn, tuple(args.grant_gate), tuple(args.grant_orchestrator))
-    done = ", ".join(str(v) for v in applied) or "none, already current"
-    print(f"trace store {redact(dsn)}: schema version {version} (migrations applied: {done})")
-    for role in args.grant_gate:
-        print(f"granted eidolons_gate to {role}")
-    for role in args.grant_orchestrator:
-        print(f"granted eidolons_orchestrator to {role}")
+    done = init_schema(dsn, args.grant_gate, args.grant_orchestrator)
+    applied = ", ".join(str(v) for v in done.applied) or "none, already current"
+    print(
+        f"trace store {redact(dsn)}: schema version {done.version} (migrations applied: {applied})"
+    )
+    for authority in reversed(AUTHORITIES):
+        logins = ", ".join(done.bound.get(authority, [])) or "none"
+        print(f"  bound to database {done.database} as {authority}: {logins}")
+    print(f"  CONNECT on database {done.database}: revoked from PUBLIC, granted to these")
+    if done.left_out:
+        names = ", ".join(f"{login} (was {authority})" for login, authority in done.left_out)
+        print(f"  not bound here (members of the cluster-wide roles left out): {names}")
+    if done.missing:
+        print(f"  bound here but no such role on the cluster: {', '.join(done.missing)}")
     return 0
 
 

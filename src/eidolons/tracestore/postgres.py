@@ -3,8 +3,10 @@
 Each append runs in one transaction holding a per-thread advisory lock: it reads the
 thread's last line, links the event to it with :mod:`eidolons.ecl.tracechain`, and
 inserts the exact line bytes. The insert trigger checks the link again (so a writer using SQL
-directly cannot break the chain), lets only ``eidolons_orchestrator`` record
-orchestrator verdicts, and UPDATE/DELETE/TRUNCATE are revoked and refused by triggers.
+directly cannot break the chain), lets only a login this database lists as its
+orchestrator record orchestrator verdicts (``eidolons.writers``, bound by
+:mod:`eidolons.tracestore.pg_admin`), and UPDATE/DELETE/TRUNCATE are revoked and refused by
+triggers.
 
 The receiver's lookup reads one index (``thread, verdict_for, seq DESC``) and judges the
 candidate line with the same rule as the JSONL store (:func:`record_from_line`).
@@ -118,11 +120,15 @@ def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(dsn, **kwargs)
     except psycopg.Error as exc:
-        raise TraceReadError(f"cannot connect to {redact(dsn)}: {_reason(exc)}") from None
+        raise TraceReadError(f"cannot connect to {redact(dsn)}: {reason(exc)}") from None
 
 
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+def reason(exc: BaseException) -> str:
+    """One line: the server's own message (never the PL/pgSQL context under it), or
+    the client's."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    text = " ".join((primary or str(exc)).split())
     return text or exc.__class__.__name__
 
 
@@ -168,7 +174,7 @@ class PostgresStore(TraceStore):
                 return None
             row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
         except psycopg.Error as exc:
-            raise TraceReadError(f"cannot read the trace schema: {_reason(exc)}") from None
+            raise TraceReadError(f"cannot read the trace schema: {reason(exc)}") from None
         return None if row is None else row[0]
 
     def close(self) -> None:
@@ -192,7 +198,7 @@ class PostgresStore(TraceStore):
                     yield from cur
         except psycopg.Error as exc:
             self.close()
-            raise TraceReadError(f"trace store {self.describe()}: {_reason(exc)}") from None
+            raise TraceReadError(f"trace store {self.describe()}: {reason(exc)}") from None
 
     def _insert_after_tail(
         self,
@@ -216,7 +222,7 @@ class PostgresStore(TraceStore):
                 cur.executemany(INSERT, rows)
         except psycopg.Error as exc:
             self.close()
-            raise TraceWriteError(f"{failure} {self.describe()}: {_reason(exc)}") from None
+            raise TraceWriteError(f"{failure} {self.describe()}: {reason(exc)}") from None
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         thread = thread_file_name(thread_id)
@@ -315,79 +321,3 @@ class PostgresStore(TraceStore):
             )
             SELECT thread FROM t WHERE thread IS NOT NULL"""
         return [name for (name,) in self._read(sql, ())]
-
-
-def init_schema(
-    dsn: str, grant_gate: tuple[str, ...] = (), grant_orchestrator: tuple[str, ...] = ()
-) -> tuple[int, list[int]]:
-    """Create or migrate the schema, as a role that may create schemas and roles; grant
-    the gate roles to the given login roles. Returns (version, migrations applied)."""
-    import psycopg
-    from psycopg import sql
-
-    from eidolons.tracestore.pg_schema import (
-        BACKFILL,
-        BOOTSTRAP,
-        GATE_ROLE,
-        MIGRATIONS,
-        ORCHESTRATOR_ROLE,
-        ROLES,
-    )
-
-    conn = connect(dsn, bounded=False)
-    applied: list[int] = []
-    try:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('eidolons-init', 0))")
-            conn.execute(ROLES)
-            conn.execute(BOOTSTRAP)
-            row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
-            have = (row[0] if row else None) or 0
-            if have > CURRENT_VERSION:
-                raise TraceWriteError(
-                    f"the trace schema is at version {have}, newer than this eidolons "
-                    f"({CURRENT_VERSION}): upgrade eidolons"
-                )
-            for version, script in MIGRATIONS:
-                if version > have:
-                    conn.execute(script)
-                    if version in BACKFILL and have:
-                        _backfill(conn, BACKFILL[version])
-                    conn.execute(
-                        f"INSERT INTO {SCHEMA}.schema_version (version) VALUES (%s)", (version,)
-                    )
-                    applied.append(version)
-            for role_name, members in (
-                (GATE_ROLE, grant_gate),
-                (ORCHESTRATOR_ROLE, grant_orchestrator),
-            ):
-                for member in members:
-                    conn.execute(
-                        sql.SQL("GRANT {} TO {}").format(
-                            sql.Identifier(role_name), sql.Identifier(member)
-                        )
-                    )
-    except psycopg.Error as exc:
-        raise TraceWriteError(f"trace store init on {redact(dsn)} failed: {_reason(exc)}") from None
-    finally:
-        conn.close()
-    return CURRENT_VERSION, applied
-
-
-def _backfill(conn: psycopg.Connection[Any], column: str) -> None:
-    """Give the rows written before a migration its new index column, by the Python rule
-    an append uses; the append-only trigger is lifted for this one UPDATE, in the
-    migration's transaction."""
-    derive = {"payload_key": payload_key}[column]
-    table = f"{SCHEMA}.trace_events"
-    conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER trace_events_no_change")
-    rows = conn.execute(f"SELECT id, line FROM {table}").fetchall()
-    updates = []
-    for row_id, line in rows:
-        event = decode_line(bytes(line), 0).event
-        key = derive(event) if event else None
-        if key is not None:
-            updates.append((key, row_id))
-    with conn.cursor() as cur:
-        cur.executemany(f"UPDATE {table} SET {column} = %s WHERE id = %s", updates)
-    conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER trace_events_no_change")
