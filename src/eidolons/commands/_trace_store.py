@@ -66,10 +66,12 @@ def _store_init(args: argparse.Namespace) -> int:
 def _copy(args: argparse.Namespace) -> int:
     """export: project JSONL -> PostgreSQL; import: PostgreSQL -> project JSONL. A thread
     is copied only when the target holds a prefix of the source (resumable, never a
-    merge); a target that diverged is refused."""
+    merge); a target that diverged is refused. An import refuses a thread holding a row
+    that reads as an orchestrator verdict the store does not count (the one record rule):
+    in a JSONL trace its bytes alone would make it evidence."""
     from eidolons.commands._common import error, project_root
-    from eidolons.trace import append_lines, thread_file_name
-    from eidolons.tracestore import TraceStore
+    from eidolons.trace import append_lines, decode_line, thread_file_name
+    from eidolons.tracestore import TraceStore, not_counted
     from eidolons.tracestore.jsonl import JsonlStore
     from eidolons.tracestore.postgres import PostgresStore
 
@@ -89,7 +91,25 @@ def _copy(args: argparse.Namespace) -> int:
         diverged = []
         for name in threads:
             have = list(target.iter_raw(name))
-            lines = list(source.iter_raw(name))
+            rows = list(source.iter_stamped(name))
+            lines = [raw for raw, _ in rows]
+            forged = next(
+                (
+                    (n, why)
+                    for n, (raw, stamp) in enumerate(rows, 1)
+                    if (why := not_counted(raw, decode_line(raw, n).event, stamp))
+                ),
+                None,
+            )
+            if forged is not None:
+                diverged.append(name)
+                print(
+                    f"{name}: refused, line {forged[0]} reads as an orchestrator "
+                    f"verdict that {source.describe()} does not count ({forged[1]}); in a "
+                    "JSONL trace it would be evidence, so nothing of the thread is copied",
+                    file=sys.stderr,
+                )
+                continue
             if lines[: len(have)] != have:
                 diverged.append(name)
                 print(f"{name}: refused, {target.describe()} holds other lines", file=sys.stderr)

@@ -31,6 +31,8 @@ from eidolons.tracestore import (
     TraceStore,
     is_orchestrator_verdict,
     is_payload_event,
+    judged_line,
+    message_key,
     payload_needle,
     record_from_line,
 )
@@ -58,8 +60,8 @@ PAYLOADS = (
 )
 LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 VERDICTS = (
-    f"SELECT line FROM {SCHEMA}.trace_events WHERE thread = %s AND verdict_for = %s "
-    "ORDER BY seq DESC"
+    f"SELECT line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s "
+    "AND verdict_for = %s ORDER BY seq DESC"
 )
 
 
@@ -67,10 +69,6 @@ def redact(dsn: str) -> str:
     """The DSN without its password, for messages."""
     text = _PASSWORD.sub(r"\1:***@", dsn)
     return re.sub(r"(password=)[^&\s]*", r"\1***", text)
-
-
-def message_key(message_id: str) -> bytes:
-    return message_id.encode("utf-8", "surrogatepass")
 
 
 def verdict_key(event: Mapping[str, Any]) -> bytes | None:
@@ -266,8 +264,8 @@ class PostgresStore(TraceStore):
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         params = (thread_file_name(thread_id), message_key(message_id))
-        for (line,) in self._read(VERDICTS, params):
-            record = record_from_line(bytes(line), message_id)
+        for line, stamp in self._read(VERDICTS, params):
+            record = record_from_line(bytes(line), message_id, bytes(stamp))
             if record is not None:
                 return record
         return None
@@ -277,9 +275,18 @@ class PostgresStore(TraceStore):
         for (line,) in self._read(sql, (thread_file_name(thread_id),), stream=True):
             yield bytes(line)
 
+    def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, bytes | None]]:
+        """Each line with its row's ``verdict_for`` (the stamp the trigger allows only a
+        login bound as orchestrator to set)."""
+        sql = f"SELECT line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq"
+        for line, stamp in self._read(sql, (thread_file_name(thread_id),), stream=True):
+            yield bytes(line), None if stamp is None else bytes(stamp)
+
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
-        for n, raw in enumerate(self.iter_raw(thread_id), 1):
-            yield decode_line(raw, n)
+        """Decoded, and judged by the one record rule: a row that reads as an
+        orchestrator verdict the gate would not count says so (``not_counted``)."""
+        for n, (raw, stamp) in enumerate(self.iter_stamped(thread_id), 1):
+            yield judged_line(raw, n, stamp)
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         """As the JSONL store (threads in order, first line first), by one index."""
@@ -297,12 +304,12 @@ class PostgresStore(TraceStore):
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         sql = (
-            f"SELECT seq, line FROM {SCHEMA}.trace_events WHERE thread = %s AND seq > %s "
-            "ORDER BY seq"
+            f"SELECT seq, line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s "
+            "AND seq > %s ORDER BY seq"
         )
         out = []
-        for seq, line in self._read(sql, (thread_file_name(thread_id), cursor)):
-            out.append(decode_line(bytes(line), seq))
+        for seq, line, stamp in self._read(sql, (thread_file_name(thread_id), cursor)):
+            out.append(judged_line(bytes(line), seq, None if stamp is None else bytes(stamp)))
             cursor = seq
         return out, cursor
 
