@@ -39,7 +39,8 @@ from eidolons.tracestore.pg_schema import (
     ORCHESTRATOR,
     SCHEMA,
 )
-from eidolons.tracestore.postgres import connect, payload_key, reason, redact
+from eidolons.tracestore.pg_watchdog import Watchdog
+from eidolons.tracestore.postgres import connect, payload_key, reason, redact, timeout_s
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -247,10 +248,13 @@ def authority_report(dsn: str) -> Authority:
     import psycopg
 
     conn = connect(dsn)
+    watch = Watchdog(conn, timeout_s())
     try:
-        return _authority(conn)
+        with watch.bound():
+            return _authority(conn)
     except psycopg.Error as exc:
-        raise TraceReadError(f"trace store {redact(dsn)}: {reason(exc)}") from None
+        why = f"timeout: no answer within {watch.limit:g} s" if watch.fired else reason(exc)
+        raise TraceReadError(f"trace store {redact(dsn)}: {why}") from None
     finally:
         conn.close()
 

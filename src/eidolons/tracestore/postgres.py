@@ -13,6 +13,13 @@ candidate line with the same rule as the JSONL store (:func:`record_from_line`).
 Reads run in autocommit, so every lookup sees every verdict committed before it began.
 Any connection or server error is a :class:`TraceReadError` / :class:`TraceWriteError`:
 a receiver refuses, it never falls back to a file.
+
+Every wait for the server is bounded by ``EIDOLONS_TRACE_TIMEOUT_S`` twice over: on the
+server (``statement_timeout``, ``lock_timeout``: a lock held by another writer, a slow
+statement) and on the client (:mod:`eidolons.tracestore.pg_watchdog`: a server that
+stops answering, whose backend is stopped, which no server-side timer and no keepalive
+can notice). The connection itself is bounded by ``connect_timeout``; a store whose
+server once did not answer is not asked again.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from eidolons.tracestore import (
     record_from_line,
 )
 from eidolons.tracestore.pg_schema import CURRENT_VERSION, SCHEMA
+from eidolons.tracestore.pg_watchdog import Watchdog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,7 +113,9 @@ def payload_key(event: Mapping[str, Any]) -> bytes | None:
 
 def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
     """An autocommit connection, or :class:`TraceReadError` with the reason. ``bounded``:
-    statements and lock waits time out too (the gates; not ``store init``)."""
+    statements and lock waits time out on the server too, and a TCP connection whose
+    peer is gone is dropped by keepalives (the gates; not ``store init``). The client's
+    own bound on each wait is :class:`Watchdog`'s."""
     import psycopg
 
     limit = timeout_s()
@@ -115,6 +125,15 @@ def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
     if bounded and "options" not in dsn:
         ms = max(1, round(limit * 1000))
         kwargs["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+    if bounded and "keepalives" not in dsn and "tcp_user_timeout" not in dsn:
+        # TCP only (libpq ignores them on a Unix socket): a peer host that is gone
+        kwargs.update(
+            keepalives=1,
+            keepalives_idle=max(1, math.ceil(limit)),
+            keepalives_interval=1,
+            keepalives_count=3,
+            tcp_user_timeout=max(1, round(limit * 1000)),
+        )
     try:
         return psycopg.connect(dsn, **kwargs)
     except psycopg.Error as exc:
@@ -136,6 +155,8 @@ class PostgresStore(TraceStore):
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self._conn: psycopg.Connection[Any] | None = None
+        self._watch: Watchdog | None = None
+        self._stuck: str | None = None  # the server did not answer: never asked again
 
     def describe(self) -> str:
         return redact(self.dsn)
@@ -144,10 +165,16 @@ class PostgresStore(TraceStore):
         return f"{redact(self.dsn)} thread={thread_file_name(thread_id)}"
 
     def connection(self) -> psycopg.Connection[Any]:
+        """The open connection, made and checked (schema version) when there is none. A
+        store whose server once did not answer within the timeout fails at once: the
+        gate holding it is bounded by one timeout, not by one per operation."""
+        if self._stuck is not None:
+            raise TraceReadError(self._stuck)
         if self._conn is None or self._conn.closed:
             conn = connect(self.dsn)
+            watch = Watchdog(conn, timeout_s())
             try:
-                version = self._schema_version(conn)
+                version = self._schema_version(conn, watch)
             except BaseException:
                 conn.close()
                 raise
@@ -158,27 +185,51 @@ class PostgresStore(TraceStore):
                     f"trace schema on {redact(self.dsn)} is {found}; this eidolons needs "
                     f"version {CURRENT_VERSION} (run: eidolons trace store init)"
                 )
-            self._conn = conn
+            self._conn, self._watch = conn, watch
         return self._conn
 
-    @staticmethod
-    def _schema_version(conn: psycopg.Connection[Any]) -> int | None:
+    def _schema_version(self, conn: psycopg.Connection[Any], watch: Watchdog) -> int | None:
         import psycopg
 
         try:
-            if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.trace_events",)).fetchone() == (
-                None,
-            ):
-                return None
-            row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
+            with watch.bound():
+                table = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.trace_events",))
+                if table.fetchone() == (None,):
+                    return None
+                row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
         except psycopg.Error as exc:
-            raise TraceReadError(f"cannot read the trace schema: {reason(exc)}") from None
+            timed_out = self._timed_out(watch)
+            if timed_out is not None:
+                self._stuck = timed_out
+            raise TraceReadError(
+                f"cannot read the trace schema: {timed_out or reason(exc)}"
+            ) from None
         return None if row is None else row[0]
+
+    def _timed_out(self, watch: Watchdog | None) -> str | None:
+        if watch is None or not watch.fired:
+            return None
+        return (
+            f"timeout: no answer from {self.describe()} within {watch.limit:g} s "
+            f"({TIMEOUT_ENV}); the connection was closed"
+        )
+
+    def _failure(self, exc: BaseException) -> str:
+        """Why the last operation failed, in one line; the connection is dropped."""
+        timed_out = self._timed_out(self._watch)
+        if timed_out is not None:
+            self._stuck = timed_out
+        self.close()
+        return timed_out or f"{self.describe()}: {reason(exc)}"
+
+    def _bound(self) -> Any:
+        assert self._watch is not None  # set with the connection
+        return self._watch.bound()
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-            self._conn = None
+            self._conn, self._watch = None, None
 
     def _read(
         self, sql: str, params: tuple[Any, ...], stream: bool = False
@@ -189,14 +240,21 @@ class PostgresStore(TraceStore):
 
         try:
             with self.connection().cursor() as cur:
-                if stream:
-                    yield from cur.stream(sql, params)
-                else:
-                    cur.execute(sql, params)
-                    yield from cur
+                if not stream:
+                    with self._bound():
+                        cur.execute(sql, params)
+                        rows = cur.fetchall()
+                    yield from rows
+                    return
+                rows_of = cur.stream(sql, params)
+                while True:
+                    with self._bound():  # each row's wait, never the reader's own time
+                        row = next(rows_of, None)
+                    if row is None:
+                        return
+                    yield row
         except psycopg.Error as exc:
-            self.close()
-            raise TraceReadError(f"trace store {self.describe()}: {reason(exc)}") from None
+            raise TraceReadError(f"cannot read the trace store: {self._failure(exc)}") from None
 
     def _insert_after_tail(
         self,
@@ -213,14 +271,13 @@ class PostgresStore(TraceStore):
         except TraceReadError as exc:
             raise TraceWriteError(str(exc)) from None
         try:
-            with conn.transaction(), conn.cursor() as cur:
+            with self._bound(), conn.transaction(), conn.cursor() as cur:
                 cur.execute(LOCK, (thread,))
                 row = cur.execute(LAST_LINE, (thread,)).fetchone()
                 rows = build(bytes(row[1]), row[0]) if row else build(None, 0)
                 cur.executemany(INSERT, rows)
         except psycopg.Error as exc:
-            self.close()
-            raise TraceWriteError(f"{failure} {self.describe()}: {reason(exc)}") from None
+            raise TraceWriteError(f"{failure}: {self._failure(exc)}") from None
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         thread = thread_file_name(thread_id)
@@ -233,7 +290,7 @@ class PostgresStore(TraceStore):
             out.append((linked, line))
             return [(thread, seq, prev, line, verdict_key(linked), payload_key(linked))]
 
-        self._insert_after_tail(thread, build, "cannot append to trace store")
+        self._insert_after_tail(thread, build, "cannot append to the trace store")
         linked, line = out[0]
         return Appended(linked, line, self.location(thread_id))
 
@@ -259,7 +316,7 @@ class PostgresStore(TraceStore):
                 last, last_seq = raw, seq
             return rows
 
-        self._insert_after_tail(thread, build, "cannot import into")
+        self._insert_after_tail(thread, build, "cannot import into the trace store")
         return len(lines)
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
