@@ -131,3 +131,14 @@ def test_a_receiver_host_recording_a_verdict_gets_one_line_with_the_reason(
     assert f"login {GATE_LOGIN} may not record orchestrator verdicts" in said[0]
     assert "bound there as gate" in said[0]
     assert "PL/pgSQL" not in r.out + r.err and "CONTEXT" not in r.out + r.err
+
+
+def test_the_mark_is_the_readers_never_the_bytes(
+    cli: Cli, forged: tuple[Path, str], pg: PgServer, shared_db: str, gate: dict[str, str]
+) -> None:
+    """A writer cannot mark a line itself: ``not_counted`` in a row's bytes is dropped."""
+    _, thread = forged
+    forge_after(pg, shared_db, thread, {"event": "receive", "gate": "receiver", "not_counted": "x"})
+    events = cli("trace", "show", thread, "--json", env=gate).json()
+    assert "not_counted" not in events[-1] and "not_counted" in events[-2]
+    assert "NOT COUNTED" not in cli("trace", "show", thread, env=gate).out.splitlines()[-1]

@@ -155,9 +155,9 @@ def judged_line(raw: bytes, lineno: int, stamp: bytes | _NoStamp | None = NO_STA
 
     line = decode_line(raw, lineno)
     event = line.event
-    if event is not None and looks_like_verdict(event):
+    if event is not None:
         why = not_counted(raw, event, stamp)
-        event.pop(NOT_COUNTED, None)
+        event.pop(NOT_COUNTED, None)  # the reader's word, whatever the bytes say
         if why is not None:
             event[NOT_COUNTED] = why
     return line
