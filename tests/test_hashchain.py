@@ -132,6 +132,7 @@ def test_trace_verify_reports_an_intact_chain(cli: Cli, project: Path) -> None:
             "line": 2,
             "message_id": chain["receipts"][0]["message_id"],
             "verdict": "pass",
+            "counted": True,
             "receipt": "none",
         }
     ]

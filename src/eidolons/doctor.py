@@ -20,6 +20,10 @@ Checks, each finding reported once (ADR 0045):
 - **keys**: a trust store exists and loads as the gates load it (parses, is the one this
   host pinned); the signing-key directory is outside the project, mode 0700, its key
   files 0600.
+- **trace-store** (only with ``EIDOLONS_TRACE_DSN`` set): what this host's login may do
+  in the shared store (:func:`eidolons.tracestore.pg_admin.authority_report`): a login
+  that can record orchestrator verdicts there without having been bound there, a
+  database open to every login of the cluster, a store that cannot be asked.
 - **agents**: receiver agent files (``.claude/agents/<receiver>.md``) whose tools include
   a shell or write tools, or that name none.
 """
@@ -93,6 +97,7 @@ def run_checks(root: Path) -> Report:
     check_drift(report)
     check_hosts(report)
     check_keys(report)
+    check_trace_store(report)
     check_agents(report)
     return report
 
@@ -374,6 +379,30 @@ def check_keys(report: Report) -> None:
             report.fail("keys", str(key), f"mode {kmode:04o}: readable by others (chmod 600)")
         if inside(key, report.root):
             report.fail("keys", str(key), "inside the project, where every agent can read it")
+
+
+# --- trace store ----------------------------------------------------------------------
+
+
+def check_trace_store(report: Report) -> None:
+    from eidolons.errors import EidolonsError
+    from eidolons.knownhandoff import TRACE_DSN_ENV
+
+    dsn = os.environ.get(TRACE_DSN_ENV)
+    if not dsn:
+        return  # the JSONL store: psycopg is not even imported
+    from eidolons.tracestore.pg_admin import authority_report
+    from eidolons.tracestore.postgres import redact
+
+    try:
+        standing = authority_report(dsn)
+    except EidolonsError as exc:
+        report.fail("trace-store", redact(dsn), str(exc))
+        return
+    for problem in standing.problems:
+        report.fail("trace-store", redact(dsn), problem)
+    if not standing.problems:
+        report.ok("trace-store", redact(dsn), standing.summary)
 
 
 # --- agents ---------------------------------------------------------------------------

@@ -3,11 +3,15 @@
 For each trace (a ``.jsonl`` file or a thread of the configured store):
 
 - the chain, by :func:`eidolons.ecl.tracechain.verify_chain` over the exact line bytes;
-- for each orchestrator verdict line, its receipt: ``valid`` (signed by an orchestrator
-  key of the trust store that is active now, by the one key-validity rule,
-  :meth:`eidolons.keys.store.TrustStore.verify_signed`; and its statement says what the
-  line says: message, verdict, envelope bytes, payload digest), ``none`` (no receipt),
-  or ``invalid: <why>``. Without a trust store every receipt is ``unchecked``.
+- for each line that reads as an orchestrator verdict, whether the receiver gate counts
+  it (the one record rule, :func:`eidolons.tracestore.uncounted_reason`: on PostgreSQL a
+  row the store did not stamp as a verdict is marked ``counted: false`` with the reason,
+  and is no verdict on record for any hop); for each counted one, its receipt: ``valid``
+  (signed by an orchestrator key of the trust store that is active now, by the one
+  key-validity rule, :meth:`eidolons.keys.store.TrustStore.verify_signed`; and its
+  statement says what the line says: message, verdict, envelope bytes, payload
+  digest), ``none`` (no receipt), or ``invalid: <why>``. Without a trust store every
+  receipt is ``unchecked``.
 
 - for a JSONL file, its tail against the head this host recorded at the last append
   (:mod:`eidolons.keys.heads`, ADR 0037): a cut or rewritten tail is a break; no head is
@@ -24,7 +28,7 @@ from typing import Any
 from eidolons.ecl.tracechain import verify_chain
 from eidolons.errors import InputError
 from eidolons.keys.store import ORCHESTRATOR, TrustStore
-from eidolons.trace import TraceLine, decode_line, read_snapshot
+from eidolons.trace import TraceLine, read_snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,7 +42,7 @@ class TraceSnapshot:
     ``head``, this host's head anchor for it (ADR 0037), read *before* the bytes: a gate
     appending meanwhile leaves the head at or behind what was read, never past it."""
 
-    __slots__ = ("file", "head", "kind", "lines", "name", "raw")
+    __slots__ = ("file", "head", "kind", "lines", "name", "raw", "stamps")
 
     def __init__(
         self,
@@ -48,6 +52,7 @@ class TraceSnapshot:
         lines: list[TraceLine],
         file: Path | None,
         head: Any = None,
+        stamps: list[Any] | None = None,
     ) -> None:
         self.kind = kind  # "file" (a .jsonl PATH) or "thread" (a thread id of the store)
         self.name = name
@@ -55,6 +60,7 @@ class TraceSnapshot:
         self.lines = lines
         self.file = file
         self.head = head  # what keys.heads.recorded gave, or the HeadError it raised
+        self.stamps = stamps  # beside each raw line, what the store keeps (None: files)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -80,18 +86,19 @@ def snapshot_file(path: Path, kind: str = "file", name: str | None = None) -> Tr
 
 def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
     """A thread of the configured store: a JSONL file read as :func:`snapshot_file`; a
-    PostgreSQL thread by one query, decoded as its ``iter_thread`` does."""
-    from eidolons.tracestore import TraceReadError
+    PostgreSQL thread by one query, each line with its row's stamp and judged as its
+    ``iter_thread`` judges it."""
+    from eidolons.tracestore import TraceReadError, judged_line
 
     if store.kind == "jsonl":
         try:
             return snapshot_file(Path(store.location(thread)), "thread", thread)
         except InputError as exc:  # as the store reports it
             raise TraceReadError(str(exc)) from None
-    raw = list(store.iter_raw(thread))
-    return TraceSnapshot(
-        "thread", thread, raw, [decode_line(r, n) for n, r in enumerate(raw, 1)], None
-    )
+    rows = list(store.iter_stamped(thread))
+    raw = [r for r, _ in rows]
+    lines = [judged_line(r, n, stamp) for n, (r, stamp) in enumerate(rows, 1)]
+    return TraceSnapshot("thread", thread, raw, lines, None, stamps=[s for _, s in rows])
 
 
 def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) -> str:
@@ -144,6 +151,8 @@ def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dic
     fails the trace (``head``), whatever the links say."""
     import json
 
+    from eidolons.tracestore import NO_STAMP, looks_like_verdict, not_counted
+
     lines = snap.raw
     chain = verify_chain(lines)
     head = head_status(snap)
@@ -153,19 +162,19 @@ def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dic
             event = json.loads(raw)
         except (ValueError, RecursionError):
             continue
-        if (
-            isinstance(event, dict)
-            and event.get("gate") == "orchestrator"
-            and event.get("event") in ("verify_pass", "verify_fail")
-        ):
-            receipts.append(
-                {
-                    "line": n,
-                    "message_id": event.get("message_id"),
-                    "verdict": event.get("verdict"),
-                    "receipt": receipt_status(event, trust, now),
-                }
-            )
+        if isinstance(event, dict) and looks_like_verdict(event):
+            stamp = snap.stamps[n - 1] if snap.stamps is not None else NO_STAMP
+            why = not_counted(raw, event, stamp)
+            entry = {
+                "line": n,
+                "message_id": event.get("message_id"),
+                "verdict": event.get("verdict"),
+                "counted": why is None,
+                "receipt": receipt_status(event, trust, now) if why is None else "not checked",
+            }
+            if why is not None:
+                entry["not_counted"] = why
+            receipts.append(entry)
     invalid = sum(1 for r in receipts if r["receipt"].startswith("invalid"))
     return {
         "trace": snap.name,

@@ -1,5 +1,6 @@
 """A real PostgreSQL for the tests: the Debian ``postgresql`` package's ``initdb`` into a
-temporary directory, listening on a Unix socket only, ``fsync=off``; started once per
+temporary directory, listening on a Unix socket and on a free TCP port of 127.0.0.1
+(trust authentication for both), ``fsync=off``; started once per
 session and stopped at the end. ``initdb``/``postgres`` refuse to run as root, so as root
 they run as the ``postgres`` OS user (``runuser``)."""
 
@@ -10,12 +11,13 @@ import itertools
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
-GATE_LOGIN = "gate_host_b"  # a receiver's or sender's host: member of eidolons_gate
-ORCH_LOGIN = "orch_host_a"  # the orchestrator's host: member of eidolons_orchestrator
+GATE_LOGIN = "gate_host_b"  # a receiver's or sender's host: bound as gate
+ORCH_LOGIN = "orch_host_a"  # the orchestrator's host: bound as orchestrator
 TEMPLATE_DB = "eidolons_tpl"
 
 
@@ -24,6 +26,12 @@ def find_bindir() -> Path | None:
         return Path(initdb).parent
     found = shutil.which("initdb")
     return Path(found).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class PgServer:
@@ -42,6 +50,8 @@ class PgServer:
             os.chown(self.base, pw.pw_uid, pw.pw_gid)
             self.as_user = ["runuser", "-u", "postgres", "--"]
         self._dbs = itertools.count(1)
+        self._logins = itertools.count(1)
+        self.port = _free_port()
 
     def _run(self, *argv: str) -> None:
         subprocess.run(
@@ -64,7 +74,8 @@ class PgServer:
         fast = ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         options = " ".join(
             [
-                "-c listen_addresses=''",
+                "-c listen_addresses=127.0.0.1",
+                f"-c port={self.port}",
                 f"-c unix_socket_directories={self.socket_dir}",
                 *([] if self.durable else fast),
                 "-c max_connections=60",
@@ -91,8 +102,11 @@ class PgServer:
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
 
-    def dsn(self, user: str = "postgres", db: str = "postgres") -> str:
-        return f"postgresql://{user}@/{db}?host={self.socket_dir}"
+    def dsn(self, user: str = "postgres", db: str = "postgres", *, tcp: bool = False) -> str:
+        """A URI over the Unix socket, or with ``tcp`` over 127.0.0.1."""
+        if tcp:
+            return f"postgresql://{user}@127.0.0.1:{self.port}/{db}"
+        return f"postgresql://{user}@/{db}?host={self.socket_dir}&port={self.port}"
 
     def admin(self, sql: str, db: str = "postgres") -> None:
         import psycopg
@@ -100,8 +114,14 @@ class PgServer:
         with psycopg.connect(self.dsn(db=db), autocommit=True) as conn:
             conn.execute(sql)
 
+    def new_login(self, prefix: str) -> str:
+        """A fresh login role, ``<prefix>_<n>``, with no grant of any kind."""
+        name = f"{prefix}_{next(self._logins)}"
+        self.admin(f"CREATE ROLE {name} LOGIN")
+        return name
+
     def prepare_template(self) -> None:
-        from eidolons.tracestore.postgres import init_schema
+        from eidolons.tracestore.pg_admin import init_schema
 
         self.admin(f"CREATE ROLE {GATE_LOGIN} LOGIN; CREATE ROLE {ORCH_LOGIN} LOGIN")
         self.admin(f"CREATE DATABASE {TEMPLATE_DB}")

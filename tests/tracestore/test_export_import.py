@@ -96,7 +96,7 @@ def test_export_needs_the_orchestrator_role_for_verdicts(
 ) -> None:
     history(cli, project, 1)
     r = cli("trace", "export", "--to", "postgres", "--dsn", pg.dsn(GATE_LOGIN, db))
-    assert r.code == 3 and "only eidolons_orchestrator" in r.err
+    assert r.code == 3 and "may not record orchestrator verdicts" in r.err
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def test_a_gate_role_cannot_record_an_orchestrator_verdict(
     payload, envelope = handoff(cli, project, gate)
     r = cli("verify-envelope", envelope, "--block", "--json", env=gate)
     assert r.code == 3
-    assert "only eidolons_orchestrator" in r.json()["trace_error"]
+    assert "may not record orchestrator verdicts" in r.json()["trace_error"]
     r = incoming(cli, payload, gate)
     assert r.code == 3 and r.json()["failure_code"] == "UNVERIFIED"
 
@@ -144,7 +144,7 @@ def test_store_init_is_idempotent(cli: Cli, pg: PgServer) -> None:
     dsn = pg.dsn(db=pg.new_database(initialised=False))
     r = cli("trace", "store", "init", "--dsn", dsn, "--grant-gate", GATE_LOGIN)
     assert r.code == 0, r.err
-    assert "schema version 3 (migrations applied: 1, 2, 3)" in r.out
+    assert "schema version 4 (migrations applied: 1, 2, 3, 4)" in r.out
     r = cli("trace", "store", "init", env=clean_env(EIDOLONS_TRACE_DSN=dsn))
     assert r.code == 0 and "already current" in r.out
     r = cli("trace", "store", "init")
@@ -222,12 +222,11 @@ def test_migrating_an_older_store_keeps_every_row_findable(
 
     from eidolons.ecl.tracechain import next_link
     from eidolons.trace import encode_event
-    from eidolons.tracestore import pg_schema, postgres
+    from eidolons.tracestore import pg_admin, pg_schema, postgres
 
     dsn = pg.dsn(db=pg.new_database(initialised=False))
     monkeypatch.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
-    monkeypatch.setattr(postgres, "CURRENT_VERSION", 1)
-    postgres.init_schema(dsn)
+    pg_admin.init_schema(dsn)
     with psycopg.connect(dsn) as conn:  # what a version-1 eidolons wrote
         last, seq = None, 0
         for kind in ("emit", "receive", "verify_pass"):
@@ -240,7 +239,8 @@ def test_migrating_an_older_store_keeps_every_row_findable(
                 ("old", seq, prev, last),
             )
     monkeypatch.undo()
-    assert postgres.init_schema(dsn) == (3, [2, 3])
+    done = pg_admin.init_schema(dsn, grant_orchestrator=[ORCH_LOGIN])  # the hosts to keep
+    assert (done.version, done.applied) == (4, [2, 3, 4])
     with postgres.PostgresStore(dsn) as store:
         found = store.find_payload(["out/old.md"])
         assert found is not None and found["n"] == 1

@@ -8,7 +8,10 @@ Rules:
   and ``artifact_path`` and those fields are then unknown (``None``), never invented.
 - The decisions recorded for a hop (orchestrator and receiver ``verify_pass`` /
   ``verify_fail``) are attached to it in trace order, whatever the source of its
-  description.
+  description. A line that reads as an orchestrator verdict but that the store's reader
+  marked ``not_counted`` (the one record rule,
+  :func:`eidolons.tracestore.uncounted_reason`) is no decision: it is kept apart, in
+  ``Hop.uncounted``, so no view takes it for the verdict on record.
 - Hops are ordered by ``parent_id`` and time (:func:`order_hops`): a parent comes
   before its children, siblings and roots by ``ts`` then ``message_id``. A parent that is
   not in the set makes the hop a root; a cycle cannot hide hops (each hop is emitted
@@ -19,6 +22,8 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+from eidolons.tracestore import NOT_COUNTED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -131,6 +136,7 @@ class Hop:
         "token_budget",
         "tokens",
         "ts",
+        "uncounted",
     )
 
     def __init__(self, message_id: str) -> None:
@@ -153,6 +159,7 @@ class Hop:
         self.objective: str | None = None
         self.envelope: str | None = None  # the envelope file, when read from one
         self.decisions: list[Decision] = []
+        self.uncounted: list[Decision] = []  # verdict-looking lines the gate does not count
 
     def __repr__(self) -> str:
         return f"Hop({self.message_id!r}, {self.sender} -> {self.recipient} {self.performative})"
@@ -235,7 +242,8 @@ def hops_from_events(events: Iterable[Mapping[str, Any]]) -> list[Hop]:
         else:
             pending.setdefault(mid, []).append(event)
         if event.get("event") in GATE_EVENTS:
-            hop.decisions.append(Decision(event))
+            counted = not event.get(NOT_COUNTED)
+            (hop.decisions if counted else hop.uncounted).append(Decision(event))
     for mid, rest in pending.items():  # gate events describe what no emit event did
         for event in rest:
             hops[mid].describe_from_event(event)
@@ -259,6 +267,7 @@ def merge(described: Iterable[Hop], recorded: Iterable[Hop]) -> list[Hop]:
         for have in same:
             if have is not hop:
                 have.decisions.extend(hop.decisions)
+                have.uncounted.extend(hop.uncounted)
                 if have.thread_id is None:
                     have.thread_id = hop.thread_id
     return out

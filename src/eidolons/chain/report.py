@@ -91,9 +91,15 @@ def _decision(d: Decision, trusted: bool) -> str:
 
 def _decisions(hop: Hop, gate: str, trusted: bool) -> str:
     found = [d for d in hop.decisions if d.gate == gate]
+    forged = "".join(
+        f'<span class="decision"><span class="warned">not counted: {_e(d.verdict)}</span> '
+        f'<span class="reason">{_e(d.record.get("not_counted"))}</span></span>'
+        for d in hop.uncounted
+        if d.gate == gate
+    )
     if not found:
-        return '<span class="none">none on record</span>'
-    return "".join(_decision(d, trusted) for d in found)
+        return '<span class="none">none on record</span>' + forged
+    return "".join(_decision(d, trusted) for d in found) + forged
 
 
 def render_report(

@@ -143,8 +143,11 @@ def _out(lines: list[str]) -> None:
 
 # -- show over traces: the events themselves
 def event_line(event: dict[str, Any], color: bool) -> str:
+    from eidolons.tracestore import NOT_COUNTED
+
     kind = str(event.get("event", "?"))
-    flag = {"verify_fail": "!!", "verify_pass": "ok"}.get(kind, "  ")
+    uncounted = event.get(NOT_COUNTED)  # set by the store's reader (the one record rule)
+    flag = "??" if uncounted else {"verify_fail": "!!", "verify_pass": "ok"}.get(kind, "  ")
     parts = [
         flag,
         str(event.get("ts", "?")),
@@ -157,6 +160,8 @@ def event_line(event: dict[str, Any], color: bool) -> str:
         parts.append(f"gate={event['gate']}")
     if kind == "verify_fail":
         parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
+    if uncounted:
+        parts.append(f"NOT COUNTED: {uncounted}")
     line = printable(" ".join(parts))
     if color and kind == "verify_fail":
         line = f"\x1b[31m{line}\x1b[0m"
@@ -348,7 +353,8 @@ def _verify(
     receipts: dict[str, str] = {}  # message id -> receipt of its latest verdict line
     for c in chains:
         for entry in c["receipts"]:
-            receipts[str(entry["message_id"])] = str(entry["receipt"])
+            if entry["counted"]:  # a line the gate would not count is no verdict on record
+                receipts[str(entry["message_id"])] = str(entry["receipt"])
     from eidolons.commands._common import print_json
     from eidolons.config import Limits, hmac_key
     from eidolons.verify import verify_parsed
@@ -452,6 +458,12 @@ def _chain_lines(chains: list[dict[str, Any]]) -> list[str]:
             out.append(f"    {'✓' if head['state'] == 'anchored' else '!'} {note}")
         for r in c["receipts"]:
             glyph = "✗" if r["receipt"].startswith("invalid") else " "
+            if not r["counted"]:
+                out.append(
+                    f"    ! line {r['line']} [{r['verdict']}] msg={r['message_id']}: "
+                    f"not counted ({r['not_counted']})"
+                )
+                continue
             out.append(
                 f"    {glyph} line {r['line']} [{r['verdict']}] msg={r['message_id']}: "
                 f"receipt {r['receipt']}"

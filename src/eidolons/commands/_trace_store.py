@@ -1,9 +1,11 @@
 """``eidolons trace store init``, ``trace export --to postgres``, ``trace import``: the
 shared PostgreSQL trace store (ADRs 0070-0074).
 
-Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id); 3 the store refused or
-failed (unreachable, permission, a target that diverged), nothing or only whole threads
-copied."""
+Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id; an upgrade of a store whose
+roles were cluster-wide, not told which logins to keep: the message gives the command); 3
+the store refused or failed (unreachable, permission, a login that does not exist, a
+target that diverged, a thread holding a verdict the store does not count), nothing or
+only whole threads copied."""
 
 from __future__ import annotations
 
@@ -38,26 +40,38 @@ def _dsn(args: argparse.Namespace) -> str:
 
 
 def _store_init(args: argparse.Namespace) -> int:
-    from eidolons.tracestore.postgres import init_schema, redact
+    """Migrate, bind the logins given, and say who may use this database now."""
+    from eidolons.tracestore.pg_admin import init_schema
+    from eidolons.tracestore.pg_schema import AUTHORITIES
+    from eidolons.tracestore.postgres import redact
 
     dsn = _dsn(args)
-    version, applied = init_schema(dsn, tuple(args.grant_gate), tuple(args.grant_orchestrator))
-    done = ", ".join(str(v) for v in applied) or "none, already current"
-    print(f"trace store {redact(dsn)}: schema version {version} (migrations applied: {done})")
-    for role in args.grant_gate:
-        print(f"granted eidolons_gate to {role}")
-    for role in args.grant_orchestrator:
-        print(f"granted eidolons_orchestrator to {role}")
+    done = init_schema(dsn, args.grant_gate, args.grant_orchestrator)
+    applied = ", ".join(str(v) for v in done.applied) or "none, already current"
+    print(
+        f"trace store {redact(dsn)}: schema version {done.version} (migrations applied: {applied})"
+    )
+    for authority in reversed(AUTHORITIES):
+        logins = ", ".join(done.bound.get(authority, [])) or "none"
+        print(f"  bound to database {done.database} as {authority}: {logins}")
+    print(f"  CONNECT on database {done.database}: revoked from PUBLIC, granted to these")
+    if done.left_out:
+        names = ", ".join(f"{login} (was {authority})" for login, authority in done.left_out)
+        print(f"  not bound here (members of the cluster-wide roles left out): {names}")
+    if done.missing:
+        print(f"  bound here but no such role on the cluster: {', '.join(done.missing)}")
     return 0
 
 
 def _copy(args: argparse.Namespace) -> int:
     """export: project JSONL -> PostgreSQL; import: PostgreSQL -> project JSONL. A thread
     is copied only when the target holds a prefix of the source (resumable, never a
-    merge); a target that diverged is refused."""
+    merge); a target that diverged is refused. An import refuses a thread holding a row
+    that reads as an orchestrator verdict the store does not count (the one record rule):
+    in a JSONL trace its bytes alone would make it evidence."""
     from eidolons.commands._common import error, project_root
-    from eidolons.trace import append_lines, thread_file_name
-    from eidolons.tracestore import TraceStore
+    from eidolons.trace import append_lines, decode_line, thread_file_name
+    from eidolons.tracestore import TraceStore, not_counted
     from eidolons.tracestore.jsonl import JsonlStore
     from eidolons.tracestore.postgres import PostgresStore
 
@@ -77,7 +91,25 @@ def _copy(args: argparse.Namespace) -> int:
         diverged = []
         for name in threads:
             have = list(target.iter_raw(name))
-            lines = list(source.iter_raw(name))
+            rows = list(source.iter_stamped(name))
+            lines = [raw for raw, _ in rows]
+            forged = next(
+                (
+                    (n, why)
+                    for n, (raw, stamp) in enumerate(rows, 1)
+                    if (why := not_counted(raw, decode_line(raw, n).event, stamp))
+                ),
+                None,
+            )
+            if forged is not None:
+                diverged.append(name)
+                print(
+                    f"{name}: refused, line {forged[0]} reads as an orchestrator "
+                    f"verdict that {source.describe()} does not count ({forged[1]}); in a "
+                    "JSONL trace it would be evidence, so nothing of the thread is copied",
+                    file=sys.stderr,
+                )
+                continue
             if lines[: len(have)] != have:
                 diverged.append(name)
                 print(f"{name}: refused, {target.describe()} holds other lines", file=sys.stderr)

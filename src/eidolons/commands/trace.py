@@ -85,7 +85,7 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     store = sub.add_parser("store", help="manage the shared PostgreSQL trace store")
     store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     init = store_sub.add_parser(
-        "init", help="create or migrate the PostgreSQL trace schema and the gate roles"
+        "init", help="create or migrate the PostgreSQL trace schema; bind logins to this database"
     )
     init.add_argument("--dsn", help=f"an administrator's {dsn}")
     init.add_argument(
@@ -93,14 +93,14 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         action="append",
         default=[],
         metavar="ROLE",
-        help="grant eidolons_gate (INSERT and SELECT) to this login role; repeatable",
+        help="bind this login to the database as a gate (INSERT and SELECT); repeatable",
     )
     init.add_argument(
         "--grant-orchestrator",
         action="append",
         default=[],
         metavar="ROLE",
-        help="grant eidolons_orchestrator (may record orchestrator verdicts); repeatable",
+        help="bind this login as the orchestrator (may record orchestrator verdicts); repeatable",
     )
     export = sub.add_parser(
         "export",

@@ -67,16 +67,100 @@ def verdict_needle(message_id: str) -> bytes:
     return dumps(message_id)[1:-1].encode("ascii")
 
 
+def message_key(message_id: str) -> bytes:
+    """The id as a store stamps a verdict row with it (UTF-8)."""
+    return message_id.encode("utf-8", "surrogatepass")
+
+
+class _NoStamp:
+    """A store that keeps nothing beside a line's bytes (the JSONL files)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_STAMP"
+
+
+#: what a store keeps beside a line: PostgreSQL's ``verdict_for`` column (the message id
+#: the row was stamped a verdict for, or None), or this: nothing
+NO_STAMP = _NoStamp()
+NOT_COUNTED = "not_counted"  # the key the readers set on a verdict-looking event
+
+
 def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) -> bool:
-    """The record rule (ADR 0005): a ``verify_pass``/``verify_fail`` for ``message_id``
-    written by the orchestrator gate. Events by receivers, senders, other tools or by hand
-    without ``gate: "orchestrator"`` are never integrity evidence."""
+    """What a verdict line says (ADR 0005): a ``verify_pass``/``verify_fail`` for
+    ``message_id`` written by the orchestrator gate. Events by receivers, senders, other
+    tools or by hand without ``gate: "orchestrator"`` are never integrity evidence. Whether
+    the gate counts such a line is :func:`uncounted_reason`."""
     return (
         event is not None
         and event.get("message_id") == message_id
         and event.get("event") in VERDICT_EVENTS
         and event.get("gate") == ORCHESTRATOR_GATE
     )
+
+
+def uncounted_reason(
+    raw: bytes,
+    event: Mapping[str, Any] | None,
+    message_id: str,
+    stamp: bytes | _NoStamp | None = NO_STAMP,
+) -> str | None:
+    """THE record rule, for the gate and for every view and copy of a trace: None when
+    the line ``raw`` (decoded as ``event``) is an orchestrator verdict for ``message_id``
+    that the receiver gate counts, else why not. Counted: its bytes say so
+    (:func:`is_orchestrator_verdict`), they spell the id as this tool writes it (a line
+    spelling it another way was not written by this tool), and where the store keeps a
+    stamp beside the bytes (PostgreSQL's ``verdict_for``, set only for a login bound as
+    the database's orchestrator), the row is stamped for that id."""
+    if not is_orchestrator_verdict(event, message_id):
+        return "not an orchestrator verdict for this message"
+    if verdict_needle(message_id) not in raw:
+        return "its message id is not spelled as eidolons writes it"
+    if not isinstance(stamp, _NoStamp) and (
+        stamp is None or bytes(stamp) != message_key(message_id)
+    ):
+        return "no verdict stamp on its row: its writer is not the database's orchestrator"
+    return None
+
+
+def looks_like_verdict(event: Mapping[str, Any] | None) -> bool:
+    """A line that reads as an orchestrator verdict, whoever wrote it."""
+    return (
+        event is not None
+        and event.get("event") in VERDICT_EVENTS
+        and event.get("gate") == ORCHESTRATOR_GATE
+    )
+
+
+def not_counted(
+    raw: bytes, event: Mapping[str, Any] | None, stamp: bytes | _NoStamp | None = NO_STAMP
+) -> str | None:
+    """For views and copies: why a line that reads as an orchestrator verdict is one the
+    gate would not count (by :func:`uncounted_reason`), or None (a counted verdict, or a
+    line that is no verdict at all)."""
+    if event is None or not looks_like_verdict(event):
+        return None
+    mid = event.get("message_id")
+    if not isinstance(mid, str):
+        return "it names no message id"
+    return uncounted_reason(raw, event, mid, stamp)
+
+
+def judged_line(raw: bytes, lineno: int, stamp: bytes | _NoStamp | None = NO_STAMP) -> TraceLine:
+    """``raw`` decoded, as a reader hands it to the views: a verdict-looking event the
+    gate would not count carries ``not_counted: <why>`` (set by the reader, never taken
+    from the bytes)."""
+    from eidolons.trace import decode_line
+
+    line = decode_line(raw, lineno)
+    event = line.event
+    if event is not None:
+        why = not_counted(raw, event, stamp)
+        event.pop(NOT_COUNTED, None)  # the reader's word, whatever the bytes say
+        if why is not None:
+            event[NOT_COUNTED] = why
+    return line
 
 
 def payload_needle(key: str) -> bytes:
@@ -95,15 +179,17 @@ def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
     )
 
 
-def record_from_line(raw: bytes, message_id: str) -> dict[str, Any] | None:
-    """The event of ``raw`` when it is an orchestrator verdict for ``message_id`` as this
-    tool writes it (a line spelling the id another way is never evidence), else None."""
+def record_from_line(
+    raw: bytes, message_id: str, stamp: bytes | _NoStamp | None = NO_STAMP
+) -> dict[str, Any] | None:
+    """The event of ``raw`` when the gate counts it as an orchestrator verdict for
+    ``message_id`` (:func:`uncounted_reason`), else None."""
     from eidolons.trace import decode_line
 
     if verdict_needle(message_id) not in raw:
         return None
     event = decode_line(raw, 0).event
-    return event if is_orchestrator_verdict(event, message_id) else None
+    return event if uncounted_reason(raw, event, message_id, stamp) is None else None
 
 
 class TraceStore:
@@ -136,6 +222,14 @@ class TraceStore:
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         """The thread's exact line bytes (no newline) in order, damaged ones included."""
         raise NotImplementedError
+
+    def iter_stamped(
+        self, thread_id: str | None
+    ) -> Iterator[tuple[bytes, bytes | _NoStamp | None]]:
+        """As :meth:`iter_raw`, each line with what the store keeps beside it (see
+        :func:`uncounted_reason`): :data:`NO_STAMP` for a store of bytes alone."""
+        for raw in self.iter_raw(thread_id):
+            yield raw, NO_STAMP
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         """The complete lines appended after ``cursor`` (0: from the start) and the cursor

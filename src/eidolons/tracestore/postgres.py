@@ -3,14 +3,23 @@
 Each append runs in one transaction holding a per-thread advisory lock: it reads the
 thread's last line, links the event to it with :mod:`eidolons.ecl.tracechain`, and
 inserts the exact line bytes. The insert trigger checks the link again (so a writer using SQL
-directly cannot break the chain), lets only ``eidolons_orchestrator`` record
-orchestrator verdicts, and UPDATE/DELETE/TRUNCATE are revoked and refused by triggers.
+directly cannot break the chain), lets only a login this database lists as its
+orchestrator record orchestrator verdicts (``eidolons.writers``, bound by
+:mod:`eidolons.tracestore.pg_admin`), and UPDATE/DELETE/TRUNCATE are revoked and refused by
+triggers.
 
 The receiver's lookup reads one index (``thread, verdict_for, seq DESC``) and judges the
 candidate line with the same rule as the JSONL store (:func:`record_from_line`).
 Reads run in autocommit, so every lookup sees every verdict committed before it began.
 Any connection or server error is a :class:`TraceReadError` / :class:`TraceWriteError`:
 a receiver refuses, it never falls back to a file.
+
+Every wait for the server is bounded by ``EIDOLONS_TRACE_TIMEOUT_S`` twice over: on the
+server (``statement_timeout``, ``lock_timeout``: a lock held by another writer, a slow
+statement) and on the client (:mod:`eidolons.tracestore.pg_watchdog`: a server that
+stops answering, whose backend is stopped, which no server-side timer and no keepalive
+can notice). The connection itself is bounded by ``connect_timeout``; a store whose
+server once did not answer is not asked again.
 """
 
 from __future__ import annotations
@@ -29,10 +38,13 @@ from eidolons.tracestore import (
     TraceStore,
     is_orchestrator_verdict,
     is_payload_event,
+    judged_line,
+    message_key,
     payload_needle,
     record_from_line,
 )
 from eidolons.tracestore.pg_schema import CURRENT_VERSION, SCHEMA
+from eidolons.tracestore.pg_watchdog import Watchdog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,8 +68,8 @@ PAYLOADS = (
 )
 LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 VERDICTS = (
-    f"SELECT line FROM {SCHEMA}.trace_events WHERE thread = %s AND verdict_for = %s "
-    "ORDER BY seq DESC"
+    f"SELECT line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s "
+    "AND verdict_for = %s ORDER BY seq DESC"
 )
 
 
@@ -65,10 +77,6 @@ def redact(dsn: str) -> str:
     """The DSN without its password, for messages."""
     text = _PASSWORD.sub(r"\1:***@", dsn)
     return re.sub(r"(password=)[^&\s]*", r"\1***", text)
-
-
-def message_key(message_id: str) -> bytes:
-    return message_id.encode("utf-8", "surrogatepass")
 
 
 def verdict_key(event: Mapping[str, Any]) -> bytes | None:
@@ -105,7 +113,9 @@ def payload_key(event: Mapping[str, Any]) -> bytes | None:
 
 def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
     """An autocommit connection, or :class:`TraceReadError` with the reason. ``bounded``:
-    statements and lock waits time out too (the gates; not ``store init``)."""
+    statements and lock waits time out on the server too, and a TCP connection whose
+    peer is gone is dropped by keepalives (the gates; not ``store init``). The client's
+    own bound on each wait is :class:`Watchdog`'s."""
     import psycopg
 
     limit = timeout_s()
@@ -115,14 +125,27 @@ def connect(dsn: str, *, bounded: bool = True) -> psycopg.Connection[Any]:
     if bounded and "options" not in dsn:
         ms = max(1, round(limit * 1000))
         kwargs["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+    if bounded and "keepalives" not in dsn and "tcp_user_timeout" not in dsn:
+        # TCP only (libpq ignores them on a Unix socket): a peer host that is gone
+        kwargs.update(
+            keepalives=1,
+            keepalives_idle=max(1, math.ceil(limit)),
+            keepalives_interval=1,
+            keepalives_count=3,
+            tcp_user_timeout=max(1, round(limit * 1000)),
+        )
     try:
         return psycopg.connect(dsn, **kwargs)
     except psycopg.Error as exc:
-        raise TraceReadError(f"cannot connect to {redact(dsn)}: {_reason(exc)}") from None
+        raise TraceReadError(f"cannot connect to {redact(dsn)}: {reason(exc)}") from None
 
 
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+def reason(exc: BaseException) -> str:
+    """One line: the server's own message (never the PL/pgSQL context under it), or
+    the client's."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    text = " ".join((primary or str(exc)).split())
     return text or exc.__class__.__name__
 
 
@@ -132,6 +155,8 @@ class PostgresStore(TraceStore):
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self._conn: psycopg.Connection[Any] | None = None
+        self._watch: Watchdog | None = None
+        self._stuck: str | None = None  # the server did not answer: never asked again
 
     def describe(self) -> str:
         return redact(self.dsn)
@@ -140,10 +165,16 @@ class PostgresStore(TraceStore):
         return f"{redact(self.dsn)} thread={thread_file_name(thread_id)}"
 
     def connection(self) -> psycopg.Connection[Any]:
+        """The open connection, made and checked (schema version) when there is none. A
+        store whose server once did not answer within the timeout fails at once: the
+        gate holding it is bounded by one timeout, not by one per operation."""
+        if self._stuck is not None:
+            raise TraceReadError(self._stuck)
         if self._conn is None or self._conn.closed:
             conn = connect(self.dsn)
+            watch = Watchdog(conn, timeout_s())
             try:
-                version = self._schema_version(conn)
+                version = self._schema_version(conn, watch)
             except BaseException:
                 conn.close()
                 raise
@@ -154,27 +185,51 @@ class PostgresStore(TraceStore):
                     f"trace schema on {redact(self.dsn)} is {found}; this eidolons needs "
                     f"version {CURRENT_VERSION} (run: eidolons trace store init)"
                 )
-            self._conn = conn
+            self._conn, self._watch = conn, watch
         return self._conn
 
-    @staticmethod
-    def _schema_version(conn: psycopg.Connection[Any]) -> int | None:
+    def _schema_version(self, conn: psycopg.Connection[Any], watch: Watchdog) -> int | None:
         import psycopg
 
         try:
-            if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.trace_events",)).fetchone() == (
-                None,
-            ):
-                return None
-            row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
+            with watch.bound():
+                table = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.trace_events",))
+                if table.fetchone() == (None,):
+                    return None
+                row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
         except psycopg.Error as exc:
-            raise TraceReadError(f"cannot read the trace schema: {_reason(exc)}") from None
+            timed_out = self._timed_out(watch)
+            if timed_out is not None:
+                self._stuck = timed_out
+            raise TraceReadError(
+                f"cannot read the trace schema: {timed_out or reason(exc)}"
+            ) from None
         return None if row is None else row[0]
+
+    def _timed_out(self, watch: Watchdog | None) -> str | None:
+        if watch is None or not watch.fired:
+            return None
+        return (
+            f"timeout: no answer from {self.describe()} within {watch.limit:g} s "
+            f"({TIMEOUT_ENV}); the connection was closed"
+        )
+
+    def _failure(self, exc: BaseException) -> str:
+        """Why the last operation failed, in one line; the connection is dropped."""
+        timed_out = self._timed_out(self._watch)
+        if timed_out is not None:
+            self._stuck = timed_out
+        self.close()
+        return timed_out or f"{self.describe()}: {reason(exc)}"
+
+    def _bound(self) -> Any:
+        assert self._watch is not None  # set with the connection
+        return self._watch.bound()
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-            self._conn = None
+            self._conn, self._watch = None, None
 
     def _read(
         self, sql: str, params: tuple[Any, ...], stream: bool = False
@@ -185,14 +240,21 @@ class PostgresStore(TraceStore):
 
         try:
             with self.connection().cursor() as cur:
-                if stream:
-                    yield from cur.stream(sql, params)
-                else:
-                    cur.execute(sql, params)
-                    yield from cur
+                if not stream:
+                    with self._bound():
+                        cur.execute(sql, params)
+                        rows = cur.fetchall()
+                    yield from rows
+                    return
+                rows_of = cur.stream(sql, params)
+                while True:
+                    with self._bound():  # each row's wait, never the reader's own time
+                        row = next(rows_of, None)
+                    if row is None:
+                        return
+                    yield row
         except psycopg.Error as exc:
-            self.close()
-            raise TraceReadError(f"trace store {self.describe()}: {_reason(exc)}") from None
+            raise TraceReadError(f"cannot read the trace store: {self._failure(exc)}") from None
 
     def _insert_after_tail(
         self,
@@ -209,14 +271,13 @@ class PostgresStore(TraceStore):
         except TraceReadError as exc:
             raise TraceWriteError(str(exc)) from None
         try:
-            with conn.transaction(), conn.cursor() as cur:
+            with self._bound(), conn.transaction(), conn.cursor() as cur:
                 cur.execute(LOCK, (thread,))
                 row = cur.execute(LAST_LINE, (thread,)).fetchone()
                 rows = build(bytes(row[1]), row[0]) if row else build(None, 0)
                 cur.executemany(INSERT, rows)
         except psycopg.Error as exc:
-            self.close()
-            raise TraceWriteError(f"{failure} {self.describe()}: {_reason(exc)}") from None
+            raise TraceWriteError(f"{failure}: {self._failure(exc)}") from None
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         thread = thread_file_name(thread_id)
@@ -229,7 +290,7 @@ class PostgresStore(TraceStore):
             out.append((linked, line))
             return [(thread, seq, prev, line, verdict_key(linked), payload_key(linked))]
 
-        self._insert_after_tail(thread, build, "cannot append to trace store")
+        self._insert_after_tail(thread, build, "cannot append to the trace store")
         linked, line = out[0]
         return Appended(linked, line, self.location(thread_id))
 
@@ -255,13 +316,13 @@ class PostgresStore(TraceStore):
                 last, last_seq = raw, seq
             return rows
 
-        self._insert_after_tail(thread, build, "cannot import into")
+        self._insert_after_tail(thread, build, "cannot import into the trace store")
         return len(lines)
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         params = (thread_file_name(thread_id), message_key(message_id))
-        for (line,) in self._read(VERDICTS, params):
-            record = record_from_line(bytes(line), message_id)
+        for line, stamp in self._read(VERDICTS, params):
+            record = record_from_line(bytes(line), message_id, bytes(stamp))
             if record is not None:
                 return record
         return None
@@ -271,9 +332,18 @@ class PostgresStore(TraceStore):
         for (line,) in self._read(sql, (thread_file_name(thread_id),), stream=True):
             yield bytes(line)
 
+    def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, bytes | None]]:
+        """Each line with its row's ``verdict_for`` (the stamp the trigger allows only a
+        login bound as orchestrator to set)."""
+        sql = f"SELECT line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq"
+        for line, stamp in self._read(sql, (thread_file_name(thread_id),), stream=True):
+            yield bytes(line), None if stamp is None else bytes(stamp)
+
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
-        for n, raw in enumerate(self.iter_raw(thread_id), 1):
-            yield decode_line(raw, n)
+        """Decoded, and judged by the one record rule: a row that reads as an
+        orchestrator verdict the gate would not count says so (``not_counted``)."""
+        for n, (raw, stamp) in enumerate(self.iter_stamped(thread_id), 1):
+            yield judged_line(raw, n, stamp)
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         """As the JSONL store (threads in order, first line first), by one index."""
@@ -291,12 +361,12 @@ class PostgresStore(TraceStore):
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         sql = (
-            f"SELECT seq, line FROM {SCHEMA}.trace_events WHERE thread = %s AND seq > %s "
-            "ORDER BY seq"
+            f"SELECT seq, line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s "
+            "AND seq > %s ORDER BY seq"
         )
         out = []
-        for seq, line in self._read(sql, (thread_file_name(thread_id), cursor)):
-            out.append(decode_line(bytes(line), seq))
+        for seq, line, stamp in self._read(sql, (thread_file_name(thread_id), cursor)):
+            out.append(judged_line(bytes(line), seq, None if stamp is None else bytes(stamp)))
             cursor = seq
         return out, cursor
 
@@ -315,79 +385,3 @@ class PostgresStore(TraceStore):
             )
             SELECT thread FROM t WHERE thread IS NOT NULL"""
         return [name for (name,) in self._read(sql, ())]
-
-
-def init_schema(
-    dsn: str, grant_gate: tuple[str, ...] = (), grant_orchestrator: tuple[str, ...] = ()
-) -> tuple[int, list[int]]:
-    """Create or migrate the schema, as a role that may create schemas and roles; grant
-    the gate roles to the given login roles. Returns (version, migrations applied)."""
-    import psycopg
-    from psycopg import sql
-
-    from eidolons.tracestore.pg_schema import (
-        BACKFILL,
-        BOOTSTRAP,
-        GATE_ROLE,
-        MIGRATIONS,
-        ORCHESTRATOR_ROLE,
-        ROLES,
-    )
-
-    conn = connect(dsn, bounded=False)
-    applied: list[int] = []
-    try:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('eidolons-init', 0))")
-            conn.execute(ROLES)
-            conn.execute(BOOTSTRAP)
-            row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
-            have = (row[0] if row else None) or 0
-            if have > CURRENT_VERSION:
-                raise TraceWriteError(
-                    f"the trace schema is at version {have}, newer than this eidolons "
-                    f"({CURRENT_VERSION}): upgrade eidolons"
-                )
-            for version, script in MIGRATIONS:
-                if version > have:
-                    conn.execute(script)
-                    if version in BACKFILL and have:
-                        _backfill(conn, BACKFILL[version])
-                    conn.execute(
-                        f"INSERT INTO {SCHEMA}.schema_version (version) VALUES (%s)", (version,)
-                    )
-                    applied.append(version)
-            for role_name, members in (
-                (GATE_ROLE, grant_gate),
-                (ORCHESTRATOR_ROLE, grant_orchestrator),
-            ):
-                for member in members:
-                    conn.execute(
-                        sql.SQL("GRANT {} TO {}").format(
-                            sql.Identifier(role_name), sql.Identifier(member)
-                        )
-                    )
-    except psycopg.Error as exc:
-        raise TraceWriteError(f"trace store init on {redact(dsn)} failed: {_reason(exc)}") from None
-    finally:
-        conn.close()
-    return CURRENT_VERSION, applied
-
-
-def _backfill(conn: psycopg.Connection[Any], column: str) -> None:
-    """Give the rows written before a migration its new index column, by the Python rule
-    an append uses; the append-only trigger is lifted for this one UPDATE, in the
-    migration's transaction."""
-    derive = {"payload_key": payload_key}[column]
-    table = f"{SCHEMA}.trace_events"
-    conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER trace_events_no_change")
-    rows = conn.execute(f"SELECT id, line FROM {table}").fetchall()
-    updates = []
-    for row_id, line in rows:
-        event = decode_line(bytes(line), 0).event
-        key = derive(event) if event else None
-        if key is not None:
-            updates.append((key, row_id))
-    with conn.cursor() as cur:
-        cur.executemany(f"UPDATE {table} SET {column} = %s WHERE id = %s", updates)
-    conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER trace_events_no_change")

@@ -44,7 +44,12 @@ import os
 
 from eidolons.ecl.integrity import sha256 as _sha256
 from eidolons.trace import MAX_LINE_BYTES, decode_line, reverse_lines
-from eidolons.tracestore import is_orchestrator_verdict, record_from_line, verdict_needle
+from eidolons.tracestore import (
+    is_orchestrator_verdict,
+    record_from_line,
+    uncounted_reason,
+    verdict_needle,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -288,10 +293,9 @@ def judge(raw: bytes) -> bytes | None:
     A line is indexed under a message exactly when the full scan would accept it for it."""
     event = decode_line(raw, 0).event
     mid = event.get("message_id") if event is not None else None
-    if not isinstance(mid, str) or not is_orchestrator_verdict(event, mid):
+    if not isinstance(mid, str) or uncounted_reason(raw, event, mid) is not None:
         return None
-    needle = verdict_needle(mid)
-    return id_hash(needle) if needle in raw else None
+    return id_hash(verdict_needle(mid))
 
 
 Entry = tuple[bytes, int, int, bytes]  # id hash, offset, length, line SHA-256
