@@ -1,6 +1,8 @@
 """``eidolons hook claude-code``: golden stdin from a real Claude Code 2.1.328 (the samples),
-exact stdout, stderr and exit code. Claude Code blocks on exit 2 (reason on stderr) and
-lets everything else through, so every refusal here must be exit 2."""
+exact stdout, stderr and exit code. Claude Code blocks on exit 2 and lets everything else
+through, so every refusal here is exit 2, with the JSON deny on stdout (what the model
+sees) and the reason on stderr; a verified Read is exit 0 with the Read pointed at the
+gate's copy of the bytes it judged."""
 
 from __future__ import annotations
 
@@ -9,8 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from eidolons.knownhandoff import IGNORE_LINES
 from tests.conftest import clean_env
-from tests.hosts.conftest import SECRET, Handoff, needs_samples, sample
+from tests.hosts.conftest import (
+    PAYLOAD_TEXT,
+    SECRET,
+    Handoff,
+    claude_deny,
+    needs_samples,
+    sample,
+    verified_read,
+)
 
 pytestmark = needs_samples
 
@@ -30,34 +41,41 @@ def first_line(err: str) -> str:
 # --- the receiver (subagent vigil) ---------------------------------------------------
 
 
-def test_vigil_reads_a_verified_handoff(handoff: Handoff) -> None:
+def test_vigil_reads_a_verified_handoff_through_the_gates_copy(handoff: Handoff) -> None:
     handoff.verify()
-    r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
+    doc = sample(VIGIL_READ, handoff.root)
+    r = handoff.hook("claude-code", doc)
     env = handoff.doc
     context = (
         f"ECL verify_pass on record: message_id {env['message_id']}, "
         f"sha256 {env['integrity']['value']}, atlas -> vigil PROPOSE scout-report"
     )
-    assert r.code == 0 and r.err == ""
-    assert json.loads(r.out) == {
-        "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}
-    }
-    assert r.out.endswith("\n") and "\n" not in r.out[:-1]
+    lines = verified_read(r, handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode())
+    assert lines[:-1] == [context]
+
+
+def test_a_payload_swapped_after_the_check_is_not_what_the_read_shows(handoff: Handoff) -> None:
+    """The Read goes to the copy of the bytes the gate judged: the file rewritten after
+    the check (the agent races the host) is never what the receiver reads."""
+    handoff.verify()
+    doc = sample(VIGIL_READ, handoff.root)
+    r = handoff.hook("claude-code", doc)
+    handoff.payload.write_text("rewritten after the check\n")
+    verified_read(r, handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode())
 
 
 def test_vigil_is_refused_a_tampered_handoff(handoff: Handoff) -> None:
     handoff.verify()
     handoff.payload.write_text(handoff.payload.read_text() + "rewritten in transit\n")
     r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
-    assert r.code == 2 and r.out == ""
-    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
-    assert SECRET not in r.err
+    reason = claude_deny(r)
+    assert first_line(reason) == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
+    assert SECRET not in r.out + r.err
 
 
 def test_vigil_is_refused_an_unverified_handoff(handoff: Handoff) -> None:
     r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
-    assert r.code == 2 and r.out == ""
-    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+    assert first_line(claude_deny(r)) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
 
 
 def test_the_receiver_is_the_hosts_agent_type_not_the_envelopes_recipient(
@@ -77,8 +95,7 @@ def test_a_handoff_whose_envelope_was_deleted_is_refused(handoff: Handoff) -> No
     doc = sample(VIGIL_READ, handoff.root)
     doc["tool_input"] = {"file_path": str(handoff.payload)}
     r = handoff.hook("claude-code", doc)
-    assert r.code == 2 and r.out == ""
-    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from unknown"
+    assert first_line(claude_deny(r)) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from unknown"
 
 
 @pytest.mark.parametrize("how", ["--root", "EIDOLONS_ROOT", "CLAUDE_PROJECT_DIR"])
@@ -94,8 +111,8 @@ def test_a_root_that_is_not_a_directory_denies(handoff: Handoff, how: str) -> No
         r = handoff.hook("claude-code", doc, "--root", gone)
     else:
         r = handoff.hook("claude-code", doc, env={how: gone})
-    assert r.code == 2 and r.out == ""
-    assert r.err == f"eidolons hook: denied (usage: the project root {gone!r} is not a directory)\n"
+    reason = claude_deny(r)
+    assert reason == f"eidolons hook: denied (usage: the project root {gone!r} is not a directory)"
 
 
 def test_a_symlink_to_a_handoff_is_refused(handoff: Handoff) -> None:
@@ -133,14 +150,18 @@ def test_the_refusal_hands_back_a_refuse_envelope(handoff: Handoff) -> None:
 
 def test_main_loop_read_of_an_unverified_handoff_is_refused(handoff: Handoff) -> None:
     r = handoff.hook("claude-code", sample(MAIN_READ, handoff.root))
-    assert r.code == 2 and r.out == ""
-    assert first_line(r.err) == "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
+    reason = claude_deny(r)
+    assert first_line(reason) == "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
 
 
-def test_main_loop_read_of_a_verified_handoff_is_allowed(handoff: Handoff) -> None:
+def test_main_loop_read_of_a_verified_handoff_shows_the_gates_copy(handoff: Handoff) -> None:
     handoff.verify()
-    r = handoff.hook("claude-code", sample(MAIN_READ, handoff.root))
-    assert (r.code, r.out, r.err) == (0, "", "")
+    doc = sample(MAIN_READ, handoff.root)
+    r = handoff.hook("claude-code", doc)
+    assert verified_read(r, handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode()) == [
+        "(the Read shows the gate's copy of the verified bytes, "
+        f"{handoff.root.resolve()}/.eidolons/verified/{handoff.doc['integrity']['value']}.md)"
+    ]
 
 
 def test_main_loop_read_after_tampering_is_refused(handoff: Handoff) -> None:
@@ -160,18 +181,6 @@ def test_main_loop_may_read_an_envelope(handoff: Handoff) -> None:
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
-def test_main_loop_bash_cat_of_an_unverified_handoff_is_refused(handoff: Handoff) -> None:
-    r = handoff.hook("claude-code", sample(MAIN_BASH, handoff.root))
-    assert r.code == 2
-    assert first_line(r.err) == "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
-
-
-def test_main_loop_bash_cat_of_a_verified_handoff_is_allowed(handoff: Handoff) -> None:
-    handoff.verify()
-    r = handoff.hook("claude-code", sample(MAIN_BASH, handoff.root))
-    assert (r.code, r.out, r.err) == (0, "", "")
-
-
 # --- shell, search and list --------------------------------------------------------------
 
 
@@ -181,74 +190,23 @@ def bash(handoff: Handoff, command: str, receiver: bool = True) -> dict[str, obj
     return as_vigil(doc) if receiver else doc
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        "cat handoff.md",
-        "head -n 3 ./handoff.md",
-        "cat < handoff.md",
-        "grep -r race . ; cat handoff.md",
-        "cat hand*.md",
-        "true && tail handoff.md | wc -l",
-        "cat '{root}/handoff.md'",
-    ],
-)
-def test_receiver_bash_reading_a_tampered_handoff_is_refused(
-    handoff: Handoff, command: str
-) -> None:
-    handoff.verify()
-    handoff.payload.write_text("rewritten\n")
-    r = handoff.hook("claude-code", bash(handoff, command.format(root=handoff.root)))
-    assert r.code == 2
-    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        "python3 -c 'print(open(\"x\").read())'",
-        'cat "$(ls | head -1)"',
-        "cat `echo x`",
-        "eval cat x",
-        "awk '{print}' x",
-        "cat 'unclosed",
-        "bash -c 'cat x'",
-    ],
-)
-def test_receiver_shell_the_hook_cannot_read_is_refused(handoff: Handoff, command: str) -> None:
-    r = handoff.hook("claude-code", bash(handoff, command))
-    assert r.code == 2
-    assert "cannot tell what this command reads" in r.err
-
-
 @pytest.mark.parametrize("command", ["ls src", "npm test", "git status"])
-def test_main_loop_ordinary_shell_is_allowed(handoff: Handoff, command: str) -> None:
-    r = handoff.hook("claude-code", bash(handoff, command, receiver=False))
+def test_main_loop_ordinary_shell_in_a_sealed_sandbox_is_allowed(
+    sealed: Handoff, command: str
+) -> None:
+    r = sealed.hook("claude-code", bash(sealed, command, receiver=False))
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
-def test_receiver_ordinary_shell_is_allowed(handoff: Handoff) -> None:
-    r = handoff.hook("claude-code", bash(handoff, "ls src && wc -l README.md"))
+def test_receiver_ordinary_shell_in_a_sealed_sandbox_is_allowed(sealed: Handoff) -> None:
+    r = sealed.hook("claude-code", bash(sealed, "ls src && wc -l README.md"))
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
-def test_shell_running_the_gate_itself_is_allowed(handoff: Handoff) -> None:
-    command = f"eidolons verify-incoming {handoff.payload} --as vigil --print-payload"
-    r = handoff.hook("claude-code", bash(handoff, command))
+def test_shell_running_the_gate_itself_is_allowed(sealed: Handoff) -> None:
+    command = f"eidolons verify-incoming {sealed.payload} --as vigil --print-payload"
+    r = sealed.hook("claude-code", bash(sealed, command))
     assert (r.code, r.out, r.err) == (0, "", "")
-
-
-def test_shell_naming_the_handoff_dir_is_refused(handoff: Handoff) -> None:
-    handoff.move_into_handoff_dir()
-    for receiver in (True, False):
-        r = handoff.hook("claude-code", bash(handoff, "ls .eidolons/handoffs/", receiver))
-        assert r.code == 2, r
-
-
-def test_shell_mentioning_a_handoff_name_it_cannot_resolve_is_refused(handoff: Handoff) -> None:
-    handoff.move_into_handoff_dir()
-    r = handoff.hook("claude-code", bash(handoff, "cd /tmp; cat handoff.md", receiver=False))
-    assert r.code == 2 and "cannot resolve" in r.err
 
 
 def grep(handoff: Handoff, path: str | None, receiver: bool = True) -> dict[str, object]:
@@ -262,8 +220,12 @@ def test_grep_of_the_project_is_refused_unless_ignore_hides_the_handoffs(
 ) -> None:
     handoff.move_into_handoff_dir()
     r = handoff.hook("claude-code", grep(handoff, None))
-    assert r.code == 2 and ".eidolons/.ignore" in r.err
-    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
+    assert ".eidolons/.ignore" in claude_deny(r)
+    ignore = handoff.root / ".eidolons" / ".ignore"
+    # every line counts: without verified/ the gate's copies of hand-offs would show
+    ignore.write_text("".join(f"{line}\n" for line in IGNORE_LINES if line != "verified/"))
+    assert ".eidolons/.ignore" in claude_deny(handoff.hook("claude-code", grep(handoff, None)))
+    ignore.write_text("".join(f"{line}\n" for line in IGNORE_LINES))
     r = handoff.hook("claude-code", grep(handoff, None))
     assert (r.code, r.out, r.err) == (0, "", "")
 
@@ -307,7 +269,7 @@ def test_no_agent_writes_the_gates_state_or_wiring(handoff: Handoff, tool: str, 
         doc = sample(MAIN_READ, handoff.root, tool_name=tool)
         doc["tool_input"] = {"file_path": str(handoff.root / rel), "content": "x"}
         r = handoff.hook("claude-code", as_vigil(doc) if receiver else doc)
-        assert r.code == 2 and r.out == "", (tool, rel, receiver)
+        assert claude_deny(r).startswith(f"eidolons hook: {handoff.root / rel}: "), (tool, rel)
 
 
 def test_no_agent_reads_the_signing_keys(handoff: Handoff, tmp_path: Path) -> None:
@@ -318,9 +280,7 @@ def test_no_agent_reads_the_signing_keys(handoff: Handoff, tmp_path: Path) -> No
         doc = sample(MAIN_READ, handoff.root)
         doc["tool_input"] = {"file_path": str(keys / "signing.key")}
         r = handoff.hook("claude-code", as_vigil(doc) if receiver else doc)
-        assert r.code == 2 and "signing keys" in r.err
-        r = handoff.hook("claude-code", bash(handoff, "cat .eidolons/keys/signing.key", receiver))
-        assert r.code == 2
+        assert "signing keys" in claude_deny(r)
 
 
 def test_writing_a_handoff_payload_is_allowed(handoff: Handoff) -> None:
@@ -360,8 +320,7 @@ def test_writing_a_handoff_payload_is_allowed(handoff: Handoff) -> None:
 )
 def test_malformed_input_denies(handoff: Handoff, raw: bytes) -> None:
     r = handoff.hook("claude-code", raw)
-    assert r.code == 2 and r.out == ""
-    assert r.err.startswith("eidolons hook: denied (malformed hook input: ")
+    assert claude_deny(r).startswith("eidolons hook: denied (malformed hook input: ")
 
 
 def test_an_internal_error_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -372,7 +331,7 @@ def test_an_internal_error_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(decide.Decider, "decide", boom)
     r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
-    assert r.code == 2 and r.err == "eidolons hook: denied (internal error: RuntimeError: bug)\n"
+    assert claude_deny(r) == "eidolons hook: denied (internal error: RuntimeError: bug)"
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, GeneratorExit])
@@ -388,8 +347,7 @@ def test_a_base_exception_denies(
 
     monkeypatch.setattr(decide.Decider, "decide", boom)
     r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root))
-    assert r.code == 2 and r.out == ""
-    assert r.err == f"eidolons hook: denied (internal error: {exc.__name__}: )\n"
+    assert claude_deny(r) == f"eidolons hook: denied (internal error: {exc.__name__}: )"
 
 
 def test_running_out_of_time_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -404,12 +362,12 @@ def test_running_out_of_time_denies(handoff: Handoff, monkeypatch: pytest.Monkey
     monkeypatch.setattr(decide.Decider, "decide", hang)
     env = clean_env(EIDOLONS_HOOK_TIMEOUT="0.05")
     r = handoff.hook("claude-code", sample(VIGIL_READ, handoff.root), env=env)
-    assert r.code == 2 and "budget ran out" in r.err
+    assert "budget ran out" in claude_deny(r)
 
 
 def test_usage_errors_deny(handoff: Handoff) -> None:
     r = handoff.hook("claude-code", "{}", "--bogus")
-    assert r.code == 2 and "usage" in r.err
+    assert "usage" in claude_deny(r)
 
 
 # --- the MCP server's reader: identity comes from the host, not from the arguments -------
