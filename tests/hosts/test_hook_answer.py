@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.hosts.conftest import Handoff, sample
+from tests.conftest import Run
+from tests.hosts.conftest import Handoff, claude_deny, sample
 
 VIGIL_READ = "hook_stdin_read_subagent_vigil"
 REFUSE = "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
@@ -92,13 +93,18 @@ DENIES: dict[str, Callable[[Handoff], tuple[bytes, tuple[str, ...], str]]] = {
 
 
 @pytest.mark.usefixtures("quiet_alarm")
-@pytest.mark.parametrize("moment", ["write", "flush", "building-the-deny"])
+@pytest.mark.parametrize(
+    "moment", ["stdout-write", "stdout-flush", "stderr-write", "stderr-flush", "building-the-deny"]
+)
 @pytest.mark.parametrize("deny", sorted(DENIES))
 def test_the_alarm_firing_while_a_deny_is_answered_still_denies(
     handoff: Handoff, monkeypatch: pytest.MonkeyPatch, deny: str, moment: str
 ) -> None:
+    """Claude Code's deny is written twice (the JSON on stdout, the reason on stderr): the
+    alarm firing during either write leaves both whole."""
     stdin, extra, first = DENIES[deny](handoff)
     monkeypatch.setenv("EIDOLONS_HOOK_TIMEOUT", "30")  # armed, but only fire() fires
+    out, err = Stream(), Stream()
     if moment == "building-the-deny":
         from eidolons.hooks import decide
 
@@ -110,18 +116,17 @@ def test_the_alarm_firing_while_a_deny_is_answered_still_denies(
             real_init(self, allow, *args, **kwargs)
 
         monkeypatch.setattr(decide.Decision, "__init__", init)
-        err = Stream()
     else:
-        err = Stream(fire_on=moment)
-    code, out, text = hook("claude-code", stdin, *extra, err=err)
-    assert code == 2, text
-    assert out == ""
+        stream, _, call = moment.partition("-")
+        (out if stream == "stdout" else err).fire_on = call
+    code, stdout, stderr = hook("claude-code", stdin, *extra, out=out, err=err)
+    reason = claude_deny(Run(code, stdout, stderr))  # both written, whole, once
     if deny == "refusal" and moment == "building-the-deny":
         # the gate builds its refusal while deciding, under the budget: the budget's deny
-        assert text == "eidolons hook: denied (the hook's 30-second budget ran out)\n"
+        assert reason == "eidolons hook: denied (the hook's 30-second budget ran out)"
         return
-    assert text.splitlines()[0].startswith(first), text
-    assert "budget ran out" not in text  # the answer is the decision's, whole, once
+    assert reason.splitlines()[0].startswith(first), reason
+    assert "budget ran out" not in reason  # the answer is the decision's
 
 
 @pytest.mark.usefixtures("quiet_alarm")
@@ -163,3 +168,76 @@ def test_an_answer_that_cannot_be_written_blocks(handoff: Handoff, host: str) ->
         )
     else:
         assert code == 2
+
+
+# --- the answer's size: the host cuts hook output at 10,000 characters ---------------------
+
+ESCAPED = "\x01" * 20_000  # each is six characters once JSON-escaped (\\u0001)
+
+
+def answered(decision: Any) -> tuple[int, str, str]:
+    from eidolons.hooks.fast import answer
+
+    out, err = Stream(), Stream()
+    code = answer("claude-code", decision, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_deny_whose_reason_escapes_to_six_times_its_length_stays_one_whole_json_answer() -> None:
+    from eidolons.hooks.decide import deny
+    from eidolons.hooks.fast import MAX_ANSWER
+
+    code, out, err = answered(deny(f"eidolons hook: {ESCAPED}: the reason"))
+    assert code == 2 and len(out) <= MAX_ANSWER <= 9500
+    specific = json.loads(out)["hookSpecificOutput"]
+    assert specific["permissionDecision"] == "deny"
+    assert specific["permissionDecisionReason"].startswith("eidolons hook: \x01")
+    assert specific["permissionDecisionReason"].endswith(" [...]")
+    assert len(specific["permissionDecisionReason"]) > 1000  # cut to fit, not emptied
+    assert err.startswith("eidolons hook: \x01") and len(err) <= 9001
+
+
+def test_a_verified_read_with_a_long_context_keeps_its_redirect_whole() -> None:
+    from eidolons.hooks.decide import Decision
+    from eidolons.hooks.fast import MAX_ANSWER
+
+    redirect = {"file_path": "/p/.eidolons/verified/ab.md", "offset": 1}
+    code, out, err = answered(Decision(True, context=ESCAPED, updated_input=redirect))
+    assert (code, err) == (0, "") and len(out) <= MAX_ANSWER
+    specific = json.loads(out)["hookSpecificOutput"]
+    assert specific["permissionDecision"] == "allow"
+    assert specific["updatedInput"] == redirect
+    assert specific["additionalContext"].startswith("\x01" * 1000)
+
+
+def test_a_write_named_with_characters_json_escapes_is_denied_in_one_bounded_answer(
+    handoff: Handoff,
+) -> None:
+    """The reason names the path the agent chose: 20,000 control characters in it must
+    neither push the answer past the host's cap (cut JSON is no deny) nor break it."""
+    from eidolons.hooks.fast import MAX_ANSWER
+
+    target = f"{handoff.root}/.eidolons/{ESCAPED}/trust.json"
+    doc = sample(VIGIL_READ, handoff.root, tool_name="Write")
+    doc["tool_input"] = {"file_path": target, "content": "{}"}
+    code, out, err = hook("claude-code", json.dumps(doc).encode(), "--root", str(handoff.root))
+    assert code == 2 and len(out) <= MAX_ANSWER
+    reason = json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"]
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert reason.startswith(f"eidolons hook: {handoff.root}/.eidolons/\x01")
+    assert err.startswith(reason[: -len(" [...]")])
+
+
+def test_a_verified_read_whose_redirect_cannot_fit_the_cap_is_denied(handoff: Handoff) -> None:
+    """The Read's other arguments travel in ``updatedInput``: a ``pages`` string the model
+    filled with 20,000 control characters would push the allow past the host's cap, and a
+    cut answer is no redirect (the Read would go to the live file, not the gate's copy)."""
+    from eidolons.hooks.fast import MAX_ANSWER
+
+    handoff.verify()
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {**doc["tool_input"], "pages": ESCAPED}
+    code, out, err = hook("claude-code", json.dumps(doc).encode(), "--root", str(handoff.root))
+    reason = claude_deny(Run(code, out, err))
+    assert len(out) <= MAX_ANSWER
+    assert "updatedInput" not in out and "too long" in reason

@@ -300,6 +300,9 @@ def answer(host: str, decision: Decision | _Denied | None, out: TextIO, err: Tex
                 specific["permissionDecision"] = "allow"
                 specific["updatedInput"] = updated
             text = _bounded(specific, "additionalContext", context or "")
+            if len(text) > MAX_ANSWER:  # the redirect alone is too long: cut JSON is no answer
+                reason = "eidolons hook: denied (the tool input is too long to answer with)"
+                return answer(host, _Denied(reason), out, err)
         else:
             return 0  # nothing to say
     else:
@@ -343,7 +346,10 @@ def _bounded(specific: dict[str, Any], field: str, text: str) -> str:
         line = _dumps({"hookSpecificOutput": doc})
         if len(line) <= MAX_ANSWER or keep == 0:
             return line
-        keep = max(0, keep - (len(line) - MAX_ANSWER) - 16)
+        # cut by the excess (plain text) or in proportion (escapes: up to six characters
+        # a character), whichever keeps more; by one at least, so the loop ends
+        excess = len(line) - MAX_ANSWER
+        keep = max(0, min(keep - 1, max(keep - excess, keep * MAX_ANSWER // len(line)) - 16))
 
 
 def _dumps(value: Any) -> str:
