@@ -1,5 +1,9 @@
 """``eidolons hook`` for Codex, Cursor, Gemini CLI and Copilot: golden stdin built field for
-field from ``shared/hosts/README.md`` (sections 2.1 to 2.5), exact stdout and exit code."""
+field from ``shared/hosts/README.md`` (sections 2.1 to 2.5), exact stdout and exit code.
+
+Cursor, Gemini CLI and Copilot name no agent in their events: a hand-off read there is
+judged as the envelope's addressee (``--as`` names another). Of a shell command these hosts
+run, the hook judges a plain ``eidolons`` command only (ADR 0140)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import pytest
 from tests.hosts.conftest import SECRET, Handoff
 
 REFUSE = "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
-MAIN_REFUSE = "[orchestrator-verify-incoming] REFUSE: UNVERIFIED from atlas"
+ADDRESSEE_REFUSE = "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
 
 
 def tamper(handoff: Handoff) -> None:
@@ -39,22 +43,27 @@ def codex(handoff: Handoff, command: str, agent_type: str | None = "vigil") -> d
     }
 
 
-def test_codex_receiver_cat_of_a_tampered_handoff_exits_2_with_stderr(handoff: Handoff) -> None:
+def test_codex_receiver_running_the_gate_as_another_exits_2_with_stderr(handoff: Handoff) -> None:
+    r = handoff.hook("codex", codex(handoff, "eidolons verify-incoming handoff.md --as forge"))
+    assert (r.code, r.out) == (2, "")
+    assert r.err == (
+        "eidolons hook: vigil runs `eidolons verify-incoming` only as itself (--as vigil), "
+        "not --as forge\n"
+    )
+
+
+def test_codex_main_loop_running_a_state_command_exits_2(handoff: Handoff) -> None:
+    r = handoff.hook("codex", codex(handoff, "eidolons init --undo", agent_type=None))
+    assert (r.code, r.out) == (2, "") and "writes the gate's state" in r.err
+
+
+def test_codex_shell_is_not_read_by_the_hook(handoff: Handoff) -> None:
+    """Codex's own sandbox holds its shell: the hook has no Claude Code sandbox to ask
+    about, and judges no command but a plain ``eidolons`` one."""
     tamper(handoff)
-    r = handoff.hook("codex", codex(handoff, "cat handoff.md"))
-    assert r.code == 2 and r.out == "" and r.err.splitlines()[0] == REFUSE
-    assert SECRET not in r.err
-
-
-def test_codex_receiver_cat_of_a_verified_handoff_is_allowed(handoff: Handoff) -> None:
-    handoff.verify()
-    r = handoff.hook("codex", codex(handoff, "cat handoff.md"))
-    assert (r.code, r.out, r.err) == (0, "", "")
-
-
-def test_codex_main_loop_reading_unverified_is_refused(handoff: Handoff) -> None:
-    r = handoff.hook("codex", codex(handoff, "sed -n 1,5p handoff.md", agent_type=None))
-    assert r.code == 2 and r.err.splitlines()[0] == MAIN_REFUSE
+    for command in ("cat handoff.md", "eidolons verify-incoming handoff.md --as vigil"):
+        r = handoff.hook("codex", codex(handoff, command))
+        assert (r.code, r.out, r.err) == (0, "", ""), command
 
 
 def test_codex_apply_patch_to_the_trace_is_refused(handoff: Handoff) -> None:
@@ -104,24 +113,40 @@ def test_cursor_receiver_read_of_a_tampered_handoff_is_a_json_deny(handoff: Hand
     assert SECRET not in r.out
 
 
-def test_cursor_without_as_is_the_orchestrator(handoff: Handoff) -> None:
+def test_cursor_without_as_is_judged_as_the_addressee(handoff: Handoff) -> None:
     r = handoff.hook("cursor", cursor_read(handoff, str(handoff.payload)))
     out = json.loads(r.out)
-    assert out["permission"] == "deny" and out["user_message"].splitlines()[0] == MAIN_REFUSE
-
-
-def test_cursor_shell_pre_tool_use(handoff: Handoff) -> None:
+    assert out["permission"] == "deny" and out["user_message"].splitlines()[0] == ADDRESSEE_REFUSE
     tamper(handoff)
-    doc = {
+    out = json.loads(handoff.hook("cursor", cursor_read(handoff, str(handoff.payload))).out)
+    assert out["permission"] == "deny" and out["user_message"].splitlines()[0] == REFUSE
+
+
+def test_cursor_without_as_reads_a_handoff_its_addressee_may_read(handoff: Handoff) -> None:
+    handoff.verify()
+    r = handoff.hook("cursor", cursor_read(handoff, str(handoff.payload)))
+    assert (r.code, r.out, r.err) == (0, '{"permission":"allow"}\n', "")
+
+
+def cursor_shell(handoff: Handoff, command: str) -> dict[str, Any]:
+    return {
         "conversation_id": "c-1",
         "generation_id": "g-1",
         "hook_event_name": "preToolUse",
         "workspace_roots": [str(handoff.root)],
         "tool_name": "Shell",
-        "tool_input": {"command": "cat handoff.md"},
+        "tool_input": {"command": command},
     }
-    r = handoff.hook("cursor", doc, "--as", "vigil")
-    assert json.loads(r.out)["permission"] == "deny"
+
+
+def test_cursor_shell_pre_tool_use_judges_a_plain_eidolons_command(handoff: Handoff) -> None:
+    r = handoff.hook("cursor", cursor_shell(handoff, "eidolons keys rotate"), "--as", "vigil")
+    out = json.loads(r.out)
+    assert r.code == 0 and out["permission"] == "deny"
+    assert "`eidolons keys rotate` writes the gate's state" in out["agent_message"]
+    tamper(handoff)
+    r = handoff.hook("cursor", cursor_shell(handoff, "cat handoff.md"), "--as", "vigil")
+    assert (r.code, r.out) == (0, '{"permission":"allow"}\n')  # the shell is not read
 
 
 def test_cursor_malformed_input_is_still_a_deny_object(handoff: Handoff) -> None:
@@ -145,7 +170,7 @@ def test_gemini_read_file_of_an_unverified_handoff_exits_2(handoff: Handoff, key
         "mcp_context": None,
     }
     r = handoff.hook("gemini", doc)
-    assert r.code == 2 and r.out == "" and r.err.splitlines()[0] == MAIN_REFUSE
+    assert r.code == 2 and r.out == "" and r.err.splitlines()[0] == ADDRESSEE_REFUSE
     handoff_ok = {**doc, "tool_input": {key: str(handoff.root / "README.md")}}
     assert handoff.hook("gemini", handoff_ok).code == 0
 
@@ -165,7 +190,7 @@ def test_copilot_view_of_an_unverified_handoff_is_denied(handoff: Handoff) -> No
     out = json.loads(r.out)
     assert set(out) == {"permissionDecision", "permissionDecisionReason"}
     assert out["permissionDecision"] == "deny"
-    assert out["permissionDecisionReason"].splitlines()[0] == MAIN_REFUSE
+    assert out["permissionDecisionReason"].splitlines()[0] == ADDRESSEE_REFUSE
 
 
 def test_copilot_allow_is_silent(handoff: Handoff) -> None:
@@ -186,6 +211,36 @@ def test_copilot_tool_args_with_duplicate_keys_deny(handoff: Handoff) -> None:
         "toolArgs": '{"path": "/etc/hostname", "path": ' + json.dumps(str(handoff.payload)) + "}",
     }
     assert json.loads(handoff.hook("copilot", doc).out)["permissionDecision"] == "deny"
+
+
+@pytest.mark.parametrize("host", ["gemini", "copilot"])
+def test_a_read_is_judged_as_the_addressee_on_a_host_that_names_no_agent(
+    handoff: Handoff, host: str
+) -> None:
+    """As the envelope's addressee (vigil), not as the orchestrator: the verified hand-off
+    reads, and once tampered it is refused with vigil's REFUSE line."""
+    handoff.verify()
+    doc: dict[str, Any]
+    if host == "gemini":
+        doc = {
+            "session_id": "s-1",
+            "cwd": str(handoff.root),
+            "hook_event_name": "BeforeTool",
+            "tool_name": "read_file",
+            "tool_input": {"absolute_path": str(handoff.payload)},
+        }
+    else:
+        doc = {
+            "timestamp": 1,
+            "cwd": str(handoff.root),
+            "toolName": "view",
+            "toolArgs": json.dumps({"path": str(handoff.payload)}),
+        }
+    assert (lambda r: (r.code, r.out, r.err))(handoff.hook(host, doc)) == (0, "", "")
+    tamper(handoff)
+    r = handoff.hook(host, doc)
+    line = r.err if host == "gemini" else json.loads(r.out)["permissionDecisionReason"]
+    assert line.splitlines()[0] == REFUSE
 
 
 def test_as_disagreeing_with_the_hosts_identity_is_refused(handoff: Handoff) -> None:
