@@ -1,6 +1,9 @@
 """Attacks on ``eidolons hook claude-code`` by an agent in the pipeline (red-team).
 
-Each test is an attack that once got through: the hook must deny it (exit 2)."""
+Each test is an attack that once got through: the hook must deny it (exit 2). The shell
+runs in Claude Code's sandbox, which keeps it out of the hand-offs, the keys and the gate's
+state (ADR 0140); of a Bash command the hook judges a plain ``eidolons`` command, in a
+project whose sandbox is sealed (else every Bash call is denied)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from eidolons.knownhandoff import IGNORE_LINES
 from tests.conftest import clean_env
-from tests.hosts.conftest import Handoff, needs_samples, sample
+from tests.hosts.conftest import Handoff, claude_deny, needs_samples, sample
 
 pytestmark = needs_samples
 
@@ -29,22 +33,18 @@ def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[st
     "command",
     [
         # a key of the agent's own becomes the orchestrator's: it can then sign any pass
-        "XDG_CONFIG_HOME=/tmp/mine eidolons keys rotate",
+        "eidolons keys rotate",
         "eidolons keys add /tmp/mine.pub --role orchestrator",
         "eidolons keys revoke 65ae0f68519e0dfb",
         "eidolons keys --root /tmp/elsewhere rotate",
         "eidolons keys unpin",  # then a deleted trust store downgrades the project
         "eidolons keys pin",
-        "eidolons keys require-signature atlas->vigil --off",
+        "eidolons keys require-signature 'atlas->vigil' --off",
         "python3 -m eidolons keys init --role sender:atlas",
-        # behind a wrapper program
-        "uv run eidolons keys rotate",
-        "timeout 30 eidolons keys rotate",
-        "nice -n 5 eidolons init --undo",
-        "uv run python -m eidolons keys add /tmp/mine.pub --role orchestrator",
+        "/usr/local/bin/eidolons keys --json rotate",
         # the hook wiring and the trust store are init's
         "eidolons init --undo",
-        "cd src && eidolons init --hosts claude-code --force",
+        "eidolons init --hosts claude-code --force",
         # the shared trace store
         "eidolons trace store init",
         "eidolons trace import t1",
@@ -55,43 +55,53 @@ def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[st
 )
 @pytest.mark.parametrize("agent", ["vigil", None])
 def test_no_agent_runs_the_gates_state_commands(
-    handoff: Handoff, command: str, agent: str | None
+    sealed: Handoff, command: str, agent: str | None
 ) -> None:
-    r = handoff.hook("claude-code", bash(handoff, command, agent))
-    assert r.code == 2, (command, r)
+    r = sealed.hook("claude-code", bash(sealed, command, agent))
+    assert "writes the gate's state or the hook wiring" in claude_deny(r), command
+
+
+@pytest.mark.parametrize("command", ["eidolons keys list", "eidolons keys show --json"])
+def test_the_keys_read_only_actions_stay_allowed(sealed: Handoff, command: str) -> None:
+    r = sealed.hook("claude-code", bash(sealed, command))
+    assert (r.code, r.out, r.err) == (0, "", "")
 
 
 @pytest.mark.parametrize(
     "command",
     [
         "eidolons verify-envelope handoff.envelope.json --block",
-        "true; eidolons run --verify handoff.envelope.json -- true",
+        "eidolons run --verify handoff.envelope.json -- true",
     ],
 )
-def test_a_subagent_does_not_run_the_orchestrator_gate(handoff: Handoff, command: str) -> None:
+def test_a_subagent_does_not_run_the_orchestrator_gate(sealed: Handoff, command: str) -> None:
     # the gate process can read the orchestrator's key even when the agent cannot: a
     # subagent that rewrote a payload would get it signed
-    r = handoff.hook("claude-code", bash(handoff, command))
-    assert r.code == 2, r
+    r = sealed.hook("claude-code", bash(sealed, command))
+    assert "is the orchestrator's gate; vigil does not run it" in claude_deny(r)
 
 
-def test_a_subagent_runs_the_receiver_gate_only_as_itself(handoff: Handoff) -> None:
-    handoff.verify()
+def test_a_subagent_runs_the_receiver_gate_only_as_itself(sealed: Handoff) -> None:
+    sealed.verify()
     for flag in ("--as vigil", "--as=vigil@1.9.0"):
         command = f"eidolons verify-incoming handoff.md {flag} --print-payload"
-        r = handoff.hook("claude-code", bash(handoff, command, agent="general-purpose"))
-        assert r.code == 2 and "general-purpose" in r.err, r
-        ok = handoff.hook("claude-code", bash(handoff, command, agent="vigil"))
-        assert (ok.code, ok.err) == (0, ""), ok
+        r = sealed.hook("claude-code", bash(sealed, command, agent="general-purpose"))
+        assert "general-purpose runs `eidolons verify-incoming` only as itself" in claude_deny(r)
+        ok = sealed.hook("claude-code", bash(sealed, command, agent="vigil"))
+        assert (ok.code, ok.out, ok.err) == (0, "", ""), ok
+    both = "eidolons verify-incoming handoff.md --as vigil --as forge"
+    assert "not --as vigil forge" in claude_deny(sealed.hook("claude-code", bash(sealed, both)))
 
 
-def test_the_main_loop_still_runs_the_orchestrator_gate(handoff: Handoff) -> None:
-    r = handoff.hook(
-        "claude-code", bash(handoff, "eidolons verify-envelope handoff.envelope.json", None)
-    )
-    assert (r.code, r.err) == (0, "")
-    r = handoff.hook("claude-code", bash(handoff, "eidolons keys list && eidolons check .", None))
-    assert (r.code, r.err) == (0, "")
+def test_the_main_loop_still_runs_the_orchestrator_gate(sealed: Handoff) -> None:
+    for command in (
+        "eidolons verify-envelope handoff.envelope.json",
+        "eidolons keys list",
+        "eidolons check .",
+        "eidolons verify-incoming handoff.md --as vigil",
+    ):
+        r = sealed.hook("claude-code", bash(sealed, command, None))
+        assert (r.code, r.out, r.err) == (0, "", ""), command
 
 
 # --- the main loop's read, in a signed project ---------------------------------------------
@@ -164,73 +174,6 @@ def test_a_payload_the_trace_names_is_refused_when_its_envelope_is_deleted(
         assert r.code == 2, r
 
 
-# --- shell: what a command reads without naming it ------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        "grep -r race .",
-        "grep -rn race",  # no path: GNU grep -r reads the working directory
-        "grep --recursive race {root}",
-        "rg -uuu race",
-        "rg --no-ignore --hidden race",
-        "cp -r . /tmp/elsewhere",
-        "ls -R",
-        "cd src && grep -r race ..",
-        "find . -name '*.md'",
-    ],
-)
-@pytest.mark.parametrize("agent", ["vigil", None])
-def test_a_recursive_read_above_the_handoff_dir_is_refused(
-    handoff: Handoff, command: str, agent: str | None
-) -> None:
-    handoff.move_into_handoff_dir()
-    (handoff.root / "src").mkdir()
-    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
-    r = handoff.hook("claude-code", bash(handoff, command.format(root=handoff.root), agent))
-    assert r.code == 2, (command, r)
-    assert "recursively" in r.err
-
-
-@pytest.mark.parametrize("agent", ["vigil", None])
-def test_a_recursive_read_of_a_narrower_path_is_allowed(
-    handoff: Handoff, agent: str | None
-) -> None:
-    handoff.move_into_handoff_dir()
-    (handoff.root / "src").mkdir()
-    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
-    # (after a `cd`, every directory the command may be in is judged: `cd src && grep -r x`
-    # is refused, since a failed `cd` leaves it in the root)
-    # the hook's PATH holds no directory agents may write (ADR 0134: else a program found
-    # on none of them, `rg` where ripgrep is not installed, could be one an agent is about
-    # to write there, and is refused); a CI checkout under /tmp puts its venv's bin/ there
-    env = clean_env(PATH="/usr/bin:/bin")
-    for command in ("grep -rn race src", "rg race", "ls -R src", "cd src && ls"):
-        r = handoff.hook("claude-code", bash(handoff, command, agent), env=env)
-        assert (r.code, r.err) == (0, ""), (command, r)
-
-
-@pytest.mark.parametrize(
-    "command", ["cd sub && cat ../handoff.md", "pushd sub; head ../handoff.md"]
-)
-@pytest.mark.parametrize("agent", ["vigil", None])
-def test_cd_then_a_relative_name_is_gated(
-    handoff: Handoff, command: str, agent: str | None
-) -> None:
-    (handoff.root / "sub").mkdir()
-    r = handoff.hook("claude-code", bash(handoff, command, agent))
-    assert r.code == 2, r
-    assert "-verify-incoming] REFUSE: UNVERIFIED from atlas" in r.err.splitlines()[0]
-
-
-def test_brace_expansion_is_opaque_to_a_receiver(handoff: Handoff) -> None:
-    # bash builds `.eidolons/trust.json` and `.eidolons/handoffs/...` from these words
-    for command in ("tee .eidolon{s,x}/trust.json < /tmp/mine", "cat .eidolon{s,}/handoffs/*"):
-        r = handoff.hook("claude-code", bash(handoff, command))
-        assert r.code == 2 and "brace expansion" in r.err, r
-
-
 # --- the hook wiring outside the project -----------------------------------------------------
 
 
@@ -255,11 +198,7 @@ def test_no_agent_writes_the_users_hook_settings(
     doc["tool_name"] = "Write"
     doc["tool_input"] = {"file_path": str(home / rel), "content": '{"disableAllHooks": true}'}
     r = handoff.hook("claude-code", doc, env=clean_env(HOME=str(home)))
-    assert r.code == 2, r
-    assert "hook wiring" in r.err
-    shell = bash(handoff, f"echo '{{\"disableAllHooks\": true}}' > ~/{rel}", agent)
-    r = handoff.hook("claude-code", shell, env=clean_env(HOME=str(home)))
-    assert r.code == 2, r
+    assert "hook wiring" in claude_deny(r)
 
 
 # --- other tools -------------------------------------------------------------------------
@@ -285,25 +224,13 @@ def test_an_mcp_file_server_given_a_relative_name_is_gated(
     assert r.err.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
 
 
-def test_a_subagent_emits_only_as_itself(handoff: Handoff) -> None:
+def test_a_subagent_emits_only_as_itself(sealed: Handoff) -> None:
     base = "eidolons emit handoff.md --to vigil --performative PROPOSE --kind k --objective o"
     for spoof in ("--from atlas", "--from=atlas@1.4.2", ""):
-        r = handoff.hook("claude-code", bash(handoff, f"{base} {spoof} --hmac --force", "forge"))
-        assert r.code == 2 and "forge runs `eidolons emit` only as itself" in r.err, r
-    ok = handoff.hook("claude-code", bash(handoff, f"{base} --from forge --force", "forge"))
-    assert (ok.code, ok.err) == (0, ""), ok
-
-
-@pytest.mark.parametrize("command", ["cat -- -report.md", "head -n1 -report.md"])
-@pytest.mark.parametrize("agent", ["vigil", None])
-def test_a_handoff_named_like_an_option_is_gated(
-    handoff: Handoff, command: str, agent: str | None
-) -> None:
-    handoff.payload.rename(handoff.root / "-report.md")
-    handoff.envelope.rename(handoff.root / "-report.envelope.json")
-    r = handoff.hook("claude-code", bash(handoff, command, agent))
-    assert r.code == 2, r
-    assert "-verify-incoming] REFUSE: " in r.err.splitlines()[0]
+        r = sealed.hook("claude-code", bash(sealed, f"{base} {spoof} --hmac --force", "forge"))
+        assert "forge runs `eidolons emit` only as itself" in claude_deny(r), spoof
+    ok = sealed.hook("claude-code", bash(sealed, f"{base} --from forge --force", "forge"))
+    assert (ok.code, ok.out, ok.err) == (0, "", ""), ok
 
 
 def test_no_agent_rewrites_the_hooks_own_code(handoff: Handoff) -> None:
@@ -320,10 +247,7 @@ def test_no_agent_rewrites_the_hooks_own_code(handoff: Handoff) -> None:
             doc = read(handoff, target, agent)
             doc["tool_name"] = "Write"
             doc["tool_input"] = {"file_path": str(target), "content": "import os\n"}
-            r = handoff.hook("claude-code", doc)
-            assert r.code == 2 and "hook wiring" in r.err, (target, r)
-        r = handoff.hook("claude-code", bash(handoff, f"echo 'import os' >> {target}"))
-        assert r.code == 2, (target, r)
+            assert "hook wiring" in claude_deny(handoff.hook("claude-code", doc)), target
     assert not targets[1].exists()
 
 
@@ -341,7 +265,7 @@ def test_gemini_read_many_files_with_a_glob_or_a_directory_is_gated(
 ) -> None:
     handoff.move_into_handoff_dir()
     # Gemini CLI does not read ripgrep's .ignore: it hides nothing from read_many_files
-    (handoff.root / ".eidolons" / ".ignore").write_text("handoffs/\nkeys/\nmemory/\n")
+    (handoff.root / ".eidolons" / ".ignore").write_text("\n".join(IGNORE_LINES) + "\n")
     doc = {
         "session_id": "s-1",
         "transcript_path": "/tmp/t.json",
