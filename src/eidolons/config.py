@@ -89,12 +89,28 @@ def root_dir(
     return here
 
 
+HMAC_KEY_FILE = "hmac.key"
+
+
 def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
-    """``ECL_HMAC_KEY`` as raw bytes, or None when unset or empty."""
+    """``ECL_HMAC_KEY`` as raw bytes; else the host's key file ``hmac.key`` in the signing
+    keys' directory (``~/.config/eidolons/``, where no agent reads: one trailing newline
+    dropped), so that a hook or an MCP server reads an HMAC hop with a key kept in no
+    agent's environment; None when neither is there."""
     env = os.environ if env is None else env
     raw = env.get("ECL_HMAC_KEY")
-    # fsencode gives back the exact bytes of the environment (surrogateescape)
-    return os.fsencode(raw) if raw else None
+    if raw:
+        # fsencode gives back the exact bytes of the environment (surrogateescape)
+        return os.fsencode(raw)
+    from eidolons.keys.files import config_dir
+
+    try:
+        with open(os.path.join(config_dir(dict(env)), HMAC_KEY_FILE), "rb") as fh:
+            data = fh.read(64 * 1024)
+    except OSError:
+        return None
+    data = data[:-1] if data.endswith(b"\n") else data
+    return data or None
 
 
 MIN_HMAC_KEY_BYTES = 32

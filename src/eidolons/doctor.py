@@ -15,8 +15,14 @@ Checks, each finding reported once (ADR 0045):
 - **drift**: every installed verify-incoming skill (member trees, ``.claude/skills/``,
   ``.agents/skills/``) is compared with the skill rendered from the effective contracts:
   the inbound-edges section and the exact REFUSE line must match.
-- **hosts**: the Claude Code hook is registered, its matcher covers Read, Bash, Grep and
-  Glob, it has ``"onFailure": "block"`` and a timeout; Cursor's hooks are ``failClosed``.
+- **hosts**: the Claude Code hook is registered through the launcher, its matcher covers
+  Read, Bash, Grep and Glob, it has ``"onFailure": "block"`` and a timeout; the launcher
+  and this machine's interpreter are there; the sandbox is enabled in strict mode, can
+  start here (``bwrap``, ``socat``) and hides every hand-off directory; no code the gate
+  runs lies where a sandboxed shell can write it; the MCP server is registered; and the
+  wired hook, run from this project's root, allows a plain Read and denies the read of a
+  hand-off without its envelope (ADR 0140). Cursor's hooks are ``failClosed``; a host whose
+  hook fails open, or whose shell cannot be sealed, is said in a note.
 - **keys**: a trust store exists and loads as the gates load it (parses, is the one this
   host pinned); the signing-key directory is outside the project, mode 0700, its key
   files 0600.
@@ -68,12 +74,17 @@ class Report:
         self.root = root
         self.findings: list[Finding] = []
         self.passed: list[dict[str, str]] = []
+        self.notes: list[str] = []
 
     def fail(self, check: str, subject: str, message: str) -> None:
         self.findings.append(Finding(check, subject, message))
 
     def ok(self, check: str, subject: str, message: str) -> None:
         self.passed.append({"check": check, "subject": subject, "message": message})
+
+    def note(self, message: str) -> None:
+        """What a host cannot guarantee: said, not a finding (the user cannot fix a host)."""
+        self.notes.append(message)
 
     def rel(self, path: Path | str) -> str:
         try:
@@ -87,6 +98,7 @@ class Report:
             "ok": not self.findings,
             "findings": [f.to_dict() for f in self.findings],
             "passed": self.passed,
+            "notes": self.notes,
         }
 
 
@@ -300,33 +312,12 @@ def check_drift(report: Report) -> None:
 
 
 def check_hosts(report: Report) -> None:
-    from eidolons.hooks.wiring import check_claude_settings, check_cursor_hooks
+    from eidolons.hooks.wiring import check_cursor_hooks
     from eidolons.initialize import InitError, load_json_object
 
     root = report.root
-    claude = [root / ".claude" / n for n in ("settings.json", "settings.local.json")]
-    present = [p for p in claude if p.exists()]
-    if present or (root / ".claude").is_dir():
-        problems_by_file = {}
-        for path in present:
-            try:
-                doc = load_json_object(path)
-            except InitError as exc:
-                report.fail("hosts", report.rel(path), str(exc))
-                continue
-            problems_by_file[path] = check_claude_settings(doc)
-        wired = [p for p, problems in problems_by_file.items() if not problems]
-        if wired:
-            report.ok("hosts", report.rel(wired[0]), "Claude Code hook wired fail-closed")
-        else:
-            seen: set[str] = set()
-            for path, problems in problems_by_file.items():
-                for problem in problems:
-                    if problem not in seen:
-                        seen.add(problem)
-                        report.fail("hosts", report.rel(path), problem)
-            if not problems_by_file:
-                report.fail("hosts", ".claude/settings.json", "missing: the hook is not wired")
+    if (root / ".claude").is_dir():
+        check_claude_code(report)
     cursor = root / ".cursor" / "hooks.json"
     if cursor.exists() or (root / ".cursor").is_dir():
         try:
@@ -339,6 +330,169 @@ def check_hosts(report: Report) -> None:
                 report.fail("hosts", report.rel(cursor), problem)
             if not problems:
                 report.ok("hosts", report.rel(cursor), "Cursor hooks wired fail-closed")
+    from eidolons.hooks.wiring import CONFIG_FILES
+
+    for host, fails_open in (
+        ("cursor", False),
+        ("codex", True),
+        ("gemini", True),
+        ("copilot", False),
+    ):
+        if (root / CONFIG_FILES[host]).exists():
+            report.note(
+                f"{host}: the gate holds for the host's file tools and the MCP reader only; "
+                "its shell cannot be kept out of a directory, so a shell command can read a "
+                "hand-off without the gate"
+                + (
+                    "; and a hook that cannot start lets the tool run (fails open)"
+                    if fails_open
+                    else ""
+                )
+            )
+
+
+def check_claude_code(report: Report) -> None:
+    """The Claude Code wiring, checked by reading it and by running it."""
+    from eidolons.hooks.events import gate_code
+    from eidolons.hooks.fast import configured_handoff_dirs
+    from eidolons.hooks.wiring import (
+        CLAUDE_LOCAL,
+        CLAUDE_SETTINGS,
+        LAUNCHER,
+        MCP_FILE,
+        PYTHON_ENV,
+        check_claude_settings,
+        sandbox_problems,
+    )
+    from eidolons.initialize import InitError, load_json_object, sandbox_notes
+
+    root = report.root
+    docs: dict[str, dict[str, Any]] = {}
+    for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL, MCP_FILE):
+        try:
+            docs[rel] = load_json_object(root / rel) or {}
+        except InitError as exc:
+            report.fail("hosts", rel, str(exc))
+            return
+    problems = check_claude_settings(docs[CLAUDE_SETTINGS])
+    for problem in problems:
+        report.fail("hosts", CLAUDE_SETTINGS, problem)
+    launcher = root / LAUNCHER
+    if not os.access(launcher, os.X_OK):
+        report.fail("hosts", LAUNCHER, "missing or not executable: every tool call is blocked")
+    env = docs[CLAUDE_LOCAL].get("env")
+    python = env.get(PYTHON_ENV) if isinstance(env, dict) else None
+    if not isinstance(python, str) or not os.access(python, os.X_OK):
+        report.fail(
+            "hosts",
+            CLAUDE_LOCAL,
+            f"{PYTHON_ENV} is {python!r}, not an interpreter on this machine: every tool call "
+            "is blocked (run eidolons init here)",
+        )
+        python = None
+    real_root = os.path.realpath(root)
+    handoffs = (os.path.join(real_root, HANDOFF_DIR), *configured_handoff_dirs(real_root))
+    for problem in sandbox_problems(real_root, handoffs):
+        report.fail("hosts", CLAUDE_SETTINGS, problem)
+    sandbox = docs[CLAUDE_SETTINGS].get("sandbox")
+    if not isinstance(sandbox, dict) or sandbox.get("failIfUnavailable") is not True:
+        report.fail(
+            "hosts",
+            CLAUDE_SETTINGS,
+            "sandbox.failIfUnavailable is not true: where the sandbox cannot start, Bash "
+            "runs unsealed",
+        )
+    for note in sandbox_notes()[:-1]:  # the last one is init's explanation, not a problem
+        report.fail("hosts", "sandbox", note)
+    writable = _shell_writable_gate_code(real_root, gate_code(), docs)
+    for path in writable:
+        report.fail(
+            "hosts",
+            report.rel(path),
+            "code the gate runs lies where a sandboxed shell can write it (not in denyWrite): "
+            "an agent could rewrite the gate (run eidolons init)",
+        )
+    server = docs[MCP_FILE].get("mcpServers", {})
+    if not isinstance(server, dict) or "eidolons" not in server:
+        report.fail(
+            "hosts", MCP_FILE, "the eidolons MCP server is not registered (run eidolons init)"
+        )
+    if python is not None and not problems and os.access(launcher, os.X_OK):
+        for problem in _run_the_hook(report.root, launcher, python):
+            report.fail("hosts", LAUNCHER, problem)
+    if not report.findings or all(f.check != "hosts" for f in report.findings):
+        report.ok("hosts", CLAUDE_SETTINGS, "Claude Code hook wired fail-closed, shell sealed")
+
+
+def _shell_writable_gate_code(
+    root: str, code: tuple[str, ...], docs: dict[str, dict[str, Any]]
+) -> list[str]:
+    """The gate's code paths a sandboxed shell could write: inside the project or a
+    temporary directory, and under no ``denyWrite`` path."""
+    from eidolons.hooks.wiring import _resolve_setting_path, _under
+
+    denied: list[str] = []
+    for doc in docs.values():
+        sandbox = doc.get("sandbox")
+        filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
+        items = filesystem.get("denyWrite") if isinstance(filesystem, dict) else None
+        for item in items if isinstance(items, list) else []:
+            path = _resolve_setting_path(item, root)
+            if path:
+                denied.append(path)
+    out = []
+    for path in sorted({os.path.realpath(p) for p in code if p}):
+        writable = _under(path, root) or path.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
+        if writable and not any(_under(path, d) for d in denied):
+            out.append(path)
+    return out
+
+
+def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
+    """Run the wired hook as Claude Code would, from this project's root: a Read of a
+    plain file is allowed, a Read of a hand-off without its envelope is denied."""
+    import subprocess
+    import tempfile
+
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "EIDOLONS_PYTHON": python}
+    handoffs = root / HANDOFF_DIR
+    handoffs.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".doctor-probe-", suffix=".md", dir=handoffs)
+    os.close(fd)
+    problems = []
+    try:
+        for path, want in ((root / ".claude" / "settings.json", 0), (Path(probe), 2)):
+            event = {
+                "session_id": "doctor",
+                "cwd": str(root),
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Read",
+                "tool_input": {"file_path": str(path)},
+                "tool_use_id": "doctor",
+            }
+            try:
+                proc = subprocess.run(
+                    [str(launcher), "hook", "claude-code"],
+                    input=json.dumps(event).encode(),
+                    capture_output=True,
+                    env=env,
+                    cwd=root,
+                    timeout=60,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return [f"the wired hook does not run: {exc}"]
+            if proc.returncode != want:
+                what = (
+                    "a plain Read" if want == 0 else "the read of a hand-off without its envelope"
+                )
+                said = proc.stderr.decode(errors="replace").strip().splitlines()[:1]
+                problems.append(
+                    f"the wired hook answered {what} with exit {proc.returncode} "
+                    f"(expected {want}){': ' + said[0] if said else ''}"
+                )
+    finally:
+        os.unlink(probe)
+    return problems
 
 
 # --- keys -----------------------------------------------------------------------------

@@ -272,7 +272,7 @@ def _install_host(
         extra = tuple(
             os.path.relpath(d, os.path.realpath(root)) for d in configured_handoff_dirs(str(root))
         )
-        for rel, entries in claude_plan(str(root), python, extra).items():
+        for rel, entries in claude_plan(str(root), python, extra, high_trust_senders(root)).items():
             _merge_file(root, rel, host, entries, {}, manifest, report, dry_run, force)
         return
     entries, scalars = plan(host, str(root), python)
@@ -377,6 +377,18 @@ def sandbox_notes() -> list[str]:
         ".claude/settings.json (add the ones your commands need, e.g. pypi.org)"
     )
     return notes
+
+
+def high_trust_senders(root: Path) -> tuple[str, ...]:
+    """The project's agents that send on a high-trust edge (they get a bound MCP server)."""
+    from eidolons.contract import ContractSet, load_contracts
+    from eidolons.hooks.wiring import agent_names
+
+    contracts = load_contracts(root, [])
+    if not isinstance(contracts, ContractSet):
+        return ()
+    senders = {c.from_ for c in contracts if c.trust_level == "high"}
+    return tuple(sorted(set(agent_names(str(root))) & senders))
 
 
 def project_receivers(root: Path) -> list[str]:

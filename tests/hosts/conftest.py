@@ -8,13 +8,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import Run, clean_env, emit_payload, run_cli
+from tests.hosts.fake_anthropic import FakeAnthropic
 
 # verbatim copies of shared/hosts/claude-code-samples (what a real Claude Code 2.1.328 sent)
 SAMPLES = Path(__file__).parent / "samples"
@@ -163,3 +164,10 @@ def sample(name: str, project: Path, **changes: Any) -> dict[str, Any]:
         else:
             doc[key] = value
     return doc
+
+
+@pytest.fixture(scope="session")
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic().start()
+    yield server
+    server.stop()

@@ -9,7 +9,10 @@ Script: the first ``ECLTEST <action> ...`` line found in a conversation decides 
 - ``ECLTEST read PATH``: ask for a ``Read`` of PATH;
 - ``ECLTEST bash COMMAND...``: ask for a ``Bash`` call;
 - ``ECLTEST agent NAME <directive>``: ask for an ``Agent`` call to subagent NAME whose
-  prompt is ``ECLTEST <directive>`` (the subagent then plays that directive).
+  prompt is ``ECLTEST <directive>`` (the subagent then plays that directive);
+- ``ECLTEST tool NAME {json}``: ask for a call of any tool NAME with that input;
+- ``ECLTEST seq ["<directive>", ...]``: the directives one after another in one
+  conversation, each recorded under its own text (many tool calls per session).
 
 Once the conversation carries the ``tool_result`` for the tool use the
 fake asked for, the result is recorded (``results[tool_use_id]``) and the turn ends with
@@ -41,6 +44,27 @@ def _text_of(content: Any) -> str:
     return "\n".join(parts)
 
 
+def _tool_results(messages: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], str]]:
+    """Each tool_result in the conversation by its tool_use_id, with the text of the
+    message that carried it (the hook's context rides beside the result)."""
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for i, msg in enumerate(messages):
+        content = msg.get("content")
+        if msg.get("role") != "user" or not isinstance(content, list):
+            continue
+        # the context a hook adds rides in the same message or the user message after it
+        after = messages[i + 1] if i + 1 < len(messages) else {}
+        beside = (
+            _text_of(content)
+            + "\n"
+            + (_text_of(after.get("content")) if after.get("role") == "user" else "")
+        )
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                out[str(block.get("tool_use_id"))] = (block, beside)
+    return out
+
+
 def find_directive(messages: list[dict[str, Any]]) -> str | None:
     for msg in messages:
         if msg.get("role") != "user":
@@ -68,6 +92,9 @@ def tool_for(directive: str) -> tuple[str, dict[str, Any]]:
     if action == "glob":
         pattern, _, path = rest.partition(" ")
         return "Glob", {"pattern": pattern, **({"path": path} if path else {})}
+    if action == "tool":
+        name, _, raw = rest.partition(" ")
+        return name, json.loads(raw)
     if action == "agent":
         name, _, inner = rest.partition(" ")
         return "Agent", {
@@ -110,26 +137,23 @@ class FakeAnthropic:
         directive = find_directive(messages)
         if directive is None:
             return [{"type": "text", "text": "ok"}]
-        name, tool_input = tool_for(directive)
-        tool_id = "toolu_" + format(zlib.crc32(directive.encode()), "08x") + name.lower()
-        for msg in messages:  # the result may be followed by context the hook added
-            content = msg.get("content")
-            if msg.get("role") != "user" or not isinstance(content, list):
+        steps = json.loads(directive[4:]) if directive.startswith("seq ") else [directive]
+        answered = _tool_results(messages)
+        for i, step in enumerate(steps):
+            name, tool_input = tool_for(step)
+            tag = zlib.crc32(f"{directive}#{i}".encode())
+            tool_id = "toolu_" + format(tag, "08x") + name.lower().replace("_", "")[:24]
+            if tool_id in answered:
+                block, context = answered[tool_id]
+                with self._lock:
+                    self.results[step] = {
+                        "is_error": bool(block.get("is_error")),
+                        "text": _text_of(block.get("content")),
+                        "context": context,
+                    }
                 continue
-            for block in content:
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "tool_result"
-                    and block.get("tool_use_id") == tool_id
-                ):
-                    with self._lock:
-                        self.results[directive] = {
-                            "is_error": bool(block.get("is_error")),
-                            "text": _text_of(block.get("content")),
-                            "context": _text_of(messages[-1].get("content")),
-                        }
-                    return [{"type": "text", "text": "done"}]
-        return [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]
+            return [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]
+        return [{"type": "text", "text": "done"}]
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self

@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         for finding in report.findings:
             print(finding.line())
+        for note in report.notes:
+            print(f"doctor: note: {note}")
         n = len(report.findings)
         print(f"doctor: {n} finding{'s' if n != 1 else ''}" if n else "doctor: all checks passed")
     return 1 if report.findings else 0

@@ -33,7 +33,9 @@ Rules, for the calling agent R (the host's identity; none = the main loop):
    that write the gate's state or wiring are no agent's; the orchestrator's gate
    (``verify-envelope``, ``run``) is the main loop's; a subagent runs ``verify-incoming``
    only ``--as`` itself and ``emit`` only ``--from`` itself.
-8. The MCP server's ``emit`` sends as the calling subagent only.
+8. The MCP server's ``emit`` sends as the calling subagent only; a server bound to one
+   agent (``eidolons-<R>``, ``mcp serve --as R``: it tags with the host's HMAC key) is
+   called by subagent R only.
 9. Anything else is allowed.
 """
 
@@ -150,7 +152,12 @@ class Decider:
         if kind == SHELL:
             return self._shell(call)
         if kind == OTHER:
-            if call.tool in OWN_EMIT_TOOLS:
+            bound = bound_server(call.tool)
+            if bound is not None and bound != call.receiver:
+                return deny(
+                    f"eidolons hook: {call.tool} acts as {bound}; only subagent {bound} calls it"
+                )
+            if call.tool in OWN_EMIT_TOOLS or (bound is not None and call.tool.endswith("__emit")):
                 return self._own_emit(call)
             written = self._writes(call, call.paths)
             if not written.allow:
@@ -429,6 +436,18 @@ class Decider:
 ADDRESSEE_HOSTS = frozenset({"cursor", "gemini", "copilot"})
 #: the MCP server's sender tool, as each host names it
 OWN_EMIT_TOOLS = frozenset({"mcp__eidolons__emit", "MCP:emit", "emit"})
+BOUND_PREFIX = "mcp__eidolons-"
+
+
+def bound_server(tool: str) -> str | None:
+    """The agent an ``eidolons-<R>`` MCP server (``mcp serve --as R``) acts as, from the
+    tool's name (``mcp__eidolons-apivr__emit``), or None for any other tool (rule 8)."""
+    if not tool.startswith(BOUND_PREFIX):
+        return None
+    name, sep, _ = tool[len(BOUND_PREFIX) :].partition("__")
+    return name if sep and name else None
+
+
 _RESERVED_SUFFIXES = (ENVELOPE_SUFFIX, ".receipt.json", ".envelope.sig")
 #: the tools that create a file and cannot change one (the Write tool may overwrite: the
 #: path must not exist yet)

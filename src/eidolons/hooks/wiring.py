@@ -97,10 +97,15 @@ class Entry:
 
 
 def claude_plan(
-    root: str, python: str | None, extra_handoff_dirs: tuple[str, ...] = ()
+    root: str,
+    python: str | None,
+    extra_handoff_dirs: tuple[str, ...] = (),
+    bound: tuple[str, ...] = (),
 ) -> dict[str, list[Entry]]:
     """Claude Code's wiring, file by file (relative path -> entries); the shared file and
-    ``.mcp.json`` name no path of this machine."""
+    ``.mcp.json`` name no path of this machine. ``bound``: the agents that get an MCP
+    server of their own, ``eidolons-<R>`` (``mcp serve --as R``), which tags a high-trust
+    hand-off with the host's HMAC key and which the hook lets only subagent R call."""
     import sys
 
     from eidolons.hooks.events import gate_code, key_dirs
@@ -127,23 +132,52 @@ def claude_plan(
         Entry(("sandbox", "filesystem", "denyWrite"), d)
         for d in (state, *sealed_read[len(SEALED_STATE) :])
     ]
-    shared += [Entry(("permissions", "deny"), f"Read({d}/**)") for d in sealed_read]
-    shared += [Entry(("permissions", "deny"), f"Edit({state}/**)")]
+    # the file tools: the hook judges hand-off reads and writes (a Read deny rule here would
+    # refuse every verified hand-off, and the gate's copy); the keys, the memory store and
+    # the gate's own state are no tool's
+    shared += [Entry(("permissions", "deny"), f"Read({state}/{d}/**)") for d in ("memory", "keys")]
+    shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
     real_root = os.path.realpath(root)
     keys = [d for d in key_dirs(real_root) if not _under(d, real_root)]
     code = sorted({os.path.realpath(p) for p in gate_code() if p})
     local = [Entry(("env", PYTHON_ENV), python or sys.executable, scalar=True)]
-    local += [Entry(("enabledMcpjsonServers",), "eidolons")]
+    local += [
+        Entry(("enabledMcpjsonServers",), n)
+        for n in ("eidolons", *(f"eidolons-{b}" for b in bound))
+    ]
     local += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in keys]
     local += [Entry(("sandbox", "filesystem", "denyWrite"), d) for d in (*keys, *code)]
     local += [Entry(("permissions", "deny"), f"Read(/{d}/**)") for d in keys]
     server = {"command": LAUNCHER.replace(os.sep, "/"), "args": ["mcp", "serve"]}
     mcp = [Entry(("mcpServers", "eidolons"), server, scalar=True)]
+    mcp += [
+        Entry(
+            ("mcpServers", f"eidolons-{b}"),
+            {**server, "args": ["mcp", "serve", "--as", b]},
+            scalar=True,
+        )
+        for b in bound
+    ]
     return {CLAUDE_SETTINGS: shared, CLAUDE_LOCAL: local, MCP_FILE: mcp}
 
 
 #: the state under ``.eidolons/`` no shell may read: hand-offs, memory, the gate's copies, keys
 SEALED_STATE = ("handoffs", "memory", "verified", "keys")
+#: the gate's state under ``.eidolons/`` that no file tool may change
+STATE_FILES = (
+    ".trace/**",
+    "trust.json",
+    "contracts/**",
+    "refusals/**",
+    "keys/**",
+    "memory/**",
+    "verified/**",
+    ".ignore",
+    "config.toml",
+    "sealed",
+    "init.json",
+    "trace-store.json",
+)
 #: strict mode: a shell that cannot be sandboxed does not run (ADR 0140)
 SANDBOX_SETTINGS = {"enabled": True, "allowUnsandboxedCommands": False, "failIfUnavailable": True}
 
@@ -366,6 +400,14 @@ def check_claude_settings(doc: Any) -> list[str]:
         timeout = handler.get("timeout")
         if not isinstance(timeout, (int, float)) or timeout < 15:
             problems.append(f"the hook's timeout {timeout!r} is missing or under 15 seconds")
+        command = handler.get("command")
+        if command != "${CLAUDE_PROJECT_DIR}/" + LAUNCHER.replace(os.sep, "/") or (
+            "--root" in (handler.get("args") or [])
+        ):
+            problems.append(
+                f"the hook runs {command!r}, a path of one machine (a clone or a moved "
+                "project blocks every tool call or gates another root): run eidolons init"
+            )
     return problems
 
 

@@ -325,10 +325,14 @@ class Toolbox:
         tokens_used: int | None = None,
         trust_level: str | None = None,
         hmac: bool = False,
+        ise: dict[str, Any] | None = None,
+        input_handles: list[str] | None = None,
     ) -> Reply:
         return self.call(
             "emit",
             self._emit,
+            ise=ise,
+            input_handles=input_handles,
             payload=payload,
             to=to,
             performative=performative,
@@ -381,6 +385,8 @@ class Toolbox:
             summary=rest["summary"],
             tokens_used=rest["tokens_used"],
             trust_level=rest["trust_level"],
+            ise=rest["ise"],
+            input_handles=tuple(rest["input_handles"] or ()),
             key=key,
             limits=Limits.from_env(os.environ),
             contract_dirs=[Path(d) for d in self.contract_dirs],
