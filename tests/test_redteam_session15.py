@@ -11,7 +11,6 @@ red first, then fixed (the commit says which)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._redteam import Cli, assert_gated, event, hook, host_index
+from tests._redteam import Cli, assert_gated, event, hook, host_index, run_hook
 from tests.conftest import clean_env, emit_cmd, emit_payload, trace_files
 from tests.test_check_jobs import _python
 
@@ -479,34 +478,22 @@ def test_the_memory_store_is_never_written_through_a_planted_link(
 
 
 @pytest.mark.parametrize("agent", ["vigil", None])
-@pytest.mark.parametrize("how", ["grep-tool", "grep-r", "rg"])
 def test_a_search_above_the_host_config_directory_is_denied(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str | None, how: str
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str | None
 ) -> None:
     # HOLE (fixed, ADR 0133): the hook denied a search of the config directory itself,
-    # but not of its parent (~/.config, or ~): ripgrep (the Grep tool) or grep -r there
-    # read the signing keys, the trace heads and the indexes
-    from eidolons.hooks.fast import main
-
+    # but not of its parent (~/.config, or ~): ripgrep (the Grep tool) there read the
+    # signing keys, the trace heads and the indexes (a shell's grep -r is the sandbox's:
+    # the config directory is under its denyRead, ADR 0140)
     config = tmp_path / "home" / ".config"
     keys = config / "eidolons" / "keys"
     keys.mkdir(parents=True)
     (keys / "orchestrator.key").write_text("-----BEGIN PRIVATE KEY-----\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    if how == "grep-tool":
-        tool, tool_input = "Grep", {"pattern": "PRIVATE", "path": str(config)}
-    else:
-        command = f"grep -r PRIVATE {config}" if how == "grep-r" else f"rg PRIVATE {config}"
-        tool, tool_input = "Bash", {"command": command}
-    err = io.StringIO()
-    code = main(
-        ["claude-code", "--root", str(project)],
-        stdin=io.BytesIO(event(project, tool, dict(tool_input), agent)),
-        stdout=io.StringIO(),
-        stderr=err,
-    )
-    assert code == 2, err.getvalue()
-    assert "signing keys" in err.getvalue() or "recursively" in err.getvalue()
+    grep = event(project, "Grep", {"pattern": "PRIVATE", "path": str(config)}, agent)
+    code, err = run_hook(project, grep)
+    assert code == 2, err
+    assert "would search the signing keys" in err
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "dangling-link"])
@@ -593,58 +580,3 @@ def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     for target in (sys.executable, os.path.join(bindir, "eidolons"), os.path.join(bindir, "x")):
         assert layout.classify_write(target) == WIRING, target
-
-
-def _shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[int, str]:
-    from eidolons.hooks.fast import main
-
-    err = io.StringIO()
-    code = main(
-        ["claude-code", "--root", str(root)],
-        stdin=io.BytesIO(event(root, "Bash", {"command": command}, agent)),
-        stdout=io.StringIO(),
-        stderr=err,
-    )
-    return code, err.getvalue()
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        "./peek.sh",
-        "{root}/peek.sh",
-        "bin/cat notes.txt",
-        "PATH={root}/bin:/usr/bin cat notes.txt",
-        "export PATH={root}/bin:/usr/bin; cat notes.txt",
-        "LD_PRELOAD={root}/evil.so cat notes.txt",
-        "PYTHONPATH={root} eidolons verify-incoming notes.txt --as vigil",
-        "python3 -m eidolons verify-incoming notes.txt --as vigil",
-        "./eidolons verify-incoming notes.txt --as vigil",
-        "hash -p {root}/peek.sh cat; cat notes.txt",
-        "timeout 5 ./peek.sh",
-        "setsid ./peek.sh",
-        "strace -f ./peek.sh",
-        "cp peek.sh /tmp/peek-red15; /tmp/peek-red15",
-        "crontab peek.sh",
-        "at now",
-    ],
-)
-def test_a_receiver_cannot_run_code_of_its_own_that_the_hook_cannot_see(
-    project: Path, command: str
-) -> None:
-    # HOLE (fixed, ADR 0134): the hook reads a shell command's words and refuses, for a
-    # receiver, the programs it knows run code it cannot see (interpreters, shells...);
-    # a script the receiver wrote itself (by path, on a PATH it set, as a shadow of
-    # `eidolons`) was none of those, and read every hand-off without the gate
-    root = project.resolve()
-    (root / ".eidolons" / "handoffs").mkdir(parents=True)
-    (root / ".eidolons" / "handoffs" / "secret.md").write_text("# hand-off bytes\n")
-    script = "#!/bin/sh\ncat .eidolons/handoffs/*\n"
-    for name in ("peek.sh", "bin/cat", "eidolons", "eidolons.py"):
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(script)
-        (root / name).chmod(0o755)
-    (root / "notes.txt").write_text("plain\n")
-    code, err = _shell_hook(root, command.format(root=root))
-    assert code == 2, err
-    assert _shell_hook(root, "cat notes.txt") == (0, "")  # a plain program stays allowed
