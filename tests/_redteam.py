@@ -62,11 +62,6 @@ def hook(root: Path, path: Path, agent: str | None = "vigil") -> tuple[int, str]
     return run_hook(root, read_event(root, path, agent))
 
 
-def shell_hook(root: Path, command: str, agent: str | None = "vigil") -> tuple[int, str]:
-    """The hook on a Bash call of ``command`` by ``agent``."""
-    return run_hook(root, event(root, "Bash", {"command": command}, agent))
-
-
 def denied(root: Path, path: Path) -> bool:
     """The hook denies a Read of ``path`` by a subagent and by the main agent."""
     return all(hook(root, path, agent)[0] == 2 for agent in ("vigil", None))
