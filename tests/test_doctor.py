@@ -4,6 +4,7 @@ Exit 0 clean, 1 findings, 2 usage."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ def doctor(project: Path, env: dict[str, str]) -> Any:
 
 @pytest.fixture
 def initialised(project: Path, env: dict[str, str]) -> Path:
-    assert run_cli("init", "--hosts", "claude-code", cwd=project, env=env).code == 0
+    argv = ("init", "--hosts", "claude-code", "--receivers", "vigil,gilgamesh")
+    assert run_cli(*argv, cwd=project, env=env).code == 0
     return project
 
 
@@ -189,12 +191,16 @@ def test_hosts_finds_cursor_without_fail_closed(doctor: Any, initialised: Path, 
     ]
 
 
-def test_agents_with_a_shell_are_findings(doctor: Any, initialised: Path) -> None:
+def test_a_receiver_agent_that_inherits_every_tool_is_a_finding(
+    doctor: Any, initialised: Path
+) -> None:
     agents = initialised / ".claude" / "agents"
     agents.mkdir()
     (agents / "vigil.md").write_text("---\nname: vigil\ndescription: d\ntools: Read, Bash\n---\n")
+    assert [f for f in findings(doctor("--json")) if f["check"] == "agents"] == []
+    (agents / "vigil.md").write_text("---\nname: vigil\ndescription: d\n---\n")
     (f,) = [f for f in findings(doctor("--json")) if f["check"] == "agents"]
-    assert f["subject"] == ".claude/agents/vigil.md" and "Bash" in f["message"]
+    assert f["subject"] == ".claude/agents/vigil.md" and "names no tools" in f["message"]
 
 
 def test_text_output_and_usage(doctor: Any, initialised: Path) -> None:
@@ -283,3 +289,99 @@ def test_d8_a_state_directory_that_cannot_be_listed_is_a_finding(
     assert r.code == 1, r.out
     (f,) = d8(r)
     assert f["subject"] == ".eidolons" and "cannot be listed" in f["message"], f
+
+
+def _edit_json(path: Path, change: Any) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def hosts_findings(doctor: Any) -> list[str]:
+    r = doctor("--json")
+    return [f["message"] for f in r.json()["findings"] if f["check"] == "hosts"]
+
+
+def test_a_broken_interpreter_path_is_a_finding(doctor: Any, initialised: Path) -> None:
+    local = initialised / ".claude" / "settings.local.json"
+    _edit_json(local, lambda d: d["env"].update(EIDOLONS_PYTHON="/gone/bin/python3"))
+    assert any("not an interpreter on this machine" in m for m in hosts_findings(doctor))
+
+
+def test_a_disabled_or_loose_sandbox_is_a_finding(doctor: Any, initialised: Path) -> None:
+    shared = initialised / ".claude" / "settings.json"
+    _edit_json(shared, lambda d: d["sandbox"].update(allowUnsandboxedCommands=True))
+    assert any("allowUnsandboxedCommands" in m for m in hosts_findings(doctor))
+    _edit_json(shared, lambda d: d["sandbox"].update(enabled=False, allowUnsandboxedCommands=False))
+    assert any("not enabled" in m for m in hosts_findings(doctor))
+
+
+def test_a_handoff_directory_the_sandbox_does_not_hide_is_a_finding(
+    doctor: Any, initialised: Path
+) -> None:
+    (initialised / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["out"]\n')
+    (initialised / "out").mkdir()
+    assert any("does not hide" in m and m.endswith("(denyRead)") for m in hosts_findings(doctor))
+    shared = initialised / ".claude" / "settings.json"
+    _edit_json(shared, lambda d: d["sandbox"]["filesystem"]["denyRead"].append("./out"))
+    _edit_json(shared, lambda d: d["sandbox"]["filesystem"].update(allowRead=["."]))
+    assert any("re-opens" in m for m in hosts_findings(doctor))
+
+
+def test_a_hook_wired_to_a_machine_path_is_a_finding(doctor: Any, initialised: Path) -> None:
+    shared = initialised / ".claude" / "settings.json"
+
+    def legacy(doc: dict[str, Any]) -> None:  # what earlier versions of init wrote
+        handler = doc["hooks"]["PreToolUse"][0]["hooks"][0]
+        handler["command"] = sys.executable
+        handler["args"] = ["-I", "-c", BOOTSTRAP, "claude-code", "--root", "/elsewhere"]
+
+    from eidolons.hooks.fast import BOOTSTRAP
+
+    _edit_json(shared, legacy)
+    assert any("a path of one machine" in m for m in hosts_findings(doctor))
+
+
+def test_gate_code_a_sandboxed_shell_could_write_is_a_finding(
+    doctor: Any, initialised: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv = initialised / ".venv" / "lib" / "site-packages"
+    venv.mkdir(parents=True)
+    import eidolons.hooks.events as events
+
+    monkeypatch.setattr(events, "gate_code", lambda: (str(venv),))
+    found = hosts_findings(doctor)
+    assert any("a sandboxed shell can write" in m for m in found), found
+
+
+def test_a_missing_mcp_server_is_a_finding(doctor: Any, initialised: Path) -> None:
+    (initialised / ".mcp.json").write_text("{}")
+    assert any("MCP server is not registered" in m for m in hosts_findings(doctor))
+
+
+def test_doctor_runs_the_wired_hook(doctor: Any, initialised: Path) -> None:
+    launcher = initialised / ".claude" / "hooks" / "eidolons"
+    launcher.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")  # a hook that allows all
+    found = hosts_findings(doctor)
+    assert any("hand-off without its envelope with exit 0 (expected 2)" in m for m in found), found
+    assert not list((initialised / ".eidolons" / "handoffs").glob(".doctor-probe-*"))
+
+
+def test_a_copy_at_another_path_passes_unchanged(
+    doctor: Any, initialised: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    import shutil
+
+    copy = tmp_path / "elsewhere" / "proj"
+    shutil.copytree(initialised, copy, symlinks=True)
+    r = run_cli("doctor", "--json", cwd=copy, env=env)
+    assert [f for f in r.json()["findings"] if f["check"] == "hosts"] == []
+
+
+def test_other_hosts_get_a_note_not_a_promise(
+    doctor: Any, initialised: Path, env: dict[str, str]
+) -> None:
+    assert run_cli("init", "--hosts", "codex", cwd=initialised, env=env).code == 0
+    notes = doctor("--json").json()["notes"]
+    assert any(n.startswith("codex: the gate holds for the host's file tools") for n in notes)
+    assert any("fails open" in n for n in notes)

@@ -4,7 +4,10 @@ and the hook it registers really runs and really blocks."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +53,70 @@ def test_init_wires_claude_code_fail_closed(init: Any, project: Path) -> None:
     r = init("--hosts", "claude-code")
     assert r.code == 0, r.err
     assert "init: created .eidolons/handoffs/" in r.out.splitlines()
-    group, handler = our_handler(settings(project))
+    doc = settings(project)
+    group, handler = our_handler(doc)
     assert group["matcher"] == "*"
     assert handler["onFailure"] == "block" and handler["timeout"] == 30
-    assert Path(handler["command"]).is_absolute() and handler["args"][:2] == ["-I", "-c"]
-    assert handler["args"][-3:] == ["claude-code", "--root", str(project)]
-    deny = settings(project)["permissions"]["deny"]
-    assert f"Edit(/{project}/.eidolons/.trace/**)" in deny
-    assert f"Read(/{project}/.eidolons/keys/**)" in deny
+    assert handler["command"] == "${CLAUDE_PROJECT_DIR}/.claude/hooks/eidolons"
+    assert handler["args"] == ["hook", "claude-code"]
+    sandbox = doc["sandbox"]
+    assert sandbox["enabled"] is True and sandbox["allowUnsandboxedCommands"] is False
+    assert sandbox["failIfUnavailable"] is True
+    assert "./.eidolons/handoffs" in sandbox["filesystem"]["denyRead"]
+    assert sandbox["filesystem"]["denyWrite"] == ["./.eidolons"]
+    assert "Edit(./.eidolons/.trace/**)" in doc["permissions"]["deny"]
+    assert "Read(./.eidolons/keys/**)" in doc["permissions"]["deny"]
     assert (project / ".eidolons" / ".ignore").read_text().splitlines()[1:] == [
         "handoffs/",
         "keys/",
         "memory/",
+        "verified/",
     ]
     assert (project / ".eidolons" / "trust.json").is_file()  # keys init ran
+    assert (project / ".eidolons" / "sealed").is_file()
+    assert "the sandbox is on for every Bash command" in r.err
+
+
+def test_the_shared_wiring_names_no_path_of_this_machine(init: Any, project: Path) -> None:
+    assert init("--hosts", "claude-code").code == 0
+    shared = (project / ".claude" / "settings.json").read_text()
+    shared += (project / ".mcp.json").read_text()
+    assert str(project) not in shared and sys.executable not in shared
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert os.access(local["env"]["EIDOLONS_PYTHON"], os.X_OK)
+    assert local["enabledMcpjsonServers"] == ["eidolons"]
+    import eidolons
+
+    denied = local["sandbox"]["filesystem"]["denyWrite"]
+    assert os.path.realpath(os.path.dirname(eidolons.__file__ or "")) in denied
+    server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["eidolons"]
+    assert server == {"command": ".claude/hooks/eidolons", "args": ["mcp", "serve"]}
+    launcher = project / ".claude" / "hooks" / "eidolons"
+    assert os.access(launcher, os.X_OK) and str(project) not in launcher.read_text()
+
+
+def test_skills_are_installed_for_the_projects_receivers_only(init: Any, project: Path) -> None:
+    agents = project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "vigil.md").write_text("---\nname: vigil\ndescription: d\ntools: Read\n---\n")
+    assert init("--hosts", "claude-code").code == 0
+    skills = sorted(p.name for p in (project / ".claude" / "skills").iterdir())
+    assert skills == ["vigil-verify-incoming"]
+
+
+def test_no_receiver_no_skill_and_the_note_says_how(init: Any, project: Path) -> None:
+    r = init("--hosts", "claude-code")
+    assert r.code == 0 and not (project / ".claude" / "skills").exists()
+    assert "--receivers" in r.err
+    assert init("--hosts", "claude-code", "--receivers", "apivr").code == 0
+    skills = sorted(p.name for p in (project / ".claude" / "skills").iterdir())
+    assert skills == ["apivr-verify-incoming"]
+
+
+def test_other_hosts_are_told_their_shell_is_not_sealed(init: Any, project: Path) -> None:
+    r = init("--hosts", "cursor,codex")
+    assert r.code == 0
+    assert "the gate holds for the host's file tools and the MCP reader only" in r.err
 
 
 def test_init_is_idempotent(init: Any, project: Path) -> None:
@@ -155,7 +208,7 @@ def test_unknown_host_is_a_usage_error(init: Any) -> None:
     assert r.code == 2 and "emacs" in r.err
 
 
-def test_receiver_agent_with_a_shell_gets_advice(init: Any, project: Path) -> None:
+def test_a_receiver_agent_without_a_tool_list_gets_advice(init: Any, project: Path) -> None:
     agents = project / ".claude" / "agents"
     agents.mkdir(parents=True)
     (agents / "vigil.md").write_text("---\nname: vigil\ndescription: d\ntools: Read, Bash\n---\n")
@@ -163,33 +216,39 @@ def test_receiver_agent_with_a_shell_gets_advice(init: Any, project: Path) -> No
     (agents / "helper.md").write_text("---\nname: helper\ndescription: d\ntools: Bash\n---\n")
     r = init("--hosts", "claude-code")
     advice = [line for line in r.err.splitlines() if line.startswith("init: advice: ")]
-    assert len(advice) == 2
-    assert any("vigil has Bash" in a for a in advice)
-    assert any("gilgamesh names no tools" in a for a in advice)
-    assert all("tools: Read, Grep, Glob, mcp__eidolons__read_verified" in a for a in advice)
+    # a sandboxed shell is fine for a receiver; inheriting every tool is not
+    assert len(advice) == 1 and "gilgamesh names no tools" in advice[0]
+    assert "tools: Read, Grep, Glob, mcp__eidolons__read_verified" in advice[0]
 
 
 def test_the_registered_command_runs_and_blocks(
     init: Any, cli: Any, project: Path, tmp_path: Path
 ) -> None:
-    """The exact argv init registered, as Claude Code would spawn it (a real process)."""
+    """The exact command init registered, as Claude Code would spawn it (a real process),
+    from the project and from a copy of it at another path, which works as it is."""
     assert init("--hosts", "claude-code").code == 0
-    payload, _, _ = emit_payload(cli, project, ".eidolons/handoffs/r.md")
-    _, handler = our_handler(settings(project))
-    env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    emit_payload(cli, project, ".eidolons/handoffs/r.md")
+    (project / "README.md").write_text("plain\n")
+    copy = tmp_path / "moved" / "proj"
+    shutil.copytree(project, copy, symlinks=True)
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
 
-    def read(path: Path) -> subprocess.CompletedProcess[str]:
+    def read(root: Path, path: Path) -> subprocess.CompletedProcess[str]:
+        _, handler = our_handler(settings(root))
+        command = handler["command"].replace("${CLAUDE_PROJECT_DIR}", str(root))
         event = {
             "session_id": "s",
-            "cwd": str(project),
+            "cwd": str(root),
             "hook_event_name": "PreToolUse",
             "tool_name": "Read",
             "tool_input": {"file_path": str(path)},
             "agent_id": "a",
             "agent_type": "vigil",
         }
+        env = clean_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"), CLAUDE_PROJECT_DIR=str(root))
+        env.update(local["env"])  # what Claude Code sets from settings.local.json
         return subprocess.run(
-            [handler["command"], *handler["args"]],
+            [command, *handler["args"]],
             input=json.dumps(event),
             capture_output=True,
             text=True,
@@ -198,8 +257,26 @@ def test_the_registered_command_runs_and_blocks(
             timeout=60,
         )
 
-    proc = read(payload)
-    assert proc.returncode == 2
-    assert proc.stderr.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
-    proc = read(project / "README.md")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    for root in (project, copy):
+        proc = read(root, root / ".eidolons" / "handoffs" / "r.md")
+        assert proc.returncode == 2
+        first = proc.stderr.splitlines()[0]
+        assert first == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+        assert json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+        proc = read(root, root / "README.md")
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    # each refusal's hand-back was written in the project that refused, never the other
+    assert len(list((copy / ".eidolons" / "refusals").glob("vigil-*.envelope.json"))) == 1
+    assert len(list((project / ".eidolons" / "refusals").glob("vigil-*.envelope.json"))) == 1
+
+
+def test_the_launcher_without_an_interpreter_denies_in_one_line(init: Any, project: Path) -> None:
+    assert init("--hosts", "claude-code").code == 0
+    launcher = project / ".claude" / "hooks" / "eidolons"
+    env = clean_env(CLAUDE_PROJECT_DIR=str(project))
+    env.pop("EIDOLONS_PYTHON", None)
+    proc = subprocess.run(
+        [str(launcher), "hook", "claude-code"], input="{}", capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
+    assert "eidolons init --hosts claude-code" in proc.stderr

@@ -266,13 +266,8 @@ def emit(
         _ask_for_high_trust_flags(
             sender, recipient, contract, trust_level, key, ise, envelope_version, signer
         )
-    copied = place_in_sealed(payload, root, limits)
+    copied = place_in_sealed(payload, root, limits, out)
     if copied is not None:
-        if out is not None:
-            raise UsageError(
-                f"--out {out}: in a sealed project the envelope lies beside its payload in "
-                "the hand-off directory"
-            )
         payload = copied
     try:
         envelope_path = out or default_envelope_path(payload)
@@ -453,7 +448,9 @@ def _take_back(ours: tuple[int, int], target: Path, kept: Path | None) -> None:
         pass
 
 
-def place_in_sealed(payload: Path, root: Path, limits: Limits) -> Path | None:
+def place_in_sealed(
+    payload: Path, root: Path, limits: Limits, out: Path | None = None
+) -> Path | None:
     """In a sealed project, a payload outside the hand-off directories is copied into
     ``.eidolons/handoffs/`` (a new file, never over another: ``NAME-2.md``...), and the copy
     is the hand-off; None when there is nothing to place."""
@@ -461,6 +458,11 @@ def place_in_sealed(payload: Path, root: Path, limits: Limits) -> Path | None:
 
     if sealed_handoff_dirs(root) is None or outside_sealed(payload, root) is None:
         return None
+    if out is not None:
+        raise UsageError(
+            f"--out {out}: in a sealed project the envelope lies beside its payload in the "
+            "hand-off directory"
+        )
     try:
         fd = os.open(payload, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(fd, "rb") as fh:

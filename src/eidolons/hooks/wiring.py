@@ -63,7 +63,7 @@ def is_ours(entry: Any) -> bool:
     """An entry this tool wrote: it runs the launcher, today's bootstrap or an earlier
     version's."""
     text = json.dumps(entry)  # a string in it is JSON-escaped: so is what is looked for
-    marks = (BOOTSTRAP, *LEGACY_BOOTSTRAPS, "/" + LAUNCHER.replace(os.sep, "/"))
+    marks = (BOOTSTRAP, *LEGACY_BOOTSTRAPS, "/" + LAUNCHER.replace(os.sep, "/"), STATUS)
     return any(json.dumps(b)[1:-1] in text for b in marks)
 
 
