@@ -50,3 +50,54 @@ def test_the_addressed_receiver_gets_through_the_hook(handoff: Handoff) -> None:
 def test_the_main_loop_needs_the_orchestrators_pass_first(handoff: Handoff) -> None:
     r = handoff.hook("claude-code", mcp_call(handoff, None, "vigil"))
     assert r.code == 2 and SECRET not in r.out + r.err
+
+
+def mcp_emit(handoff: Handoff, agent_type: str | None, **args: object) -> dict[str, object]:
+    tool_input = {
+        "payload": "report.md",
+        "to": "vigil",
+        "performative": "PROPOSE",
+        "kind": "scout-report",
+        "objective": "o",
+        **args,
+    }
+    return sample(
+        VIGIL_READ,
+        handoff.root,
+        tool_name="mcp__eidolons__emit",
+        tool_input=tool_input,
+        agent_type=agent_type,
+        agent_id=None if agent_type is None else "ae03233dc7de3192d",
+    )
+
+
+@pytest.mark.parametrize("sender", ["atlas", "atlas@1.4.2", None])
+def test_a_subagent_emitting_as_another_sender_is_denied_by_the_hook(
+    handoff: Handoff, sender: str | None
+) -> None:
+    args = {} if sender is None else {"sender": sender}
+    r = handoff.hook("claude-code", mcp_emit(handoff, "vigil", **args))
+    assert r.code == 2
+    assert r.err == (
+        f"eidolons hook: vigil emits only as itself (sender vigil), not as {sender!r}\n"
+    )
+
+
+@pytest.mark.parametrize("sender", ["vigil", "vigil@1.9.0"])
+def test_a_subagent_emitting_as_itself_gets_through_the_hook(handoff: Handoff, sender: str) -> None:
+    r = handoff.hook("claude-code", mcp_emit(handoff, "vigil", sender=sender))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_the_main_loop_emits_as_any_sender(handoff: Handoff) -> None:
+    r = handoff.hook("claude-code", mcp_emit(handoff, None, sender="atlas"))
+    assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_an_emit_naming_a_key_or_the_gates_copies_as_its_payload_is_denied(
+    handoff: Handoff,
+) -> None:
+    for rel in (".eidolons/keys/signing.key", ".eidolons/verified/x.md"):
+        doc = mcp_emit(handoff, "vigil", sender="vigil", payload=str(handoff.root / rel))
+        r = handoff.hook("claude-code", doc)
+        assert r.code == 2 and r.err.startswith(f"eidolons hook: {handoff.root / rel}: "), rel
