@@ -72,10 +72,6 @@ def test_a_path_in_the_index_is_refused_once_its_envelope_is_deleted(handoff: Ha
         r = handoff.hook("claude-code", read(handoff, handoff.payload, agent))
         assert r.code == 2, r
         assert "-verify-incoming] REFUSE: UNVERIFIED from " in r.err.splitlines()[0]
-    bash = sample("hook_stdin_bash_main", handoff.root)
-    bash.update(agent_id="a1", agent_type="vigil")
-    bash["tool_input"] = {"command": "cat handoff.md", "description": "x"}
-    assert handoff.hook("claude-code", bash).code == 2
 
 
 def test_an_unrelated_file_is_allowed_without_the_full_rule(
