@@ -13,7 +13,14 @@ import pytest
 
 from eidolons.knownhandoff import IGNORE_LINES
 from tests.conftest import clean_env
-from tests.hosts.conftest import Handoff, claude_deny, needs_samples, sample
+from tests.hosts.conftest import (
+    PAYLOAD_TEXT,
+    Handoff,
+    claude_deny,
+    needs_samples,
+    sample,
+    verified_read,
+)
 
 pytestmark = needs_samples
 
@@ -124,7 +131,7 @@ def test_main_loop_read_needs_a_signed_pass_when_the_project_has_a_trust_store(
     # the orchestrator's own, signed, pass opens it
     assert handoff.cli("verify-envelope", handoff.envelope, env=orchestrator).code == 0
     ok = handoff.hook("claude-code", doc, env=orchestrator)
-    assert (ok.code, ok.err) == (0, ""), ok
+    verified_read(ok, handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode())
 
 
 # --- a hand-off read under another name --------------------------------------------------
@@ -303,7 +310,10 @@ def test_no_agent_writes_a_skill_or_command_that_can_carry_hooks(
 
 def test_a_contract_set_that_does_not_load_denies_every_handoff(handoff: Handoff) -> None:
     handoff.verify()
-    assert handoff.hook("claude-code", read(handoff, handoff.payload)).code == 0
+    doc = read(handoff, handoff.payload)
+    verified_read(
+        handoff.hook("claude-code", doc), handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode()
+    )
     contracts = handoff.root / ".eidolons" / "contracts"
     contracts.mkdir(parents=True, exist_ok=True)
     (contracts / "atlas-to-vigil.yaml").write_text("{not: [valid\n", encoding="utf-8")
