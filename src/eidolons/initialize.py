@@ -36,6 +36,7 @@ from eidolons.errors import EidolonsError
 from eidolons.hooks.wiring import (
     CONFIG_FILES,
     LAUNCHER,
+    MANIFEST_FILE,
     Entry,
     WiringError,
     claude_plan,
@@ -46,7 +47,7 @@ from eidolons.hooks.wiring import (
 )
 from eidolons.knownhandoff import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
-MANIFEST = os.path.join(".eidolons", "init.json")
+MANIFEST = MANIFEST_FILE
 IGNORE = IGNORE_FILE
 DIRS = (STATE_DIR, HANDOFF_DIR)
 

@@ -33,7 +33,18 @@ import shlex
 from typing import Any
 
 from eidolons.hooks.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
-from eidolons.knownhandoff import STATE_DIR
+from eidolons.knownhandoff import (
+    CONFIG_FILE,
+    COPIES_DIR,
+    HANDOFF_DIR,
+    IGNORE_FILE,
+    SEALED_FILE,
+    STATE_DIR,
+    STORE_FILE,
+    TRACE_DIR,
+)
+
+MANIFEST_FILE = os.path.join(STATE_DIR, "init.json")
 
 HOOK_TIMEOUT = 30  # seconds; the hook's own budget (10 s) stays well inside it
 STATUS = "eidolons: ECL receiver gate"
@@ -162,21 +173,21 @@ def claude_plan(
 
 
 #: the state under ``.eidolons/`` no shell may read: hand-offs, memory, the gate's copies, keys
-SEALED_STATE = ("handoffs", "memory", "verified", "keys")
+SEALED_STATE = (
+    os.path.relpath(HANDOFF_DIR, STATE_DIR),
+    "memory",
+    os.path.relpath(COPIES_DIR, STATE_DIR),
+    "keys",
+)
 #: the gate's state under ``.eidolons/`` that no file tool may change
 STATE_FILES = (
-    ".trace/**",
+    *(
+        os.path.relpath(p, STATE_DIR)
+        for p in (IGNORE_FILE, CONFIG_FILE, SEALED_FILE, STORE_FILE, MANIFEST_FILE)
+    ),
+    *(d + "/**" for d in (os.path.relpath(TRACE_DIR, STATE_DIR), "contracts", "refusals")),
+    *(d + "/**" for d in ("keys", "memory", os.path.relpath(COPIES_DIR, STATE_DIR))),
     "trust.json",
-    "contracts/**",
-    "refusals/**",
-    "keys/**",
-    "memory/**",
-    "verified/**",
-    ".ignore",
-    "config.toml",
-    "sealed",
-    "init.json",
-    "trace-store.json",
 )
 #: strict mode: a shell that cannot be sandboxed does not run (ADR 0140)
 SANDBOX_SETTINGS = {"enabled": True, "allowUnsandboxedCommands": False, "failIfUnavailable": True}
