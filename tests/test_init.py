@@ -280,3 +280,11 @@ def test_the_launcher_without_an_interpreter_denies_in_one_line(init: Any, proje
     )
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
     assert "eidolons init --hosts claude-code" in proc.stderr
+
+
+def test_allow_domain_opens_the_sandbox_network_for_that_domain(init: Any, project: Path) -> None:
+    r = init("--hosts", "claude-code", "--allow-domain", "pypi.org")
+    assert r.code == 0, r.err
+    assert settings(project)["sandbox"]["network"]["allowedDomains"] == ["pypi.org"]
+    assert init("--undo").code == 0
+    assert not (project / ".claude" / "settings.json").exists()

@@ -145,6 +145,7 @@ def install(
     force: bool = False,
     python: str | None = None,
     receivers: list[str] | None = None,
+    domains: list[str] | None = None,
 ) -> Report:
     report = Report(dry_run)
     manifest = _load_manifest(root)
@@ -162,6 +163,19 @@ def install(
     _run_step(root, "skill", report, dry_run, force, receivers)
     for host in hosts:
         _install_host(root, host, manifest, report, dry_run=dry_run, force=force, python=python)
+    if "claude-code" in hosts and domains:
+        allowed = [Entry(("sandbox", "network", "allowedDomains"), d) for d in domains]
+        _merge_file(
+            root,
+            CONFIG_FILES["claude-code"],
+            "claude-code",
+            allowed,
+            {},
+            manifest,
+            report,
+            dry_run,
+            force,
+        )
     if "claude-code" in hosts:
         _install_sealed(root, manifest, report, dry_run)
     if not dry_run:
@@ -375,7 +389,8 @@ def sandbox_notes() -> list[str]:
         "the sandbox is on for every Bash command in this project: commands write only "
         "inside the project and the temporary directory, cannot read the hand-offs, and "
         "reach the network only for the domains in sandbox.network.allowedDomains of "
-        ".claude/settings.json (add the ones your commands need, e.g. pypi.org)"
+        ".claude/settings.json (add the ones your commands need: `eidolons init "
+        "--allow-domain pypi.org`)"
     )
     return notes
 

@@ -26,6 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated receivers whose skills to install (default: the project's "
         "agent definitions that a contract names as receivers)",
     )
+    p.add_argument(
+        "--allow-domain",
+        metavar="DOMAIN",
+        action="append",
+        default=[],
+        help="a network domain Bash commands may reach in Claude Code's sandbox (repeatable)",
+    )
     p.add_argument("--root", metavar="DIR")
     p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
     p.add_argument(
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 force=args.force,
                 python=python_for_hooks(),
                 receivers=receivers,
+                domains=args.allow_domain,
             )
     except InitError as exc:
         return error(f"init: {exc}")
