@@ -479,10 +479,10 @@ def place_in_sealed(
         if target.name.endswith(ENVELOPE_SUFFIX) or os.path.lexists(default_envelope_path(target)):
             continue
         try:
-            out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            created = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             continue
-        with os.fdopen(out, "wb") as fh:
+        with os.fdopen(created, "wb") as fh:
             fh.write(data)
         return target
     raise UsageError(f"no free name for {payload.name} in {directory}")

@@ -311,9 +311,8 @@ def test_no_agent_writes_a_skill_or_command_that_can_carry_hooks(
 def test_a_contract_set_that_does_not_load_denies_every_handoff(handoff: Handoff) -> None:
     handoff.verify()
     doc = read(handoff, handoff.payload)
-    verified_read(
-        handoff.hook("claude-code", doc), handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode()
-    )
+    tool_input = {"file_path": str(handoff.payload)}
+    verified_read(handoff.hook("claude-code", doc), handoff.root, tool_input, PAYLOAD_TEXT.encode())
     contracts = handoff.root / ".eidolons" / "contracts"
     contracts.mkdir(parents=True, exist_ok=True)
     (contracts / "atlas-to-vigil.yaml").write_text("{not: [valid\n", encoding="utf-8")
