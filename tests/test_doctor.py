@@ -261,7 +261,7 @@ def test_keys_an_unusable_trust_store_is_a_finding(
     trust.write_text("{not json")
     (f,) = [f for f in findings(doctor("--json")) if f["check"] == "keys"]
     assert f["subject"] == ".eidolons/trust.json" and "every gate refuses" in f["message"], f
-    trust.write_bytes(good.replace(b'"version": 1', b'"version": 1 '))  # edited, not re-pinned
+    trust.write_bytes(good.replace(b'"version": ', b'"version":  '))  # edited, not re-pinned
     (f,) = [f for f in findings(doctor("--json")) if f["check"] == "keys"]
     assert "differs from the one this host pinned" in f["message"], f
     trust.unlink()  # a pinned store deleted: a downgrade, not "unsigned"

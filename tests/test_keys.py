@@ -150,6 +150,20 @@ def test_require_signature_policy(project: Path, keyenv: dict[str, str]) -> None
     assert keys(project, keyenv, "require-signature", "Bad", "vigil").code == 2
 
 
+def _store_with_key(role: str, projects: object, version: int = 2) -> bytes:
+    """A store whose one key has ``projects`` (None: the field left out)."""
+    from eidolons.keys.crypto import Signer
+    from eidolons.keys.store import TrustedKey
+
+    entry = TrustedKey(Signer.generate().public_raw, role, "2026-01-01T00:00:00Z").to_dict()
+    if projects is not None:
+        entry["projects"] = projects
+    doc: dict[str, object] = {"version": version, "keys": [entry]}
+    if version == 2:
+        doc["project"] = "0" * 32
+    return json.dumps(doc).encode()
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -160,6 +174,17 @@ def test_require_signature_policy(project: Path, keyenv: dict[str, str]) -> None
         b'{"version": 1, "keys": [{"keyid": "x"}]}',
         b'{"version": 1, "keys": [], "extra": 1}',
         b'{"version": 1, "keys": [], "require_sender_signature": ["atlas"]}',
+        # version 2 names its project, and pins projects on each orchestrator key
+        b'{"version": 2, "project": "00", "keys": []}',
+        b'{"version": 2, "project": "' + b"A" * 32 + b'", "keys": []}',
+        b'{"version": 1, "project": "' + b"0" * 32 + b'", "keys": []}',
+        b'{"version": true, "keys": []}',
+        _store_with_key("orchestrator", None),
+        _store_with_key("orchestrator", ["0" * 32, "0" * 32]),
+        _store_with_key("orchestrator", ["xyz"]),
+        _store_with_key("orchestrator", "0" * 32),
+        _store_with_key("sender:atlas", ["0" * 32]),
+        _store_with_key("orchestrator", ["0" * 32], version=1),
     ],
 )
 def test_malformed_trust_store_fails_closed(

@@ -58,6 +58,7 @@ def test_attack_adding_a_key_to_the_trust_store_by_hand(project: Path, env: dict
         "keyid": hashlib.sha256(rogue.public_raw).hexdigest(), "algorithm": "ed25519",
         "public_key": base64.b64encode(rogue.public_raw).decode(), "role": "orchestrator",
         "created": "2026-01-01T00:00:00Z", "not_after": None, "revoked": None,
+        "projects": [doc["project"]],
     })  # fmt: skip
     store.write_text(json.dumps(doc, indent=2) + "\n")
     r = run(project, env, "verify-incoming", payload, "--as", "vigil", "--no-memory")

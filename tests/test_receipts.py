@@ -423,7 +423,8 @@ def test_trace_verify_refuses_receipts_of_revoked_expired_or_untrusted_keys(
     untrusted = _trace_with_receipt(signed, tmp_path / "untrusted.jsonl", forged)
     assert _trace_receipt(signed, untrusted) == (
         3,
-        "invalid: not signed by an orchestrator key of the trust store",
+        "invalid: the receipt is not signed by any orchestrator key in the trust store "
+        "(self-minted or forged)",
     )
     store = load_trust_store(signed.root)
     assert store is not None
@@ -433,19 +434,21 @@ def test_trace_verify_refuses_receipts_of_revoked_expired_or_untrusted_keys(
     trace = _trace_with_receipt(signed, tmp_path / "expired.jsonl")
     assert _trace_receipt(signed, trace) == (
         3,
-        f"invalid: signed by orchestrator key {key.keyid[:16]}, expired",
+        f"invalid: the receipt is signed by orchestrator key {key.keyid[:16]}, expired since "
+        "2026-01-01T00:00:00Z",
     )
     key.not_after, key.revoked = None, "2026-02-01T00:00:00Z"
     store.save(signed.root)
     assert _trace_receipt(signed, trace) == (
         3,
-        f"invalid: signed by orchestrator key {key.keyid[:16]}, revoked",
+        f"invalid: the receipt is signed by orchestrator key {key.keyid[:16]}, revoked since "
+        "2026-02-01T00:00:00Z",
     )
     key.revoked, key.created = None, "2999-01-01T00:00:00Z"
     store.save(signed.root)
     assert _trace_receipt(signed, trace) == (
         3,
-        f"invalid: signed by orchestrator key {key.keyid[:16]}, not-yet-valid",
+        f"invalid: the receipt is signed by orchestrator key {key.keyid[:16]}, not-yet-valid",
     )
 
 
@@ -474,9 +477,10 @@ def test_trace_verify_judges_keys_as_the_receiver_does(signed: Project, tmp_path
     trace = _trace_with_receipt(signed, tmp_path / "both.jsonl", both)
     assert _trace_receipt(signed, trace) == (0, "valid")
     only_old = _trace_with_receipt(signed, tmp_path / "old.jsonl", genuine)
-    assert _trace_receipt(signed, only_old) == (
-        3,
-        f"invalid: signed by orchestrator key {old[:16]}, revoked",
+    code, status = _trace_receipt(signed, only_old)
+    assert code == 3
+    assert status.startswith(
+        f"invalid: the receipt is signed by orchestrator key {old[:16]}, revoked since "
     )
 
 

@@ -517,6 +517,13 @@ def check_keys(report: Report) -> None:
                 report.rel(trust),
                 "no trust store: passes are unsigned (eidolons keys init)",
             )
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.registry import root_refusal
+
+    refusal = root_refusal(report.root, utc_now()) if signed else None
+    if refusal is not None:  # every verify-envelope here would exit 3 (ADR 0032)
+        why = f"the orchestrator key would not sign at this root: {refusal}"
+        report.fail("keys", report.rel(trust), why)
     directory = key_dir()
     if not directory.exists():
         if signed:

@@ -4,12 +4,18 @@
 Rules:
 
 - The orchestrator gate signs each verdict with the newest active orchestrator key it can
-  reach (:mod:`eidolons.keys.signer`); the receipt goes into the trace event (``receipt``)
-  and beside the envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
-- A receiver with a trust store accepts as integrity evidence only a receipt whose DSSE
-  signature verifies under an orchestrator key of the trust store that is active *now*
-  (not revoked, not expired), and whose statement vouches for this envelope's exact bytes
-  and this payload's digest (:func:`eidolons.ecl.receipt.judge_statement`). It looks at the
+  reach (:mod:`eidolons.keys.signer`), and only for a project this host registered for
+  that key at this root (:func:`eidolons.keys.registry.signing_refusal`); the statement
+  names the project. The receipt goes into the trace event (``receipt``) and beside the
+  envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
+- A receipt is trusted (:func:`trust_receipt`, the one rule the receiver gate, the
+  orchestrator's read hook and the trace views apply) when its DSSE signature verifies
+  under an orchestrator key of the trust store that is active *now* (not revoked, not
+  expired), it holds an eidolons statement, and the trust store pins the pair (that key,
+  the statement's project).
+- A receiver with a trust store accepts as integrity evidence only a trusted receipt
+  whose statement vouches for this envelope's exact bytes and this payload's digest
+  (:func:`eidolons.ecl.receipt.judge_statement`). It looks at the
   sidecar receipt and at the receipt of the latest orchestrator event for the message in
   the trace; among the receipts that verify and name these envelope bytes, the one signed
   latest decides. Nothing else is evidence: an unsigned line, a receipt signed by any other
@@ -52,9 +58,12 @@ def receipt_path(envelope_path: StrPath) -> str:
     return sidecar_path(envelope_path, RECEIPT_SUFFIX)
 
 
-def build_statement(result: Any, *, command: str, time: str) -> dict[str, Any] | None:
-    """The statement for one :class:`eidolons.verify.VerificationResult`; None when there
-    are no bytes to attest (an envelope that could not even be read)."""
+def build_statement(
+    result: Any, *, command: str, time: str, project: str | None = None
+) -> dict[str, Any] | None:
+    """The statement for one :class:`eidolons.verify.VerificationResult`, signed for
+    ``project``; None when there are no bytes to attest (an envelope that could not even
+    be read)."""
     from eidolons.ecl.events import TOOL, agent_label
 
     env = result.envelope
@@ -65,6 +74,7 @@ def build_statement(result: Any, *, command: str, time: str) -> dict[str, Any] |
     else:
         return None
     predicate = {
+        "project": project,
         "message_id": env.message_id if env else None,
         "thread_id": env.thread_id if env else None,
         "from": agent_label(env.sender.eidolon, env.sender.version) if env else None,
@@ -161,6 +171,52 @@ class Judged:
         }
 
 
+class Trusted:
+    """One receipt under :func:`trust_receipt`: ``statement`` (parsed from the exact bytes
+    the signature covered) and ``keyid`` when it is trusted; else ``why``, a clause after
+    "the receipt" (and ``keyid`` when a trusted key signed it)."""
+
+    __slots__ = ("keyid", "statement", "why")
+
+    def __init__(
+        self, statement: dict[str, Any] | None, keyid: str | None, why: str | None
+    ) -> None:
+        self.statement = statement
+        self.keyid = keyid
+        self.why = why
+
+
+def trust_receipt(doc: Any, store: TrustStore, now: str) -> Trusted:
+    """The one rule for whether a receipt counts in this trust store at ``now``: signed
+    by an orchestrator key of the store that is active now (the key-validity rule,
+    :meth:`TrustStore.verify_signed`), holding an eidolons statement, for a project the
+    store pins for that key (:meth:`TrustStore.project_refusal`). What it vouches for
+    (these bytes, a pass) is the caller's to judge."""
+    from eidolons.keys.dsse import DsseError
+
+    try:
+        signed = store.verify_signed(doc, ORCHESTRATOR, PAYLOAD_TYPE, now)
+    except DsseError as exc:
+        return Trusted(None, None, f"is malformed: {exc}")
+    if signed.key is None and signed.inactive is None:
+        why = "is not signed by any orchestrator key in the trust store (self-minted or forged)"
+        return Trusted(None, None, why)
+    if signed.key is None:
+        key = signed.inactive
+        assert key is not None
+        status = key.status(now)
+        when = key.revoked if status == "revoked" else key.not_after
+        why = f"is signed by orchestrator key {key.keyid[:16]}, {status}"
+        return Trusted(None, key.keyid, why + (f" since {when}" if when else ""))
+    doc_stmt = parse_statement(signed.body)
+    if doc_stmt is None:
+        return Trusted(None, signed.key.keyid, "holds no eidolons statement")
+    refusal = store.project_refusal(signed.key, doc_stmt["predicate"].get("project"))
+    if refusal is not None:
+        return Trusted(None, signed.key.keyid, refusal)
+    return Trusted(doc_stmt, signed.key.keyid, None)
+
+
 def judge_receipt(
     doc: Any,
     source: str,
@@ -171,34 +227,12 @@ def judge_receipt(
     envelope_sha256: str,
     payload_sha256: str | None,
 ) -> Judged:
-    """Verify one receipt against the trust store and judge its statement."""
-    from eidolons.keys.dsse import DsseError
-
-    try:
-        signed = store.verify_signed(doc, ORCHESTRATOR, PAYLOAD_TYPE, now)
-    except DsseError as exc:
-        return Judged(source, (UNVERIFIED, f"the {source} receipt is malformed: {exc}"))
-    if signed.key is None and signed.inactive is None:
-        return Judged(
-            source,
-            (UNVERIFIED, f"the {source} receipt is not signed by any orchestrator key "
-             "in the trust store (self-minted or forged)"),
-        )  # fmt: skip
-    if signed.key is None:
-        key = signed.inactive
-        assert key is not None
-        status = key.status(now)
-        when = key.revoked if status == "revoked" else key.not_after
-        return Judged(
-            source,
-            (UNVERIFIED, f"the {source} receipt is signed by orchestrator key "
-             f"{key.keyid[:16]}, {status}" + (f" since {when}" if when else "")),
-            key.keyid,
-        )  # fmt: skip
-    body = signed.body
-    doc_stmt = parse_statement(body)
+    """Trust one receipt (:func:`trust_receipt`) and judge its statement."""
+    trusted = trust_receipt(doc, store, now)
+    doc_stmt = trusted.statement
     if doc_stmt is None:
-        return Judged(source, (UNVERIFIED, f"the {source} receipt holds no eidolons statement"))
+        why = f"the {source} receipt {trusted.why}"
+        return Judged(source, (UNVERIFIED, why), trusted.keyid)
     pred = doc_stmt["predicate"]
     time = pred.get("time")
     problem = judge_statement(
@@ -209,7 +243,7 @@ def judge_receipt(
     )
     names = judge_names(pred, message_id=message_id, envelope_sha256=envelope_sha256) is None
     when = time if isinstance(time, str) else None
-    judged = Judged(source, problem, signed.key.keyid, when, names)
+    judged = Judged(source, problem, trusted.keyid, when, names)
     judged.subject_sha256 = doc_stmt["subject"][0]["digest"]["sha256"]
     return judged
 
@@ -235,14 +269,23 @@ class SigningState:
 
     ``store`` None and ``problem`` None: no trust store (unsigned mode). ``signer`` None
     with a ``problem``: a trust store the gate cannot produce evidence for (no reachable
-    key, an unsafe key file, a broken store): say so, and block mode exits 3."""
+    key, an unsafe key file, a broken store): say so, and block mode exits 3. ``refusal``:
+    the key is here but must not sign for this root (a project not registered for it at
+    this path, an older store): the gate records no pass at all (ADR 0032)."""
 
-    __slots__ = ("problem", "signer", "store")
+    __slots__ = ("problem", "refusal", "signer", "store")
 
-    def __init__(self, store: TrustStore | None, signer: Any = None, problem: str | None = None):
+    def __init__(
+        self,
+        store: TrustStore | None,
+        signer: Any = None,
+        problem: str | None = None,
+        refusal: str | None = None,
+    ):
         self.store = store
         self.signer = signer
         self.problem = problem
+        self.refusal = refusal
 
     @property
     def unsigned_mode(self) -> bool:
@@ -251,7 +294,8 @@ class SigningState:
 
 def signing_state(root: StrPath, now: str) -> SigningState:
     """Load the trust store and, only if there is one, the orchestrator's signer (the
-    ``cryptography`` import happens here, never in unsigned mode)."""
+    ``cryptography`` import happens here, never in unsigned mode), which signs only for a
+    project registered for it at this root (:mod:`eidolons.keys.registry`)."""
     from eidolons.errors import EidolonsError
     from eidolons.keys.store import TrustStoreError, load_trust_store
 
@@ -261,14 +305,19 @@ def signing_state(root: StrPath, now: str) -> SigningState:
         return SigningState(None, None, f"trust store unusable: {exc}")
     if store is None:
         return SigningState(None)
+    from eidolons.keys.registry import signing_refusal
     from eidolons.keys.signer import NoSigner, find_signer
 
     try:
-        return SigningState(store, find_signer(store, ORCHESTRATOR, root, now))
+        signer = find_signer(store, ORCHESTRATOR, root, now)
     except NoSigner as exc:
         return SigningState(store, None, str(exc))
     except EidolonsError as exc:  # an unsafe or unreadable key file: never signed with
         return SigningState(store, None, str(exc))
+    refusal = signing_refusal(store, signer.keyid, root)
+    if refusal is not None:
+        return SigningState(store, None, None, refusal)
+    return SigningState(store, signer)
 
 
 def receiver_evidence(

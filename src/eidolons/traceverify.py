@@ -7,11 +7,11 @@ For each trace (a ``.jsonl`` file or a thread of the configured store):
   it (the one record rule, :func:`eidolons.tracestore.uncounted_reason`: on PostgreSQL a
   row the store did not stamp as a verdict is marked ``counted: false`` with the reason,
   and is no verdict on record for any hop); for each counted one, its receipt: ``valid``
-  (signed by an orchestrator key of the trust store that is active now, by the one
-  key-validity rule, :meth:`eidolons.keys.store.TrustStore.verify_signed`; and its
-  statement says what the line says: message, verdict, envelope bytes, payload
-  digest), ``none`` (no receipt), or ``invalid: <why>``. Without a trust store every
-  receipt is ``unchecked``.
+  (trusted by the one receipt rule, :func:`eidolons.receipts.trust_receipt`: an
+  orchestrator key of the trust store active now, for a project the store pins for that
+  key; and its statement says what the line says: message, verdict, envelope bytes,
+  payload digest), ``none`` (no receipt), or ``invalid: <why>``. Without a trust store
+  every receipt is ``unchecked``.
 
 - for a JSONL file, its tail against the head this host recorded at the last append
   (:mod:`eidolons.keys.heads`, ADR 0037): a cut or rewritten tail is a break; no head is
@@ -27,7 +27,7 @@ from typing import Any
 
 from eidolons.ecl.tracechain import verify_chain
 from eidolons.errors import InputError
-from eidolons.keys.store import ORCHESTRATOR, TrustStore
+from eidolons.keys.store import TrustStore
 from eidolons.trace import TraceLine, read_snapshot
 
 TYPE_CHECKING = False
@@ -107,22 +107,12 @@ def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) ->
         return "none"
     if trust is None:
         return "unchecked (no trust store)"
-    from eidolons.ecl.receipt import PAYLOAD_TYPE, parse_statement
-    from eidolons.keys.dsse import DsseError
+    from eidolons.receipts import trust_receipt
 
-    try:  # the one key-validity rule, as the receiver applies it
-        signed = trust.verify_signed(receipt, ORCHESTRATOR, PAYLOAD_TYPE, now)
-    except DsseError as exc:
-        return f"invalid: malformed receipt ({exc})"
-    key = signed.key or signed.inactive
-    if key is None:
-        return "invalid: not signed by an orchestrator key of the trust store"
-    if signed.key is None:  # a trusted key signed it, but is revoked, expired or not yet valid
-        return f"invalid: signed by orchestrator key {key.keyid[:16]}, {key.status(now)}"
-    body = signed.body
-    st = parse_statement(body)
+    trusted = trust_receipt(receipt, trust, now)  # the one rule, as the receiver applies it
+    st = trusted.statement
     if st is None:
-        return "invalid: not an eidolons receipt statement"
+        return f"invalid: the receipt {trusted.why}"
     pred = st["predicate"]
     for field in ("message_id", "verdict", "envelope_sha256"):
         if pred.get(field) != event.get(field):

@@ -46,6 +46,7 @@ def bash(handoff: Handoff, command: str, agent: str | None = "vigil") -> dict[st
         "eidolons keys --root /tmp/elsewhere rotate",
         "eidolons keys unpin",  # then a deleted trust store downgrades the project
         "eidolons keys pin",
+        "eidolons keys register",  # a scratch copy of the project would sign with the key
         "eidolons keys require-signature 'atlas->vigil' --off",
         "python3 -m eidolons keys init --role sender:atlas",
         "/usr/local/bin/eidolons keys --json rotate",

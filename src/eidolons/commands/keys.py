@@ -1,7 +1,9 @@
-"""``eidolons keys init|list|add|revoke|rotate|export|show|require-signature`` (ADR 0031).
+"""``eidolons keys init|register|list|add|revoke|rotate|export|show|require-signature|pin|unpin``
+(ADR 0031).
 
-Exit codes: 0 done, 2 usage or a malformed trust store / key, 3 refused (an unsafe key
-file: readable by others, another user's, inside the project).
+Exit codes: 0 done, 2 usage or a malformed trust store / key / registry, 3 refused (an
+unsafe key file: readable by others, another user's, inside the project; ``register``
+with no key of the project's on this host).
 """
 
 from __future__ import annotations
@@ -30,11 +32,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--role", default="orchestrator", help="orchestrator (default) or sender:EIDOLON"
     )
     init.add_argument("--not-after", metavar="WHEN", help="expiry: RFC 3339 UTC time or 90d/24h")
+    action(
+        "register",
+        "register this project at this path for the orchestrator key on this host (the key "
+        "signs only for registered roots; a moved project's registration moves here)",
+    )
     action("list", "list the trusted keys and their status")
     add = action("add", "trust a public key (a file from `keys export`, PEM, or base64)")
     add.add_argument("public_key", metavar="PUBLIC_KEY")
     add.add_argument("--role", required=True, help="orchestrator or sender:EIDOLON")
     add.add_argument("--not-after", metavar="WHEN")
+    add.add_argument(
+        "--project",
+        metavar="ID",
+        action="append",
+        help="an orchestrator key: a project whose receipts it is trusted for (repeatable; "
+        "default this project; a key already trusted gains the projects)",
+    )
     revoke = action("revoke", "revoke a key: its signatures are refused from now on")
     revoke.add_argument("keyid", metavar="KEYID")
     revoke.add_argument("--reason", default="revoked")
@@ -58,11 +72,13 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.config import find_root
     from eidolons.errors import EidolonsError, UsageError
     from eidolons.keys.files import KeyFileError
+    from eidolons.keys.lifecycle import RegistrationRefused
 
     try:
         root = find_root(args.root)
         handler = {
             "init": _init,
+            "register": _register,
             "list": _list,
             "add": _add,
             "revoke": _revoke,
@@ -74,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             "unpin": _unpin,
         }[args.keys_command]
         return handler(args, root)
-    except (KeyFileError, UsageError) as exc:
+    except (KeyFileError, RegistrationRefused, UsageError) as exc:
         return fail(exc)
     except EidolonsError as exc:
         return fail(exc, 2)
@@ -118,14 +134,15 @@ def _role(raw: str) -> str:
 
 def _store(root: Path, create: bool = False) -> TrustStore:
     from eidolons.errors import UsageError
-    from eidolons.keys.store import TrustStore, load_trust_store, trust_store_path
+    from eidolons.keys.lifecycle import open_store
+    from eidolons.keys.store import load_trust_store, trust_store_path
 
+    if create:
+        return open_store(root)  # a new store names a new project
     store = load_trust_store(root)
     if store is None:
-        if not create:
-            path = trust_store_path(root)
-            raise UsageError(f"no trust store at {path} (run `eidolons keys init`)")
-        store = TrustStore(trust_store_path(root))
+        path = trust_store_path(root)
+        raise UsageError(f"no trust store at {path} (run `eidolons keys init`)")
     return store
 
 
@@ -175,6 +192,22 @@ def _init(args: argparse.Namespace, root: Path) -> int:
             f"created {role} key {keyid[:16]}\n  private: {doc['private_key']}\n"
             f"  trusted in: {doc['trust_store']}"
         )
+    if doc.get("upgraded"):
+        text += f"\n  upgraded the trust store: it names project {doc['project']}"
+    if doc.get("registered") is True:
+        text += f"\n  registered project {doc['project']} at {root} for this key"
+    elif doc.get("registered") is False:
+        text += f"\nnote: {doc['note']}"
+    return _emit(args, doc, text)
+
+
+def _register(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.keys.lifecycle import register_root
+
+    doc = register_root(root, _now())
+    text = f"registered project {doc['project']} at {doc['root']} for key {doc['keyid'][:16]}"
+    if doc["moved_from"]:
+        text += f" (moved from {doc['moved_from']}, which no longer signs)"
     return _emit(args, doc, text)
 
 
@@ -187,10 +220,15 @@ def _list(args: argparse.Namespace, root: Path) -> int:
     if args.json:
         doc = {
             "trust_store": str(trust_store_path(root)),
+            "project": store.project,
             "keys": keys,
             "require_sender_signature": store.require_sender_signature,
         }
         return _emit(args, doc, "")
+    if store.project:
+        print(f"project {store.project}")
+    else:
+        print(f"no project named in {trust_store_path(root)} (an older store: keys init)")
     if not keys:
         print(f"no keys in {trust_store_path(root)}")
     for k in keys:
@@ -225,12 +263,45 @@ def _parse_public(raw: str) -> bytes:
     return public
 
 
+def _projects(args: argparse.Namespace, store: TrustStore, role: str) -> list[str] | None:
+    """The projects an added orchestrator key is trusted for (None: a sender's key, or
+    an older store's, which pins none)."""
+    from eidolons.errors import UsageError
+    from eidolons.keys.store import ORCHESTRATOR, UPGRADE, valid_project
+
+    given = list(args.project or [])
+    if role != ORCHESTRATOR:
+        if given:
+            raise UsageError("--project: only an orchestrator key is trusted per project")
+        return None
+    for project in given:
+        if not valid_project(project):
+            raise UsageError(f"--project {project!r}: a project id is 32 hex digits")
+    if store.project is None:
+        if given:
+            raise UsageError(f"--project: {store.path} is an older store: {UPGRADE}")
+        return None
+    return given or [store.project]
+
+
 def _add(args: argparse.Namespace, root: Path) -> int:
+    from eidolons.errors import UsageError
     from eidolons.keys.store import TrustedKey
 
     role, now = _role(args.role), _now()
     store = _store(root, create=True)
-    key = TrustedKey(_parse_public(args.public_key), role, now, _when(args.not_after, now))
+    public = _parse_public(args.public_key)
+    projects = _projects(args, store, role)
+    key = TrustedKey(public, role, now, _when(args.not_after, now), projects=projects)
+    known = store.get(key.keyid)
+    if known is not None and known.role == role and projects and known.projects is not None:
+        new = [p for p in projects if p not in known.projects]
+        if not new:
+            raise UsageError(f"key {key.keyid[:16]} is already trusted for {', '.join(projects)}")
+        known.projects += new  # a key already trusted, for more projects
+        store.save(root)
+        text = f"trusted {role} key {key.keyid[:16]} for project {', '.join(new)} too"
+        return _emit(args, _describe(known, now), text)
     store.add(key)
     store.save(root)
     return _emit(args, _describe(key, now), f"trusted {role} key {key.keyid[:16]}")
@@ -267,6 +338,12 @@ def _rotate(args: argparse.Namespace, root: Path) -> int:
         key.revoked = now
         key.extra["revoked_reason"] = "rotated"
     store.save(root)
+    from eidolons.keys.store import ORCHESTRATOR
+
+    if role == ORCHESTRATOR and store.project:  # the new key signs for this root, here
+        from eidolons.keys.registry import register
+
+        register(signer.keyid, store.project, root, now)
     doc = {
         "keyid": signer.keyid,
         "role": role,

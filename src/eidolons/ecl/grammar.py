@@ -192,6 +192,12 @@ def is_trust_role(value: Any) -> bool:
     return value == "orchestrator" or (value.startswith("sender:") and _slug(value[7:]))
 
 
+def is_project_id(value: Any) -> bool:
+    """A project's id in its trust store and its receipts: 32 lowercase hex characters
+    (128 random bits, made once by ``eidolons keys init``)."""
+    return isinstance(value, str) and len(value) == 32 and _only(value, _HEX)
+
+
 def is_trust_edge(value: Any) -> bool:
     """A trust store edge: ``<slug or *>-><slug or *>``."""
     if not isinstance(value, str):

@@ -6,7 +6,8 @@ is the Statement built by :func:`statement_bytes`:
 - ``_type`` ``https://in-toto.io/Statement/v1``;
 - ``subject``: the payload (``name`` = ``artifact.path``, ``digest.sha256`` = the SHA-256
   of the bytes hashed), or, when no payload was hashed, the envelope file itself;
-- ``predicateType`` :data:`PREDICATE_TYPE`; ``predicate``: ``message_id, thread_id, from,
+- ``predicateType`` :data:`PREDICATE_TYPE`; ``predicate``: ``project`` (the id of the
+  project whose gate signed it, from its trust store), ``message_id, thread_id, from,
   to, performative, integrity {method, value}, envelope_sha256, verdict, failure_code,
   gate, command, time, verifier``.
 
@@ -15,7 +16,9 @@ whether a receipt vouches for *this* envelope and payload: the statement must be
 eidolons receipt written by the orchestrator gate, for these exact envelope bytes and (when
 the receiver hashed the payload) these payload bytes, with verdict ``pass``. A valid
 receipt for other bytes, or a signed verdict that is not a pass, is INTEGRITY_MISMATCH;
-anything that is not such a statement is UNVERIFIED.
+anything that is not such a statement is UNVERIFIED. Whether the statement's
+``project`` counts is the trust store's rule (the pair of the signing key and the
+project, :meth:`eidolons.keys.store.TrustStore.project_refusal`), applied before this one.
 """
 
 from __future__ import annotations

@@ -14,10 +14,15 @@ malformed           SCHEMA_INVALID
 unsupported_algo    SCHEMA_INVALID
 sender_unverified   UNVERIFIED
 sender_mismatch     INTEGRITY_MISMATCH
+unregistered        UNVERIFIED
 ==================  ====================
 
 ``sender_*``: a sender signature the trust store requires is missing, untrusted
 (unverified) or over other envelope bytes (mismatch), ADR 0034.
+
+``unregistered``: the bytes matched, but the orchestrator's key must not sign for this
+root (the project is not registered for the key at this path on this host, or its trust
+store is an older one, ADR 0032): no pass is recorded, and the gate exits 3 in every mode.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class Verdict(StrEnum):
     TAMPER = "tamper"
     SENDER_UNVERIFIED = "sender_unverified"
     SENDER_MISMATCH = "sender_mismatch"
+    UNREGISTERED = "unregistered"
 
     @property
     def failure_code(self) -> RefusalCode | None:
@@ -66,6 +72,7 @@ _FAILURE_CODES: dict[Verdict, RefusalCode] = {
     Verdict.UNSUPPORTED_ALGO: RefusalCode.SCHEMA_INVALID,
     Verdict.SENDER_UNVERIFIED: RefusalCode.UNVERIFIED,
     Verdict.SENDER_MISMATCH: RefusalCode.INTEGRITY_MISMATCH,
+    Verdict.UNREGISTERED: RefusalCode.UNVERIFIED,
 }
 
 # Verdicts that block in block mode without --strict (unverifiable is let through: the
@@ -79,6 +86,7 @@ BLOCKING: frozenset[Verdict] = frozenset(
         Verdict.NO_KEY,
         Verdict.SENDER_UNVERIFIED,
         Verdict.SENDER_MISMATCH,
+        Verdict.UNREGISTERED,
     }
 )
 
@@ -93,6 +101,8 @@ def exit_code(verdict: Verdict, mode: str, strict: bool) -> int:
         return EXIT_OK
     if verdict is Verdict.MALFORMED:
         return EXIT_USAGE
+    if verdict is Verdict.UNREGISTERED:  # not the hand-off's verdict: nothing to warn through
+        return EXIT_BLOCKED
     if mode != "block":
         return EXIT_OK
     if strict or verdict in BLOCKING:

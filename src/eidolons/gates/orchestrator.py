@@ -10,7 +10,10 @@ It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`
   ``unverifiable`` exits 0 unless ``strict`` (then every non-pass exits 3);
 - ``malformed`` exits 2;
 - fail closed: if the trace cannot be written, block mode exits 3 even on a pass, since
-  the receivers would find no ``verify_pass`` on record.
+  the receivers would find no ``verify_pass`` on record;
+- in a project whose key must not sign here (not registered for it at this root, an
+  older trust store: :func:`eidolons.keys.registry.signing_refusal`) nothing is signed,
+  a pass becomes ``unregistered`` (a ``verify_fail``), and every mode exits 3.
 """
 
 from __future__ import annotations
@@ -190,6 +193,9 @@ def run_gate(
                 else Verdict.SENDER_UNVERIFIED
             )
             result.message = problem[1]
+    if signing.refusal is not None and result:  # a pass the key may not sign is no pass
+        result.verdict = Verdict.UNREGISTERED
+        result.message = signing.refusal
     code = exit_code(result.verdict, mode, strict)
     outcome = GateOutcome(result, mode, strict, code, None)
     if env is not None and env.integrity_method == "hmac-sha256":
@@ -203,7 +209,12 @@ def run_gate(
         )
         if signing.unsigned_mode:
             outcome.notes.append(UNSIGNED_WARNING)
-    if signing.problem is not None:
+    if signing.refusal is not None:
+        if result.verdict is not Verdict.UNREGISTERED:
+            outcome.notes.append(f"warning: no signed receipt: {signing.refusal}")
+        if result.verdict is not Verdict.MALFORMED:
+            outcome.exit_code = EXIT_BLOCKED  # never signed here: in every mode
+    elif signing.problem is not None:
         outcome.notes.append(
             f"warning: no signed receipt: {signing.problem}; receivers will refuse this "
             "hand-off (UNVERIFIED)" + ("" if mode == "block" else "; block mode exits 3")
@@ -211,7 +222,9 @@ def run_gate(
         if mode == "block":
             outcome.exit_code = EXIT_BLOCKED
     elif signing.signer is not None:
-        doc = build_statement(result, command=command, time=now)
+        assert signing.store is not None
+        project = signing.store.project
+        doc = build_statement(result, command=command, time=now, project=project)
         if doc is not None:
             outcome.receipt = sign_statement(doc, signing.signer)
             try:

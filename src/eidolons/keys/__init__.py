@@ -11,6 +11,8 @@
 - :mod:`eidolons.keys.dsse`: DSSE envelopes (PAE, JSON form); signing and verifying go
   through :mod:`eidolons.keys.crypto`.
 - :mod:`eidolons.keys.pins`: this host's pins of project trust stores (ADR 0036).
+- :mod:`eidolons.keys.registry`: which project, at which root, each orchestrator key signs
+  for on this host (the gate signs nowhere else).
 - :mod:`eidolons.keys.lifecycle`: ``init_role(root, role)``, the idempotent ``keys init``
   that ``eidolons init`` calls in-process.
 """

@@ -14,6 +14,13 @@ Rules:
   on it (never "no trust store").
 - ``require_sender_signature`` lists edges ``FROM->TO`` (either side may be ``*``) on which
   a hand-off needs a valid sender signature.
+- ``project`` (version 2) is this project's id, made once by ``eidolons keys init``; every
+  orchestrator key lists the ``projects`` whose receipts it is trusted for. A receipt
+  counts only when the pair (its key, its project) is pinned here
+  (:meth:`TrustStore.project_refusal`, the one rule): a key shared by two projects, or
+  used in a scratch copy, vouches in each project only for what was signed for it. A
+  version-1 store (no projects) pins no pair: its receipts are refused until ``keys
+  init`` upgrades it.
 - Saved atomically (temporary file, fsync, rename), so a reader never sees half a store.
 """
 
@@ -22,7 +29,7 @@ from __future__ import annotations
 import os
 
 from eidolons import pathstr
-from eidolons.ecl.grammar import is_trust_edge, is_trust_role, is_utc_timestamp
+from eidolons.ecl.grammar import is_project_id, is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -37,10 +44,13 @@ TRUST_FILE = os.path.join(".eidolons", "trust.json")
 ALGORITHM = "ed25519"
 ORCHESTRATOR = "orchestrator"
 SENDER_PREFIX = "sender:"
-VERSION = 1
+VERSION = 2  # the store names its project and pins projects per orchestrator key
+OLDER_VERSION = 1  # before projects: read, refused as evidence until `keys init` upgrades it
 MAX_TRUST_BYTES = 1024 * 1024
 _KEY_FIELDS = {"keyid", "algorithm", "public_key", "role", "created", "not_after", "revoked"}
 _OPTIONAL_FIELDS = {"revoked_reason", "comment"}
+PROJECTS = "projects"  # on orchestrator keys of a version-2 store
+UPGRADE = "run `eidolons keys init` to upgrade it"
 
 
 class Signed:
@@ -74,6 +84,15 @@ def valid_role(role: str) -> bool:
     return is_trust_role(role)
 
 
+def new_project_id() -> str:
+    """A project's id: 128 random bits, made once, when its trust store is created."""
+    return os.urandom(16).hex()
+
+
+def valid_project(value: object) -> bool:
+    return is_project_id(value)
+
+
 def sender_role(eidolon: str) -> str:
     return SENDER_PREFIX + eidolon
 
@@ -91,7 +110,16 @@ def ts_key(value: str) -> str:
 class TrustedKey:
     """One entry of the trust store."""
 
-    __slots__ = ("created", "extra", "keyid", "not_after", "public_raw", "revoked", "role")
+    __slots__ = (
+        "created",
+        "extra",
+        "keyid",
+        "not_after",
+        "projects",
+        "public_raw",
+        "revoked",
+        "role",
+    )
 
     def __init__(
         self,
@@ -101,6 +129,7 @@ class TrustedKey:
         not_after: str | None = None,
         revoked: str | None = None,
         extra: dict[str, Any] | None = None,
+        projects: Iterable[str] | None = None,
     ) -> None:
         self.public_raw = public_raw
         self.keyid = key_id(public_raw)
@@ -109,6 +138,9 @@ class TrustedKey:
         self.not_after = not_after
         self.revoked = revoked
         self.extra = extra or {}
+        # the projects whose receipts this orchestrator key vouches for (None: a sender's
+        # key, or an orchestrator key of an older store, which pins none)
+        self.projects = None if projects is None else list(dict.fromkeys(projects))
 
     def __repr__(self) -> str:
         return f"TrustedKey({self.keyid[:16]}, {self.role})"
@@ -134,14 +166,19 @@ class TrustedKey:
             "not_after": self.not_after,
             "revoked": self.revoked,
         }
+        if self.projects is not None:
+            out[PROJECTS] = list(self.projects)
         out.update(self.extra)
         return out
 
     @classmethod
-    def from_dict(cls, raw: object, where: str) -> TrustedKey:
+    def from_dict(cls, raw: object, where: str, version: int = VERSION) -> TrustedKey:
         if not isinstance(raw, dict):
             raise TrustStoreError(f"{where}: not an object")
-        unknown = set(raw) - _KEY_FIELDS - _OPTIONAL_FIELDS
+        pins = version == VERSION and raw.get("role") == ORCHESTRATOR
+        if pins and PROJECTS not in raw:
+            raise TrustStoreError(f"{where}: missing 'projects' (an orchestrator key)")
+        unknown = set(raw) - _KEY_FIELDS - _OPTIONAL_FIELDS - ({PROJECTS} if pins else set())
         missing = _KEY_FIELDS - set(raw)
         if unknown or missing:
             raise TrustStoreError(
@@ -174,23 +211,34 @@ class TrustedKey:
         for k, v in extra.items():
             if not isinstance(v, str):
                 raise TrustStoreError(f"{where}: {k} is not a string")
-        return cls(public, raw["role"], raw["created"], raw["not_after"], raw["revoked"], extra)
+        projects = raw.get(PROJECTS) if pins else None
+        if pins and (
+            not isinstance(projects, list)
+            or not all(valid_project(p) for p in projects)
+            or len(set(projects)) != len(projects)
+        ):
+            raise TrustStoreError(f"{where}: projects is not a list of distinct project ids")
+        return cls(
+            public, raw["role"], raw["created"], raw["not_after"], raw["revoked"], extra, projects
+        )
 
 
 class TrustStore:
     """The parsed trust store. ``path`` is where it was read from (or will be saved)."""
 
-    __slots__ = ("keys", "path", "require_sender_signature")
+    __slots__ = ("keys", "path", "project", "require_sender_signature")
 
     def __init__(
         self,
         path: StrPath,
         keys: Iterable[TrustedKey] = (),
         require_sender_signature: Iterable[str] = (),
+        project: str | None = None,
     ) -> None:
         self.path = path
         self.keys = list(keys)
         self.require_sender_signature = sorted(set(require_sender_signature))
+        self.project = project  # None: an older (version-1) store, which names none
 
     @classmethod
     def parse(cls, data: bytes, path: StrPath) -> TrustStore:
@@ -203,30 +251,40 @@ class TrustStore:
             raise TrustStoreError(f"{path}: {exc}") from None
         if not isinstance(doc, dict):
             raise TrustStoreError(f"{path}: not a JSON object")
-        unknown = set(doc) - {"version", "keys", "require_sender_signature"}
+        version = doc.get("version")
+        if version not in (VERSION, OLDER_VERSION) or isinstance(version, bool):
+            raise TrustStoreError(f"{path}: version must be {VERSION} (or {OLDER_VERSION})")
+        fields = {"version", "keys", "require_sender_signature"}
+        unknown = set(doc) - fields - ({"project"} if version == VERSION else set())
         if unknown:
             raise TrustStoreError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
-        if doc.get("version") != VERSION:
-            raise TrustStoreError(f"{path}: version must be {VERSION}")
+        project = doc.get("project")
+        if version == VERSION and not valid_project(project):
+            raise TrustStoreError(f"{path}: project is not a project id (32 hex digits)")
         raw_keys = doc.get("keys", [])
         edges = doc.get("require_sender_signature", [])
         if not isinstance(raw_keys, list) or not isinstance(edges, list):
             raise TrustStoreError(f"{path}: keys and require_sender_signature must be lists")
-        keys = [TrustedKey.from_dict(k, f"{path}: keys[{i}]") for i, k in enumerate(raw_keys)]
+        keys = [
+            TrustedKey.from_dict(k, f"{path}: keys[{i}]", version) for i, k in enumerate(raw_keys)
+        ]
         ids = [k.keyid for k in keys]
         if len(set(ids)) != len(ids):
             raise TrustStoreError(f"{path}: a key is listed twice")
         for edge in edges:
             if not is_trust_edge(edge):
                 raise TrustStoreError(f"{path}: edge {edge!r} is not FROM->TO")
-        return cls(path, keys, edges)
+        return cls(path, keys, edges, project)
 
     def to_bytes(self) -> bytes:
-        doc = {
-            "version": VERSION,
-            "keys": [k.to_dict() for k in self.keys],
-            "require_sender_signature": self.require_sender_signature,
-        }
+        """Version 2 when the store names its project, else the older form unchanged."""
+        doc: dict[str, Any] = {"version": VERSION if self.project else OLDER_VERSION}
+        if self.project:
+            doc["project"] = self.project
+        doc.update(
+            keys=[k.to_dict() for k in self.keys],
+            require_sender_signature=self.require_sender_signature,
+        )
         from eidolons.ecl.jsontext import dumps
 
         return (dumps(doc, indent=2) + "\n").encode("ascii")
@@ -283,6 +341,39 @@ class TrustStore:
         keys = [k for a in accepted for k in self.keys if k.keyid == a]
         live = [k for k in keys if k.status(now) == "active"]
         return Signed(body, live[0] if live else None, keys[0] if keys and not live else None)
+
+    def upgrade(self, project: str) -> None:
+        """Make an older store name ``project`` and pin it for every orchestrator key it
+        lists (they were trusted for this project already); a no-op on a current one."""
+        if self.project is not None:
+            return
+        self.project = project
+        for key in self.keys:
+            if key.role == ORCHESTRATOR and key.projects is None:
+                key.projects = [project]
+
+    def project_refusal(self, key: TrustedKey, project: object) -> str | None:
+        """The one (key, project) rule: why a receipt that orchestrator ``key`` signed,
+        naming ``project``, does not count in this store (a clause after "the receipt"),
+        or None when the pair is pinned here."""
+        if self.project is None:
+            return (
+                f"is judged against an older trust store ({self.path}), which pins no "
+                f"project per orchestrator key: {UPGRADE}"
+            )
+        if not valid_project(project):
+            return (
+                "names no project (signed before receipts named their project): run "
+                "`eidolons verify-envelope` again to re-sign it"
+            )
+        if project not in (key.projects or ()):
+            return (
+                f"is for project {project}, which the trust store does not pin for "
+                f"orchestrator key {key.keyid[:16]} (minted in another project; the operator "
+                f"pins it with `eidolons keys add PUBLIC_KEY --role orchestrator --project "
+                f"{project}`)"
+            )
+        return None
 
     def has_role(self, role: str) -> bool:
         return any(k.role == role for k in self.keys)

@@ -1,0 +1,153 @@
+"""Which projects an orchestrator key signs for on this host (ADR 0031).
+
+A private key on this host is reachable from any directory, and whoever can write a
+directory can copy a project's ``trust.json`` into it. So the key signs only for a
+project its operator registered: ``eidolons keys init`` (and ``eidolons keys register``,
+for a moved project) records, for the key, the project's id (``project`` of its trust
+store) and the real path of its root, in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/
+projects.json`` (mode 0600) -- beside the keys and the trust-store pins, where the host's
+rules keep agents out (hosts README section 1.6).
+
+Rules (:func:`signing_refusal`, the gate's one check before it signs):
+
+- the trust store names its project (an older store names none: ``keys init``);
+- the store pins that project for the signing key (else receivers would refuse);
+- this host registered that project for the key at exactly this root's real path. One
+  root per (key, project): registering at a new path moves the registration, so an old
+  path, where anyone might make a directory again, no longer signs.
+
+A registry that exists but cannot be read or parsed fails closed: nothing is signed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from eidolons.errors import EidolonsError
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from eidolons.keys.store import TrustStore
+    from eidolons.pathstr import StrPath
+
+REGISTRY_FILE = "projects.json"
+REGISTER = "run `eidolons keys register` here, as the operator"
+
+
+class RegistryError(EidolonsError):
+    """This host's project registrations exist but cannot be read: fail closed."""
+
+    code = "REGISTRY"
+
+
+def registry_path() -> str:
+    from eidolons import pathstr
+    from eidolons.keys.files import config_dir
+
+    return pathstr.join(config_dir(), REGISTRY_FILE)
+
+
+def read_registry() -> dict[str, dict[str, Any]]:
+    """keyid -> project id -> ``{root, registered}``; ``{}`` when there is no file."""
+    path = registry_path()
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise RegistryError(f"cannot read {path}: {exc.strerror}") from None
+    from eidolons.ecl.jsontext import loads
+
+    try:
+        doc = loads(raw)
+    except ValueError:
+        raise RegistryError(f"{path} is not JSON") from None
+    keys = doc.get("keys") if isinstance(doc, dict) and doc.get("version") == 1 else None
+    if not isinstance(keys, dict) or not all(isinstance(v, dict) for v in keys.values()):
+        raise RegistryError(f"{path} is not a registry of projects (version 1, keys)")
+    return keys
+
+
+def registered_root(keyid: str, project: str) -> str | None:
+    """The real root this host registered ``project`` at for ``keyid``, if any."""
+    entry = read_registry().get(keyid, {}).get(project)
+    if entry is None:
+        return None
+    root = entry.get("root") if isinstance(entry, dict) else None
+    if not isinstance(root, str):
+        raise RegistryError(f"the registration of {project} in {registry_path()} is malformed")
+    return root
+
+
+def register(keyid: str, project: str, root: StrPath, now: str) -> str:
+    """Register ``project`` at ``root``'s real path for ``keyid`` (replacing a registration
+    of the project at another path); returns the registry's path."""
+    import json
+
+    from eidolons import pathstr
+    from eidolons.keys.store import atomic_write
+
+    keys = dict(read_registry())
+    projects = dict(keys.get(keyid, {}))
+    projects[project] = {"root": os.path.realpath(root), "registered": now}
+    keys[keyid] = projects
+    path = registry_path()
+    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
+    body = json.dumps({"version": 1, "keys": keys}, indent=2, sort_keys=True) + "\n"
+    atomic_write(path, body.encode("utf-8"), 0o600)
+    return path
+
+
+def signing_refusal(store: TrustStore, keyid: str, root: StrPath) -> str | None:
+    """Why orchestrator key ``keyid`` must not sign for the project at ``root`` (one line
+    naming the command that fixes it), or None when it may."""
+    from eidolons.keys.store import UPGRADE
+
+    project = store.project
+    if project is None:
+        return f"the trust store {store.path} names no project (an older store): {UPGRADE}"
+    key = store.get(keyid)
+    if key is None or store.project_refusal(key, project) is not None:
+        return (
+            f"the trust store does not pin orchestrator key {keyid[:16]} for this project "
+            f"({project}), so receivers would refuse its receipts (`eidolons keys add "
+            "PUBLIC_KEY --role orchestrator` pins it, as the operator)"
+        )
+    try:
+        where = registered_root(keyid, project)
+    except RegistryError as exc:
+        return f"the project registrations cannot be read: {exc}"
+    here = os.path.realpath(root)
+    if where is None:
+        return (
+            f"this project ({project}) is not registered for orchestrator key {keyid[:16]} "
+            f"on this host, which signs only for registered roots: {REGISTER}"
+        )
+    if where != here:
+        return (
+            f"this project ({project}) is not registered here ({here}) for orchestrator key "
+            f"{keyid[:16]} but at {where}: a moved or copied project signs only once "
+            f"registered: {REGISTER}"
+        )
+    return None
+
+
+def root_refusal(root: StrPath, now: str) -> str | None:
+    """Why the orchestrator key this host holds for the project at ``root`` would not
+    sign there (``eidolons doctor``); None when it would, when the project has no usable
+    trust store (reported on its own), or when this host holds no key of it (a
+    receiver's host)."""
+    from eidolons.keys.signer import NoSigner, find_signer
+    from eidolons.keys.store import ORCHESTRATOR, load_trust_store
+
+    try:
+        store = load_trust_store(root)
+        if store is None:
+            return None
+        signer = find_signer(store, ORCHESTRATOR, root, now)
+    except (NoSigner, EidolonsError):
+        return None
+    return signing_refusal(store, signer.keyid, root)
