@@ -20,7 +20,7 @@ def test_demo_shows_the_receiver_gate(tmp_path: Path) -> None:
         "[vigil-verify-incoming] reason: [tamper] payload SHA-256 does not match integrity tag\n"
     ) in out
     assert "hmac-sha256" in out and "[vigil-verify-incoming] PASS: change-summary from apivr" in out
-    assert "evidence: unsigned+hmac" in out
+    assert "evidence: signed-receipt+hmac" in out  # the demo's own key, in a scratch host
     assert "gate=receiver INTEGRITY_MISMATCH (refused)" in out  # the trace
     removed = re.search(r"the demo project (\S+) has been removed", out)
     assert removed is not None and not Path(removed.group(1)).exists()

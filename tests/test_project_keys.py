@@ -22,7 +22,7 @@ import pytest
 from eidolons.ecl.receipt import statement_bytes
 from eidolons.keys.crypto import Signer
 from eidolons.keys.dsse import sign_envelope
-from tests.conftest import read_trace, run_cli
+from tests.conftest import Run, read_trace, run_cli
 from tests.test_receipts import BODY, Project, receipt_file, refusal, statement_of
 
 NAME = "handoff/scout-report.md"
@@ -150,6 +150,101 @@ def test_warn_mode_does_not_turn_an_unregistered_root_into_an_unsigned_pass(
     assert "eidolons keys register" in doc["message"]
     routed = attacker.cli("run", "--verify", envelope, "--mode", "warn")
     assert routed.code == 3 and "route blocked" in routed.err
+
+
+def _demo_with_the_trust_store_copied_in(
+    signed: Project, kept: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> Run:
+    """``eidolons demo --keep KEPT`` run with the host's environment, while an agent copies
+    P's trust.json into the demo's project between the demo's emit and its verify."""
+    import eidolons.emit
+
+    real_emit = eidolons.emit.emit
+
+    def emit_then_swap(*args: Any, **kwargs: Any) -> Any:
+        result = real_emit(*args, **kwargs)
+        shutil.copy(signed.root / ".eidolons/trust.json", kept / ".eidolons/trust.json")
+        return result
+
+    monkeypatch.setattr(eidolons.emit, "emit", emit_then_swap)
+    return run_cli("demo", "--keep", kept, cwd=kept.parent, env=env)
+
+
+@pytest.mark.parametrize("key_variable", [False, True])
+def test_a_demo_run_with_the_trust_store_copied_in_mints_nothing_the_project_accepts(
+    signed: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key_variable: bool
+) -> None:
+    from eidolons.commands.demo import PAYLOAD
+
+    env = dict(signed.env)
+    if key_variable:  # the host names its key file: the demo must not use it either
+        env["EIDOLONS_SIGNING_KEY_FILE"] = str(key_file(signed))
+    kept = tmp_path / "kept"
+    _demo_with_the_trust_store_copied_in(signed, kept, monkeypatch, env)
+    handoffs = kept / ".eidolons/handoffs"
+    envelope = handoffs / "scout-report.envelope.json"
+    passes = [json.loads(raw) for _, raw in trace_lines(kept)]
+    minted = [e["receipt"] for e in passes if e.get("event") == "verify_pass" and "receipt" in e]
+    # whatever the demo signed, P's key signed none of it
+    p_key = key_file(signed).stem
+    for receipt in minted:
+        assert receipt["signatures"][0]["keyid"] != p_key
+    # copied beside P's hand-off (the demo's first pass and the original bytes)...
+    dest = signed.root / ".eidolons/handoffs"
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "scout-report.md").write_text(PAYLOAD, encoding="utf-8")
+    shutil.copy(envelope, dest / envelope.name)
+    for receipt in minted[:1]:
+        receipt_file(dest / envelope.name).write_text(json.dumps(receipt))
+    r = signed.incoming(dest / "scout-report.md")
+    assert r.code == 3 and r.err.splitlines()[0].startswith(
+        "[vigil-verify-incoming] REFUSE: UNVERIFIED"
+    ), r.err
+    # ...or the demo's trace record copied into P's trace
+    receipt_file(dest / envelope.name).unlink(missing_ok=True)
+    copy_records(kept, signed.root)
+    r = signed.incoming(dest / "scout-report.md")
+    assert r.code == 3 and "REFUSE: UNVERIFIED" in r.err.splitlines()[0], r.err
+
+
+def _tree(directory: Path) -> dict[str, tuple[int, bytes]]:
+    out: dict[str, tuple[int, bytes]] = {}
+    for path in sorted(directory.rglob("*")):
+        st = path.lstat()
+        out[str(path.relative_to(directory))] = (
+            st.st_mode,
+            path.read_bytes() if path.is_file() and not path.is_symlink() else b"",
+        )
+    return out
+
+
+def test_the_demo_never_touches_the_hosts_config_and_its_receipts_are_not_the_projects(
+    signed: Project, tmp_path: Path
+) -> None:
+    from eidolons.commands.demo import PAYLOAD
+
+    before = _tree(config_of(signed))
+    kept = tmp_path / "kept"
+    r = run_cli("demo", "--keep", kept, cwd=tmp_path, env=signed.env)
+    assert r.code == 0, r.out + r.err
+    assert _tree(config_of(signed)) == before  # keys, pins, heads, indexes: byte for byte
+    assert "evidence: signed-receipt" in r.out  # the demo signs, with a key of its own
+    envelope = kept / ".eidolons/handoffs/scout-report.envelope.json"
+    (first,) = [
+        json.loads(raw)["receipt"]
+        for _, raw in trace_lines(kept)
+        if json.loads(raw).get("event") == "verify_pass"
+        and json.loads(raw).get("gate") == "orchestrator"
+        and json.loads(raw).get("message_id") == json.loads(envelope.read_text())["message_id"]
+    ]
+    dest = signed.root / ".eidolons/handoffs"
+    dest.mkdir(parents=True)
+    (dest / "scout-report.md").write_text(PAYLOAD, encoding="utf-8")
+    shutil.copy(envelope, dest / envelope.name)
+    receipt_file(dest / envelope.name).write_text(json.dumps(first))
+    r = signed.incoming(dest / "scout-report.md")
+    assert r.code == 3 and "REFUSE: UNVERIFIED" in r.err.splitlines()[0], r.err
+    assert "not signed by any orchestrator key in the trust store" in r.err
 
 
 # ---------------------------------------------------------------- receipts name the project

@@ -3,6 +3,11 @@
 ATLAS hands a scout report to VIGIL: emit the envelope, verify it (pass), rewrite one
 byte of the payload in transit, verify again (refused, exit 3 in block mode), and show
 the thread's trace.
+
+The demo is a signed project with a key of its own: it runs as a scratch host
+(:class:`eidolons.keys.files.ScratchHost`, a temporary config directory removed at the
+end), so it never reads or writes this host's keys, pins or registrations, and nothing it
+signs is evidence in any other project -- whatever trust store is copied into it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
+    from eidolons.keys.files import ScratchHost
+
+    with tempfile.TemporaryDirectory(prefix="eidolons-demo-host-") as host, ScratchHost(host):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import tempfile
+
     from eidolons.commands._common import error
 
     if args.keep:
@@ -62,6 +76,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.emit import emit, parse_agent
     from eidolons.gates.orchestrator import run_gate, text_line
     from eidolons.gates.receiver import verify_incoming
+    from eidolons.keys.lifecycle import init_role
     from eidolons.knownhandoff import HANDOFF_DIR
     from eidolons.tracestore.jsonl import JsonlStore
 
@@ -78,6 +93,11 @@ def _demo(root: Path, *, kept: bool) -> int:
     payload.parent.mkdir(parents=True, exist_ok=True)
     payload.write_text(PAYLOAD, encoding="utf-8")
     print(f"demo project: {root}" + (" (kept)" if kept else " (removed at the end)"))
+    keys = init_role(root)  # in the scratch host: this demo's own key, never the user's
+    print(
+        f"demo key: {keys['keyid'][:16]}, in a scratch key directory removed at the end "
+        "(this host's keys are never used)"
+    )
 
     def receive(path: Path, key: bytes | None = None) -> object:
         result = verify_incoming(

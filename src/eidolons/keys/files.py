@@ -48,6 +48,36 @@ def config_dir(env: dict[str, str] | None = None) -> str:
     return pathstr.join(base, "eidolons")
 
 
+#: what names this host's key material: the config directory and the key files
+HOST_VARIABLES = ("XDG_CONFIG_HOME", "EIDOLONS_KEY_DIR", SIGNING_KEY_ENV, SENDER_KEY_ENV)
+
+
+class ScratchHost:
+    """``with ScratchHost(directory):`` this process is, for the block, a host whose
+    config directory (:func:`config_dir`: keys, pins, project registrations, trace heads,
+    indexes) is ``directory`` and whose environment names no key file. ``eidolons demo``
+    runs in one, so it never reads or writes the user's keys, whatever a copied
+    ``trust.json`` lists. The variables are restored on the way out."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> ScratchHost:
+        self.saved = {name: os.environ.get(name) for name in HOST_VARIABLES}
+        for name in HOST_VARIABLES:
+            os.environ.pop(name, None)
+        os.environ["XDG_CONFIG_HOME"] = os.path.abspath(self.directory)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def key_dir(env: dict[str, str] | None = None) -> Path:
     from pathlib import Path
 
