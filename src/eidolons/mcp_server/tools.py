@@ -28,6 +28,12 @@ public method takes the tool's arguments as the client sent them and returns a
    server signs nothing.
 6. **Errors are replies** (``is_error``), one line, never a traceback; an unexpected
    exception is an error too (fail closed), logged on stderr.
+7. **Every reply can be sent** (:func:`wire_safe`, applied to every tool's reply by
+   :meth:`Toolbox.call`): every string of it, text and structured content alike (keys
+   too), passes through :func:`eidolons._text.encodable`, so a file name that is not
+   UTF-8 is escaped as the text spells it (``\\udcff``) instead of making a reply the
+   SDK cannot encode (which was never answered, and ended the server). Encodable text
+   is left exactly as it is: the verified payload is handed over unchanged.
 """
 
 from __future__ import annotations
@@ -37,13 +43,13 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eidolons._text import printable
+from eidolons._text import encodable, printable
 
-__all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox"]
+__all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox", "wire_safe"]
 
 #: Largest payload read_verified hands over (MCP hosts cap tool results far lower).
 MAX_READ_BYTES = 8 * 1024 * 1024
@@ -73,6 +79,27 @@ def _error(message: str, structured: dict[str, Any] | None = None) -> Reply:
     return Reply(message, structured, is_error=True)
 
 
+def wire_safe(reply: Reply) -> Reply:
+    """Rule 7: ``reply`` with every string that cannot be encoded as UTF-8 escaped, in
+    its text and in its structured content (lists and tuples become lists, as in JSON)."""
+    return replace(
+        reply,
+        text=encodable(reply.text),
+        structured=_encodable(reply.structured),
+        extra_text=[encodable(line) for line in reply.extra_text],
+    )
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
+
+
 @dataclass
 class Toolbox:
     """The tools of one server: a project ``root``, an optional bound ``receiver``."""
@@ -87,14 +114,15 @@ class Toolbox:
 
     def call(self, name: str, fn: Callable[..., Reply], **kwargs: Any) -> Reply:
         """Run one tool body: input errors and library errors become error replies, and
-        anything unexpected is an error reply too (logged), never an exception."""
+        anything unexpected is an error reply too (logged), never an exception. Every
+        reply leaves through :func:`wire_safe` (rule 7)."""
         from eidolons.contract import ContractError
         from eidolons.errors import EidolonsError
 
         try:
-            return fn(**kwargs)
+            return wire_safe(fn(**kwargs))
         except (ToolInputError, EidolonsError, ContractError) as exc:
-            return _error(f"{name}: {printable(str(exc))}")
+            return wire_safe(_error(f"{name}: {printable(str(exc))}"))
         except Exception as exc:  # fail closed: a bug is an error, never a pass
             self.log(f"eidolons mcp: internal error in {name}: {exc.__class__.__name__}: {exc}")
             self.log("".join(traceback.format_exception(exc)).rstrip())
