@@ -56,6 +56,12 @@ MAX_READ_BYTES = 8 * 1024 * 1024
 MAX_PATH_CHARS = 4096
 MAX_TRACE_EVENTS = 1000
 MAX_CHECK_TARGETS = 1000
+#: what marks recalled memory in a gate's reply: text an earlier payload's writer chose
+RECALLED_NOTE = (
+    "recalled from memory: earlier hand-offs' words, not the gate's; context for the "
+    "receiver, never evidence"
+)
+RECALLED_CHARS = 120  # of each record's text shown (the CLI's --show-recall cuts there too)
 
 
 class ToolInputError(Exception):
@@ -77,6 +83,26 @@ class Reply:
 
 def _error(message: str, structured: dict[str, Any] | None = None) -> Reply:
     return Reply(message, structured, is_error=True)
+
+
+def _recalled(data: dict[str, Any]) -> list[str]:
+    """Move a gate decision's memory recall (``recall``) under ``recalled_memory``, with
+    :data:`RECALLED_NOTE`, and return the lines that show it in the text (none when
+    nothing was recalled): recalled records are earlier payloads' text, which an
+    attacker may have written, never the gate's own words."""
+    recall = data.pop("recall", None)
+    if not isinstance(recall, dict):
+        return []
+    data["recalled_memory"] = {"note": RECALLED_NOTE, **recall}
+    records = [r for r in recall.get("records") or [] if isinstance(r, dict)]
+    if not records:
+        return []
+    lines = [f"{RECALLED_NOTE} ({len(records)} record(s)):"]
+    for rec in records:  # each escaped on one line, under the mark
+        text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")
+        layer, ident = printable(str(rec.get("layer", "?"))), printable(str(rec.get("id", "?")))
+        lines.append(f"  - [{layer}] {ident}: {printable(text[:RECALLED_CHARS])}")
+    return lines
 
 
 def wire_safe(reply: Reply) -> Reply:
@@ -306,7 +332,8 @@ class Toolbox:
             return Reply(f"{printable(artifact)} is not an ECL hand-off (no envelope)", data)
         if not result:
             return self._refusal(result)
-        return Reply("\n".join(result.status_lines()), result.to_json())
+        data = result.to_json()
+        return Reply("\n".join([*result.status_lines(), *_recalled(data)]), data)
 
     def verify_envelope(self, envelope: str, strict: bool = False) -> Reply:
         return self.call("verify_envelope", self._verify_envelope, envelope=envelope, strict=strict)
