@@ -498,17 +498,19 @@ class Toolbox:
         from eidolons.checker import check_envelope
         from eidolons.config import Limits, hmac_key
         from eidolons.ecl.conformance import exit_code
-        from eidolons.payload import ENVELOPE_SUFFIX, find_envelopes
+        from eidolons.payload import ENVELOPE_SUFFIX, find_envelopes, listed_before
 
         if not paths:
             raise ToolInputError("name at least one envelope or directory")
-        targets: list[str] = []
+        targets: dict[str, None] = {}  # each envelope once, in the order first named
+        listed: dict[tuple[int, int], tuple[list[str], list[str]]] = {}  # each directory once
         for raw in paths:
             path = self.resolve(raw, "path")
             if path.is_dir():
-                targets.extend(find_envelopes(str(path)))
+                if not listed_before(str(path), listed):  # named before: nothing new
+                    targets.update(dict.fromkeys(find_envelopes(str(path), listed)))
             elif path.name.endswith(ENVELOPE_SUFFIX) and path.is_file():
-                targets.append(str(path))
+                targets[str(path)] = None
             else:
                 raise ToolInputError(f"not an envelope file or directory: {printable(raw)}")
             if len(targets) > MAX_CHECK_TARGETS:
