@@ -3,7 +3,10 @@
 Envelope fields, file names and trace values are attacker-controlled; printed raw, a
 newline or an escape sequence in ``from.eidolon`` could forge a second verdict line
 (``ecl verify [pass] ...``) under a real refusal. Every one-line output passes untrusted
-text through :func:`printable`.
+text through :func:`printable`. What is written as UTF-8 JSON (the MCP server's replies)
+passes through :func:`encodable`: a file name that is not UTF-8 (``\\xff``, which Python
+spells as the lone surrogate ``\\udcff``) cannot be encoded, and is escaped as
+:func:`printable` escapes it.
 """
 
 from __future__ import annotations
@@ -23,3 +26,16 @@ def _escape(c: str) -> str:
     if c.isprintable():
         return c
     return _CONTROL.get(ord(c)) or f"\\u{ord(c):04x}"
+
+
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate (what a non-UTF-8 byte of a file name decodes
+    to) escaped as :func:`printable` escapes it (``\\udcff``); any text that encodes as
+    UTF-8 is returned unchanged, newlines and escape sequences included."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # only a surrogate fails: every other code point encodes
+        return "".join(_escape(c) if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text

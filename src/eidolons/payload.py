@@ -36,29 +36,68 @@ if TYPE_CHECKING:
     from eidolons.ecl.integrity import Writable
     from eidolons.pathstr import StrPath
 
+    #: what :func:`find_envelopes` found in each directory it listed, by (dev, ino)
+    Listings = dict[tuple[int, int], tuple[list[str], list[str]]]
+
 ENVELOPE_SUFFIX = ".envelope.json"
 
 
-def find_envelopes(top: str) -> list[str]:
+def find_envelopes(top: str, listed: Listings | None = None) -> list[str]:
     """Regular files named ``*.envelope.json`` below the directory ``top``, in
     ``LC_ALL=C`` path order (as ``find -type f | sort``: links are neither followed nor
     listed). A directory that cannot be listed raises :class:`InputError`: a silently
-    skipped envelope could hide a failure."""
+    skipped envelope could hide a failure.
+
+    ``listed``, shared by the calls of one command, lists each directory once whatever
+    path names it (``d``, ``d/``, a link to it, a parent of it): a directory is known by
+    its ``(st_dev, st_ino)``, and one listed before gives what its listing found then
+    (spelled by the path that first listed it), without being listed again."""
     found: list[str] = []
     stack = [top]
+    here: set[tuple[int, int]] = set()  # one call never goes round a directory twice
     while stack:
         directory = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError as exc:
-            raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif entry.name.endswith(ENVELOPE_SUFFIX) and entry.is_file(follow_symlinks=False):
-                found.append(entry.path)
+        if listed is None:
+            envelopes, subdirectories = _list(directory)
+        else:
+            try:
+                st = os.stat(directory)
+            except OSError as exc:
+                raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
+            key = (st.st_dev, st.st_ino)
+            if key in here:
+                continue
+            here.add(key)
+            if key not in listed:
+                listed[key] = _list(directory)
+            envelopes, subdirectories = listed[key]
+        found.extend(envelopes)
+        stack.extend(subdirectories)
     return sorted(found, key=os.fsencode)
+
+
+def listed_before(directory: str, listed: Listings) -> bool:
+    """Whether ``directory`` (whatever path names it) was listed already with ``listed``
+    (:func:`find_envelopes`): what it holds was found then. Raises :class:`OSError`."""
+    st = os.stat(directory)
+    return (st.st_dev, st.st_ino) in listed
+
+
+def _list(directory: str) -> tuple[list[str], list[str]]:
+    """The envelope files and the subdirectories (links neither) of one directory."""
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except OSError as exc:
+        raise InputError(f"cannot list {directory}: {exc.strerror or exc}") from None
+    envelopes: list[str] = []
+    subdirectories: list[str] = []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            subdirectories.append(entry.path)
+        elif entry.name.endswith(ENVELOPE_SUFFIX) and entry.is_file(follow_symlinks=False):
+            envelopes.append(entry.path)
+    return envelopes, subdirectories
 
 
 class PayloadError(EidolonsError):

@@ -5,8 +5,10 @@ Rules:
 - Append-only. A line is written with one ``write`` of the whole line under an exclusive
   ``flock`` on an ``O_APPEND`` descriptor, so concurrent writers (several agents and
   gates on one thread) never interleave, tear or lose lines. The file is never rewritten
-  or truncated. If the file does not end in a newline (a writer died mid-line), the new
-  line is preceded by one, so it is never glued to the torn one.
+  or truncated. The lock is waited for until a deadline (:mod:`eidolons.filelock`, the
+  trace timeout): a lock an agent keeps fails the append, it never holds the gate. If
+  the file does not end in a newline (a writer died mid-line), the new line is preceded
+  by one, so it is never glued to the torn one.
 - A thread id becomes a file name only if it is a safe name (letters, digits, ``.``,
   ``_``, ``-``; not starting with ``.``; at most 200 characters); any other id, or none,
   is traced under ``unknown``, which no honest envelope's thread can reach.
@@ -31,7 +33,8 @@ from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
 from eidolons.ecl.grammar import is_safe_file_name
 from eidolons.ecl.jsontext import dumps as dumps_json
 from eidolons.ecl.jsontext import loads as loads_json
-from eidolons.errors import InputError, TraceWriteError
+from eidolons.errors import InputError, TraceWriteError, UsageError
+from eidolons.filelock import deadline, flock_until
 from eidolons.state import TRACE_DIR, trace_scan_bound
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -106,6 +109,7 @@ def append_event(
     event: Mapping[str, Any],
     before: Callable[[], None] | None = None,
     after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
+    until: float | None = None,
 ) -> bytes:
     """Append one event as one line, linked into the thread's hash chain (``seq``,
     ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
@@ -114,7 +118,8 @@ def append_event(
     trace's descriptor, the byte offset the line starts at and the file's ``fstat`` just
     before it was written (the verdict index,
     :mod:`eidolons.tracestore.verdictindex`, then the payload index,
-    :mod:`eidolons.tracestore.payloadfill`).
+    :mod:`eidolons.tracestore.payloadfill`). ``until``: the monotonic deadline of the
+    wait for the lock (:func:`append_lines`).
     Raises :class:`TraceWriteError` on any failure."""
     from eidolons.ecl.tracechain import chained, next_link
 
@@ -139,7 +144,7 @@ def append_event(
         if after is not None:  # the line is the file's last bytes (O_APPEND, locked)
             after(fds[0], os.fstat(fds[0]).st_size - len(written[0]) - 1, written[0], states[0])
 
-    append_lines(path, [], under_lock=link, after_write=anchor)
+    append_lines(path, [], under_lock=link, after_write=anchor, until=until)
     return written[0]
 
 
@@ -206,12 +211,19 @@ def append_lines(
     lines: Sequence[bytes],
     under_lock: Callable[[int, int], Sequence[bytes]] | None = None,
     after_write: Callable[[], None] | None = None,
+    until: float | None = None,
 ) -> None:
     """Append exact line bytes (each without its newline) in one ``write`` under the lock;
     with ``under_lock(fd, size)``, the lines it returns, computed while the lock is held;
-    ``after_write()`` runs once they are written, before the lock is released.
-    Raises :class:`TraceWriteError` on any failure."""
+    ``after_write()`` runs once they are written, before the lock is released. The lock
+    is waited for until the monotonic time ``until`` (default: the trace timeout from
+    now, :mod:`eidolons.filelock`). Raises :class:`TraceWriteError` on any failure,
+    a lock held past the deadline included."""
     line = b"".join(raw + b"\n" for raw in lines)
+    try:
+        until = deadline() if until is None else until
+    except UsageError as exc:  # a bad EIDOLONS_TRACE_TIMEOUT_S: nothing is written
+        raise TraceWriteError(f"cannot append to trace {path}: {exc}") from None
     try:
         fd = open_trace_fd(path, os.O_RDWR | os.O_APPEND, create=True)
     except BeneathError as exc:
@@ -221,7 +233,7 @@ def append_lines(
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise TraceWriteError(f"trace {path} is not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        flock_until(fd, until, "the trace")
         try:
             size = os.fstat(fd).st_size
             if under_lock is not None:

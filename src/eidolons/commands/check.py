@@ -309,16 +309,24 @@ def _absolute(path: str) -> str:
 
 
 def _collect(targets: Sequence[str]) -> list[str]:
-    """Every envelope under ``targets``, each directory's in ``LC_ALL=C`` path order."""
+    """Every envelope under ``targets``, each directory's in ``LC_ALL=C`` path order,
+    each once. Each distinct directory is listed once, however many times and by
+    whatever spelling it is named (:func:`eidolons.payload.find_envelopes`' ``listed``):
+    a directory named again adds nothing, and is not walked again."""
     from eidolons.errors import InputError
-    from eidolons.payload import find_envelopes
+    from eidolons.payload import find_envelopes, listed_before
 
     seen: set[str] = set()
     out: list[str] = []
+    listed: dict[tuple[int, int], tuple[list[str], list[str]]] = {}
     for target in targets:
         if os.path.isdir(target):
             try:
-                found = find_envelopes(target)
+                if listed_before(target, listed):
+                    continue  # named before: its envelopes are in already
+                found = find_envelopes(target, listed)
+            except OSError as exc:
+                raise _Usage(f"cannot list {target}: {exc.strerror or exc}") from None
             except InputError as exc:
                 raise _Usage(str(exc)) from None
             if not found:

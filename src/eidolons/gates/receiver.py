@@ -746,6 +746,9 @@ def _record(result: IncomingResult, store: TraceStore, took: int, root: StrPath)
         result.trace_path = appended.location
     except TraceWriteError as exc:
         result.trace_error = str(exc)
-        if result:
+        if result:  # refused as every refusal is: a code, a REFUSE line, a reason
             result.status = "refused"
             result.payload = None
+            result.failures.append(
+                Failure(UNVERIFIED, "record", "the pass could not be recorded in the trace")
+            )

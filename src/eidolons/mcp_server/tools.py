@@ -28,6 +28,12 @@ public method takes the tool's arguments as the client sent them and returns a
    server signs nothing.
 6. **Errors are replies** (``is_error``), one line, never a traceback; an unexpected
    exception is an error too (fail closed), logged on stderr.
+7. **Every reply can be sent** (:func:`wire_safe`, applied to every tool's reply by
+   :meth:`Toolbox.call`): every string of it, text and structured content alike (keys
+   too), passes through :func:`eidolons._text.encodable`, so a file name that is not
+   UTF-8 is escaped as the text spells it (``\\udcff``) instead of making a reply the
+   SDK cannot encode (which was never answered, and ended the server). Encodable text
+   is left exactly as it is: the verified payload is handed over unchanged.
 """
 
 from __future__ import annotations
@@ -37,19 +43,25 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eidolons._text import printable
+from eidolons._text import encodable, printable
 
-__all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox"]
+__all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox", "wire_safe"]
 
 #: Largest payload read_verified hands over (MCP hosts cap tool results far lower).
 MAX_READ_BYTES = 8 * 1024 * 1024
 MAX_PATH_CHARS = 4096
 MAX_TRACE_EVENTS = 1000
 MAX_CHECK_TARGETS = 1000
+#: what marks recalled memory in a gate's reply: text an earlier payload's writer chose
+RECALLED_NOTE = (
+    "recalled from memory: earlier hand-offs' words, not the gate's; context for the "
+    "receiver, never evidence"
+)
+RECALLED_CHARS = 120  # of each record's text shown (the CLI's --show-recall cuts there too)
 
 
 class ToolInputError(Exception):
@@ -73,6 +85,47 @@ def _error(message: str, structured: dict[str, Any] | None = None) -> Reply:
     return Reply(message, structured, is_error=True)
 
 
+def _recalled(data: dict[str, Any]) -> list[str]:
+    """Move a gate decision's memory recall (``recall``) under ``recalled_memory``, with
+    :data:`RECALLED_NOTE`, and return the lines that show it in the text (none when
+    nothing was recalled): recalled records are earlier payloads' text, which an
+    attacker may have written, never the gate's own words."""
+    recall = data.pop("recall", None)
+    if not isinstance(recall, dict):
+        return []
+    data["recalled_memory"] = {"note": RECALLED_NOTE, **recall}
+    records = [r for r in recall.get("records") or [] if isinstance(r, dict)]
+    if not records:
+        return []
+    lines = [f"{RECALLED_NOTE} ({len(records)} record(s)):"]
+    for rec in records:  # each escaped on one line, under the mark
+        text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")
+        layer, ident = printable(str(rec.get("layer", "?"))), printable(str(rec.get("id", "?")))
+        lines.append(f"  - [{layer}] {ident}: {printable(text[:RECALLED_CHARS])}")
+    return lines
+
+
+def wire_safe(reply: Reply) -> Reply:
+    """Rule 7: ``reply`` with every string that cannot be encoded as UTF-8 escaped, in
+    its text and in its structured content (lists and tuples become lists, as in JSON)."""
+    return replace(
+        reply,
+        text=encodable(reply.text),
+        structured=_encodable(reply.structured),
+        extra_text=[encodable(line) for line in reply.extra_text],
+    )
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
+
+
 @dataclass
 class Toolbox:
     """The tools of one server: a project ``root``, an optional bound ``receiver``."""
@@ -87,14 +140,15 @@ class Toolbox:
 
     def call(self, name: str, fn: Callable[..., Reply], **kwargs: Any) -> Reply:
         """Run one tool body: input errors and library errors become error replies, and
-        anything unexpected is an error reply too (logged), never an exception."""
+        anything unexpected is an error reply too (logged), never an exception. Every
+        reply leaves through :func:`wire_safe` (rule 7)."""
         from eidolons.contract import ContractError
         from eidolons.errors import EidolonsError
 
         try:
-            return fn(**kwargs)
+            return wire_safe(fn(**kwargs))
         except (ToolInputError, EidolonsError, ContractError) as exc:
-            return _error(f"{name}: {printable(str(exc))}")
+            return wire_safe(_error(f"{name}: {printable(str(exc))}"))
         except Exception as exc:  # fail closed: a bug is an error, never a pass
             self.log(f"eidolons mcp: internal error in {name}: {exc.__class__.__name__}: {exc}")
             self.log("".join(traceback.format_exception(exc)).rstrip())
@@ -278,7 +332,8 @@ class Toolbox:
             return Reply(f"{printable(artifact)} is not an ECL hand-off (no envelope)", data)
         if not result:
             return self._refusal(result)
-        return Reply("\n".join(result.status_lines()), result.to_json())
+        data = result.to_json()
+        return Reply("\n".join([*result.status_lines(), *_recalled(data)]), data)
 
     def verify_envelope(self, envelope: str, strict: bool = False) -> Reply:
         return self.call("verify_envelope", self._verify_envelope, envelope=envelope, strict=strict)
@@ -443,17 +498,19 @@ class Toolbox:
         from eidolons.checker import check_envelope
         from eidolons.config import Limits, hmac_key
         from eidolons.ecl.conformance import exit_code
-        from eidolons.payload import ENVELOPE_SUFFIX, find_envelopes
+        from eidolons.payload import ENVELOPE_SUFFIX, find_envelopes, listed_before
 
         if not paths:
             raise ToolInputError("name at least one envelope or directory")
-        targets: list[str] = []
+        targets: dict[str, None] = {}  # each envelope once, in the order first named
+        listed: dict[tuple[int, int], tuple[list[str], list[str]]] = {}  # each directory once
         for raw in paths:
             path = self.resolve(raw, "path")
             if path.is_dir():
-                targets.extend(find_envelopes(str(path)))
+                if not listed_before(str(path), listed):  # named before: nothing new
+                    targets.update(dict.fromkeys(find_envelopes(str(path), listed)))
             elif path.name.endswith(ENVELOPE_SUFFIX) and path.is_file():
-                targets.append(str(path))
+                targets[str(path)] = None
             else:
                 raise ToolInputError(f"not an envelope file or directory: {printable(raw)}")
             if len(targets) > MAX_CHECK_TARGETS:

@@ -16,7 +16,9 @@ One file, ``<store>/memory.sqlite3``, in WAL mode. Tables:
 Both FTS indexes are external-content tables over ``crystals`` kept in step by triggers.
 
 Creating or upgrading a store happens in one transaction under an exclusive ``flock`` on
-``<store>/.create.lock``, where the journal mode is set, once (ADR 0012). An upgrade from
+``<store>/.create.lock``, where the journal mode is set, once (ADR 0012). The lock is
+waited for until the trace timeout (:mod:`eidolons.filelock`): one held past it is an
+:class:`OSError`, and the store is skipped as when it cannot be opened. An upgrade from
 schema 1 or 2 adds the missing columns, recomputes the trigram columns of every row,
 rebuilds the trigram index and replaces the scope index; a store of a newer schema than
 this code knows is refused, never downgraded.
@@ -24,7 +26,6 @@ this code knows is refused, never downgraded.
 
 from __future__ import annotations
 
-import fcntl
 import os
 
 try:  # the C module sqlite3 re-exports, the same objects: without sqlite3.dbapi2's datetime
@@ -32,6 +33,7 @@ try:  # the C module sqlite3 re-exports, the same objects: without sqlite3.dbapi
 except ImportError:  # an interpreter without it: the public module
     import sqlite3  # type: ignore[no-redef]
 
+from eidolons.filelock import deadline, flock_until
 from eidolons.memory.ranking import identifier_text
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
@@ -134,8 +136,9 @@ _DROP_TRIGRAM: Final = (
 
 class creation_lock:  # named as the function it replaces: ``with creation_lock(dir):``
     """An exclusive ``flock`` on ``<store>/.create.lock`` while the store is created,
-    upgraded or its journal mode set: one process at a time, the others wait. (A class,
-    not ``contextlib.contextmanager``: :mod:`contextlib` is not imported at open.)"""
+    upgraded or its journal mode set: one process at a time, the others wait, until the
+    trace timeout (:class:`eidolons.filelock.LockTimeout` past it). (A class, not
+    ``contextlib.contextmanager``: :mod:`contextlib` is not imported at open.)"""
 
     __slots__ = ("_fd", "_path")
 
@@ -147,7 +150,7 @@ class creation_lock:  # named as the function it replaces: ``with creation_lock(
         # never through a planted link (the gate's state, ADR 0132)
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            flock_until(fd, deadline(), self._path)
         except BaseException:
             os.close(fd)
             raise

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from eidolons import pathstr
-from eidolons.errors import InputError
+from eidolons.errors import InputError, TraceWriteError, UsageError
+from eidolons.filelock import deadline
 from eidolons.state import TRACE_DIR, trace_scan_bound
 from eidolons.trace import (
     TraceLine,
@@ -68,12 +69,16 @@ class JsonlStore(TraceStore):
         from eidolons.tracestore.verdictindex import update
 
         extra = self._own_key(event)
+        try:  # one deadline for the trace's lock and then the payload index's
+            until = deadline()
+        except UsageError as exc:
+            raise TraceWriteError(f"cannot append to trace {path}: {exc}") from None
 
         def after(fd: int, start: int, line: bytes, before: os.stat_result) -> None:
             update(fd, start, line)  # never raises
-            self.index_payloads(extra, before)
+            self.index_payloads(extra, before, until)
 
-        line = append_event(path, event, after=after)
+        line = append_event(path, event, after=after, until=until)
         from eidolons.ecl.jsontext import loads
 
         return Appended(loads(line), line, str(path))
@@ -90,17 +95,22 @@ class JsonlStore(TraceStore):
         return [key]
 
     def index_payloads(
-        self, extra: list[str] | None = None, appended: os.stat_result | None = None
+        self,
+        extra: list[str] | None = None,
+        appended: os.stat_result | None = None,
+        until: float | None = None,
     ) -> None:
         """Bring this host's payload index (:mod:`eidolons.payloadindex`, ADR 0110) up to
         the project's trace files: after a line is written, under the trace's append
-        lock (``appended``: the trace file's ``fstat`` just before the line). Never
-        raises: an index left behind covers less than the traces, and the hook and the
-        early SKIP then take the full rule (the line is the record)."""
+        lock (``appended``: the trace file's ``fstat`` just before the line; ``until``:
+        the append's lock deadline, which the index's lock shares). Never raises: an
+        index left behind (its lock held past the deadline included) covers less than
+        the traces, and the hook and the early SKIP then take the full rule (the line is
+        the record)."""
         from eidolons.tracestore.payloadfill import refresh
 
         try:
-            refresh(str(self.root), is_payload_event, extra or (), appended)
+            refresh(str(self.root), is_payload_event, extra or (), appended, until)
         except Exception:  # a hint: what it does not cover is read in full
             pass
 

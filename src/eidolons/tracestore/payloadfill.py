@@ -2,14 +2,15 @@
 project's trace files: the writer, called by the JSONL store after each append (under the
 trace's append lock) and by ``trace import``.
 
-Under the index's lock file it lists and opens the trace files, reads each one the index
-does not cover as it is now (from where it stopped when it is the same file and the bytes
-before that point are unchanged, else from the start) by the full search's rule on the
-same pieces, and writes in place what follows the entries it has (the new entries and the
-coverage: the entries stay where they are, so an append costs what it reads, not what the
-index holds; :func:`eidolons.payloadindex.snapshot` says how readers see a whole one).
-What it records as covered is what ``fstat`` said before the bytes were read: a line
-appended meanwhile is not covered.
+Under the index's lock file (waited for until a deadline, :mod:`eidolons.filelock`) it
+lists and opens the trace files, reads each one the index does not cover as it is now
+(from where it stopped when it is the same file and the bytes before that point are
+unchanged, else from the start) by the full search's rule on the same pieces, and writes
+in place what follows the entries it has (the new entries and the coverage: the entries
+stay where they are, so an append costs what it reads, not what the index holds;
+:func:`eidolons.payloadindex.snapshot` says how readers see a whole one). What it
+records as covered is what ``fstat`` said before the bytes were read: a line appended
+meanwhile is not covered.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def refresh(
     is_payload: IsPayload,
     extra: Iterable[str] = (),
     appended: os.stat_result | None = None,
+    until: float | None = None,
 ) -> None:
     """Bring the index of the project at ``root`` up to every trace file on disk, adding
     the keys of ``extra`` (a payload event appended to a trace outside the trace
@@ -58,9 +60,12 @@ def refresh(
     cannot be written (the caller decides: an append stands without it). ``appended`` is
     the ``fstat`` of the trace file this process just appended to, taken under the
     trace's lock before its line: the one changed file read on from where the index
-    stopped (ADR 0138)."""
-    import fcntl
+    stopped (ADR 0138). The index's lock is waited for until the monotonic time
+    ``until`` (default: the trace timeout from now); past it :class:`OSError`
+    (:class:`eidolons.filelock.LockTimeout`)."""
+    from eidolons.filelock import deadline, flock_until
 
+    until = deadline() if until is None else until
     root_st = os.stat(root)
     path = index_file(root_st)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -69,7 +74,7 @@ def refresh(
     try:
         if os.fstat(fd).st_mode & 0o170000 != 0o100000:
             raise OSError(f"{path} is not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        flock_until(fd, until, path)
         if frozen(fd):  # its entries cannot all be read back: it stays, naming every path
             return
         found = snapshot(fd, MAX_EVIDENCE_BYTES)
