@@ -25,12 +25,12 @@ server once did not answer is not asked again.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.errors import TraceWriteError
+from eidolons.state import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
 from eidolons.trace import TraceLine, decode_line, encode_event, thread_file_name
 from eidolons.tracestore import (
     Appended,
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 
     import psycopg
 
-TIMEOUT_ENV = "EIDOLONS_TRACE_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 5.0
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
 
 LAST_LINE = (
@@ -88,19 +86,15 @@ def verdict_key(event: Mapping[str, Any]) -> bytes | None:
 
 
 def timeout_s(env: Mapping[str, str] | None = None) -> float:
-    """``EIDOLONS_TRACE_TIMEOUT_S`` (default 5): the longest a gate waits for the store to
-    connect, for a lock or for a statement; past it the operation fails (closed)."""
-    env = os.environ if env is None else env
-    raw = env.get(TIMEOUT_ENV) or ""
-    if not raw:
-        return DEFAULT_TIMEOUT_S
+    """:func:`eidolons.state.trace_timeout_s` (the one rule for every wait on the trace),
+    a value it refuses being this store's read error."""
+    from eidolons.errors import UsageError
+    from eidolons.state import trace_timeout_s
+
     try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 3600:
-        raise TraceReadError(f"{TIMEOUT_ENV}={raw!r} must be a number of seconds in (0, 3600]")
-    return value
+        return trace_timeout_s(env)
+    except UsageError as exc:
+        raise TraceReadError(str(exc)) from None
 
 
 def payload_key(event: Mapping[str, Any]) -> bytes | None:
