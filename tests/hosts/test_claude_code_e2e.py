@@ -141,7 +141,10 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         f"read {good}",
         f"read {tampered}",
         f"read {p.root / 'notes.md'}",
-        *(f"bash {c} # vigil" for c in READS + WRITES),
+        *(f"bash {c} # vigil" for c in READS),
+    ]
+    vigil_writes = [
+        *(f"bash {c} # vigil" for c in WRITES),
         tool("Write", file_path=str(handoffs / "good.envelope.json"), content="{}"),
         tool("Write", file_path=str(good), content=ATTACK),
         tool("Edit", file_path=str(good), old_string="race", new_string=ATTACK),
@@ -155,9 +158,11 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         ),
     ]
     swap_steps = [tool("Read", file_path=str(swap), offset=1, limit=100 + i) for i in range(12)]
-    sessions = {
-        "main": seq(*(f"bash {c}" for c in READS + WRITES)),
+    sessions = {  # concurrent sessions, many tool calls each (the suite's time)
+        "main": seq(*(f"bash {c}" for c in READS)),
+        "main-writes": seq(*(f"bash {c}" for c in WRITES)),
         "vigil": f"agent vigil {seq(*vigil_steps)}",
+        "vigil-writes": f"agent vigil {seq(*vigil_writes)}",
         "swap": f"agent vigil {seq(*swap_steps)}",
     }
     stop = threading.Event()
@@ -184,7 +189,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
             time.sleep(0.002)
 
     thread = threading.Thread(target=swapper, daemon=True)
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=len(sessions)) as pool:
         futures = {k: pool.submit(p.session, d) for k, d in sessions.items()}
         time.sleep(2)
         thread.start()
@@ -197,7 +202,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         "results": dict(fake.results),
         "before": before,
         "after": protected(p),
-        "vigil_steps": vigil_steps,
+        "vigil_steps": vigil_steps + vigil_writes,
         "swap_steps": swap_steps,
         "good": good,
         "tampered": tampered,
@@ -220,14 +225,15 @@ def test_no_shell_command_changes_the_gates_state_wiring_or_code(
     attacks: dict[str, Any], who: str
 ) -> None:
     for command in WRITES:
-        result(attacks, f"bash {command}" + (" # vigil" if who == "vigil" else ""), who)
+        step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
+        result(attacks, step, f"{who}-writes")
     unchanged_but_appended(attacks["before"], attacks["after"])
 
 
 def test_the_write_tools_cannot_write_the_gates_files_or_a_handoff(attacks: dict[str, Any]) -> None:
     for step in attacks["vigil_steps"]:
         if step.startswith(("tool Write", "tool Edit")):
-            assert result(attacks, step, "vigil")["is_error"], step
+            assert result(attacks, step, "vigil-writes")["is_error"], step
     assert attacks["good"].read_text() == BODY
     assert (attacks["good"].parent / "good.envelope.json").read_text() != "{}"
     unchanged_but_appended(attacks["before"], attacks["after"])
