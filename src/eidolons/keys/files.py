@@ -169,3 +169,21 @@ def write_key_file(path: Path, data: bytes, root: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_host_json(path: str, error: type[Exception], what: str) -> object:
+    """The JSON document in the host's file ``path`` (pins, registrations), None when
+    there is none; one that cannot be read or parsed raises ``error`` (fail closed)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror}") from None
+    from eidolons.ecl.jsontext import loads
+
+    try:
+        return loads(raw)
+    except ValueError:
+        raise error(f"{what} {path} are not JSON") from None

@@ -41,22 +41,13 @@ def _project_key(root: StrPath) -> str:
 
 def read_pins() -> dict[str, Any]:
     """The pins, ``{}`` when there is no pins file; raises ``TrustStoreError`` otherwise."""
+    from eidolons.keys.files import read_host_json
     from eidolons.keys.store import TrustStoreError
 
     path = pins_path()
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
+    doc = read_host_json(path, TrustStoreError, "the trust pins")
+    if doc is None:
         return {}
-    except OSError as exc:
-        raise TrustStoreError(f"cannot read the trust pins {path}: {exc.strerror}") from None
-    from eidolons.ecl.jsontext import loads
-
-    try:
-        doc = loads(raw)
-    except ValueError:
-        raise TrustStoreError(f"the trust pins {path} are not JSON") from None
     projects = doc.get("projects") if isinstance(doc, dict) else None
     if not isinstance(projects, dict):
         raise TrustStoreError(f"the trust pins {path} have no projects table")

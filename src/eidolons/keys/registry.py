@@ -51,20 +51,12 @@ def registry_path() -> str:
 
 def read_registry() -> dict[str, dict[str, Any]]:
     """keyid -> project id -> ``{root, registered}``; ``{}`` when there is no file."""
-    path = registry_path()
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise RegistryError(f"cannot read {path}: {exc.strerror}") from None
-    from eidolons.ecl.jsontext import loads
+    from eidolons.keys.files import read_host_json
 
-    try:
-        doc = loads(raw)
-    except ValueError:
-        raise RegistryError(f"{path} is not JSON") from None
+    path = registry_path()
+    doc = read_host_json(path, RegistryError, "the project registrations")
+    if doc is None:
+        return {}
     keys = doc.get("keys") if isinstance(doc, dict) and doc.get("version") == 1 else None
     if not isinstance(keys, dict) or not all(isinstance(v, dict) for v in keys.values()):
         raise RegistryError(f"{path} is not a registry of projects (version 1, keys)")
