@@ -19,7 +19,9 @@ Rules, for the calling agent R (the host's identity; none = the main loop):
    pointed (``updatedInput``) at the gate's copy of exactly the bytes it judged, so a file
    swapped after the check is never what the tool reads.
 4. The same read by the main loop: allowed only with an orchestrator ``verify_pass`` on
-   record for these exact envelope bytes and a digest recomputed now that matches.
+   record for these exact envelope bytes and a digest recomputed now that matches; a
+   hand-off in a hand-off directory that no gate judged yet goes through the orchestrator
+   gate on this read (its shell cannot run it).
    Envelopes themselves are readable by the main loop (it routes on them).
 5. Dispatch: the main loop's ``Agent``/``Task`` call runs the orchestrator gate over the
    hand-offs addressed to that subagent that have no pass on record for their bytes; a
@@ -257,8 +259,18 @@ class Decider:
         return deny("\n".join(lines), handback=handback)
 
     def _orchestrator_read(self, path: str, redirect: dict[str, Any] | None) -> Decision:
+        from eidolons.hooks.dispatch import gate_one
         from eidolons.hooks.orchestrator_read import check_orchestrator_read
+        from eidolons.payload import AmbiguousEnvelope, find_envelope
 
+        try:  # a hand-off no gate judged yet: the orchestrator's gate runs on this read
+            envelope = None if path.endswith(ENVELOPE_SUFFIX) else find_envelope(Path(path))
+        except AmbiguousEnvelope:
+            envelope = None  # the check below refuses it with the reason
+        if envelope is not None and self.layout.handoff_dir(os.path.realpath(envelope)):
+            refused, _ = gate_one(self.layout.root, str(envelope))
+            if refused:
+                return deny("\n".join(refused))
         refusal, verified = check_orchestrator_read(Path(path), self.root)
         if refusal is None:
             if redirect is None or verified is None:

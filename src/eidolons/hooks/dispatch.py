@@ -1,11 +1,14 @@
-"""The orchestrator gate on dispatch (ADR 0140): when the main loop starts subagent R, the
+"""The orchestrator gate on dispatch and on the main loop's read (ADR 0140): when the main
+loop starts subagent R, the
 hand-offs addressed to R in the hand-off directories that have no orchestrator verdict on
 record for their exact envelope bytes go through ``verify-envelope --block`` now, in the
 hook's process (outside the sandbox, where the orchestrator's key is). A refusal denies
 the dispatch; its REFUSE line goes back to the main loop.
 
 Nothing here decides integrity: :func:`eidolons.gates.orchestrator.run_gate` does, and
-records the verdict (and signs its receipt) as the command would.
+records the verdict (and signs its receipt) as the command would. The main loop's own
+Read of a hand-off with no verdict on record runs the same gate first (:func:`gate_one`):
+its shell cannot (the sandbox keeps the key and the trace from it).
 """
 
 from __future__ import annotations
@@ -64,36 +67,47 @@ def addressed(handoff_dirs: tuple[str, ...], target: str) -> list[str]:
 def gate_pending(layout: Layout, target: str) -> tuple[list[str], list[str]]:
     """``(refusal lines, pass lines)`` of the orchestrator gate run now over the hand-offs
     addressed to ``target`` that have no verdict on record for their envelope bytes."""
-    from eidolons.config import Limits, hmac_key
-    from eidolons.errors import InputError
-    from eidolons.gates.orchestrator import run_gate, text_line
-
     try:
         pending = addressed(layout.handoff_dirs, target)
     except OverflowError as exc:
         return [f"eidolons hook: {exc}; run `eidolons verify-envelope` on them yourself"], []
     refusals: list[str] = []
     passed: list[str] = []
-    limits = Limits.from_env(os.environ)
     for path in pending:
-        try:
-            if _on_record(path, layout.root, limits.max_envelope_bytes):
-                continue
-        except InputError:
-            pass  # the trace cannot be read: the gate below says so and refuses
-        outcome = run_gate(path, root=layout.root, mode="block", key=hmac_key(), limits=limits)
-        line = text_line(outcome)
-        if outcome.exit_code == 0:
+        refused, line = gate_one(layout.root, path)
+        if refused:
+            refusals.extend(refused)
+        elif line:
             passed.append(line)
-            continue
-        env = outcome.result.envelope
-        sender = env.sender.eidolon if env is not None else "unknown"
-        code = outcome.result.verdict.failure_code or "SCHEMA_INVALID"
-        from eidolons._text import printable
-
-        refusals.append(f"[orchestrator-verify-incoming] REFUSE: {code} from {printable(sender)}")
-        refusals.append(f"reason: {line}")
     return refusals, passed
+
+
+def gate_one(root: str, envelope: str) -> tuple[list[str], str | None]:
+    """The orchestrator gate over one envelope unless a verdict over its exact bytes is on
+    record: ``(refusal lines, None)``, ``([], pass line)``, or ``([], None)`` when it was
+    judged already."""
+    from eidolons._text import printable
+    from eidolons.config import Limits, hmac_key
+    from eidolons.errors import InputError
+    from eidolons.gates.orchestrator import run_gate, text_line
+
+    limits = Limits.from_env(os.environ)
+    try:
+        if _on_record(envelope, root, limits.max_envelope_bytes):
+            return [], None
+    except InputError:
+        pass  # the trace cannot be read: the gate below says so and refuses
+    outcome = run_gate(envelope, root=root, mode="block", key=hmac_key(), limits=limits)
+    line = text_line(outcome)
+    if outcome.exit_code == 0:
+        return [], line
+    env = outcome.result.envelope
+    sender = env.sender.eidolon if env is not None else "unknown"
+    code = outcome.result.verdict.failure_code or "SCHEMA_INVALID"
+    return [
+        f"[orchestrator-verify-incoming] REFUSE: {code} from {printable(sender)}",
+        f"reason: {line}",
+    ], None
 
 
 def _on_record(path: str, root: str, max_bytes: int) -> bool:
