@@ -90,3 +90,22 @@ def test_a_plain_file_elsewhere_stays_a_plain_file(cli: Callable[..., Run], seal
     (sealed / "notes.md").write_text("notes\n")
     r = cli("verify-incoming", "notes.md", "--as", "vigil")
     assert r.code == 0 and "SKIP" in r.err
+
+
+def test_a_payload_swapped_for_a_link_out_of_the_seal_is_refused(
+    cli: Callable[..., Run], sealed: Path, tmp_path: Path
+) -> None:
+    """The same bytes behind a link to a file outside: judged where they lie, refused with
+    the reason (never an internal error)."""
+    (sealed / "r.md").write_text(BODY)
+    assert cli(*emit_cmd("r.md")).code == 0
+    handoffs = sealed / ".eidolons" / "handoffs"
+    assert cli("verify-envelope", handoffs / "r.envelope.json", "--block").code == 0
+    outside = sealed / "elsewhere.md"  # in the project, outside the seal
+    outside.write_text(BODY)
+    (handoffs / "r.md").unlink()
+    (handoffs / "r.md").symlink_to(outside)
+    r = cli("verify-incoming", handoffs / "r.md", "--as", "vigil")
+    assert r.code == 3, r.err
+    assert r.err.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+    assert "outside the sealed hand-off directories" in r.err

@@ -462,8 +462,9 @@ def evaluate(
             snapshot=snapshot, result=result,
         )  # fmt: skip
         if result.payload_path is not None and (unsealed := _unsealed(root, result.payload_path)):
-            check.end(UNVERIFIED, "root", unsealed)
-        check.feed_contracts(contract_set)
+            check.end(UNVERIFIED, "root", unsealed)  # the payload resolved out of the seal
+        elif not check.done:
+            check.feed_contracts(contract_set)
     decision = check.decision()
     result.failures = decision.failures
     result.record = decision.record
