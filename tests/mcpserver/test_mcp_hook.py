@@ -89,9 +89,20 @@ def test_a_subagent_emitting_as_itself_gets_through_the_hook(handoff: Handoff, s
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
-def test_the_main_loop_emits_as_any_sender(handoff: Handoff) -> None:
-    r = handoff.hook("claude-code", mcp_emit(handoff, None, sender="atlas"))
+@pytest.mark.parametrize("sender", ["orchestrator", "human@n/a"])
+def test_the_main_loop_emits_as_the_orchestrator_or_the_human(
+    handoff: Handoff, sender: str
+) -> None:
+    r = handoff.hook("claude-code", mcp_emit(handoff, None, sender=sender))
     assert (r.code, r.out, r.err) == (0, "", "")
+
+
+def test_the_main_loop_cannot_emit_as_a_subagent(handoff: Handoff) -> None:
+    """The main loop is an agent too: a hand-off "from atlas" it wrote would pass every gate
+    as ATLAS's."""
+    r = handoff.hook("claude-code", mcp_emit(handoff, None, sender="atlas"))
+    assert r.code == 2
+    assert "the main loop emits only as orchestrator or human" in r.err
 
 
 def test_an_emit_naming_a_key_or_the_gates_copies_as_its_payload_is_denied(

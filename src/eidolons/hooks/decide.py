@@ -35,7 +35,8 @@ Rules, for the calling agent R (the host's identity; none = the main loop):
    that write the gate's state or wiring are no agent's; the orchestrator's gate
    (``verify-envelope``, ``run``) is the main loop's; a subagent runs ``verify-incoming``
    only ``--as`` itself and ``emit`` only ``--from`` itself.
-8. The MCP server's ``emit`` sends as the calling subagent only; a server bound to one
+8. The MCP server's ``emit`` sends as the calling subagent only (the main loop as
+   ``orchestrator`` or ``human``, never as a subagent); a server bound to one
    agent (``eidolons-<R>``, ``mcp serve --as R``: it tags with the host's HMAC key) is
    called by subagent R only.
 9. Anything else is allowed.
@@ -330,13 +331,18 @@ class Decider:
         """Rule 8: a subagent emits only as itself; the payload is judged as a write."""
         tool_input = call.tool_input or {}
         sender = tool_input.get("sender")
+        name = sender.partition("@")[0] if isinstance(sender, str) else None
         if call.receiver is not None:
-            name = sender.partition("@")[0] if isinstance(sender, str) else None
             if name != call.receiver:
                 return deny(
                     f"eidolons hook: {call.receiver} emits only as itself "
                     f"(sender {call.receiver}), not as {sender!r}"
                 )
+        elif call.host in IDENTITY_HOSTS and name not in MAIN_LOOP_SENDERS:
+            return deny(
+                "eidolons hook: the main loop emits only as orchestrator or human, not as "
+                f"{sender!r}: a subagent's hand-off is emitted by that subagent"
+            )
         for path in call.paths:
             cls = self.layout.classify_read(path)
             if cls in (KEY, STORE):
@@ -446,6 +452,10 @@ class Decider:
 
 #: the hosts whose hook events name no agent: a read is judged as the envelope's addressee
 ADDRESSEE_HOSTS = frozenset({"cursor", "gemini", "copilot"})
+#: the hosts whose events name the calling subagent (none: the main loop)
+IDENTITY_HOSTS = frozenset({"claude-code", "codex"})
+#: who the main loop is when it hands work on
+MAIN_LOOP_SENDERS = frozenset({"orchestrator", "human"})
 #: the MCP server's sender tool, as each host names it
 OWN_EMIT_TOOLS = frozenset({"mcp__eidolons__emit", "MCP:emit", "emit"})
 BOUND_PREFIX = "mcp__eidolons-"
