@@ -112,3 +112,14 @@ def test_an_emit_naming_a_key_or_the_gates_copies_as_its_payload_is_denied(
         doc = mcp_emit(handoff, "vigil", sender="vigil", payload=str(handoff.root / rel))
         r = handoff.hook("claude-code", doc)
         assert r.code == 2 and r.err.startswith(f"eidolons hook: {handoff.root / rel}: "), rel
+
+
+@pytest.mark.parametrize("tool", ["emit", "MCP:emit", "mcp__other__emit"])
+def test_another_servers_emit_is_judged_by_its_paths(handoff: Handoff, tool: str) -> None:
+    """Only the eidolons server's emit skips the read gate for its new payload: a tool of
+    another server that happens to be named emit, handed a hand-off, is gated as a read."""
+    doc = mcp_emit(handoff, "gilgamesh", sender="gilgamesh", payload=str(handoff.payload))
+    doc["tool_name"] = tool
+    r = handoff.hook("claude-code", doc)
+    assert r.code == 2 and SECRET not in r.out + r.err
+    assert r.err.splitlines()[0].startswith("[gilgamesh-verify-incoming] REFUSE: ")
