@@ -364,9 +364,10 @@ def check_claude_code(report: Report) -> None:
         check_claude_settings,
         sandbox_problems,
     )
-    from eidolons.initialize import InitError, load_json_object, sandbox_notes
+    from eidolons.initialize import InitError, load_json_object, sandbox_problems_here
 
     root = report.root
+    before = len(report.findings)
     docs: dict[str, dict[str, Any]] = {}
     for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL, MCP_FILE):
         try:
@@ -402,7 +403,7 @@ def check_claude_code(report: Report) -> None:
             "sandbox.failIfUnavailable is not true: where the sandbox cannot start, Bash "
             "runs unsealed",
         )
-    for note in sandbox_notes()[:-1]:  # the last one is init's explanation, not a problem
+    for note in sandbox_problems_here():
         report.fail("hosts", "sandbox", note)
     writable = _shell_writable_gate_code(real_root, gate_code(), docs)
     for path in writable:
@@ -420,7 +421,7 @@ def check_claude_code(report: Report) -> None:
     if python is not None and not problems and os.access(launcher, os.X_OK):
         for problem in _run_the_hook(report.root, launcher, python):
             report.fail("hosts", LAUNCHER, problem)
-    if not report.findings or all(f.check != "hosts" for f in report.findings):
+    if len(report.findings) == before:
         report.ok("hosts", CLAUDE_SETTINGS, "Claude Code hook wired fail-closed, shell sealed")
 
 
@@ -456,8 +457,11 @@ def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
 
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "EIDOLONS_PYTHON": python}
     handoffs = root / HANDOFF_DIR
-    handoffs.mkdir(parents=True, exist_ok=True)
-    fd, probe = tempfile.mkstemp(prefix=".doctor-probe-", suffix=".md", dir=handoffs)
+    try:
+        handoffs.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".doctor-probe-", suffix=".md", dir=handoffs)
+    except OSError as exc:  # cannot probe: the hook is not shown to deny, which is a finding
+        return [f"cannot place a probe hand-off in {HANDOFF_DIR} to run the hook: {exc.strerror}"]
     os.close(fd)
     problems = []
     try:

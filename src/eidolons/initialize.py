@@ -248,7 +248,7 @@ def _run_step(
                 raise InitError(f"eidolons keys init failed (exit {code})")
         report.add("created", trust, "eidolons keys init: a signing key outside the project")
         return
-    found = project_receivers(root) if receivers is None else receivers
+    found = project_agents(root)[0] if receivers is None else receivers
     if not found:
         report.notes.append(
             "no receiver agents found (.claude/agents/*.md naming a contract's receiver): no "
@@ -287,7 +287,7 @@ def _install_host(
         extra = tuple(
             os.path.relpath(d, os.path.realpath(root)) for d in configured_handoff_dirs(str(root))
         )
-        for rel, entries in claude_plan(str(root), python, extra, high_trust_senders(root)).items():
+        for rel, entries in claude_plan(str(root), python, extra, project_agents(root)[1]).items():
             _merge_file(root, rel, host, entries, {}, manifest, report, dry_run, force)
         return
     entries, scalars = plan(host, str(root), python)
@@ -339,9 +339,8 @@ def _merge_file(
 
 def _install_sealed(root: Path, manifest: dict[str, Any], report: Report, dry_run: bool) -> None:
     """The launcher, the marker of a sealed project, and what the sandbox means here."""
-    python = os.environ.get("EIDOLONS_PYTHON") or sys.executable
     for rel, text, mode in (
-        (LAUNCHER, launcher_text(python), 0o755),
+        (LAUNCHER, launcher_text(), 0o755),
         (
             SEALED_FILE,
             "# written by eidolons init: hand-offs are received only from the hand-off "
@@ -364,58 +363,50 @@ def _install_sealed(root: Path, manifest: dict[str, Any], report: Report, dry_ru
         os.chmod(path, mode)
         if current is None and rel not in manifest["created"]:
             manifest["created"].append(rel)
-    report.notes.extend(sandbox_notes())
+    report.notes.extend([*sandbox_problems_here(), SANDBOX_EFFECT])
 
 
-def sandbox_notes() -> list[str]:
-    """What the user must know of Claude Code's sandbox on this machine."""
+#: what the sandbox changes for the user's own commands (init says it once)
+SANDBOX_EFFECT = (
+    "the sandbox is on for every Bash command in this project: commands write only inside "
+    "the project and the temporary directory, cannot read the hand-offs, and reach the "
+    "network only for the domains in sandbox.network.allowedDomains of .claude/settings.json "
+    "(add the ones your commands need: `eidolons init --allow-domain pypi.org`)"
+)
+
+
+def sandbox_problems_here() -> list[str]:
+    """Why Claude Code's sandbox cannot start on this machine, with how to fix it."""
     import shutil
 
-    notes = []
     if sys.platform.startswith("linux"):
         missing = [name for name in ("bwrap", "socat") if shutil.which(name) is None]
         if missing:
-            notes.append(
+            return [
                 f"the sandbox cannot start here: {' and '.join(missing)} not installed; run "
                 "`sudo apt-get install bubblewrap socat` (Fedora: `sudo dnf install bubblewrap "
                 "socat`). Until then Claude Code refuses to start in this project "
                 "(sandbox.failIfUnavailable)"
-            )
-    elif sys.platform != "darwin":
-        notes.append(
-            f"Claude Code's sandbox does not run on {sys.platform}: the shell is not sealed here"
-        )
-    notes.append(
-        "the sandbox is on for every Bash command in this project: commands write only "
-        "inside the project and the temporary directory, cannot read the hand-offs, and "
-        "reach the network only for the domains in sandbox.network.allowedDomains of "
-        ".claude/settings.json (add the ones your commands need: `eidolons init "
-        "--allow-domain pypi.org`)"
-    )
-    return notes
+            ]
+        return []
+    if sys.platform != "darwin":
+        return [f"Claude Code's sandbox does not run on {sys.platform}: the shell is not sealed"]
+    return []
 
 
-def high_trust_senders(root: Path) -> tuple[str, ...]:
-    """The project's agents that send on a high-trust edge (they get a bound MCP server)."""
+def project_agents(root: Path) -> tuple[list[str], tuple[str, ...]]:
+    """The project's agents (its Claude Code agent definitions) that a contract names as a
+    receiver, and those that send on a high-trust edge (they get a bound MCP server)."""
     from eidolons.contract import ContractSet, load_contracts
     from eidolons.hooks.wiring import agent_names
 
     contracts = load_contracts(root, [])
     if not isinstance(contracts, ContractSet):
-        return ()
-    senders = {c.from_ for c in contracts if c.trust_level == "high"}
-    return tuple(sorted(set(agent_names(str(root))) & senders))
-
-
-def project_receivers(root: Path) -> list[str]:
-    """The receivers the project has: its Claude Code agent definitions whose ``name`` a
-    contract names as a receiver."""
-    from eidolons.contract import ContractSet, load_contracts
-    from eidolons.hooks.wiring import agent_names
-
-    contracts = load_contracts(root, [])
-    receivers = {c.to for c in contracts} if isinstance(contracts, ContractSet) else set()
-    return sorted(set(agent_names(str(root))) & receivers)
+        return [], ()
+    agents = set(agent_names(str(root)))
+    receivers = sorted(agents & {c.to for c in contracts})
+    senders = tuple(sorted(agents & {c.from_ for c in contracts if c.trust_level == "high"}))
+    return receivers, senders
 
 
 def undo(root: Path, *, dry_run: bool = False) -> Report:

@@ -85,11 +85,9 @@ def run(args: argparse.Namespace) -> int:
         return error(f"init: {exc}")
     advice = []
     if not args.undo:
-        from eidolons.contract import ContractSet, load_contracts
+        from eidolons.initialize import project_agents
 
-        contracts = load_contracts(root, [])
-        known = {c.to for c in contracts} if isinstance(contracts, ContractSet) else set()
-        advice = receiver_agent_findings(str(root), known)
+        advice = receiver_agent_findings(str(root), set(project_agents(root)[0]))
     if args.json:
         print_json(
             {

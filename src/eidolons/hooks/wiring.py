@@ -197,7 +197,7 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def launcher_text(python_hint: str) -> str:
+def launcher_text() -> str:
     """The launcher ``init`` writes to :data:`LAUNCHER`: this machine's interpreter comes
     from ``EIDOLONS_PYTHON`` (``.claude/settings.local.json``); without one it refuses,
     exit 2 (a deny, for a hook), in one line that says how to set it up."""
