@@ -40,6 +40,8 @@ from eidolons.state import TRACE_DIR, trace_scan_bound
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+    Decode = Callable[[bytes, int], "TraceLine"]
     from typing import Any, BinaryIO
 
     from eidolons.pathstr import StrPath
@@ -317,18 +319,20 @@ def _open_trace(path: Path) -> int:
     return fd
 
 
-def read_events(path: Path) -> Iterator[TraceLine]:
+def read_events(path: Path, decode: Decode | None = None) -> Iterator[TraceLine]:
     """Every line of the trace, in order. A missing file yields nothing. A line longer than
-    :data:`MAX_LINE_BYTES` is reported as damaged without being held in memory."""
+    :data:`MAX_LINE_BYTES` is reported as damaged without being held in memory. ``decode``
+    (default :func:`decode_line`): how a line becomes a :class:`TraceLine` (the store's
+    views pass :func:`eidolons.tracestore.judged_line`)."""
     try:
         fd = _open_trace(path)
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
-        yield from _events_of(fh)
+        yield from _events_of(fh, decode or decode_line)
 
 
-def _events_of(fh: BinaryIO) -> Iterator[TraceLine]:
+def _events_of(fh: BinaryIO, decode: Decode) -> Iterator[TraceLine]:
     lineno = 0
     while True:
         raw = fh.readline(MAX_LINE_BYTES + 1)
@@ -344,7 +348,7 @@ def _events_of(fh: BinaryIO) -> Iterator[TraceLine]:
             yield TraceLine(lineno, None, "torn line (no newline at end of file)")
             break
         if raw.strip():
-            yield decode_line(raw[:-1], lineno)  # the limit does not count the newline
+            yield decode(raw[:-1], lineno)  # the limit does not count the newline
 
 
 def read_raw_lines(path: Path) -> Iterator[bytes]:
@@ -379,7 +383,7 @@ def read_snapshot(path: Path) -> tuple[list[bytes], list[TraceLine]]:
         return [], []
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
-    return list(_raw_of(io.BytesIO(data))), list(_events_of(io.BytesIO(data)))
+    return list(_raw_of(io.BytesIO(data))), list(_events_of(io.BytesIO(data), decode_line))
 
 
 def iter_reverse(
@@ -479,7 +483,9 @@ def reverse_lines(
         yield line
 
 
-def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
+def read_new_events(
+    path: Path, offset: int, decode: Decode | None = None
+) -> tuple[list[TraceLine], int]:
     """The complete lines appended at or after byte ``offset``, and the offset to read
     from next time (``trace show --follow``). A last line still being written (no newline
     yet) is left for the next call; a missing file yields nothing."""
@@ -502,7 +508,7 @@ def read_new_events(path: Path, offset: int) -> tuple[list[TraceLine], int]:
                 continue
             offset += len(raw)
             if raw.strip():
-                out.append(decode_line(raw[:-1], 0))
+                out.append((decode or decode_line)(raw[:-1], 0))
     return out, offset
 
 

@@ -142,3 +142,34 @@ def test_the_mark_is_the_readers_never_the_bytes(
     events = cli("trace", "show", thread, "--json", env=gate).json()
     assert "not_counted" not in events[-1] and "not_counted" in events[-2]
     assert "NOT COUNTED" not in cli("trace", "show", thread, env=gate).out.splitlines()[-1]
+
+
+def test_a_jsonl_pass_spelling_its_id_another_way_is_marked_in_the_views(
+    cli: Cli, project: Path
+) -> None:
+    """On JSONL the bytes are the record: a verify_pass whose message id is escaped
+    (``\\u0030...``, not as eidolons writes it) is no pass for the gate, and ``trace show``
+    says so instead of listing it as one; a line cannot mark itself."""
+    payload, envelope, doc = emit_payload(cli, project)
+    payload.write_text("# Report\n\n## Decision target\nrewritten\n", encoding="utf-8")
+    r = cli("verify-envelope", envelope, "--block", "--json")
+    assert r.code == 3, r.out
+    thread, mid = r.json()["thread_id"], doc["message_id"]
+    shown = cli("trace", "show", thread, "--json").json()
+    (fail,) = [e for e in shown if e["event"] == "verify_fail"]
+    copy = {k: v for k, v in fail.items() if k not in ("seq", "prev")}
+    copy.update(event="verify_pass", verdict="pass", decision="accepted")
+    copy.pop("verify_failure_code", None)
+    (path,) = trace_files(project)
+    lines = path.read_bytes().splitlines()
+    line = encode_event(chained(copy, len(lines) + 1, hashlib.sha256(lines[-1]).hexdigest()))
+    escaped = "".join(f"\\u{ord(c):04x}" for c in mid)
+    line = line.replace(mid.encode(), escaped.encode())  # every spelling of it (thread id too)
+    assert mid.encode() not in line, line
+    with path.open("ab") as fh:
+        fh.write(line)
+    last = cli("trace", "show", thread).out.splitlines()[-1]
+    assert "verify_pass" in last and "NOT COUNTED" in last, last
+    events = cli("trace", "show", thread, "--json").json()
+    assert "not_counted" in events[-1] and "not_counted" not in events[-2]
+    assert cli("verify-incoming", payload, "--as", "vigil").code == 3

@@ -180,13 +180,15 @@ def trace_events(
     events and the hash chain of one read). Damaged lines are reported in
     ``collected.problems``."""
     from eidolons.trace import read_events
+    from eidolons.tracestore import judged_line  # a view reads what the gate would count
 
     read = read or {}
     problems = collected.problems
     events: list[dict[str, Any]] = []
     for path in collected.trace_files:
         lines = read.get(("file", str(path)))
-        events += _read(str(path), read_events(path) if lines is None else lines, problems)
+        lines = read_events(path, judged_line) if lines is None else lines
+        events += _read(str(path), lines, problems)
     for thread in collected.threads:
         lines = read.get(("thread", thread))
         events += _read(thread, store.iter_thread(thread) if lines is None else lines, problems)

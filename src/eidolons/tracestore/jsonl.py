@@ -26,6 +26,7 @@ from eidolons.tracestore import (
     TraceStore,
     is_orchestrator_verdict,
     is_payload_event,
+    judged_line,
     payload_needle,
     verdict_needle,
 )
@@ -146,7 +147,7 @@ class JsonlStore(TraceStore):
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         try:
-            yield from read_events(self._file(thread_id))
+            yield from read_events(self._file(thread_id), judged_line)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
@@ -158,7 +159,7 @@ class JsonlStore(TraceStore):
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         try:
-            return read_new_events(self._file(thread_id), cursor)
+            return read_new_events(self._file(thread_id), cursor, judged_line)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
