@@ -186,9 +186,8 @@ def trace_events(
     problems = collected.problems
     events: list[dict[str, Any]] = []
     for path in collected.trace_files:
-        lines = read.get(("file", str(path)))
-        lines = read_events(path, judged_line) if lines is None else lines
-        events += _read(str(path), lines, problems)
+        pre = read.get(("file", str(path)))
+        events += _read(str(path), read_events(path, judged_line) if pre is None else pre, problems)
     for thread in collected.threads:
         lines = read.get(("thread", thread))
         events += _read(thread, store.iter_thread(thread) if lines is None else lines, problems)
