@@ -109,3 +109,33 @@ def test_a_payload_swapped_for_a_link_out_of_the_seal_is_refused(
     assert r.code == 3, r.err
     assert r.err.splitlines()[0] == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
     assert "outside the sealed hand-off directories" in r.err
+
+
+def test_the_environment_cannot_widen_the_seal(
+    cli: Callable[..., Run], sealed: Path, tmp_path: Path
+) -> None:
+    """EIDOLONS_HANDOFF_DIRS adds a hand-off directory no sandbox hides: a hand-off there
+    is still outside the sealed directories."""
+    from tests.conftest import clean_env
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = clean_env(EIDOLONS_HANDOFF_DIRS=str(elsewhere))
+    (elsewhere / "r.md").write_text(BODY)
+    r = cli(*emit_cmd(elsewhere / "r.md"), env=env)
+    assert r.code == 0, r.err
+    assert (sealed / ".eidolons" / "handoffs" / "r.md").read_text() == BODY  # placed in the seal
+
+
+def test_an_hmac_key_file_that_cannot_be_read_is_an_error_not_no_key(
+    cli: Callable[..., Run], sealed: Path, tmp_path: Path
+) -> None:
+    from tests.conftest import clean_env
+
+    xdg = tmp_path / "xdg"
+    (xdg / "eidolons" / "hmac.key").mkdir(parents=True)  # there, and not a readable file
+    env = clean_env(XDG_CONFIG_HOME=str(xdg))
+    env.pop("ECL_HMAC_KEY", None)
+    (sealed / "r.md").write_text(BODY)
+    r = cli(*emit_cmd("r.md", "--hmac"), env=env)
+    assert r.code == 2 and "the HMAC key" in r.err and "cannot be read" in r.err

@@ -104,11 +104,14 @@ def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
         return os.fsencode(raw)
     from eidolons.keys.files import config_dir
 
+    path = os.path.join(config_dir(dict(env)), HMAC_KEY_FILE)
     try:
-        with open(os.path.join(config_dir(dict(env)), HMAC_KEY_FILE), "rb") as fh:
+        with open(path, "rb") as fh:
             data = fh.read(64 * 1024)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:  # there but unreadable: never judged as if there were no key
+        raise UsageError(f"the HMAC key {path} cannot be read: {exc.strerror}") from None
     data = data[:-1] if data.endswith(b"\n") else data
     return data or None
 
@@ -202,7 +205,10 @@ def sealed_handoff_dirs(root: StrPath) -> tuple[str, ...] | None:
 
     if not os.path.lexists(os.path.join(os.fspath(root), SEALED_FILE)):
         return None
-    return tuple(os.path.realpath(d) for d in handoff_dirs(root))
+    # the directories init wired into the host's sandbox: the default and the configured
+    # ones, never the environment's (EIDOLONS_HANDOFF_DIRS adds protection elsewhere, but a
+    # directory no sandbox hides must not count as sealed)
+    return tuple(os.path.realpath(d) for d in handoff_dirs(root, env={}))
 
 
 def outside_sealed(path: StrPath, root: StrPath) -> str | None:
