@@ -454,9 +454,9 @@ def place_in_sealed(
     """In a sealed project, a payload outside the hand-off directories is copied into
     ``.eidolons/handoffs/`` (a new file, never over another: ``NAME-2.md``...), and the copy
     is the hand-off; None when there is nothing to place."""
-    from eidolons.config import outside_sealed, sealed_handoff_dirs
+    from eidolons.config import outside_sealed
 
-    if sealed_handoff_dirs(root) is None or outside_sealed(payload, root) is None:
+    if outside_sealed(payload, root) is None:  # not sealed, or already in a sealed directory
         return None
     if out is not None:
         raise UsageError(
@@ -472,7 +472,10 @@ def place_in_sealed(
     if len(data) > limits.max_payload_bytes:
         raise InputError(f"{payload} is larger than {limits.max_payload_bytes} bytes")
     directory = Path(root) / HANDOFF_DIR
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create {directory}: {exc.strerror}") from None
     stem, suffix = os.path.splitext(payload.name)
     for n in range(1, 1000):
         target = directory / (payload.name if n == 1 else f"{stem}-{n}{suffix}")
@@ -482,8 +485,12 @@ def place_in_sealed(
             created = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             continue
-        with os.fdopen(created, "wb") as fh:
-            fh.write(data)
+        try:
+            with os.fdopen(created, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:  # a full disk: no half-written hand-off stays behind
+            target.unlink(missing_ok=True)
+            raise InputError(f"cannot write {target}: {exc.strerror}") from None
         return target
     raise UsageError(f"no free name for {payload.name} in {directory}")
 

@@ -427,8 +427,9 @@ class Toolbox:
                 raise ToolInputError("hmac needs ECL_HMAC_KEY in the server's environment")
         # the contract's defaults and the sender's self-check (ADR 0024) come with emit:
         # a hand-off the receiver would refuse is an error reply, nothing written
+        source = self.resolve(payload, "payload")
         result = emit(
-            self.resolve(payload, "payload"),
+            source,
             sender=agent,
             recipient=recipient,
             performative=rest["performative"],
@@ -447,7 +448,7 @@ class Toolbox:
             contract_dirs=[Path(d) for d in self.contract_dirs],
         )
         data = {
-            "payload_path": str(result.placed or self.resolve(payload, "payload")),
+            "payload_path": str(result.placed or source),
             "envelope_path": str(result.envelope_path),
             "trace": str(result.trace_path) if result.trace_path else None,
             "envelope": result.envelope,
