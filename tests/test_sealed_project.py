@@ -139,3 +139,19 @@ def test_an_hmac_key_file_that_cannot_be_read_is_an_error_not_no_key(
     (sealed / "r.md").write_text(BODY)
     r = cli(*emit_cmd("r.md", "--hmac"), env=env)
     assert r.code == 2 and "the HMAC key" in r.err and "cannot be read" in r.err
+
+
+def test_an_envelope_in_the_seal_naming_a_payload_outside_it_is_refused_unread(
+    cli: Callable[..., Run], project: Path
+) -> None:
+    """Without re-verification the gate reads no payload; where the envelope says it lies
+    is still judged: outside the sealed directories, refused."""
+    (project / "r.md").write_text(BODY)
+    out = project / ".eidolons" / "handoffs" / "r.envelope.json"
+    out.parent.mkdir(parents=True)
+    assert cli(*emit_cmd("r.md", "--out", out)).code == 0
+    assert cli("verify-envelope", out, "--block").code == 0
+    assert cli("verify-incoming", out, "--as", "vigil", "--no-reverify").code == 0
+    (project / ".eidolons" / "sealed").write_text("# test\n")
+    r = cli("verify-incoming", out, "--as", "vigil", "--no-reverify")
+    assert r.code == 3 and "outside the sealed hand-off directories" in r.err, r.err

@@ -365,6 +365,20 @@ def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
     return {"handback": str(written)}
 
 
+def _unread_payload(envelope_path: StrPath, env: Envelope, root: StrPath) -> str | None:
+    """Where the envelope's payload lies when the check did not read it (no re-verify), in
+    a sealed project only (elsewhere there is nothing to judge it by); None when it cannot
+    be located (the hand-off's reader finds that out itself)."""
+    from eidolons.config import sealed_handoff_dirs
+
+    if sealed_handoff_dirs(root) is None:
+        return None
+    try:
+        return locate_payload(envelope_path, env.artifact_path, root).path_str
+    except PayloadError:
+        return None
+
+
 def _unsealed(root: StrPath, *paths: StrPath) -> str | None:
     """Why a sealed project does not receive from these paths (ADR 0140), or None."""
     from eidolons.config import outside_sealed
@@ -461,8 +475,9 @@ def evaluate(
             budget=edge_budget(env, contract_set, check.as_receiver),
             snapshot=snapshot, result=result,
         )  # fmt: skip
-        if result.payload_path is not None and (unsealed := _unsealed(root, result.payload_path)):
-            check.end(UNVERIFIED, "root", unsealed)  # the payload resolved out of the seal
+        payload_at = result.payload_path or _unread_payload(envelope_path, env, root)
+        if payload_at is not None and (unsealed := _unsealed(root, payload_at)):
+            check.end(UNVERIFIED, "root", unsealed)  # the payload resolves out of the seal
         elif not check.done:
             check.feed_contracts(contract_set)
     decision = check.decision()
