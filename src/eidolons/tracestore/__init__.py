@@ -92,12 +92,7 @@ def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) ->
     ``message_id`` written by the orchestrator gate. Events by receivers, senders, other
     tools or by hand without ``gate: "orchestrator"`` are never integrity evidence. Whether
     the gate counts such a line is :func:`uncounted_reason`."""
-    return (
-        event is not None
-        and event.get("message_id") == message_id
-        and event.get("event") in VERDICT_EVENTS
-        and event.get("gate") == ORCHESTRATOR_GATE
-    )
+    return looks_like_verdict(event) and event is not None and event.get("message_id") == message_id
 
 
 def uncounted_reason(
@@ -139,7 +134,7 @@ def not_counted(
     """For views and copies: why a line that reads as an orchestrator verdict is one the
     gate would not count (by :func:`uncounted_reason`), or None (a counted verdict, or a
     line that is no verdict at all)."""
-    if event is None or not looks_like_verdict(event):
+    if event is None or not looks_like_verdict(event):  # (None: for the type checker)
         return None
     mid = event.get("message_id")
     if not isinstance(mid, str):
