@@ -282,3 +282,29 @@ def test_doctor_reports_a_login_with_authority_not_granted_for_here(
 def test_doctor_without_a_dsn_does_not_look_at_a_store(cli: Cli) -> None:
     r = cli("doctor", "--json", env=clean_env())
     assert all(f["check"] != "trace-store" for f in r.json()["findings"])
+
+
+def test_the_trigger_itself_refuses_a_login_not_bound_here(
+    pg: PgServer, x: Project, y: Project
+) -> None:
+    """Everything else opened to Y's orchestrator login by hand (CONNECT, the schema, the
+    table): the insert trigger still refuses its verdict, because the writers table of
+    this database does not bind it."""
+    import psycopg
+
+    from eidolons.ecl.tracechain import GENESIS
+
+    pg.admin(f"GRANT CONNECT ON DATABASE {x.db} TO {y.orch}", db=x.db)
+    pg.admin(f"GRANT USAGE ON SCHEMA eidolons TO {y.orch}", db=x.db)
+    pg.admin(f"GRANT SELECT, INSERT ON eidolons.trace_events TO {y.orch}", db=x.db)
+    with connect(pg, y.orch, x.db) as conn:
+        # refused inside the insert trigger (by its message, or by the writers table it
+        # consults, which a login bound nowhere here cannot even read)
+        with pytest.raises(
+            psycopg.Error, match=r"may not record orchestrator verdicts|trace_events_before_insert"
+        ):
+            conn.execute(
+                "INSERT INTO eidolons.trace_events (thread, seq, prev, line, verdict_for) "
+                "VALUES ('t', 1, %s, %s, 'm')",
+                (GENESIS, forged_pass("m")),
+            )
