@@ -70,8 +70,8 @@ def _copy(args: argparse.Namespace) -> int:
     that reads as an orchestrator verdict the store does not count (the one record rule):
     in a JSONL trace its bytes alone would make it evidence."""
     from eidolons.commands._common import error, project_root
-    from eidolons.trace import append_lines, decode_line, thread_file_name
-    from eidolons.tracestore import TraceStore, not_counted
+    from eidolons.trace import append_lines, thread_file_name
+    from eidolons.tracestore import NOT_COUNTED, TraceStore, judged_line
     from eidolons.tracestore.jsonl import JsonlStore
     from eidolons.tracestore.postgres import PostgresStore
 
@@ -97,7 +97,7 @@ def _copy(args: argparse.Namespace) -> int:
                 (
                     (n, why)
                     for n, (raw, stamp) in enumerate(rows, 1)
-                    if (why := not_counted(raw, decode_line(raw, n).event, stamp))
+                    if (why := (judged_line(raw, n, stamp).event or {}).get(NOT_COUNTED))
                 ),
                 None,
             )
