@@ -430,7 +430,8 @@ def _shell_writable_gate_code(
 ) -> list[str]:
     """The gate's code paths a sandboxed shell could write: inside the project or a
     temporary directory, and under no ``denyWrite`` path."""
-    from eidolons.hooks.wiring import _resolve_setting_path, _under
+    from eidolons.hooks.wiring import resolve_setting_path
+    from eidolons.pathstr import is_relative_to
 
     denied: list[str] = []
     for doc in docs.values():
@@ -438,13 +439,15 @@ def _shell_writable_gate_code(
         filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
         items = filesystem.get("denyWrite") if isinstance(filesystem, dict) else None
         for item in items if isinstance(items, list) else []:
-            path = _resolve_setting_path(item, root)
+            path = resolve_setting_path(item, root)
             if path:
                 denied.append(path)
     out = []
     for path in sorted({os.path.realpath(p) for p in code if p}):
-        writable = _under(path, root) or path.startswith(("/tmp/", "/var/tmp/", "/dev/shm/"))
-        if writable and not any(_under(path, d) for d in denied):
+        writable = is_relative_to(path, root) or path.startswith(
+            ("/tmp/", "/var/tmp/", "/dev/shm/")
+        )
+        if writable and not any(is_relative_to(path, d) for d in denied):
             out.append(path)
     return out
 

@@ -43,6 +43,7 @@ from eidolons.knownhandoff import (
     STORE_FILE,
     TRACE_DIR,
 )
+from eidolons.pathstr import is_relative_to
 
 MANIFEST_FILE = os.path.join(STATE_DIR, "init.json")
 
@@ -149,7 +150,7 @@ def claude_plan(
     shared += [Entry(("permissions", "deny"), f"Read({state}/{d}/**)") for d in ("memory", "keys")]
     shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
     real_root = os.path.realpath(root)
-    keys = [d for d in key_dirs(real_root) if not _under(d, real_root)]
+    keys = [d for d in key_dirs(real_root) if not is_relative_to(d, real_root)]
     code = sorted({os.path.realpath(p) for p in gate_code() if p})
     local = [Entry(("env", PYTHON_ENV), python or sys.executable, scalar=True)]
     local += [
@@ -191,10 +192,6 @@ STATE_FILES = (
 )
 #: strict mode: a shell that cannot be sandboxed does not run (ADR 0140)
 SANDBOX_SETTINGS = {"enabled": True, "allowUnsandboxedCommands": False, "failIfUnavailable": True}
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def launcher_text() -> str:
@@ -534,7 +531,7 @@ def _settings(root: str, rel: str) -> tuple[dict[str, Any] | None, str | None]:
     return doc, None
 
 
-def _resolve_setting_path(entry: Any, root: str) -> str | None:
+def resolve_setting_path(entry: Any, root: str) -> str | None:
     """A ``sandbox.filesystem`` path as Claude Code reads one in project settings: ``~/``
     from home, ``/`` absolute (``//`` too), anything else from the project root."""
     if not isinstance(entry, str) or not entry:
@@ -574,11 +571,11 @@ def sandbox_problems(root: str, handoff_dirs: tuple[str, ...]) -> list[str]:
         return ["the Claude Code sandbox is not enabled (sandbox.enabled)"]
     if merged.get("allowUnsandboxedCommands") is not False:
         return ["the sandbox lets a command run outside it (sandbox.allowUnsandboxedCommands)"]
-    denied = [p for p in (_resolve_setting_path(e, root) for e in lists["denyRead"]) if p]
-    opened = [p for p in (_resolve_setting_path(e, root) for e in lists["allowRead"]) if p]
+    denied = [p for p in (resolve_setting_path(e, root) for e in lists["denyRead"]) if p]
+    opened = [p for p in (resolve_setting_path(e, root) for e in lists["allowRead"]) if p]
     for directory in handoff_dirs:
-        if not any(_under(directory, d) for d in denied):
+        if not any(is_relative_to(directory, d) for d in denied):
             return [f"the sandbox does not hide {directory} from the shell (denyRead)"]
-        if any(_under(directory, o) or _under(o, directory) for o in opened):
+        if any(is_relative_to(directory, o) or is_relative_to(o, directory) for o in opened):
             return [f"an allowRead path re-opens {directory} to the shell"]
     return []
