@@ -330,10 +330,10 @@ def test_huge_line_in_trace_hangs_the_receiver(cli: Cli, project: Path) -> None:
             cwd=project,
             env=clean_env(EIDOLONS_MEMORY="off"),
             capture_output=True,
-            timeout=5,
+            timeout=30,  # a hang, not a speed: 0.4 s alone, seconds beside the real-host tests
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("the receiver gate did not decide within 5 s")
+        pytest.fail("the receiver gate did not decide within 30 s")
     assert proc.returncode in (0, 3)
 
 
