@@ -9,7 +9,7 @@ Everything here is about measuring fairly on a noisy machine:
 - :func:`emit_handoff` and :func:`record_pass` set up the demo's ATLAS -> VIGIL hand-off
   with its orchestrator pass on record, :func:`filler_event` pads a trace;
 - :func:`make_project` builds a throw-away project with an emitted envelope through the
-  library (:func:`eidolons.emit.emit`), exactly as a sender would;
+  library (:func:`eidolons.gates.sender.emit`), exactly as a sender would;
 - :func:`make_clean_venv` builds a throw-away virtual environment that sees the project's
   source and dependencies but runs none of the interpreter's site-packages ``.pth`` hooks,
   so start-up can also be compared against a *clean* interpreter start.
@@ -130,7 +130,7 @@ def make_project(base: Path, payload_bytes: bytes | None = None, *, size: int = 
     blocks). Returns the envelope path.
     """
     from eidolons.ecl.envelope import AgentRef
-    from eidolons.emit import emit
+    from eidolons.gates.sender import emit
 
     project = base / "project"
     (project / ".eidolons").mkdir(parents=True)
@@ -172,8 +172,8 @@ def emit_handoff(
 ) -> Any:
     """Write ``body`` to ``root/name`` and emit its envelope through the library, as the
     demo's ATLAS hands VIGIL a scout report (PROPOSE, kind ``scout-report``). Returns the
-    :class:`eidolons.emit.EmitResult`."""
-    from eidolons.emit import emit, parse_agent
+    :class:`eidolons.gates.sender.EmitResult`."""
+    from eidolons.gates.sender import emit, parse_agent
 
     payload = root / name
     payload.write_bytes(body)

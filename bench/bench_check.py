@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 
 from _benchlib import child_env, load_note
-from eidolons.checker import auto_jobs
+from eidolons.gates.checker import auto_jobs
 
 PAYLOAD_TEMPLATE = """---
 eidolon: atlas

@@ -39,7 +39,7 @@ from _benchlib import (
     record_pass,
     run_timed,
 )
-from eidolons.hooks.fast import command_argv
+from eidolons.hosts.hook.fast import command_argv
 
 
 def event(root: Path, path: Path) -> bytes:

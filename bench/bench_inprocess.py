@@ -15,7 +15,7 @@ A temporary project holds N distinct hand-offs (default 64) of ``--size`` random
 (a) the baseline: a bare parse-and-hash loop, what any verifier must at least do: read
     the envelope file, ``json.loads`` it, read the payload, SHA-256 it
     (``hashlib.file_digest``), compare the hex digest;
-(b) ours: :func:`eidolons.verify.verify_envelope_file` (every check of the gate: strict
+(b) ours: :func:`eidolons.gates.verify.verify_envelope_file` (every check of the gate: strict
     JSON, the envelope rules, the payload resolution opened beneath the root by
     descriptor, the digest, the constant-time comparison).
 
@@ -52,7 +52,7 @@ def bare_check(envelope: Path, root: Path) -> bool:
 
 
 def ours_check(envelope: Path, root: Path) -> bool:
-    from eidolons.verify import verify_envelope_file
+    from eidolons.gates.verify import verify_envelope_file
 
     return bool(verify_envelope_file(envelope, root=root))
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'loop':48}{'med /s cpu':>12}{'best /s cpu':>12}{'med /s wall':>12}")
         labels = {
             "bare": "(a) bare loop: json.loads + file_digest",
-            "ours": "(b) eidolons.verify.verify_envelope_file",
+            "ours": "(b) eidolons.gates.verify.verify_envelope_file",
         }
         med: dict[str, float] = {}
         for key, label in labels.items():

@@ -54,9 +54,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eidolons.ecl.tracechain import chained, next_link  # noqa: E402
-from eidolons.trace import encode_event  # noqa: E402
-from eidolons.tracestore import verdictindex  # noqa: E402
-from eidolons.tracestore.jsonl import JsonlStore  # noqa: E402
+from eidolons.trace import verdictindex  # noqa: E402
+from eidolons.trace.jsonl import JsonlStore  # noqa: E402
+from eidolons.trace.log import encode_event  # noqa: E402
 
 TS = "2026-12-01T09:00:00.000Z"
 

@@ -42,14 +42,14 @@ from _benchlib import child_env, fmt_ms, interleave, run_timed
 
 HERE = Path(__file__).resolve().parent.parent / "src"
 BOOT = (
-    "import sys; sys.path.insert(0, {src!r}); from eidolons.cli import main; "
+    "import sys; sys.path.insert(0, {src!r}); from eidolons.cli.main import main; "
     "sys.exit(main(['hook', *sys.argv[1:]]))"
 )
 APPEND = """
 import os, sys, tempfile, time
 from pathlib import Path
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp()
-from eidolons.tracestore.jsonl import JsonlStore
+from eidolons.trace.jsonl import JsonlStore
 root = Path(tempfile.mkdtemp()) / "p"
 (root / ".eidolons").mkdir(parents=True)
 store = JsonlStore(root)

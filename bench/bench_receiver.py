@@ -33,7 +33,7 @@ signed      ``verify-incoming HANDOFF --as vigil --no-memory`` in the signed pro
 ==========  ===============================================================================
 
 each through the launcher(s) chosen: ``script`` is the installed console script next to
-``sys.executable``; ``c`` is ``python -c "import sys; from eidolons.cli import main;
+``sys.executable``; ``c`` is ``python -c "import sys; from eidolons.cli.main import main;
 sys.exit(main(sys.argv[1:]))"`` (no shim; what the hooks run). Reported per row: median,
 minimum, the ratio of medians, the *paired* ratio (median over rounds of row / bare of the
 same round) and the ratio of minimums. ``PYTHONDONTWRITEBYTECODE`` is dropped from the
@@ -81,7 +81,7 @@ from _benchlib import (
 )
 
 TARGETS = {"off": 3.0, "on": 3.5, "on+recall": 3.5, "skip": 1.5, "skip-json": 1.5}
-LAUNCHER_C = "import sys; from eidolons.cli import main; sys.exit(main(sys.argv[1:]))"
+LAUNCHER_C = "import sys; from eidolons.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
 def fill_memory(root: Path, records: int) -> float:
@@ -106,7 +106,7 @@ def fill_memory(root: Path, records: int) -> float:
 
 
 def pad_trace(root: Path, thread_id: str, events: int) -> None:
-    from eidolons.trace import thread_trace_path
+    from eidolons.trace.log import thread_trace_path
 
     trace = thread_trace_path(root, thread_id)
     filler = filler_event(thread_id, "2026-11-30T00:00:00.000Z")
@@ -146,7 +146,7 @@ def quietly(fn: Callable[[], int]) -> int:
 
 def signed_project(base: Path, home: Path) -> Path:
     """A project after ``eidolons init``, with one passed hand-off (signed receipt)."""
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     root = base / "signed"
     root.mkdir()

@@ -42,7 +42,7 @@ TARGET = 1.3
 
 
 def make_project(base: Path, name: str, signed: bool, config: Path) -> Path:
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     root = base / name
     (root / ".eidolons").mkdir(parents=True)
@@ -68,8 +68,8 @@ def make_project(base: Path, name: str, signed: bool, config: Path) -> Path:
 
 
 def decide_in_process(payload: Path, root: Path, repeat: int) -> float:
-    from eidolons.contract import ContractSet
     from eidolons.gates.receiver import evaluate
+    from eidolons.io.contracts import ContractSet
 
     contracts = ContractSet.load(root)
     best = float("inf")

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from eidolons.cli import main
-from eidolons.trace import append_event, read_events, thread_trace_path
+from eidolons.cli.main import main
+from eidolons.trace.log import append_event, read_events, thread_trace_path
 
 THREAD = "0190a0b0-0000-7000-8000-00000000b00c"
 

@@ -47,9 +47,9 @@ sys.path.insert(0, str(REPO))
 
 from _benchlib import filler_event  # noqa: E402
 from eidolons.ecl.tracechain import next_link  # noqa: E402
-from eidolons.trace import encode_event  # noqa: E402
-from eidolons.tracestore import TraceStore  # noqa: E402
-from eidolons.tracestore.jsonl import JsonlStore  # noqa: E402
+from eidolons.trace.jsonl import JsonlStore  # noqa: E402
+from eidolons.trace.log import encode_event  # noqa: E402
+from eidolons.trace.store import TraceStore  # noqa: E402
 
 THREAD = "thread-bench"
 MID = "message-under-test"
@@ -94,7 +94,7 @@ def build_jsonl(root: Path, rows: int) -> JsonlStore:
 def build_postgres(pg: Any, db: str, rows: int, dsn: str) -> TraceStore:
     import psycopg
 
-    from eidolons.tracestore.postgres import PostgresStore, verdict_key
+    from eidolons.trace.postgres import PostgresStore, verdict_key
 
     with psycopg.connect(pg.dsn(db=db)) as conn:
         conn.execute("SET session_replication_role = replica")  # load shortcut: no triggers
@@ -197,14 +197,14 @@ def main() -> int:
                 f"(JSONL {size / 2**20:.0f} MiB) against 10"
             )
             med = time_lookups(stores, dict.fromkeys(stores, MID), args.lookups)
-            from eidolons.tracestore import TraceReadError
+            from eidolons.trace.store import TraceReadError
 
             try:  # further back than the scan bound (ADR 0021), JSONL refuses
                 first = time_lookups({"jsonl": stores["jsonl large"]}, {"jsonl": FIRST}, 3)
             except TraceReadError:
                 first = {"jsonl": float("nan")}
             first |= time_lookups({"pg": stores["pg large"]}, {"pg": FIRST}, args.lookups)
-            from eidolons.tracestore.postgres import PostgresStore
+            from eidolons.trace.postgres import PostgresStore
 
             cold = []
             for _ in range(20):

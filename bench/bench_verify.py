@@ -8,7 +8,7 @@ Usage::
 Method
 ------
 A temporary project is created with a small payload (1 KiB) and its envelope, emitted
-through the library (:func:`eidolons.emit.emit`). Then these commands are each run N
+through the library (:func:`eidolons.gates.sender.emit`). Then these commands are each run N
 times (default 40, ``--quick`` 12) as subprocesses with output discarded, *interleaved*:
 every round runs each command once, in an order rotated every round, after one discarded
 warm-up round, so drift hits all rows alike. The wall time of each run is taken around

@@ -7,7 +7,7 @@ source of truth that people edit and review; this script is the only writer of t
 
 Rules:
 
-- Every file is loaded with ``eidolons.contract.load_contract_dir``, i.e. with exactly the
+- Every file is loaded with ``eidolons.io.contracts.load_contract_dir``, i.e. with exactly the
   checks a project's own contract directory gets (schema, unique kinds, file name,
   duplicate keys, no links), so an invalid shipped contract cannot reach the index.
 - Each shipped file must already be in canonical form (``Contract.to_dict()`` equals the
@@ -37,7 +37,7 @@ def build_index(contracts_dir: Path = CONTRACTS_DIR) -> str:
     """Return the text of ``index.json`` for the YAML files in ``contracts_dir``."""
     import yaml
 
-    from eidolons.contract import INDEX_FORMAT, edge_key, load_contract_dir
+    from eidolons.io.contracts import INDEX_FORMAT, edge_key, load_contract_dir
 
     entries: dict[str, dict[str, object]] = {}
     for contract in load_contract_dir(contracts_dir):

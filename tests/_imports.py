@@ -23,6 +23,9 @@ class ModuleInfo:
     path: Path
     imports: set[str] = field(default_factory=set)  # dotted names as written (resolved)
     opens: list[int] = field(default_factory=list)  # lines calling the builtin open()
+    #: ``imports`` and those under ``if TYPE_CHECKING:`` (a type-level edge is an edge of
+    #: the design, if not of the running program)
+    typed: set[str] = field(default_factory=set)
 
 
 def module_name(path: Path) -> str:
@@ -56,8 +59,16 @@ def parse_module(name: str, path: Path, source: str | None = None) -> ModuleInfo
     text = path.read_text(encoding="utf-8") if source is None else source
     tree = ast.parse(text, str(path))
     info = ModuleInfo(name, path)
+    _collect(info, name, path, _walk(tree))
+    typed = ModuleInfo(name, path)
+    _collect(typed, name, path, ast.walk(tree))
+    info.typed = typed.imports
+    return info
+
+
+def _collect(info: ModuleInfo, name: str, path: Path, nodes: Iterator[ast.AST]) -> None:
     is_package = path.name == "__init__.py"
-    for node in _walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             info.imports.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -87,7 +98,6 @@ def parse_module(name: str, path: Path, source: str | None = None) -> ModuleInfo
                     info.imports.add(arg.value)
             if isinstance(func, ast.Name) and func.id == "open":
                 info.opens.append(node.lineno)
-    return info
 
 
 #: path -> ((mtime_ns, size), its parse): the layout tests parse the package many times
@@ -107,22 +117,24 @@ def package_modules() -> dict[str, ModuleInfo]:
             hit = (stamp, parse_module(name, path))
             _PARSED[path] = hit
         info = hit[1]
-        out[name] = ModuleInfo(info.name, info.path, set(info.imports), list(info.opens))
+        out[name] = ModuleInfo(
+            info.name, info.path, set(info.imports), list(info.opens), set(info.typed)
+        )
     return out
 
 
-def internal_edges(modules: dict[str, ModuleInfo], name: str) -> set[str]:
+def internal_edges(modules: dict[str, ModuleInfo], name: str, typed: bool = False) -> set[str]:
     """The package modules ``name`` imports (names that are not modules are dropped:
-    ``from eidolons.trace import append_event`` adds ``eidolons.trace.append_event``)."""
+    ``from eidolons.trace.log import append_event`` adds ``eidolons.trace.log.append_event``)."""
     return {
         target
-        for target in modules[name].imports
+        for target in (modules[name].typed if typed else modules[name].imports)
         if target in modules and target != name and target != PACKAGE
     }
 
 
 def unit_of(modules: dict[str, ModuleInfo], name: str) -> str:
-    """A subpackage and its own modules are one unit (``eidolons.tracestore`` lazily
+    """A subpackage and its own modules are one unit (``eidolons.trace.store`` lazily
     loading its backends, which import its base types, is not a layering cycle); the
     top-level modules and ``eidolons.ecl``'s modules are units of their own."""
     parts = name.split(".")
@@ -131,13 +143,13 @@ def unit_of(modules: dict[str, ModuleInfo], name: str) -> str:
     return name
 
 
-def find_cycle(modules: dict[str, ModuleInfo]) -> list[str] | None:
+def find_cycle(modules: dict[str, ModuleInfo], typed: bool = False) -> list[str] | None:
     """One import cycle among the package's units (see :func:`unit_of`), or None. Every
     import counts: module level, inside functions, and ``importlib`` strings."""
     units: dict[str, set[str]] = {}
     for name in modules:
         edges = units.setdefault(unit_of(modules, name), set())
-        edges.update(unit_of(modules, t) for t in internal_edges(modules, name))
+        edges.update(unit_of(modules, t) for t in internal_edges(modules, name, typed))
     for unit, edges in units.items():
         edges.discard(unit)
     return _find_cycle(units)

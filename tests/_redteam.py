@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from eidolons.knownhandoff import rules_out
+from eidolons.io.project import rules_out
 from tests.conftest import Run
 
 Cli = Callable[..., Run]
@@ -45,7 +45,7 @@ def run_hook(root: Path, doc: bytes) -> tuple[int, str]:
     """The real hook entry point (what ``eidolons init`` registers), in-process, on the
     event ``doc``, in the host's environment (the test process's: the agent's variables
     never reach it)."""
-    from eidolons.hooks.fast import main
+    from eidolons.hosts.hook.fast import main
 
     err = io.StringIO()
     code = main(
@@ -68,7 +68,7 @@ def denied(root: Path, path: Path) -> bool:
 
 
 def host_index(root: Path) -> Path:
-    from eidolons.payloadindex import index_path
+    from eidolons.io.payloadindex import index_path
 
     return Path(index_path(str(root)))
 

@@ -102,7 +102,7 @@ def run_cli(
             timeout=60,
         )
         return Run(proc.returncode, proc.stdout, proc.stderr)
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()

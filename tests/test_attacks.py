@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.contract import ContractSet
 from eidolons.gates import receiver as receiver_gate
-from eidolons.payload import read_envelope_bytes
+from eidolons.io.contracts import ContractSet
+from eidolons.io.payload import read_envelope_bytes
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, run_cli
 from tests.test_receiver import handoff, incoming
 

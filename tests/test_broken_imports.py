@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.cli import main
+from eidolons.cli.main import main
 from tests.conftest import REPO, clean_env
 
 LAUNCHER = REPO / "bin" / "eidolons"
@@ -83,7 +83,7 @@ def test_the_hook_with_a_module_it_cannot_import_denies(project: Path, tmp_path:
 def test_the_launchers_say_what_the_cli_says(tmp_path: Path) -> None:
     """The last resort in ``bin/eidolons`` and ``__main__`` (which cannot import the
     rule when the package is what is broken) says the line :func:`internal_error` says."""
-    from eidolons.cli import internal_error
+    from eidolons.cli.main import internal_error
 
     (tmp_path / "__future__.py").write_text(BROKEN["ImportError"])
     proc = _spawn([str(LAUNCHER)], ["verify-envelope", "x"], tmp_path, tmp_path)
@@ -128,9 +128,9 @@ def test_a_command_module_that_cannot_load_is_an_internal_error(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from eidolons.cli import COMMANDS
+    from eidolons.cli.main import COMMANDS
 
-    _failing_import(monkeypatch, f"eidolons.commands.{COMMANDS[argv[0]]}", exc)
+    _failing_import(monkeypatch, f"eidolons.cli.{COMMANDS[argv[0]]}", exc)
     monkeypatch.chdir(project)
     assert main(argv) == 70
     out, err = capsys.readouterr()
@@ -140,7 +140,9 @@ def test_a_command_module_that_cannot_load_is_an_internal_error(
 def test_the_fast_argv_reader_that_cannot_load_is_an_internal_error(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "eidolons._cliopts", types.ModuleType("eidolons._cliopts"))
+    monkeypatch.setitem(
+        sys.modules, "eidolons.cli.options", types.ModuleType("eidolons.cli.options")
+    )
     monkeypatch.chdir(project)
     assert main(["verify-incoming", "notes.md", "--as", "vigil"]) == 70
     out, err = capsys.readouterr()
@@ -151,7 +153,7 @@ def test_the_fast_argv_reader_that_cannot_load_is_an_internal_error(
 def test_a_stray_exit_while_loading_is_not_a_pass(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _failing_import(monkeypatch, "eidolons.commands.verify_incoming", SystemExit(0))
+    _failing_import(monkeypatch, "eidolons.cli.verify_incoming", SystemExit(0))
     monkeypatch.chdir(project)
     assert main(["verify-incoming", "notes.md", "--as", "vigil"]) == 70
     assert capsys.readouterr().err == "eidolons: internal error: SystemExit: 0\n"
@@ -160,7 +162,7 @@ def test_a_stray_exit_while_loading_is_not_a_pass(
 def test_the_hook_module_that_cannot_load_denies(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "eidolons.hooks.fast", None)
+    monkeypatch.setitem(sys.modules, "eidolons.hosts.hook.fast", None)
     assert main(["hook", "claude-code", "--root", str(project)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("eidolons hook: denied (internal error: ModuleNotFoundError:")
@@ -171,11 +173,11 @@ def test_the_registered_hook_command_denies_when_the_cli_cannot_load(
     project: Path, tmp_path: Path
 ) -> None:
     """The command ``init`` registers (``python -I -c BOOTSTRAP HOST --root ROOT``) when
-    ``eidolons.cli`` cannot be imported: exit 2 and the deny on stderr in every dialect,
+    ``eidolons.cli.main`` cannot be imported: exit 2 and the deny on stderr in every dialect,
     not exit 1 (a non-blocking error for Codex and Gemini, and for Claude Code without
     ``onFailure: "block"``). Run without ``-I`` here so the shadow on ``PYTHONPATH`` is
     seen: what is tested is the bootstrap string itself."""
-    from eidolons.hooks.fast import BOOTSTRAP, HOSTS
+    from eidolons.hosts.hook.fast import BOOTSTRAP, HOSTS
 
     (tmp_path / "__future__.py").write_text(BROKEN["ImportError"])
     for host in HOSTS:
@@ -187,8 +189,8 @@ def test_the_registered_hook_command_denies_when_the_cli_cannot_load(
 
 
 def test_a_hook_registered_by_an_earlier_version_is_still_ours() -> None:
-    from eidolons.hooks.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS
-    from eidolons.hooks.wiring import Entry, is_ours, merge
+    from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS
+    from eidolons.hosts.wiring import Entry, is_ours, merge
 
     old = {"type": "command", "command": sys.executable, "args": ["-I", "-c", LEGACY_BOOTSTRAPS[0]]}
     new = {"type": "command", "command": sys.executable, "args": ["-I", "-c", BOOTSTRAP]}
@@ -203,12 +205,12 @@ def test_a_failure_inside_the_early_skip_is_never_a_skip(
 ) -> None:
     """The early SKIP (``verify_incoming._skip_early``) answers exit 0 for a file it rules
     out: a module it calls that fails is exit 70, never that 0."""
-    import eidolons.knownhandoff
+    import eidolons.io.project
 
     def broken(*args: Any, **kw: Any) -> bool:
         raise ImportError("cannot import name 'read_index'")
 
-    monkeypatch.setattr(eidolons.knownhandoff, "rules_out", broken)
+    monkeypatch.setattr(eidolons.io.project, "rules_out", broken)
     monkeypatch.chdir(project)
     for extra in ([], ["--json"]):
         assert main(["verify-incoming", "notes.md", "--as", "vigil", *extra]) == 70

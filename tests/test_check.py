@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-from eidolons.checker import check_envelope
-from eidolons.contract import Contract, ContractSet
 from eidolons.ecl.conformance import (
     GateResult,
     PayloadFacts,
@@ -30,6 +28,8 @@ from eidolons.ecl.conformance import (
     exit_code,
     run_gates,
 )
+from eidolons.gates.checker import check_envelope
+from eidolons.io.contracts import Contract, ContractSet
 from tests._builders import DROP, edit, envelope_for
 from tests._builders import write_pair as write_files
 from tests.conftest import FIXTURE_HMAC_KEY, FIXTURES, clean_env, needs_fixtures, run_cli

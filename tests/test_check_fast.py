@@ -91,7 +91,7 @@ def test_the_parser_is_reused_and_keeps_no_state_between_documents() -> None:
 def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
     import json
 
-    from eidolons.commands.check import _quote
+    from eidolons.cli.check import _quote
 
     assert _quote(text) == json.dumps(text, ensure_ascii=False)
     assert _quote(None) == "null"
@@ -166,7 +166,7 @@ def test_one_process_check_never_imports_multiprocessing(tmp_path: Path) -> None
     envelope = tmp_path / "r.envelope.json"
     envelope.write_text(json.dumps(base_envelope(payload, "r.md", 1)))
     code = (
-        "import sys; from eidolons.cli import main; "
+        "import sys; from eidolons.cli.main import main; "
         f"rc = main(['check', {str(envelope)!r}, '--json', '--root', {str(tmp_path)!r}]); "
         "print('multiprocessing' in sys.modules, rc, file=sys.stderr)"
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.contract import ContractSetUnavailable
+from eidolons.io.contracts import ContractSetUnavailable
 from tests.conftest import FIXTURES
 from tests.golden_check import corpus
 
@@ -39,8 +39,8 @@ def golden_runs(request: pytest.FixtureRequest, golden_root: Path) -> dict[str, 
     (``--jobs 2``: every run of 128 envelopes or more; the corpus has 547, the fixtures'
     runs stay in one process). The workers check *and render* their batches (ADR 0115):
     the same bytes are asked of them. The default (``auto`` from
-    :data:`eidolons.checker.AUTO_MIN` envelopes on) is one of these two."""
-    from eidolons import checker
+    :data:`eidolons.gates.checker.AUTO_MIN` envelopes on) is one of these two."""
+    from eidolons.gates import checker
 
     forked: list[int] = []
     real_pool = checker._fork_pool
@@ -142,8 +142,8 @@ def test_worker_processes_give_the_same_output(name: str, golden_root: Path) -> 
 
 
 def test_check_many_in_one_process_is_check_envelope_in_order(golden_root: Path) -> None:
-    from eidolons.checker import check_envelope, check_many
-    from eidolons.contract import load_contracts
+    from eidolons.gates.checker import check_envelope, check_many
+    from eidolons.io.contracts import load_contracts
 
     root = golden_root
     contracts = load_contracts(root, [])
@@ -160,8 +160,8 @@ def test_check_many_without_fork_checks_in_this_process(
 ) -> None:
     import multiprocessing
 
-    from eidolons import checker
-    from eidolons.contract import load_contracts
+    from eidolons.gates import checker
+    from eidolons.io.contracts import load_contracts
 
     def no_fork(method: str | None = None) -> Any:
         raise ValueError(f"cannot find context for {method!r}")
@@ -183,8 +183,8 @@ def test_a_worker_that_dies_ends_the_run_as_an_internal_error(golden_root: Path)
     (``corpus/mixed`` fails, so "no OK" alone would hold for a checker that went on)."""
     script = (
         "import os, sys\n"
-        "from eidolons import checker\n"
-        "from eidolons.cli import main\n"
+        "from eidolons.gates import checker\n"
+        "from eidolons.cli.main import main\n"
         "real = checker._Job.check\n"
         "def dying(self, path):\n"
         "    if path.endswith('m100.envelope.json'):\n"

@@ -21,7 +21,7 @@ from tests.golden_check.corpus import SECTIONS_MD, base_envelope
 
 
 def test_how_many_workers_a_run_gets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from eidolons import checker
+    from eidolons.gates import checker
 
     monkeypatch.setattr(checker, "auto_jobs", lambda: 2)
     # the default: every usable CPU, from AUTO_MIN envelopes on; below it, this process
@@ -41,7 +41,7 @@ def test_how_many_workers_a_run_gets(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_auto_jobs_is_the_affinity_of_this_process() -> None:
     import os
 
-    from eidolons import checker
+    from eidolons.gates import checker
 
     if hasattr(os, "sched_getaffinity"):
         assert checker.auto_jobs() == len(os.sched_getaffinity(0))
@@ -50,8 +50,8 @@ def test_auto_jobs_is_the_affinity_of_this_process() -> None:
 
 WHICH_PROCESSES = """
 import os, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 
 check = checker._Job.check
 
@@ -100,7 +100,7 @@ def _pids(root: Path, *argv: str) -> tuple[int, set[str], int]:
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """AUTO_MIN envelopes (of one valid hand-off) in one directory."""
-    from eidolons.checker import AUTO_MIN
+    from eidolons.gates.checker import AUTO_MIN
 
     root = tmp_path_factory.mktemp("many")
     _many_envelopes(root, AUTO_MIN)
@@ -129,7 +129,7 @@ def test_the_default_uses_two_workers_on_a_large_input(many: Path) -> None:
 
 
 def test_the_default_stays_in_one_process_on_a_small_input(many: Path) -> None:
-    from eidolons.checker import AUTO_MIN
+    from eidolons.gates.checker import AUTO_MIN
 
     names = sorted(p.name for p in many.glob("*.envelope.json"))[: AUTO_MIN - 1]
     parent, pids, rc = _pids(many, *names)
@@ -138,8 +138,8 @@ def test_the_default_stays_in_one_process_on_a_small_input(many: Path) -> None:
 
 RAISE_IN_WORKER = """
 import os, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 
 PARENT = os.getpid()
 check = checker._Job.check
@@ -175,7 +175,7 @@ class _Tty(io.StringIO):
 def test_the_progress_bar_follows_batches() -> None:
     """Workers' batches move ``done`` by up to 256 at a time: the bar is still redrawn
     each time a step boundary is crossed and ends at the total, as when it moved by one."""
-    from eidolons.commands.check import _Progress
+    from eidolons.cli.check import _Progress
 
     def draws(ticks: list[int], total: int) -> list[str]:
         stream = _Tty()
@@ -198,8 +198,8 @@ def test_workers_run_at_most_a_window_ahead_of_the_output(many: Path) -> None:
     most WINDOW batches per worker, the one being written among them, are handed out, so
     the parent never holds the whole run's output; the batches still come in input order
     and add up to every envelope."""
-    from eidolons import checker
-    from eidolons.contract import ContractSet, load_contracts
+    from eidolons.gates import checker
+    from eidolons.io.contracts import ContractSet, load_contracts
 
     contracts = load_contracts(many, [])
     assert isinstance(contracts, ContractSet)
@@ -244,8 +244,8 @@ def test_the_default_does_not_fork_a_process_running_other_threads(
     copies the locks they hold. The default then checks here; ``--jobs N`` still forks."""
     import threading
 
-    from eidolons import checker
-    from eidolons.contract import ContractSet, load_contracts
+    from eidolons.gates import checker
+    from eidolons.io.contracts import ContractSet, load_contracts
 
     monkeypatch.setattr(checker, "auto_jobs", lambda: 2)
     contracts = load_contracts(many, [])
@@ -278,7 +278,7 @@ def test_the_default_does_not_fork_a_process_running_other_threads(
 
 FORK_FAILS = """
 import multiprocessing, os, sys
-from eidolons.cli import main
+from eidolons.cli.main import main
 
 fail_at, forks, real_fork = int(sys.argv[1]), [], os.fork
 
@@ -321,8 +321,8 @@ def test_a_platform_without_working_pools_checks_here(
     (OSError): the run, default or ``--jobs N``, goes on in this process."""
     import concurrent.futures
 
-    from eidolons import checker
-    from eidolons.contract import ContractSet, load_contracts
+    from eidolons.gates import checker
+    from eidolons.io.contracts import ContractSet, load_contracts
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise error
@@ -338,8 +338,8 @@ def test_a_platform_without_working_pools_checks_here(
 
 DIE_AT_START = """
 import os, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 
 checker._worker_start = lambda: os._exit(3)  # every worker dies before its first task
 sys.exit(main(["check", ".", "--jobs", "2"]))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.mcp_server.tools import Toolbox
+from eidolons.hosts.mcp.tools import Toolbox
 from tests.conftest import run_cli
 
 MANY = 100_000

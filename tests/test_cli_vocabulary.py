@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from eidolons import __version__
-from eidolons.cli import COMMANDS
+from eidolons.cli.main import COMMANDS
 from tests.conftest import FIXTURES, clean_env, needs_fixtures, run_cli
 
 
@@ -24,7 +24,7 @@ def test_short_version_flag(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", sorted(set(COMMANDS) - {"hook"}))
 def test_every_help_has_examples_and_exit_codes(tmp_path: Path, command: str) -> None:
-    from eidolons.cli import _load
+    from eidolons.cli.main import _load
 
     if _load(command) is None:
         pytest.skip(f"{command} is not built in this version")
@@ -43,7 +43,7 @@ def test_completion_bad_shell_and_no_start_up_cost(tmp_path: Path) -> None:
     r = run_cli("completion", "tcsh", cwd=tmp_path)
     assert r.code == 2 and r.err.count("\n") == 1
     code = (
-        "import sys; from eidolons.cli import main; main(['contracts', 'list']); "
+        "import sys; from eidolons.cli.main import main; main(['contracts', 'list']); "
         "print(sorted(m for m in ('shtab', 'markdown_it') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from eidolons.contract import Contract
 from eidolons.ecl.conformance import (
     GateResult,
     is_markdown_path,
@@ -15,6 +14,7 @@ from eidolons.ecl.conformance import (
     normalise_section,
     section_result,
 )
+from eidolons.io.contracts import Contract
 
 SECTIONS = ["decision_target", "findings", "gaps", "scope"]
 

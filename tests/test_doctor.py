@@ -336,7 +336,7 @@ def test_a_hook_wired_to_a_machine_path_is_a_finding(doctor: Any, initialised: P
         handler["command"] = sys.executable
         handler["args"] = ["-I", "-c", BOOTSTRAP, "claude-code", "--root", "/elsewhere"]
 
-    from eidolons.hooks.fast import BOOTSTRAP
+    from eidolons.hosts.hook.fast import BOOTSTRAP
 
     _edit_json(shared, legacy)
     assert any("a path of one machine" in m for m in hosts_findings(doctor))
@@ -347,7 +347,7 @@ def test_gate_code_a_sandboxed_shell_could_write_is_a_finding(
 ) -> None:
     venv = initialised / ".venv" / "lib" / "site-packages"
     venv.mkdir(parents=True)
-    import eidolons.hooks.events as events
+    import eidolons.hosts.hook.events as events
 
     monkeypatch.setattr(events, "gate_code", lambda: (str(venv),))
     found = hosts_findings(doctor)

@@ -149,7 +149,7 @@ def test_commands_that_need_no_signature_do_not_import_cryptography(tmp_path: ob
     """Start-up cost and attack surface: only signing and verifying load cryptography."""
     code = (
         "import sys, contextlib, io\n"
-        "from eidolons.cli import main\n"
+        "from eidolons.cli.main import main\n"
         f"for argv in {NO_CRYPTO!r}:\n"
         "    out, err = io.StringIO(), io.StringIO()\n"
         "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
@@ -184,7 +184,7 @@ def test_the_verifying_path_does_not_load_pem_serialization(tmp_path: Path) -> N
                               capture_output=True, timeout=60).returncode == 0  # fmt: skip
     code = (
         "import sys, contextlib, io\n"
-        "from eidolons.cli import main\n"
+        "from eidolons.cli.main import main\n"
         "with contextlib.redirect_stderr(io.StringIO()):\n"
         f"    argv = ['verify-incoming', {str(payload)!r}, '--as', 'vigil', '--no-memory']\n"
         "    assert main(argv) == 0\n"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.emit import uuid7
-from eidolons.payload import default_envelope_path
+from eidolons.gates.sender import uuid7
+from eidolons.io.payload import default_envelope_path
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace
 
 Cli = Callable[..., Run]
@@ -40,7 +40,7 @@ def test_sibling_naming(payload: str, envelope: str) -> None:
 
 @pytest.mark.parametrize("version", ["2.1", "2.0", "1.2", "1.0"])
 def test_emitted_envelope_passes_gate_and_validates(cli: Cli, project: Path, version: str) -> None:
-    from eidolons.schemas import envelope_schema_name, validation_errors
+    from tests._schemas import envelope_schema_name, validation_errors
 
     _, envelope, doc = emit_payload(
         cli,

@@ -12,7 +12,7 @@ import pytest
 
 import eidolons
 from eidolons.ecl.receiver import Failure
-from eidolons.emit import HandoffRefused
+from eidolons.gates.sender import HandoffRefused
 from tests.conftest import Run, clean_env, emit_cmd
 
 Cli = Callable[..., Run]
@@ -133,11 +133,11 @@ def test_four_hop_pipeline_passes_with_what_emit_asks_for(cli: Cli, project: Pat
 def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
     cli: Cli, project: Path
 ) -> None:
-    """emit loads contracts through :func:`eidolons.contract.load_contracts` (issue 7 §7):
+    """emit loads contracts through :func:`eidolons.io.contracts.load_contracts` (issue 7 §7):
     a broken --contracts DIR is the typed fail-closed set, refused as the receiver would,
     nothing written; the library's older spelling (a ContractError) still refuses."""
-    from eidolons.contract import load_contracts
     from eidolons.ecl.contract import ContractError, ContractSetUnavailable
+    from eidolons.io.contracts import load_contracts
 
     bad = project / "bad"
     bad.mkdir()
@@ -160,7 +160,7 @@ def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
 
 def _refusal(project: Path, payload: Path, contracts: object) -> Failure:
     """The first failure library ``emit`` refuses atlas -> vigil with, given ``contracts``."""
-    from eidolons.emit import emit, parse_agent
+    from eidolons.gates.sender import emit, parse_agent
 
     with pytest.raises(HandoffRefused) as refused:
         emit(
@@ -189,7 +189,7 @@ def test_emit_takes_contracts_by_the_receivers_one_rule(project: Path, contracts
     traceback."""
     from eidolons.ecl.contract import ContractSetUnavailable
     from eidolons.ecl.contract import as_contract_set as receiver_rule  # the receiver's import
-    from eidolons.emit import self_check
+    from eidolons.gates.sender import self_check
 
     payload = project / "s.md"
     payload.write_text("# Scout\n")

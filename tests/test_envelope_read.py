@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.beneath import open_path_beneath
 from eidolons.errors import InputError
-from eidolons.payload import _read_capped, read_envelope_bytes
+from eidolons.io.beneath import open_path_beneath
+from eidolons.io.payload import _read_capped, read_envelope_bytes
 
 
 @pytest.mark.parametrize("size", [0, 1, 100, 4096, 10_000])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eidolons import cli
-from eidolons.contract import ContractError
+from eidolons.cli import main as cli
 from eidolons.errors import EidolonsError, EnvelopeError, InputError, TraceWriteError, UsageError
+from eidolons.io.contracts import ContractError
 from tests.conftest import Run, clean_env
 
 
@@ -39,7 +39,7 @@ def test_diagnostics_escape_control_characters() -> None:
 def test_the_cli_prints_the_diagnostics_and_exits_by_class(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eidolons.commands import trace
+    from eidolons.cli import trace
 
     def failing(args: argparse.Namespace) -> int:
         raise TraceWriteError("cannot append")
@@ -72,9 +72,9 @@ def test_a_key_file_that_must_not_be_used_is_refused_with_its_code(
 def test_init_and_skill_errors_are_in_the_one_tree() -> None:
     """Every error a command raises carries a stable code and the CLI's exit code."""
     from eidolons.errors import EidolonsError
-    from eidolons.initialize import InitError
-    from eidolons.skills.install import SkillConflict
-    from eidolons.skills.render import SkillError
+    from eidolons.hosts.init import InitError
+    from eidolons.hosts.skills.install import SkillConflict
+    from eidolons.hosts.skills.render import SkillError
 
     for cls, code, exit_code in (
         (InitError, "INIT", 2),

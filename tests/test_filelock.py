@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.filelock import LockTimeout, deadline, flock_until
-from eidolons.hooks.fast import DEFAULT_BUDGET
-from eidolons.state import DEFAULT_TRACE_TIMEOUT_S, trace_timeout_s
+from eidolons.hosts.hook.fast import DEFAULT_BUDGET
+from eidolons.io.filelock import LockTimeout, deadline, flock_until
+from eidolons.io.settings import DEFAULT_TRACE_TIMEOUT_S, trace_timeout_s
 from tests._locks import Clock, held
 from tests.conftest import Run, clean_env, emit_payload, read_trace, trace_files
 
@@ -146,7 +146,7 @@ def test_a_bad_trace_timeout_refuses_without_waiting(cli: Cli, project: Path) ->
 
 
 def test_a_held_payload_index_delays_a_pass_by_the_deadline_only(cli: Cli, project: Path) -> None:
-    from eidolons.payloadindex import index_path
+    from eidolons.io.payloadindex import index_path
 
     _, envelope, _ = emit_payload(cli, project)
     index = index_path(str(project))

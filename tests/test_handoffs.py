@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.config import find_handoff, handoff_dirs, is_handoff_path
 from eidolons.errors import UsageError
+from eidolons.gates.trigger import find_handoff
+from eidolons.io.config import handoff_dirs
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace
 
 Cli = Callable[..., Run]
@@ -126,14 +127,15 @@ def test_broken_configuration_fails_closed(cli: Cli, project: Path, text: str) -
     r = incoming(cli, project / "notes.md")
     assert r.code == 2 and "config.toml" in r.err
     with pytest.raises(UsageError):
-        is_handoff_path(project / "notes.md", project)
+        find_handoff(project / "notes.md", project)
 
 
-def test_is_handoff_path_is_one_function_for_hooks(cli: Cli, project: Path) -> None:
+def test_find_handoff_is_the_one_rule_for_hooks(cli: Cli, project: Path) -> None:
     payload, _, _ = emit_payload(cli, project, "out/report.md")
-    assert is_handoff_path(payload, project)  # named by the emit event
-    assert is_handoff_path(project / ".eidolons/handoffs/x/y.md", project)  # need not exist
-    assert not is_handoff_path(project / "README.md", project)
+    assert find_handoff(payload, project) is not None  # named by the emit event
+    # a path under the hand-off directory need not exist
+    assert find_handoff(project / ".eidolons/handoffs/x/y.md", project) is not None
+    assert find_handoff(project / "README.md", project) is None
     found = find_handoff(payload, project)
     assert found is not None and found[1] is not None and found[1]["event"] == "emit"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.ecl.tracechain import GENESIS, verify_chain
-from eidolons.trace import append_event
+from eidolons.trace.log import append_event
 from tests.conftest import Run, clean_env, emit_payload, run_cli
 
 Cli = Callable[..., Run]
@@ -198,7 +198,7 @@ def test_trace_verify_checks_each_verdicts_receipt(project: Path, tmp_path: Path
     ],
 )
 def test_link_after_any_last_line_matches_what_readers_see(tmp_path: Path, prefix: bytes) -> None:
-    from eidolons.trace import read_raw_lines
+    from eidolons.trace.log import read_raw_lines
 
     path = tmp_path / "t.jsonl"
     path.write_bytes(prefix)
@@ -215,7 +215,7 @@ def test_attack_trace_swapped_between_reads_is_judged_on_one_read(
     """A writer that swaps the trace file while ``trace verify`` reads it must not pair the
     verdicts of one version with the intact chain of another: the file is opened once,
     and a later open (if any) finds the intact file put back."""
-    import eidolons.trace as trace_mod
+    import eidolons.trace.log as trace_mod
 
     payload, envelope, env = emit_payload(cli, project)
     payload.write_text("# Report\n\n## Decision target\ntampered\n", encoding="utf-8")

@@ -13,7 +13,7 @@ import pytest
 
 from eidolons.ecl import jsontext, strict_json
 from eidolons.errors import EnvelopeError
-from eidolons.hooks.events import HookInputError, loads_event
+from eidolons.hosts.hook.events import HookInputError, loads_event
 from tests.conftest import Run, emit_cmd, emit_payload
 
 Cli = Callable[..., Run]

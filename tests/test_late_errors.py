@@ -48,7 +48,7 @@ class Failing(io.TextIOBase):
 
 def run_with(failing: str, failure: str, argv: list[str], cwd: Path) -> int:
     """``eidolons ARGV`` in-process with stdout or stderr (``failing``) failing."""
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     saved = dict(os.environ), os.getcwd(), sys.stdout, sys.stderr
     try:

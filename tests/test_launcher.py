@@ -59,7 +59,7 @@ def test_launcher_imports_no_re_on_the_no_work_path(tmp_path: Path) -> None:
     argv = [str(LAUNCHER), "hook", "claude-code", "--root", str(tmp_path)]
     names, code = imported(argv, tmp_path, json.dumps(event))
     assert code == 0
-    assert "eidolons.cli" in names  # the launcher ran the CLI
+    assert "eidolons.cli.main" in names  # the launcher ran the CLI
     assert not {"re", "argparse", "json", "pathlib", "typing"} & names
 
 

@@ -119,7 +119,7 @@ def test_the_core_reaches_no_io_module() -> None:
         ("__import__('socket')\n", "imports socket"),
         ("from importlib import resources\n", "imports importlib.resources"),
         ("def f(p):\n    return open(p).read()\n", "calls open()"),
-        ("from eidolons import trace\n", "imports eidolons.trace, outside the core"),
+        ("from eidolons.trace import log\n", "imports eidolons.trace.log, outside the core"),
         ("from eidolons.gates.receiver import evaluate\n", "outside the core"),
     ],
 )
@@ -139,6 +139,70 @@ def test_type_checking_imports_do_not_count() -> None:
 
 def test_no_import_cycle_in_the_package() -> None:
     assert find_cycle(package_modules()) is None
+    assert find_cycle(package_modules(), typed=True) is None  # type-only imports too
+
+
+#: The packages, lowest first: a module imports only from its own layer or a lower one
+#: (type-only imports included). ``errors`` and ``_text`` sit below them all; the package
+#: root (the library API, lazy) and ``__main__`` above.
+LAYERS = ("ecl", "io", "keys", "trace", "memory", "gates", "hosts", "cli")
+LOOSE = {"errors", "_text"}
+ENTRY = {PACKAGE, f"{PACKAGE}.__main__"}
+
+
+def layer_of(name: str) -> int:
+    if name in ENTRY:
+        return len(LAYERS)
+    part = name.split(".")[1]
+    return -1 if part in LOOSE else LAYERS.index(part)
+
+
+def upward_imports(modules: dict[str, ModuleInfo]) -> list[str]:
+    return [
+        f"{name} imports {target}"
+        for name in sorted(modules)
+        for target in sorted(internal_edges(modules, name, typed=True))
+        if layer_of(target) > layer_of(name)
+    ]
+
+
+def test_the_top_holds_only_the_packages_and_two_loose_modules() -> None:
+    top = {p.stem for p in (SRC / PACKAGE).glob("*.py")} - {"__init__", "__main__"}
+    packages = {p.parent.name for p in (SRC / PACKAGE).glob("*/__init__.py")}
+    assert top == LOOSE
+    assert packages == set(LAYERS)
+
+
+def test_no_import_goes_up_the_layers() -> None:
+    modules = package_modules()
+    assert all(layer_of(name) is not None for name in modules)
+    assert upward_imports(modules) == []
+
+
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        ("io.config", "from eidolons.trace.store import open_store\n"),
+        ("errors", "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from eidolons.gates import x\n"),
+        ("hosts.init", "def f():\n    from eidolons.cli.main import main\n"),
+    ],
+)
+def test_the_layer_check_catches_a_planted_import(module: str, source: str) -> None:
+    modules = package_modules()
+    name = f"{PACKAGE}.{module}"
+    modules[name] = parse_module(name, SRC / PACKAGE / "x.py", source)
+    problems = upward_imports(modules)
+    assert len(problems) == 1 and problems[0].startswith(f"{name} imports "), problems
+
+
+def test_nothing_but_the_entry_points_imports_the_hosts_or_the_cli() -> None:
+    modules = package_modules()
+    for name in sorted(modules):
+        for target in internal_edges(modules, name, typed=True):
+            if target.startswith((f"{PACKAGE}.hosts", f"{PACKAGE}.cli")):
+                assert name in ENTRY or name.startswith((f"{PACKAGE}.hosts", f"{PACKAGE}.cli")), (
+                    f"{name} imports {target}"
+                )
 
 
 def test_the_cycle_check_finds_one_through_an_importlib_string() -> None:
@@ -164,52 +228,57 @@ def test_gates_and_memory_never_import_each_other() -> None:
             assert not [t for t in info.imports if t.startswith(f"{PACKAGE}.gates")], name
 
 
-def command_import_violations(modules: dict[str, ModuleInfo]) -> list[str]:
-    """Every ``eidolons.commands`` module (command or private plumbing) that imports a
-    command module other than itself: commands share only the ``commands/_*.py``
-    plumbing and the library."""
-    prefix = f"{PACKAGE}.commands."
+def _commands() -> set[str]:
+    from eidolons.cli.main import COMMANDS
+
+    return {f"{PACKAGE}.cli.{module}" for module in COMMANDS.values()}
+
+
+def command_import_violations(
+    modules: dict[str, ModuleInfo], commands: set[str] | None = None
+) -> list[str]:
+    """Every ``eidolons.cli`` module that imports a command module other than itself:
+    commands share only the CLI's plumbing (``main``, ``common``, ``options``, ``parser``,
+    the ``trace`` command's parts) and the library."""
+    commands = _commands() if commands is None else commands
     problems = []
     for name in sorted(modules):
-        if not name.startswith(prefix):
+        if not name.startswith(f"{PACKAGE}.cli."):
             continue
         for target in sorted(internal_edges(modules, name)):
-            if target.startswith(prefix) and not target[len(prefix) :].startswith("_"):
+            if target in commands and target != name:
                 problems.append(f"{name} imports {target}")
     return problems
 
 
 def test_no_command_imports_another_command() -> None:
-    """What two commands share lives in the plumbing (``commands/_*.py``: the CLI's
-    helpers, never a command) or in the library; no module under ``eidolons.commands``
-    imports a command module."""
     modules = package_modules()
-    assert f"{PACKAGE}.commands._common" in modules
+    assert f"{PACKAGE}.cli.common" in modules and f"{PACKAGE}.cli.check" in _commands()
     assert command_import_violations(modules) == []
 
 
 @pytest.mark.parametrize(
     "planted, source",
     [
-        ("memory", "from eidolons.commands.contracts import run\n"),
-        ("memory", "def f():\n    from eidolons.commands import trace\n"),
-        ("memory", "import importlib\nimportlib.import_module('eidolons.commands.check')\n"),
-        ("_trace_list", "from . import verify_incoming\n"),
+        ("memory", "from eidolons.cli.contracts import run\n"),
+        ("memory", "def f():\n    from eidolons.cli import trace\n"),
+        ("memory", "import importlib\nimportlib.import_module('eidolons.cli.check')\n"),
+        ("trace_list", "from . import verify_incoming\n"),
     ],
 )
 def test_the_command_import_check_catches_a_planted_import(planted: str, source: str) -> None:
     modules = package_modules()
-    name = f"{PACKAGE}.commands.{planted}"
-    modules[name] = parse_module(name, SRC / PACKAGE / "commands" / f"{planted}.py", source)
+    name = f"{PACKAGE}.cli.{planted}"
+    modules[name] = parse_module(name, SRC / PACKAGE / "cli" / f"{planted}.py", source)
     problems = command_import_violations(modules)
     assert len(problems) == 1 and problems[0].startswith(f"{name} imports "), problems
 
 
 def test_the_command_import_check_allows_the_plumbing() -> None:
     modules = package_modules()
-    name = f"{PACKAGE}.commands.memory"
-    source = "from eidolons.commands._common import print_json\nfrom eidolons import config\n"
-    modules[name] = parse_module(name, SRC / PACKAGE / "commands" / "memory.py", source)
+    name = f"{PACKAGE}.cli.memory"
+    source = "from eidolons.cli.common import print_json\nfrom eidolons.io import config\n"
+    modules[name] = parse_module(name, SRC / PACKAGE / "cli" / "memory.py", source)
     assert command_import_violations(modules) == []
 
 
@@ -224,15 +293,15 @@ def _parsers(parser: Any) -> Iterator[Any]:
 
 
 def test_every_parser_is_the_one_parser_class() -> None:
-    """One parser class with the usage exit code (issue 7 §7): the root, every command,
+    """One parser class with the usage exit code: the root, every command,
     every action; and no command module builds a bare ``argparse.ArgumentParser``."""
-    from eidolons._cliparser import Parser
-    from eidolons.cli import build_parser
+    from eidolons.cli.main import build_parser
+    from eidolons.cli.parser import Parser
 
     seen = list(_parsers(build_parser()))
     assert len(seen) > 20
     assert [p.prog for p in seen if type(p) is not Parser] == []
-    for path in sorted((SRC / PACKAGE / "commands").glob("*.py")):
+    for path in sorted((SRC / PACKAGE / "cli").glob("*.py")):
         assert "ArgumentParser(" not in path.read_text(encoding="utf-8"), path.name
 
 
@@ -242,7 +311,7 @@ def test_every_parser_is_the_one_parser_class() -> None:
 def test_a_usage_error_at_any_level_exits_2(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err

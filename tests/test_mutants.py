@@ -18,7 +18,7 @@ import pytest
 
 from eidolons.ecl.envelope import parse_envelope
 from eidolons.gates.receiver import INTEGRITY_MISMATCH, judge_record
-from eidolons.payload import PayloadError, locate_payload, open_payload
+from eidolons.io.payload import PayloadError, locate_payload, open_payload
 from tests.conftest import Run, clean_env, emit_payload, read_trace
 from tests.test_receiver import handoff, incoming
 

@@ -1,11 +1,11 @@
-"""``eidolons.pathstr`` spells every path as :class:`pathlib.PurePosixPath` does."""
+"""``eidolons.io.paths`` spells every path as :class:`pathlib.PurePosixPath` does."""
 
 from __future__ import annotations
 
 import random
 from pathlib import PurePosixPath
 
-from eidolons import pathstr
+from eidolons.io import paths as pathstr
 
 PIECES = ["", "/", "//", "///", ".", "..", "a", "b.c", "x y", "é", ".hidden", "a.b.c", "-"]
 

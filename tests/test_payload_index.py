@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from eidolons import knownhandoff, state, tracestore
-from eidolons.knownhandoff import payload_index, trace_states
-from eidolons.payloadindex import entry, index_path
-from eidolons.trace import MAX_LINE_BYTES, find_payload_event
-from eidolons.tracestore import is_payload_event, payload_needle
-from eidolons.tracestore.jsonl import JsonlStore
-from eidolons.tracestore.payloadfill import refresh
+from eidolons.io import project as knownhandoff
+from eidolons.io import settings as state
+from eidolons.io.payloadindex import entry, index_path
+from eidolons.io.project import payload_index, trace_states
+from eidolons.trace import store as tracestore
+from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import MAX_LINE_BYTES, find_payload_event
+from eidolons.trace.payloadfill import refresh
+from eidolons.trace.store import is_payload_event, payload_needle
 
 
 def emit_line(path: str, **extra: Any) -> bytes:
@@ -147,7 +149,7 @@ def test_the_index_file_is_private(tmp_path: Path) -> None:
 
 
 FAST = (
-    "import sys; from eidolons.cli import main; code = main(['hook', *sys.argv[1:]]); "
+    "import sys; from eidolons.cli.main import main; code = main(['hook', *sys.argv[1:]]); "
     "print(' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(code)"
 )
 
@@ -180,15 +182,15 @@ def test_the_hook_reads_the_index_without_the_heavy_modules(tmp_path: Path, cove
     *lines, modules = proc.stderr.rstrip("\n").split("\n")
     assert proc.returncode == 0, lines
     loaded = set(modules.split())
-    heavy = {"hashlib", "_hashlib", "pathlib", "json", "eidolons.trace", "eidolons.tracestore"}
+    heavy = {"hashlib", "_hashlib", "pathlib", "json", "eidolons.trace.log", "eidolons.trace.store"}
     if covered:
-        assert sorted((heavy | {"eidolons.config"}) & loaded) == []
+        assert sorted((heavy | {"eidolons.io.config"}) & loaded) == []
     else:
-        assert "eidolons.config" in loaded  # the full rule ran, and allowed the source file
+        assert "eidolons.io.config" in loaded  # the full rule ran, and allowed the source file
 
 
 def test_an_index_left_half_written_cannot_tell(tmp_path: Path) -> None:
-    from eidolons.payloadindex import HEAD_BYTES, head, read_head
+    from eidolons.io.payloadindex import HEAD_BYTES, head, read_head
 
     root = tmp_path / "p"
     (root / ".eidolons").mkdir(parents=True)
@@ -252,7 +254,7 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
         writes.append(len(data))
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr("eidolons.tracestore.payloadfill.os.pwrite", pwrite)
+    monkeypatch.setattr("eidolons.trace.payloadfill.os.pwrite", pwrite)
     for i in range(5000, 5003):
         with trace.open("ab") as fh:
             fh.write(emit_line(f"out/{i:05d}.md") + b"\n" + emit_line("out/00007.md") + b"\n")
@@ -270,7 +272,7 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
     cut = data.rindex(b"00007")  # same size, the last line changed: read from the start
     trace.write_bytes(data[:cut] + b"00009" + data[cut + 5 :])
     writes.clear()
-    monkeypatch.setattr("eidolons.tracestore.payloadfill.os.pwrite", pwrite)
+    monkeypatch.setattr("eidolons.trace.payloadfill.os.pwrite", pwrite)
     refresh(root_s, is_payload_event)
     monkeypatch.undo()
     assert max(writes) < 1024, writes  # nothing new: the entries stay as they are

@@ -39,7 +39,7 @@ notes: a test edge with no budget and no required sections
 def peak_of(argv: list[str], cwd: Path, out: Path) -> tuple[int, int]:
     """``(exit code, peak bytes allocated)`` of ``eidolons ARGV`` run in this process,
     its stdout written to the file ``out``."""
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved = sys.stdin, sys.stdout, sys.stderr

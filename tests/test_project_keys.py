@@ -157,16 +157,16 @@ def _demo_with_the_trust_store_copied_in(
 ) -> Run:
     """``eidolons demo --keep KEPT`` run with the host's environment, while an agent copies
     P's trust.json into the demo's project between the demo's emit and its verify."""
-    import eidolons.emit
+    import eidolons.gates.sender
 
-    real_emit = eidolons.emit.emit
+    real_emit = eidolons.gates.sender.emit
 
     def emit_then_swap(*args: Any, **kwargs: Any) -> Any:
         result = real_emit(*args, **kwargs)
         shutil.copy(signed.root / ".eidolons/trust.json", kept / ".eidolons/trust.json")
         return result
 
-    monkeypatch.setattr(eidolons.emit, "emit", emit_then_swap)
+    monkeypatch.setattr(eidolons.gates.sender, "emit", emit_then_swap)
     return run_cli("demo", "--keep", kept, cwd=kept.parent, env=env)
 
 
@@ -174,7 +174,7 @@ def _demo_with_the_trust_store_copied_in(
 def test_a_demo_run_with_the_trust_store_copied_in_mints_nothing_the_project_accepts(
     signed: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key_variable: bool
 ) -> None:
-    from eidolons.commands.demo import PAYLOAD
+    from eidolons.cli.demo import PAYLOAD
 
     env = dict(signed.env)
     if key_variable:  # the host names its key file: the demo must not use it either
@@ -221,7 +221,7 @@ def _tree(directory: Path) -> dict[str, tuple[int, bytes]]:
 def test_the_demo_never_touches_the_hosts_config_and_its_receipts_are_not_the_projects(
     signed: Project, tmp_path: Path
 ) -> None:
-    from eidolons.commands.demo import PAYLOAD
+    from eidolons.cli.demo import PAYLOAD
 
     before = _tree(config_of(signed))
     kept = tmp_path / "kept"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from eidolons.ecl.evidence import UNSIGNED_WARNING
 from eidolons.ecl.receipt import PREDICATE_TYPE, STATEMENT_TYPE, statement_bytes
-from eidolons.evidence import UNSIGNED_WARNING
 from eidolons.keys.crypto import Signer
 from eidolons.keys.dsse import sign_envelope, verify_envelope
 from eidolons.keys.store import load_trust_store
@@ -382,7 +382,7 @@ def test_trace_verify_with_an_unreadable_trust_store_fails_closed(signed: Projec
 def _trace_with_receipt(signed: Project, out: Path, receipt: object | None = None) -> Path:
     """The project's one trace copied to ``out`` and re-linked (the chain holds), with the
     verdict line's receipt replaced by ``receipt`` when given."""
-    from eidolons.trace import append_event
+    from eidolons.trace.log import append_event
 
     (trace,) = (signed.root / ".eidolons/.trace").glob("*.jsonl")
     for raw in trace.read_bytes().splitlines():

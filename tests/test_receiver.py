@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.contract import ContractSet
 from eidolons.ecl.envelope import PERFORMATIVES
-from eidolons.evidence import UNSIGNED_WARNING
+from eidolons.ecl.evidence import UNSIGNED_WARNING
+from eidolons.io.contracts import ContractSet
 from tests.conftest import Run, clean_env, emit_cmd, read_trace
 
 Cli = Callable[..., Run]

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.contract import ContractSet
-from eidolons.errors import EidolonsError, OnPassError
-from eidolons.gates.receiver import verify_incoming
+from eidolons.errors import EidolonsError
+from eidolons.gates.receiver import OnPassError, verify_incoming
+from eidolons.io.contracts import ContractSet
 from tests.conftest import Run, emit_payload, read_trace
 
 Cli = Callable[..., Run]

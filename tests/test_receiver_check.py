@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from eidolons.contract import ContractSet
 from eidolons.ecl.contract import ContractError, ContractSetUnavailable
 from eidolons.ecl.integrity import digest_bytes
 from eidolons.ecl.receiver import CheckOrderError, ReceiptJudgement, ReceiverCheck
+from eidolons.io.contracts import ContractSet
 from tests._builders import edit, envelope_for
 
 PAYLOAD = b"# Scout report\n\n## Decision target\nx\n"

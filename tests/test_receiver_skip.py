@@ -17,15 +17,15 @@ import pytest
 
 from eidolons.gates.receiver import IncomingResult
 from eidolons.gates.skip import skip_line, skipped_json
-from eidolons.knownhandoff import envelope_candidates, is_relative_to, lies_under, rules_out
-from eidolons.payload import AmbiguousEnvelope, default_envelope_path, find_envelope
-from eidolons.payloadindex import index_path, spellings
+from eidolons.io.payload import AmbiguousEnvelope, default_envelope_path, find_envelope
+from eidolons.io.payloadindex import index_path, spellings
+from eidolons.io.project import envelope_candidates, is_relative_to, lies_under, rules_out
 from tests.conftest import Run, clean_env, emit_payload, trace_files
 
 Cli = Callable[..., Run]
 
 LAUNCH = (
-    "import sys; from eidolons.cli import main; code = main(sys.argv[1:]); "
+    "import sys; from eidolons.cli.main import main; code = main(sys.argv[1:]); "
     "print(' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(code)"
 )
 #: what the early SKIP must not import (each was on this path before ADR 0084)
@@ -40,15 +40,15 @@ NOT_IMPORTED = (
     "hashlib",
     "sqlite3",
     "tomllib",
-    "eidolons.config",
-    "eidolons.contract",
+    "eidolons.io.config",
+    "eidolons.io.contracts",
     "eidolons.ecl.contract",
     "eidolons.ecl.receiver",
     "eidolons.gates.receiver",
     "eidolons.memory",
-    "eidolons.payload",
-    "eidolons.trace",
-    "eidolons.tracestore",
+    "eidolons.io.payload",
+    "eidolons.trace.log",
+    "eidolons.trace.store",
 )
 
 
@@ -274,7 +274,7 @@ def test_lies_under_is_the_pathlib_rule(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_hook_s_trigger_is_the_gate_s(tmp_path: Path, name: str) -> None:
-    from eidolons.hooks.events import has_envelope
+    from eidolons.hosts.hook.events import has_envelope
 
     artefact = tmp_path / name
     assert not has_envelope(str(artefact))
@@ -301,7 +301,14 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
     payload = traced / "handoff" / "scout-report.md"
     run, modules = launch(traced, str(payload), "--as", "vigil", "--no-memory")
     assert run.code == 0 and "PASS" in run.err, run.err
-    unwanted = {"eidolons.memory", "eidolons.senders", "sqlite3", "uuid", "dataclasses", "typing"}
+    unwanted = {
+        "eidolons.memory",
+        "eidolons.keys.senders",
+        "sqlite3",
+        "uuid",
+        "dataclasses",
+        "typing",
+    }
     unwanted |= {"pathlib", "json", "re", "hashlib", "_hashlib"}  # ADR 0086
     assert sorted(unwanted & modules) == []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.knownhandoff import rules_out
+from eidolons.io.project import rules_out
 from tests._redteam import Cli, assert_gated, denied, hook, host_index, read_event
 from tests.conftest import emit_cmd, emit_payload, trace_files
 
@@ -37,7 +37,7 @@ def test_the_index_is_not_in_the_project(cli: Cli, project: Path, orphan: Path) 
     assert not (project / LEGACY).exists()
     index = host_index(project)
     assert index.is_file()
-    from eidolons.keys.files import config_dir
+    from eidolons.io.project import config_dir
 
     assert str(index).startswith(config_dir() + os.sep)
     assert_gated(cli, project, orphan)
@@ -86,7 +86,7 @@ def test_a_host_index_that_cannot_tell_takes_the_full_rule(
     data = index.read_bytes()
     index.unlink()
     if damage in ("symlink", "fifo", "huge"):
-        from eidolons.payloadindex import MAX_INDEX_BYTES
+        from eidolons.io.payloadindex import MAX_INDEX_BYTES
 
         _plant(index, damage, data, tmp_path / "elsewhere.idx", MAX_INDEX_BYTES + 1)
     elif damage == "truncated":
@@ -142,7 +142,7 @@ def test_an_index_made_after_another_tool_s_append_names_it(
     with trace_files(project)[0].open("ab") as fh:
         fh.write(_foreign_line("upstream.md"))
     emit_payload(cli, project, "notes/third.md")
-    from eidolons.knownhandoff import payload_index
+    from eidolons.io.project import payload_index
 
     covered = payload_index(str(project.resolve()))
     assert covered is not None  # the index covers every trace again
@@ -158,7 +158,7 @@ def test_a_rewritten_trace_does_not_unprotect_a_hand_off(
     for trace in trace_files(project):
         kept = [x for x in trace.read_bytes().splitlines(keepends=True) if b"report.md" not in x]
         trace.write_bytes(b"".join(kept))
-    from eidolons.config import find_handoff
+    from eidolons.gates.trigger import find_handoff
 
     found = find_handoff(orphan, project.resolve())
     assert found is not None and "payload index" in found[0]
@@ -215,7 +215,7 @@ def test_an_append_whose_index_cannot_be_written_still_records(
 
 
 def test_the_hook_denies_agents_the_host_index(project: Path, orphan: Path) -> None:
-    from eidolons.hooks.events import KEY, Layout
+    from eidolons.hosts.hook.events import KEY, Layout
 
     layout = Layout(str(project.resolve()), ())
     index = str(host_index(project))
@@ -229,7 +229,7 @@ def test_the_hook_denies_the_host_index_with_an_explicit_key_dir(
     # EIDOLONS_KEY_DIR moves the keys; the host's indexes and heads stay in the config
     # directory, which must stay out of agents' reach
     monkeypatch.setenv("EIDOLONS_KEY_DIR", str(tmp_path / "keys"))
-    from eidolons.hooks.events import KEY, Layout
+    from eidolons.hosts.hook.events import KEY, Layout
 
     layout = Layout(str(project.resolve()), ())
     assert layout.classify_write(str(host_index(project))) == KEY
@@ -239,12 +239,12 @@ def test_the_fast_path_stays_fast(
     project: Path, orphan: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # an unrelated file in a project whose index covers its traces: no full rule
-    import eidolons.config
+    import eidolons.gates.trigger
 
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("the full find_handoff rule ran on the fast path")
 
-    monkeypatch.setattr(eidolons.config, "find_handoff", boom)
+    monkeypatch.setattr(eidolons.gates.trigger, "find_handoff", boom)
     assert hook(project, project / "src.py") == (0, "")
     assert rules_out(str(project / "src.py"), str(project.resolve()))
 
@@ -256,7 +256,7 @@ def test_the_registered_hook_command_denies_the_header_only_attack(
     # (a real process: `python -I -c BOOTSTRAP claude-code --root ROOT`)
     import subprocess
 
-    from eidolons.hooks.fast import command_argv
+    from eidolons.hosts.hook.fast import command_argv
 
     (project / LEGACY).write_bytes(LEGACY_HEADER)
     proc = subprocess.run(

@@ -90,7 +90,7 @@ def test_a_writer_stopped_half_way_does_not_lose_the_index_s_evidence(
     assert size > 3000
     proc = _limited_emit(project, "mine/second.md", size - 600)
     assert proc.returncode == 0, proc.stderr  # the line is the record: the append stands
-    from eidolons.payloadindex import HEAD_BYTES, read_head
+    from eidolons.io.payloadindex import HEAD_BYTES, read_head
 
     found = read_head(index.read_bytes()[:HEAD_BYTES])
     assert found is not None and found[0] % 2 == 1  # the rewrite stopped half-way
@@ -104,10 +104,10 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
     # the same attack at every point a rewrite can stop: the file is the odd header, the
     # new body up to the cut, the old body after it. Neither the full rule's evidence
     # (named_on_host) nor the next writer may lose an entry the old index had.
-    from eidolons.payloadindex import HEAD_BYTES, head, named_on_host, read_head
-    from eidolons.tracestore import is_payload_event
-    from eidolons.tracestore.jsonl import JsonlStore
-    from eidolons.tracestore.payloadfill import refresh
+    from eidolons.io.payloadindex import HEAD_BYTES, head, named_on_host, read_head
+    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.payloadfill import refresh
+    from eidolons.trace.store import is_payload_event
 
     root = tmp_path / "p"
     (root / ".eidolons").mkdir(parents=True)
@@ -181,7 +181,7 @@ def test_a_full_index_still_records_new_evidence(cli: Cli, project: Path) -> Non
     # the agent forges emit lines naming junk paths until the index would pass
     # MAX_INDEX_BYTES: the writer then stopped rewriting it, so a hand-off emitted after
     # that was named only by the trace, and a scrub of the trace un-protected it
-    from eidolons.payloadindex import MAX_INDEX_BYTES
+    from eidolons.io.payloadindex import MAX_INDEX_BYTES
 
     trace = project / ".eidolons" / ".trace" / "forged.jsonl"
     trace.parent.mkdir(parents=True, exist_ok=True)
@@ -243,7 +243,7 @@ def test_a_copied_project_is_judged_by_its_own_traces(
 
     copy = tmp_path / "copy"
     shutil.copytree(project, copy, symlinks=True)
-    from eidolons.knownhandoff import payload_index
+    from eidolons.io.project import payload_index
 
     assert payload_index(str(copy.resolve())) is None  # cannot tell: the full rule
     assert_gated(lambda *a, **k: cli(*a, cwd=copy, **k), copy, copy / "notes" / "report.md")
@@ -293,8 +293,8 @@ def test_an_agent_s_eidolons_root_does_not_move_the_hook(
 
 DIE_IN_WORKER = """
 import os, signal, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 PARENT = os.getpid()
 check = checker._Job.check
 def dying(self, path):
@@ -309,7 +309,7 @@ sys.exit(main(["check", ".", *sys.argv[1:]]))
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from eidolons.checker import AUTO_MIN
+    from eidolons.gates.checker import AUTO_MIN
     from tests.test_check_jobs import _many_envelopes
 
     root = tmp_path_factory.mktemp("many15")
@@ -335,7 +335,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rewritten, a directory named like an envelope."""
     import shutil
 
-    from eidolons.checker import AUTO_MIN
+    from eidolons.gates.checker import AUTO_MIN
     from tests.test_check_jobs import _many_envelopes
 
     root = tmp_path_factory.mktemp("hostile15")
@@ -520,7 +520,7 @@ def test_an_index_of_the_earlier_format_keeps_its_evidence(
     # an index written by the v2 writer (coverage lines before the entries): the fast
     # path does not read it (another header), the evidence direction and the next writer
     # read its entries back, so upgrading never forgets a payload a trace named
-    from eidolons.payloadindex import HEAD_BYTES, entry, root_line
+    from eidolons.io.payloadindex import HEAD_BYTES, entry, root_line
 
     index = host_index(project)
     st = os.stat(project)
@@ -574,7 +574,7 @@ def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
     # layout), an agent's Write of `.venv/bin/python` or `.venv/bin/eidolons` replaced
     # the gate with a script of its own (the hook denied writes to the package and to
     # site-packages only)
-    from eidolons.hooks.events import WIRING, Layout
+    from eidolons.hosts.hook.events import WIRING, Layout
 
     layout = Layout(str(project.resolve()), ())
     bindir = os.path.dirname(os.path.abspath(sys.executable))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.tracestore.jsonl import JsonlStore
+from eidolons.trace.jsonl import JsonlStore
 from tests.conftest import clean_env
 from tests.test_check_jobs import _python
 
@@ -36,8 +36,8 @@ def _emit_line(key: str) -> bytes:
 def _named(root: Path, key: str) -> bool | None:
     """What the allowing direction (the hook's fast path, the early SKIP) says of
     ``key``: True named, False not named, None cannot tell (the full rule decides)."""
-    from eidolons.knownhandoff import trace_states
-    from eidolons.payloadindex import covered_entries, names
+    from eidolons.io.payloadindex import covered_entries, names
+    from eidolons.io.project import trace_states
 
     states = trace_states(str(root), None)
     if states is None:
@@ -52,7 +52,7 @@ def _store(root: Path) -> JsonlStore:
 
 
 def _entry_lines(root: Path) -> list[bytes]:
-    from eidolons.payloadindex import index_path, recovered_entries
+    from eidolons.io.payloadindex import index_path, recovered_entries
 
     data = Path(index_path(str(root))).read_bytes()
     found = [
@@ -74,7 +74,7 @@ def test_a_line_moved_before_where_the_index_stopped_is_still_read(
     # the last 64 bytes kept) was then never read: the next append covered the file with
     # an index that did not name the payload the trace names, and the hook and the early
     # SKIP allowed it
-    from eidolons.knownhandoff import rules_out
+    from eidolons.io.project import rules_out
 
     root = (tmp_path / "p").resolve()
     store = _store(root)
@@ -103,7 +103,7 @@ def test_an_append_still_reads_only_what_follows_the_index(
 ) -> None:
     # the fix reads again only a file changed by something else than this append: the
     # store's own append reads its line, not the file (the amendment's point)
-    from eidolons.tracestore import payloadfill
+    from eidolons.trace import payloadfill
 
     root = (tmp_path / "p").resolve()
     store = _store(root)
@@ -130,8 +130,9 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
     # the writer dies after its odd header (1), after the tail (2), or after the
     # truncation, before the even header (3): readers take the full rule, the evidence
     # direction still names every entry, the next writer loses and duplicates none
-    from eidolons.payloadindex import named_on_host
-    from eidolons.tracestore import is_payload_event, payloadfill
+    from eidolons.io.payloadindex import named_on_host
+    from eidolons.trace import payloadfill
+    from eidolons.trace.store import is_payload_event
 
     root = (tmp_path / "p").resolve()
     store = _store(root)
@@ -176,7 +177,7 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
 _WRITER = """
 import sys
 from pathlib import Path
-from eidolons.tracestore.jsonl import JsonlStore
+from eidolons.trace.jsonl import JsonlStore
 root, who = Path(sys.argv[1]), sys.argv[2]
 store = JsonlStore(root)
 for i in range(25):
@@ -208,9 +209,9 @@ def test_an_index_crossing_the_evidence_limit_keeps_every_entry(
     # an index written near MAX_EVIDENCE_BYTES (here made small) by tail appends: the
     # append that crosses it is written, then the index is frozen and names every path;
     # the allowing direction never says "not named" for a key a trace named
-    from eidolons import payloadindex
-    from eidolons.payloadindex import named_on_host
-    from eidolons.tracestore import payloadfill
+    from eidolons.io import payloadindex
+    from eidolons.io.payloadindex import named_on_host
+    from eidolons.trace import payloadfill
 
     limit = 4096
     monkeypatch.setattr(payloadindex, "MAX_EVIDENCE_BYTES", limit)
@@ -233,8 +234,8 @@ def test_an_index_crossing_the_evidence_limit_keeps_every_entry(
 
 _SIGNAL_PARENT = """
 import os, signal, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 PARENT = os.getpid()
 check = checker._Job.check
 def signalling(self, path):
@@ -248,8 +249,8 @@ sys.exit(main(["check", "."]))
 
 _FORK_FAILS = """
 import errno, os, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 real, forks = os.fork, []
 def fork():
     forks.append(1)
@@ -264,7 +265,7 @@ sys.exit(main(["check", ".", *sys.argv[2:]]))
 
 @pytest.fixture(scope="module")
 def envelopes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from eidolons.checker import AUTO_MIN
+    from eidolons.gates.checker import AUTO_MIN
     from tests.test_check_jobs import _many_envelopes
 
     root = tmp_path_factory.mktemp("many15b")

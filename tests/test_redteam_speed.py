@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from eidolons.config import find_handoff
-from eidolons.knownhandoff import rules_out
-from eidolons.payloadindex import index_path
+from eidolons.gates.trigger import find_handoff
+from eidolons.io.payloadindex import index_path
+from eidolons.io.project import rules_out
 from tests.conftest import Run, emit_payload
 
 Cli = Callable[..., Run]
@@ -51,7 +51,7 @@ def test_an_index_first_made_by_a_trace_file_still_names_the_project_s_payloads(
 
 def _hook_gates(payload: Path, project: Path) -> bool:
     """Whether the hook's read rule sends ``payload`` to the receiver gate."""
-    from eidolons.hooks.events import Layout
+    from eidolons.hosts.hook.events import Layout
 
     return Layout(str(project.resolve()), ()).classify_read(str(payload)) is not None
 
@@ -76,8 +76,8 @@ def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
 
 DIE_IN_WORKER = """
 import os, sys
-from eidolons import checker
-from eidolons.cli import main
+from eidolons.gates import checker
+from eidolons.cli.main import main
 
 check = checker._Job.check
 
@@ -169,7 +169,7 @@ def test_a_nested_project_s_hand_off_without_its_envelope_is_not_skipped(
 def test_the_hook_sends_a_nested_project_s_orphaned_hand_off_to_the_gate(
     cli: Cli, project: Path
 ) -> None:
-    from eidolons.hooks.events import Layout
+    from eidolons.hosts.hook.events import Layout
 
     payload = _nested_orphan(project)
     root = str(project.resolve())

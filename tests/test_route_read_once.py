@@ -14,7 +14,7 @@ import pytest
 
 import eidolons.gates.orchestrator as orchestrator
 from eidolons.gates.route import RouteDecision
-from eidolons.verify import verify_envelope_file
+from eidolons.gates.verify import verify_envelope_file
 from tests.conftest import Run, read_trace
 from tests.test_receiver import handoff
 
@@ -69,9 +69,9 @@ def test_command_gets_snapshots_of_the_envelope_and_payload_judged(cli: Cli, pro
 def test_the_route_refuses_unless_both_gates_judged_the_same_bytes(cli: Cli, project: Path) -> None:
     """Defense in depth: a receiver result about other envelope bytes, or another
     message, blocks the route even though both gates passed."""
-    from eidolons.config import find_root
-    from eidolons.contract import ContractSet
     from eidolons.gates.receiver import verify_incoming
+    from eidolons.io.config import find_root
+    from eidolons.io.contracts import ContractSet
 
     a = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report", name="h/a.md")
     b = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report", name="h/b.md")

@@ -114,7 +114,7 @@ def test_refuse_line_on_stderr_with_json_and_with_stderr_closed(cli: Cli, projec
 
 
 def test_recall_output_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
-    from eidolons.commands.verify_incoming import _print_recall
+    from eidolons.cli.verify_incoming import _print_recall
 
     _print_recall(
         {

@@ -1,4 +1,4 @@
-"""The project's state paths are spelled once (ADR 0129): in :mod:`eidolons.knownhandoff`
+"""The project's state paths are spelled once (ADR 0129): in :mod:`eidolons.io.project`
 (``os`` only, on every path that needs one), imported everywhere else; and moving them
 there added no module to the hook's or the early SKIP's path."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons import knownhandoff
+from eidolons.io import project as knownhandoff
 from tests.conftest import REPO
 from tests.test_launcher import LAUNCHER, imported
 
@@ -26,14 +26,14 @@ SPELLINGS = {
     "EIDOLONS_TRACE_DSN",
     "EIDOLONS_HANDOFF_DIRS",
 }
-HOME = "knownhandoff.py"
+HOME = "io/project.py"
 #: (file, constant): the same characters naming something else
 OTHER_MEANINGS = {
-    ("hooks/events.py", "config.toml"),  # Codex's own .codex/config.toml (host wiring)
-    ("config.py", "handoffs"),  # the [handoffs] section of the TOML file
+    ("hosts/hook/events.py", "config.toml"),  # Codex's own .codex/config.toml (host wiring)
+    ("io/config.py", "handoffs"),  # the [handoffs] section of the TOML file
 }
 #: the payload index's own copies: its move is another change's (ADR 0110-0114)
-PENDING = {"payloadindex.py"}
+PENDING = {"trace/payloadindex.py"}
 
 
 def test_each_state_path_is_spelled_once() -> None:
@@ -54,9 +54,11 @@ def test_each_state_path_is_spelled_once() -> None:
 
 
 def test_the_modules_that_named_them_use_the_one_spelling() -> None:
-    from eidolons import config, state, tracestore
-    from eidolons.hooks import decide, events
-    from eidolons.initialize import DIRS, IGNORE
+    from eidolons.hosts.hook import decide, events
+    from eidolons.hosts.init import DIRS, IGNORE
+    from eidolons.io import config
+    from eidolons.io import settings as state
+    from eidolons.trace import store as tracestore
 
     assert state.TRACE_DIR is knownhandoff.TRACE_DIR is config.TRACE_DIR
     assert tracestore.PROJECT_FILE is knownhandoff.STORE_FILE
@@ -89,14 +91,18 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
     # now found when first needed); the state names' home is the only module added
     assert ours <= {
         "eidolons",
+        "eidolons.cli",  # the packages' own __init__: a docstring each
+        "eidolons.hosts",
+        "eidolons.io",
+        "eidolons.trace",
         "eidolons.errors",
-        "eidolons.cli",
-        "eidolons.hooks",
-        "eidolons.hooks.fast",
-        "eidolons.hooks.events",
-        "eidolons.knownhandoff",
-        "eidolons.pathstr",
-        "eidolons.payloadindex",
+        "eidolons.cli.main",
+        "eidolons.hosts.hook",
+        "eidolons.hosts.hook.fast",
+        "eidolons.hosts.hook.events",
+        "eidolons.io.project",
+        "eidolons.io.paths",
+        "eidolons.io.payloadindex",
         "eidolons.keys",
         "eidolons.keys.files",
     }, sorted(ours)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.errors import TraceWriteError
-from eidolons.trace import append_event, iter_reverse, read_events, thread_file_name
+from eidolons.trace.log import append_event, iter_reverse, read_events, thread_file_name
 from tests.conftest import Run, emit_payload, read_trace
 
 Cli = Callable[..., Run]

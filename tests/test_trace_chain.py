@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.chain import Hop, order_hops
-from eidolons.trace import append_event
+from eidolons.trace.chain import Hop, order_hops
+from eidolons.trace.log import append_event
 from tests.conftest import (
     FIXTURE_HMAC_KEY,
     FIXTURES,
@@ -348,7 +348,7 @@ def test_nexus_flags_accepted_by_every_verb(cli: Cli, project: Path, verb: str) 
 
 
 def test_read_new_events_leaves_an_unfinished_line_for_next_time(tmp_path: Path) -> None:
-    from eidolons.trace import read_new_events
+    from eidolons.trace.log import read_new_events
 
     path = tmp_path / "t.jsonl"
     assert read_new_events(path, 0) == ([], 0)

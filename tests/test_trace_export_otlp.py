@@ -183,7 +183,7 @@ def test_the_sdk_is_imported_only_by_export(project: Path, otlp: Receiver, cli: 
     chain_on_record(cli, project)
     probe = (
         "import sys\n"
-        "from eidolons.cli import main\n"
+        "from eidolons.cli.main import main\n"
         "for argv in (['trace','graph','handoffs','--format','svg'], ['trace','otel','handoffs'],"
         " ['trace','report',sys.argv[1]], ['trace','list'], ['verify-envelope',"
         " 'handoffs/z-scout.envelope.json']):\n"

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from eidolons.schemas import validation_errors
-from eidolons.trace import append_event
+from eidolons.trace.log import append_event
+from tests._schemas import validation_errors
 from tests.conftest import Run, emit_cmd, read_trace
 
 Cli = Callable[..., Run]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.trace import MAX_LINE_BYTES, iter_reverse, read_events
+from eidolons.trace.log import MAX_LINE_BYTES, iter_reverse, read_events
 
 
 def line_of(size: int) -> bytes:

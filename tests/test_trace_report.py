@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.trace import append_event
+from eidolons.trace.log import append_event
 from tests.conftest import REPO, Run, read_trace
 from tests.test_trace_chain import IDS, THREAD, build_chain
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from eidolons.schemas import validation_errors
+from tests._schemas import validation_errors
 from tests.conftest import Run, clean_env, emit_cmd, read_trace
 from tests.test_receiver import MISSION, handoff
 

@@ -10,7 +10,7 @@ import pytest
 
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.keys.heads import head_path, recorded
-from eidolons.trace import append_event, read_snapshot
+from eidolons.trace.log import append_event, read_snapshot
 from tests.conftest import Run, run_cli
 
 
@@ -127,7 +127,7 @@ def test_an_honest_append_during_verify_is_no_cut(
     """The head is read before the trace's bytes: a gate appending while ``trace verify``
     runs leaves a head at or behind what was read (later lines not anchored), never one
     past it, which would report the honest append as a cut tail."""
-    import eidolons.traceverify as tv
+    import eidolons.trace.verify as tv
 
     _trace(project)
     real = read_snapshot  # what traceverify imports and calls

@@ -16,7 +16,7 @@ Gates
     :func:`check_envelope` (the conformance checker's gates for one envelope).
 Sending
     :func:`emit_envelope` (write an envelope beside a payload and trace the ``emit``
-    event; ``eidolons.emit.emit``),
+    event; ``eidolons.gates.sender.emit``),
     :func:`build_envelope` (the pure part).
 Trace
     :func:`open_store` (the project's configured :class:`TraceStore`: JSONL files, or
@@ -41,24 +41,24 @@ _EXPORTS: dict[str, str] = {
     "EnvelopeError": "eidolons.errors",
     "EidolonsError": "eidolons.errors",
     "Verdict": "eidolons.ecl.verdict",
-    "VerificationResult": "eidolons.verify",
-    "verify_envelope_file": "eidolons.verify",
+    "VerificationResult": "eidolons.gates.verify",
+    "verify_envelope_file": "eidolons.gates.verify",
     "digest_bytes": "eidolons.ecl.integrity",
     "digest_stream": "eidolons.ecl.integrity",
     "run_gate": "eidolons.gates.orchestrator",
     "verify_incoming": "eidolons.gates.receiver",
-    "ContractSet": "eidolons.contract",
-    "check_envelope": "eidolons.checker",
-    "emit_envelope": "eidolons.emit",
+    "ContractSet": "eidolons.io.contracts",
+    "check_envelope": "eidolons.gates.checker",
+    "emit_envelope": "eidolons.gates.sender",
     "build_envelope": "eidolons.ecl.builder",
-    "append_event": "eidolons.trace",
-    "read_events": "eidolons.trace",
-    "iter_reverse": "eidolons.trace",
-    "thread_trace_path": "eidolons.trace",
-    "TraceStore": "eidolons.tracestore",
-    "open_store": "eidolons.tracestore",
+    "append_event": "eidolons.trace.log",
+    "read_events": "eidolons.trace.log",
+    "iter_reverse": "eidolons.trace.log",
+    "thread_trace_path": "eidolons.trace.log",
+    "TraceStore": "eidolons.trace.store",
+    "open_store": "eidolons.trace.store",
     "Limits": "eidolons.ecl.limits",
-    "find_root": "eidolons.config",
+    "find_root": "eidolons.io.config",
 }
 
 __all__ = [
@@ -99,18 +99,18 @@ def __getattr__(name: str) -> object:
 
 
 if TYPE_CHECKING:
-    from eidolons.checker import check_envelope
-    from eidolons.config import find_root
-    from eidolons.contract import ContractSet
     from eidolons.ecl.builder import build_envelope
     from eidolons.ecl.envelope import AgentRef, Envelope, parse_envelope
     from eidolons.ecl.integrity import digest_bytes, digest_stream
     from eidolons.ecl.limits import Limits
     from eidolons.ecl.verdict import Verdict
-    from eidolons.emit import emit as emit_envelope
     from eidolons.errors import EidolonsError, EnvelopeError
+    from eidolons.gates.checker import check_envelope
     from eidolons.gates.orchestrator import run_gate
     from eidolons.gates.receiver import verify_incoming
-    from eidolons.trace import append_event, iter_reverse, read_events, thread_trace_path
-    from eidolons.tracestore import TraceStore, open_store
-    from eidolons.verify import VerificationResult, verify_envelope_file
+    from eidolons.gates.sender import emit as emit_envelope
+    from eidolons.gates.verify import VerificationResult, verify_envelope_file
+    from eidolons.io.config import find_root
+    from eidolons.io.contracts import ContractSet
+    from eidolons.trace.log import append_event, iter_reverse, read_events, thread_trace_path
+    from eidolons.trace.store import TraceStore, open_store

@@ -4,7 +4,7 @@ be imported: one line and exit 70, the hook's deny for ``hook``; ADR 0125)."""
 import sys
 
 try:
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 except BaseException as exc:
     hook = sys.argv[1:2] == ["hook"]
     why = f"internal error: {exc.__class__.__name__}: {exc}"

@@ -13,10 +13,6 @@ class says the exit code (``exit_code``), never a traceback.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
-if TYPE_CHECKING:
-    from eidolons.gates.receiver import IncomingResult
-
 
 class EidolonsError(Exception):
     """Base class. ``code`` is stable across versions; the message is for humans."""
@@ -62,16 +58,3 @@ class EnvelopeError(InputError):
 class TraceWriteError(EidolonsError):
     code = "TRACE_WRITE"
     exit_code = 3  # a gate that cannot record refuses
-
-
-class OnPassError(EidolonsError):
-    """A library caller's ``on_pass`` callback raised after the receiver gate's pass was
-    recorded (ADR 0125, part 2): the record stands, ``result`` is the recorded (passing)
-    result, the callback's exception is the ``__cause__``. Never a silent pass: the caller
-    learns its callback failed; never a lost record: nothing is undone in the trace."""
-
-    code = "ON_PASS_FAILED"
-
-    def __init__(self, message: str, *, result: IncomingResult) -> None:
-        super().__init__(message)
-        self.result = result

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from contract_helpers import SHIPPED_DIR
 
-from eidolons.contract import (
+from eidolons.ecl.contract import contracts_from_index
+from eidolons.io.contracts import (
     BUILTIN_SOURCE,
     ContractError,
     ContractSet,
     load_builtin_contracts,
     load_contract_dir,
 )
-from eidolons.ecl.contract import contracts_from_index
 
 INDEX = SHIPPED_DIR / "index.json"
 
@@ -69,7 +69,7 @@ def test_fast_load_imports_no_validator(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from eidolons.contract import ContractSet\n"
+        "from eidolons.io.contracts import ContractSet\n"
         f"s = ContractSet.load(Path({str(tmp_path)!r}))\n"
         "assert s.get('atlas', 'vigil') is not None\n"
         "heavy = ('decimal', 'eidolons.ecl._contract_schema', 'importlib.resources',\n"

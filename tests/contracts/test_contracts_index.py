@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from contract_helpers import SHIPPED_DIR, load_script
 
-from eidolons.contract import INDEX_FORMAT, ContractSet
+from eidolons.io.contracts import INDEX_FORMAT, ContractSet
 
 INDEX = SHIPPED_DIR / "index.json"
 

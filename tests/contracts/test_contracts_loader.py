@@ -13,7 +13,7 @@ import pytest
 import yaml
 from contract_helpers import valid_contract, write_contract
 
-from eidolons.contract import (
+from eidolons.io.contracts import (
     MAX_CONTRACT_BYTES,
     Contract,
     ContractError,
@@ -390,7 +390,7 @@ def test_from_dict_error_names_the_source_and_path() -> None:
 def test_loading_builtin_set_imports_neither_yaml_nor_jsonschema() -> None:
     code = (
         "import sys\n"
-        "from eidolons.contract import ContractSet\n"
+        "from eidolons.io.contracts import ContractSet\n"
         "s = ContractSet.load()\n"
         "assert len(s) == 65\n"
         "print(sorted(m for m in ('yaml', 'jsonschema', 'fastjsonschema') if m in sys.modules))\n"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from contract_helpers import SHARED_ECL, SHIPPED_DIR
 
-from eidolons.contract import Contract, ContractSet, load_contract_dir
+from eidolons.io.contracts import Contract, ContractSet, load_contract_dir
 
 H6 = {"REQUEST", "INFORM", "CRITIQUE", "REFUSE", "ACKNOWLEDGE", "ESCALATE"}
 K6 = {"PROPOSE", "INFORM", "ESCALATE", "REFUSE", "ACKNOWLEDGE", "RESUME"}

@@ -14,8 +14,8 @@ from contract_helpers import REPO, SCHEMA_DIR, SHIPPED_DIR, load_script, valid_c
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from eidolons.contract import load_contract_dir
 from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
+from eidolons.io.contracts import load_contract_dir
 
 
 def _reference_validator() -> Draft202012Validator:

@@ -775,7 +775,7 @@ def _base_env() -> dict[str, str]:
 def run_one(argv: list[str], extra_env: dict[str, str], cwd: Path) -> tuple[int, bytes, bytes]:
     """``eidolons check ARGV`` in this process (as ``tests/conftest.run_cli``), with the
     environment ``extra_env`` on top of the cleaned one; stdout and stderr as bytes."""
-    from eidolons.cli import main
+    from eidolons.cli.main import main
 
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()

@@ -60,7 +60,7 @@ class Handoff:
         if isinstance(stdin, bytes):  # exact bytes: straight to the hook's entry point
             import io
 
-            from eidolons.hooks.fast import main
+            from eidolons.hosts.hook.fast import main
 
             out, err = io.StringIO(), io.StringIO()
             code = main([host, *extra], stdin=io.BytesIO(stdin), stdout=out, stderr=err)

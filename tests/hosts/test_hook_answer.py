@@ -67,7 +67,7 @@ class Stream(io.StringIO):
 def hook(
     host: str, stdin: bytes, *extra: str, out: Stream | None = None, err: Stream | None = None
 ) -> tuple[int, str, str]:
-    from eidolons.hooks.fast import main
+    from eidolons.hosts.hook.fast import main
 
     out, err = out or Stream(), err or Stream()
     code = main([host, *extra], stdin=io.BytesIO(stdin), stdout=out, stderr=err)
@@ -106,7 +106,7 @@ def test_the_alarm_firing_while_a_deny_is_answered_still_denies(
     monkeypatch.setenv("EIDOLONS_HOOK_TIMEOUT", "30")  # armed, but only fire() fires
     out, err = Stream(), Stream()
     if moment == "building-the-deny":
-        from eidolons.hooks import decide
+        from eidolons.hosts.hook import decide
 
         real_init = decide.Decision.__init__
 
@@ -176,7 +176,7 @@ ESCAPED = "\x01" * 20_000  # each is six characters once JSON-escaped (\\u0001)
 
 
 def answered(decision: Any) -> tuple[int, str, str]:
-    from eidolons.hooks.fast import answer
+    from eidolons.hosts.hook.fast import answer
 
     out, err = Stream(), Stream()
     code = answer("claude-code", decision, out, err)
@@ -184,8 +184,8 @@ def answered(decision: Any) -> tuple[int, str, str]:
 
 
 def test_a_deny_whose_reason_escapes_to_six_times_its_length_stays_one_whole_json_answer() -> None:
-    from eidolons.hooks.decide import deny
-    from eidolons.hooks.fast import MAX_ANSWER
+    from eidolons.hosts.hook.decide import deny
+    from eidolons.hosts.hook.fast import MAX_ANSWER
 
     code, out, err = answered(deny(f"eidolons hook: {ESCAPED}: the reason"))
     assert code == 2 and len(out) <= MAX_ANSWER <= 9500
@@ -198,8 +198,8 @@ def test_a_deny_whose_reason_escapes_to_six_times_its_length_stays_one_whole_jso
 
 
 def test_a_verified_read_with_a_long_context_keeps_its_redirect_whole() -> None:
-    from eidolons.hooks.decide import Decision
-    from eidolons.hooks.fast import MAX_ANSWER
+    from eidolons.hosts.hook.decide import Decision
+    from eidolons.hosts.hook.fast import MAX_ANSWER
 
     redirect = {"file_path": "/p/.eidolons/verified/ab.md", "offset": 1}
     code, out, err = answered(Decision(True, context=ESCAPED, updated_input=redirect))
@@ -215,7 +215,7 @@ def test_a_write_named_with_characters_json_escapes_is_denied_in_one_bounded_ans
 ) -> None:
     """The reason names the path the agent chose: 20,000 control characters in it must
     neither push the answer past the host's cap (cut JSON is no deny) nor break it."""
-    from eidolons.hooks.fast import MAX_ANSWER
+    from eidolons.hosts.hook.fast import MAX_ANSWER
 
     target = f"{handoff.root}/.eidolons/{ESCAPED}/trust.json"
     doc = sample(VIGIL_READ, handoff.root, tool_name="Write")
@@ -232,7 +232,7 @@ def test_a_verified_read_whose_redirect_cannot_fit_the_cap_is_denied(handoff: Ha
     """The Read's other arguments travel in ``updatedInput``: a ``pages`` string the model
     filled with 20,000 control characters would push the allow past the host's cap, and a
     cut answer is no redirect (the Read would go to the live file, not the gate's copy)."""
-    from eidolons.hooks.fast import MAX_ANSWER
+    from eidolons.hosts.hook.fast import MAX_ANSWER
 
     handoff.verify()
     doc = sample(VIGIL_READ, handoff.root)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.knownhandoff import IGNORE_LINES
+from eidolons.io.project import IGNORE_LINES
 from tests.conftest import clean_env
 from tests.hosts.conftest import (
     PAYLOAD_TEXT,
@@ -324,7 +324,7 @@ def test_malformed_input_denies(handoff: Handoff, raw: bytes) -> None:
 
 
 def test_an_internal_error_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
-    from eidolons.hooks import decide
+    from eidolons.hosts.hook import decide
 
     def boom(self: object, call: object) -> object:
         raise RuntimeError("bug")
@@ -340,7 +340,7 @@ def test_a_base_exception_denies(
 ) -> None:
     """An exception outside ``Exception`` (Ctrl-C, a stray ``sys.exit``) must not escape:
     Claude Code takes any exit but 2 as a non-blocking error and runs the tool."""
-    from eidolons.hooks import decide
+    from eidolons.hosts.hook import decide
 
     def boom(self: object, call: object) -> object:
         raise exc()
@@ -353,7 +353,7 @@ def test_a_base_exception_denies(
 def test_running_out_of_time_denies(handoff: Handoff, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from eidolons.hooks import decide
+    from eidolons.hosts.hook import decide
 
     def hang(self: object, call: object) -> object:
         threading.Event().wait(30)
@@ -400,8 +400,8 @@ def test_mcp_read_verified_claiming_another_receiver_is_refused(handoff: Handoff
 def test_the_hook_finds_the_root_the_gates_find(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: str | None
 ) -> None:
-    from eidolons.config import find_root as gates_root
-    from eidolons.hooks.events import find_root as hook_root
+    from eidolons.hosts.hook.events import find_root as hook_root
+    from eidolons.io.config import find_root as gates_root
 
     monkeypatch.delenv("EIDOLONS_ROOT", raising=False)
     project = tmp_path / "project"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.knownhandoff import payload_index
-from eidolons.payloadindex import entry, index_path
+from eidolons.io.payloadindex import entry, index_path
+from eidolons.io.project import payload_index
 from tests.hosts.conftest import Handoff, needs_samples, sample
 
 pytestmark = needs_samples
@@ -30,7 +30,7 @@ def read(handoff: Handoff, path: Path, agent: str | None = "vigil") -> dict[str,
 
 
 def hook_in_process(handoff: Handoff, doc: dict[str, object]) -> tuple[int, str]:
-    from eidolons.hooks.fast import main
+    from eidolons.hosts.hook.fast import main
 
     err = io.StringIO()
     code = main(
@@ -43,12 +43,12 @@ def hook_in_process(handoff: Handoff, doc: dict[str, object]) -> tuple[int, str]
 
 
 def forbid_full_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    import eidolons.config
+    import eidolons.gates.trigger
 
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("the full find_handoff rule ran on the fast path")
 
-    monkeypatch.setattr(eidolons.config, "find_handoff", boom)
+    monkeypatch.setattr(eidolons.gates.trigger, "find_handoff", boom)
 
 
 def test_emit_writes_the_payload_path_to_the_index(handoff: Handoff) -> None:
@@ -106,7 +106,7 @@ def test_an_index_that_cannot_tell_falls_back_to_the_full_rule(
     elif damage == "directory":
         index.mkdir()
     elif damage == "oversized":
-        from eidolons.payloadindex import HEADER, MAX_INDEX_BYTES
+        from eidolons.io.payloadindex import HEADER, MAX_INDEX_BYTES
 
         with index.open("wb") as fh:
             fh.write(HEADER)

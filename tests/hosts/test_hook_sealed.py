@@ -171,8 +171,8 @@ def test_the_local_settings_add_to_the_shared_deny_read(handoff: Handoff) -> Non
 def test_the_sandbox_eidolons_init_writes_seals_the_shell(handoff: Handoff) -> None:
     """What ``init`` writes and what the hook asks of it are the same rule: Bash runs in
     a project set up by ``eidolons init --hosts claude-code`` and nothing else."""
-    from eidolons.hooks.events import Layout
-    from eidolons.hooks.wiring import sandbox_problems
+    from eidolons.hosts.hook.events import Layout
+    from eidolons.hosts.wiring import sandbox_problems
 
     root = handoff.root
     assert claude_deny(handoff.hook("claude-code", bash(handoff, "ls"))).startswith(REFUSED)

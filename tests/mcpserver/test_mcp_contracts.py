@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from eidolons.ecl.contract import ContractSetUnavailable
-from eidolons.mcp_server.tools import Toolbox
+from eidolons.hosts.mcp.tools import Toolbox
 
 
 def test_a_broken_contract_dir_is_unavailable_and_an_error_reply(tmp_path: Path) -> None:

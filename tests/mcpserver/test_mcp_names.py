@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.mcp_server.tools import Reply, wire_safe
+from eidolons.hosts.mcp.tools import Reply, wire_safe
 from tests.mcpserver.conftest import McpSession, _session, make_handoff, texts
 
 FF = os.fsdecode(b"\xff")  # the name's byte as Python spells it: "\udcff"

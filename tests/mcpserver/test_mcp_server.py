@@ -107,7 +107,7 @@ def test_missing_section_refusal_does_not_echo_the_payload(
 
 
 def test_oversized_payload_is_refused_before_it_is_read(bound: McpSession, mcp_root: Path) -> None:
-    from eidolons.mcp_server.tools import MAX_READ_BYTES
+    from eidolons.hosts.mcp.tools import MAX_READ_BYTES
 
     h = make_handoff(mcp_root, verify=False)
     before = h.trace()
@@ -322,13 +322,13 @@ def test_mcp_serve_usage_errors(tmp_path: Path) -> None:
 
 
 def test_the_sdk_is_imported_only_by_mcp_serve(tmp_path: Path) -> None:
-    """`import eidolons.cli` and every other command leave the `mcp` SDK unimported."""
+    """`import eidolons.cli.main` and every other command leave the `mcp` SDK unimported."""
     (tmp_path / ".eidolons").mkdir()
     (tmp_path / "notes.md").write_text("x\n", encoding="utf-8")
     script = """
 import contextlib, io, sys
-import eidolons.cli
-from eidolons.cli import main
+import eidolons.cli.main
+from eidolons.cli.main import main
 for argv in (["contracts", "list"], ["skill", "render", "vigil"], ["check", "--help"],
              ["verify-incoming", "notes.md", "--as", "vigil"], ["mcp", "--help"],
              ["mcp", "serve", "--help"], ["trace", "list"]):
@@ -349,7 +349,7 @@ print(",".join(loaded))
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "", f"imported: {proc.stdout.strip()}"
-    assert (REPO / "src" / "eidolons" / "mcp_server" / "server.py").is_file()
+    assert (REPO / "src" / "eidolons" / "hosts" / "mcp" / "server.py").is_file()
 
 
 def test_verify_incoming_marks_recalled_memory_as_not_the_gates_words(

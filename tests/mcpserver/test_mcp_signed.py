@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eidolons.mcp_server.tools import Toolbox
+from eidolons.hosts.mcp.tools import Toolbox
 from tests.conftest import clean_env, emit_cmd, run_cli
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from eidolons.cli import main
-from eidolons.commands import memory as command
+from eidolons.cli import memory as command
+from eidolons.cli.main import main
 from eidolons.errors import InputError
 from eidolons.memory import MemoryConfig, open_memory
 from eidolons.memory.local import LocalMemory
@@ -196,7 +196,7 @@ def test_root_discovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     nested.mkdir(parents=True)
     (project / ".git").mkdir()
     monkeypatch.chdir(nested)
-    from eidolons.config import find_root
+    from eidolons.io.config import find_root
 
     bound = vars(command)["find_root"]  # the name the command calls (imported, not re-exported)
     assert bound is find_root  # the one rule, no copy of it in the command

@@ -208,7 +208,7 @@ def test_gate_callbacks_recall_then_ingest_only_verified_bytes(tmp_path: Path) -
 
 def test_importing_the_memory_api_is_cheap() -> None:
     code = (
-        "import sys, eidolons.memory, eidolons.commands.memory;"
+        "import sys, eidolons.memory, eidolons.cli.memory;"
         "heavy = [m for m in ('sqlite3', 'asyncio', 'mcp', 'anyio', 'eidolons.memory.local',"
         " 'eidolons.memory.mcp_client') if m in sys.modules];"
         "print(','.join(heavy))"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.contract import ContractSet
-from eidolons.skills.install import (
+from eidolons.hosts.skills.install import (
     SkillConflict,
     install_skills,
     skill_targets,
     uninstall_skills,
 )
-from eidolons.skills.render import render_skill
+from eidolons.hosts.skills.render import render_skill
+from eidolons.io.contracts import ContractSet
 from tests.conftest import Run, run_cli
 from tests.skills.skill_helpers import contract, write_contract
 

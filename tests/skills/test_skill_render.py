@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.contract import ContractSet
-from eidolons.skills.render import (
+from eidolons.hosts.skills.render import (
     GENERATED_BY,
     SkillError,
     generated_state,
     receivers,
     render_skill,
 )
+from eidolons.io.contracts import ContractSet
 from tests.conftest import SHARED, Run
 from tests.skills.skill_helpers import contract, front_matter, table_rows, write_contract
 

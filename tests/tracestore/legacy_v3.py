@@ -1,7 +1,7 @@
 """What eidolons wrote into a database before the trace store was bound to its database
 (schema version 3): cluster-wide NOLOGIN roles ``eidolons_gate`` / ``eidolons_orchestrator``
 and an insert trigger that tests membership of the latter. Kept verbatim (the scripts of
-``eidolons.tracestore.pg_schema`` at that version) so the upgrade is tested against what a
+``eidolons.trace.pg_schema`` at that version) so the upgrade is tested against what a
 real older store holds, not against what the current code would make."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ CREATE INDEX trace_events_payload
     (
         3,
         f"""
--- a line longer than readers accept (eidolons.trace.MAX_LINE_BYTES) is damage: refused
+-- a line longer than readers accept (eidolons.trace.log.MAX_LINE_BYTES) is damage: refused
 -- at the door, so a writer cannot make every reader fetch a gigabyte
 ALTER TABLE {SCHEMA}.trace_events ADD CONSTRAINT trace_events_line_size
   CHECK (octet_length(line) BETWEEN 1 AND 1048576) NOT VALID;

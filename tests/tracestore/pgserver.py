@@ -121,7 +121,7 @@ class PgServer:
         return name
 
     def prepare_template(self) -> None:
-        from eidolons.tracestore.pg_admin import init_schema
+        from eidolons.trace.pg_admin import init_schema
 
         self.admin(f"CREATE ROLE {GATE_LOGIN} LOGIN; CREATE ROLE {ORCH_LOGIN} LOGIN")
         self.admin(f"CREATE DATABASE {TEMPLATE_DB}")

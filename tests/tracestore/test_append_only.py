@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from eidolons.ecl.tracechain import GENESIS
-from eidolons.tracestore.postgres import PostgresStore
+from eidolons.trace.postgres import PostgresStore
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
 
 if TYPE_CHECKING:  # the runtime name psycopg is the module importorskip gave, below
@@ -123,7 +123,7 @@ def test_the_writer_is_recorded_by_the_server(pg: PgServer, db: str) -> None:
 
 
 def test_the_lookup_uses_the_index(pg: PgServer, db: str) -> None:
-    from eidolons.tracestore.postgres import VERDICTS
+    from eidolons.trace.postgres import VERDICTS
 
     with psycopg.connect(pg.dsn(ORCH_LOGIN, db), autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")  # a tiny table: make the planner show intent
@@ -160,7 +160,7 @@ def test_a_stuck_store_times_out_instead_of_hanging(
 def test_a_bad_timeout_refuses(
     pg: PgServer, db: str, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    from eidolons.tracestore import TraceReadError
+    from eidolons.trace.store import TraceReadError
 
     monkeypatch.setenv("EIDOLONS_TRACE_TIMEOUT_S", value)
     with PostgresStore(pg.dsn(GATE_LOGIN, db)) as store:

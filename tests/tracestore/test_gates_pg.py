@@ -163,7 +163,7 @@ def test_bad_dsn_refuses(cli: Cli, project: Path) -> None:
 def test_psycopg_is_imported_only_when_a_dsn_is_set(project: Path) -> None:
     code = f"""
 import sys, io, contextlib
-from eidolons.cli import main
+from eidolons.cli.main import main
 payload = {str(project / "p.md")!r}
 open(payload, "w").write("# x\\n")
 with contextlib.redirect_stdout(io.StringIO()):
@@ -221,8 +221,8 @@ def test_migrating_an_older_store_keeps_every_row_findable(
     import psycopg
 
     from eidolons.ecl.tracechain import next_link
-    from eidolons.trace import encode_event
-    from eidolons.tracestore import pg_admin, pg_schema, postgres
+    from eidolons.trace import pg_admin, pg_schema, postgres
+    from eidolons.trace.log import encode_event
 
     dsn = pg.dsn(db=pg.new_database(initialised=False))
     monkeypatch.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])

@@ -22,7 +22,7 @@ TIMEOUT_S = 30
 
 
 def sender(dsn: str, k: int) -> None:
-    from eidolons.tracestore.postgres import PostgresStore
+    from eidolons.trace.postgres import PostgresStore
 
     with PostgresStore(dsn) as store:
         for i in range(EVENTS_PER_SENDER):
@@ -30,7 +30,7 @@ def sender(dsn: str, k: int) -> None:
 
 
 def orchestrator(dsn: str, queues: list[Any]) -> None:
-    from eidolons.tracestore.postgres import PostgresStore
+    from eidolons.trace.postgres import PostgresStore
 
     with PostgresStore(dsn) as store:
         for i in range(MESSAGES):
@@ -41,7 +41,7 @@ def orchestrator(dsn: str, queues: list[Any]) -> None:
 
 
 def receiver(dsn: str, k: int, inbox: Any, results: Any) -> None:
-    from eidolons.tracestore.postgres import PostgresStore
+    from eidolons.trace.postgres import PostgresStore
 
     seen = []
     with PostgresStore(dsn) as store:

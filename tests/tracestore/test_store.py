@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.tracechain import GENESIS, line_hash, verify_chain
-from eidolons.tracestore import TraceStore
-from eidolons.tracestore.jsonl import JsonlStore
+from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.store import TraceStore
 from tests.tracestore.pgserver import ORCH_LOGIN, PgServer
 
 MID = "7d3a0a4e-1b2c-4d5e-8f90-123456789abc"
@@ -30,7 +30,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TraceStore
     if request.param == "jsonl":
         yield JsonlStore(tmp_path)
         return
-    from eidolons.tracestore.postgres import PostgresStore
+    from eidolons.trace.postgres import PostgresStore
 
     s = PostgresStore(request.getfixturevalue("pg_db"))
     try:

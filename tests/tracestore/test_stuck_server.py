@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from eidolons.errors import TraceWriteError
-from eidolons.tracestore import TraceReadError
-from eidolons.tracestore import postgres as pg_module
+from eidolons.trace import postgres as pg_module
+from eidolons.trace.store import TraceReadError
 from tests.conftest import Run, clean_env, emit_payload
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-import eidolons.trace
+import eidolons.trace.log
 from eidolons.errors import InputError
-from eidolons.trace import iter_reverse
-from eidolons.tracestore import jsonl, verdictindex
-from eidolons.tracestore.jsonl import JsonlStore
+from eidolons.trace import jsonl, verdictindex
+from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import iter_reverse
 
 MID = "7d3a0a4e-1b2c-4d5e-8f90-123456789abc"
 OTHER = "0b9e1f1c-2222-4333-8444-555555555555"
@@ -77,8 +77,8 @@ def index_file(store: JsonlStore, thread: str) -> Path:
 def full_scan(store: JsonlStore, thread: str, mid: str = MID) -> dict[str, Any] | None:
     """The answer without the index (the lookup as it was before it): what the lookup
     must always give."""
-    from eidolons.state import trace_scan_bound
-    from eidolons.tracestore import TraceReadError, is_orchestrator_verdict, verdict_needle
+    from eidolons.io.settings import trace_scan_bound
+    from eidolons.trace.store import TraceReadError, is_orchestrator_verdict, verdict_needle
 
     needle, bound = verdict_needle(mid), trace_scan_bound()
     try:
@@ -183,7 +183,7 @@ def test_the_thousandth_reception_decodes_what_the_first_does(
 ) -> None:
     """Goal 4: each reception appends lines holding the id; the lookup does not read them."""
     decoded: list[bytes] = []
-    real = eidolons.trace.decode_line
+    real = eidolons.trace.log.decode_line
 
     def counting(raw: bytes, lineno: int) -> Any:
         decoded.append(raw)
@@ -195,11 +195,11 @@ def test_the_thousandth_reception_decodes_what_the_first_does(
         while sum(1 for _ in store.iter_raw(thread)) < 1 + 2 * receptions:
             for event in receipt_events():
                 store.append(thread, event)
-        monkeypatch.setattr(eidolons.trace, "decode_line", counting)
+        monkeypatch.setattr(eidolons.trace.log, "decode_line", counting)
         decoded.clear()
         assert n_of(store.latest_verdict(thread, MID)) == 1
         counts.append(len(decoded))
-        monkeypatch.setattr(eidolons.trace, "decode_line", real)
+        monkeypatch.setattr(eidolons.trace.log, "decode_line", real)
     assert counts == [1, 1]  # the pointed line only
 
 
@@ -251,10 +251,10 @@ def test_an_overlong_foreign_line_is_damage_for_the_index_too(
     store: JsonlStore, thread: str, no_scan: None
 ) -> None:
     store.append(thread, verdict(n=1))
-    big = raw_verdict(kind="verify_fail", n=2, pad="x" * eidolons.trace.MAX_LINE_BYTES)
+    big = raw_verdict(kind="verify_fail", n=2, pad="x" * eidolons.trace.log.MAX_LINE_BYTES)
     add_raw(store, thread, big)
     # blanks then a verdict: JSON, but past the length rule; its end is a verdict
-    add_raw(store, thread, b" " * (2 * eidolons.trace.MAX_LINE_BYTES + 10) + raw_verdict(n=6))
+    add_raw(store, thread, b" " * (2 * eidolons.trace.log.MAX_LINE_BYTES + 10) + raw_verdict(n=6))
     add_raw(store, thread, raw_verdict(kind="verify_fail", n=3, mid=OTHER))
     store.append(thread, verdict(mid="unrelated"))
     assert n_of(store.latest_verdict(thread, MID)) == 1 == n_of(full_scan(store, thread))
@@ -266,7 +266,7 @@ def test_the_scan_bound_applies_to_the_uncovered_tail_only(
 ) -> None:
     """An old record past the bound is found through the index (the bound is a cost
     guard for reading, ADR 0087); a tail past the bound still refuses."""
-    from eidolons.tracestore import TraceReadError
+    from eidolons.trace.store import TraceReadError
 
     store.append(thread, verdict(n=1))
     for i in range(120):
@@ -568,8 +568,8 @@ def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str
     """What a reception writes is the same the 1st and the 1,000th time (ADR 0088): two
     trace lines, the heads, the verdict index's header; the payload index's entry only
     once (the host's index, ADR 0110: only its coverage of the trace moves)."""
-    from eidolons.knownhandoff import payload_index
-    from eidolons.payloadindex import entry, index_path
+    from eidolons.io.payloadindex import entry, index_path
+    from eidolons.io.project import payload_index
 
     root = str(Path(store.root).resolve())
     index = Path(index_path(root))

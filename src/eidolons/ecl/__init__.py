@@ -4,7 +4,7 @@ Every module here takes bytes, parsed objects and contracts and returns results.
 opens a file, a socket, a database or a process, reads the environment or prints:
 ``tests/test_layout.py`` walks every import of this package (module level, inside
 functions and through ``importlib`` strings) and fails on any module that does. The
-shells around it (:mod:`eidolons.payload`, :mod:`eidolons.trace`, the gates, the
+shells around it (:mod:`eidolons.io.payload`, :mod:`eidolons.trace.log`, the gates, the
 commands) read, then hand the core what they read.
 
 - :mod:`~eidolons.ecl.grammar`: every lexical rule once (slug, versions, hex digest,

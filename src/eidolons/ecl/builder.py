@@ -5,7 +5,7 @@ envelope schema before it is returned; an envelope that every receiver would ref
 refused by ``emit``'s self-check with the receivers' own rules (the high-trust rule,
 :func:`~eidolons.ecl.conformance.high_trust_problem`, at every version); the builder
 itself refuses what breaks a 2.1 MUST (I-5, S-3). ``artifact.sha256`` is always the plain
-SHA-256; ``integrity`` is the tag of the same read. :mod:`eidolons.emit` does the I/O.
+SHA-256; ``integrity`` is the tag of the same read. :mod:`eidolons.gates.sender` does the I/O.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Both ``eidolons check`` (the conformance checker) and the receiver gate
 between the two. The engine is pure: it takes envelope bytes, parsed objects, contracts
 and a payload *reader* (a callable injected by the caller) and returns
 :class:`GateResult` records. The file I/O (reading the envelope and its payload for
-``eidolons check``) is in :mod:`eidolons.checker`.
+``eidolons check``) is in :mod:`eidolons.gates.checker`.
 
 Gates, in the order they run for one envelope (upstream's order: envelope, integrity,
 handoff-graph, context-budget, ise, then this project's R-1). Reason strings are the
@@ -38,7 +38,7 @@ E-8 MUST trace_tier_valid: ``trace.tier`` is standard or trance: "got: <tier>".
 I-1 MUST integrity_value_hex64
     ``^[0-9a-f]{64}$``: "got: <value>" ("got: <empty>" when absent); stops I-2..I-4.
 I-2 MUST payload_resolvable
-    The payload is found with this project's resolution (:mod:`eidolons.payload`).
+    The payload is found with this project's resolution (:mod:`eidolons.io.payload`).
     Nothing found: "artifact.path=<p> unresolved" (upstream's string); the resolver
     refuses the first existing candidate (outside the boundary, a dangling link), or
     ``artifact.path`` is missing or unsafe: "artifact.path=<p> unresolved (<why>)";
@@ -131,7 +131,7 @@ Each is deliberate; ``docs/adr/0200-conformance-checker.md`` gives the reasons.
     one directory, takes the first YAML whose ``from``/``to`` match and never validates.
 12. Text output escapes control characters; the command-line differences (several
     PATHs, ``--level`` values, ``--target-version`` syntax) are listed in
-    :mod:`eidolons.commands.check`.
+    :mod:`eidolons.cli.check`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Hand-off contracts, pure: the model, its validation, parsing of contract bytes, and the
 contract set (one contract per edge, the later source winning).
 
-No file access here: :mod:`eidolons.contract` reads the builtin index, the project's
+No file access here: :mod:`eidolons.io.contracts` reads the builtin index, the project's
 ``.eidolons/contracts/`` and ``--contracts`` directories and hands this module bytes. The
 rules (sources, directory entries, bytes, content, fail closed) are listed there.
 """

@@ -10,7 +10,7 @@ Rules:
 - Hashing streams through one reused buffer and stops past the size cap; the bytes that
   were hashed are the only bytes a caller may hand on (``keep=True`` returns them).
 
-No paths here: callers pass an open binary file (see :mod:`eidolons.payload`).
+No paths here: callers pass an open binary file (see :mod:`eidolons.io.payload`).
 
 SHA-256 is OpenSSL's (``hashlib``) for every payload above :data:`LIGHT_MAX_BYTES`, and
 once a process has hashed that many bytes (a server: the import has then paid for

@@ -20,7 +20,8 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1024 * MiB
 # the largest values the environment may set (a cap is a buffer size too)
 MAX_ENVELOPE_CAP = 64 * MiB
 MAX_PAYLOAD_CAP = 1024 * 1024 * MiB
-#: the most bytes one search of the trace reads by default (:func:`eidolons.state.trace_scan_bound`)
+#: the most bytes one search of the trace reads by default
+#: (:func:`eidolons.io.settings.trace_scan_bound`)
 DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
 
 

@@ -1,5 +1,5 @@
 """The orchestrator's decision over a parsed envelope and a digest (checks 2-4 and 7 of
-the mechanical integrity check, ECL section 6.2.2). Pure; :mod:`eidolons.verify` reads
+the mechanical integrity check, ECL section 6.2.2). Pure; :mod:`eidolons.gates.verify` reads
 the files and calls these in order:
 
 2. ``integrity.method`` not sha256 or hmac-sha256 -> ``unsupported_algo``;

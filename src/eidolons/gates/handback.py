@@ -35,11 +35,11 @@ from eidolons.ecl.envelope import AgentRef
 from eidolons.ecl.grammar import is_slug
 from eidolons.ecl.integrity import digest_bytes
 from eidolons.errors import TraceWriteError
-from eidolons.trace import thread_file_name
+from eidolons.trace.log import thread_file_name
 
 if TYPE_CHECKING:
     from eidolons.gates.receiver import IncomingResult
-    from eidolons.tracestore import TraceStore
+    from eidolons.trace.store import TraceStore
 
 REFUSALS_DIR = Path(".eidolons") / "refusals"
 ORCHESTRATOR = "orchestrator"
@@ -96,7 +96,7 @@ def write_handback(
     """Write the hand-back for a refusal; return the envelope's path (None if it could not
     be written: the refusal stands either way)."""
     from eidolons.ecl.builder import ContextDelta, build_envelope
-    from eidolons.emit import emit_event, uuid7
+    from eidolons.gates.sender import emit_event, uuid7
 
     report_path, envelope_path = handback_paths(result, root)
     if envelope_path.exists():

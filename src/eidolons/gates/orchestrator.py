@@ -1,9 +1,9 @@
 """The orchestrator's mechanical gate (``eidolons verify-envelope``).
 
-It runs the integrity check (:mod:`eidolons.verify`), appends one ``verify_pass`` or
+It runs the integrity check (:mod:`eidolons.gates.verify`), appends one ``verify_pass`` or
 ``verify_fail`` event to the thread's trace, and decides the exit code:
 
-- block is the default mode (:func:`eidolons.config.verify_mode`); warn is an opt-in;
+- block is the default mode (:func:`eidolons.io.config.verify_mode`); warn is an opt-in;
 - 0 on pass; in warn mode 0 for every verdict except ``malformed``, and every verdict it
   lets through gets a :func:`warning_line`;
 - in block mode 3 for tamper, inconsistent, missing_payload, unsupported_algo, no_key;
@@ -20,24 +20,24 @@ from __future__ import annotations
 
 import time
 
-from eidolons import senders
 from eidolons._text import printable
-from eidolons.config import hmac_key_warning, payload_key
 from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event, utc_now
+from eidolons.ecl.evidence import HMAC, SENDER_SIGNATURE, UNSIGNED_WARNING, combine
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
-from eidolons.evidence import HMAC, SENDER_SIGNATURE, UNSIGNED_WARNING, combine
-from eidolons.receipts import build_statement, sign_statement, signing_state, write_receipt
-from eidolons.tracestore import TraceStore, open_store
-from eidolons.verify import VerificationResult, verify_envelope_file
+from eidolons.gates.verify import VerificationResult, verify_envelope_file
+from eidolons.io.config import hmac_key_warning, payload_key
+from eidolons.keys import senders
+from eidolons.keys.receipts import build_statement, sign_statement, signing_state, write_receipt
+from eidolons.trace.store import TraceStore, open_store
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
     from eidolons.ecl.integrity import Writable
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
 GATE = GateName.ORCHESTRATOR
 

@@ -45,9 +45,7 @@ from __future__ import annotations
 import os
 import time
 
-from eidolons import pathstr
 from eidolons._text import printable
-from eidolons.config import find_handoff, foreign_projects, payload_key
 from eidolons.ecl.contract import as_contract_set
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
@@ -57,6 +55,14 @@ from eidolons.ecl.events import (
     elapsed_ms,
     trace_event,
     utc_now,
+)
+from eidolons.ecl.evidence import (
+    HMAC,
+    SENDER_SIGNATURE,
+    SIGNED_RECEIPT,
+    UNSIGNED,
+    UNSIGNED_WARNING,
+    combine,
 )
 from eidolons.ecl.integrity import Digest
 from eidolons.ecl.limits import Limits
@@ -74,18 +80,13 @@ from eidolons.ecl.receiver import (
     sections_apply,
 )
 from eidolons.ecl.verdict import RefusalCode, Verdict
-from eidolons.errors import InputError, TraceWriteError
-from eidolons.evidence import (
-    HMAC,
-    SENDER_SIGNATURE,
-    SIGNED_RECEIPT,
-    UNSIGNED,
-    UNSIGNED_WARNING,
-    combine,
-)
+from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.gates.skip import skip_line
-from eidolons.keys.store import TrustStoreError, load_trust_store
-from eidolons.payload import (
+from eidolons.gates.trigger import find_handoff
+from eidolons.gates.verify import verify_parsed
+from eidolons.io import paths as pathstr
+from eidolons.io.config import foreign_projects, payload_key
+from eidolons.io.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
     PayloadError,
@@ -93,8 +94,8 @@ from eidolons.payload import (
     locate_payload,
     read_envelope_bytes,
 )
-from eidolons.tracestore import TraceStore, open_store
-from eidolons.verify import verify_parsed
+from eidolons.keys.store import TrustStoreError, load_trust_store
+from eidolons.trace.store import TraceStore, open_store
 
 GATE = GateName.RECEIVER
 
@@ -121,6 +122,19 @@ __all__ = [
     "receiver_event",
     "verify_incoming",
 ]
+
+
+class OnPassError(EidolonsError):
+    """A library caller's ``on_pass`` callback raised after the receiver gate's pass was
+    recorded (ADR 0125, part 2): the record stands, ``result`` is the recorded (passing)
+    result, the callback's exception is the ``__cause__``. Never a silent pass: the caller
+    learns its callback failed; never a lost record: nothing is undone in the trace."""
+
+    code = "ON_PASS_FAILED"
+
+    def __init__(self, message: str, *, result: IncomingResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class IncomingResult:
@@ -339,7 +353,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, TypeAlias
 
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
     #: ``on_envelope(envelope) -> fields``: called once the envelope parses, before any
     #: verdict (memory recall); the fields are added to ``--json``. Never changes the
@@ -369,7 +383,7 @@ def _unread_payload(envelope_path: StrPath, env: Envelope, root: StrPath) -> str
     """Where the envelope's payload lies when the check did not read it (no re-verify), in
     a sealed project only (elsewhere there is nothing to judge it by); None when it cannot
     be located (the hand-off's reader finds that out itself)."""
-    from eidolons.config import sealed_handoff_dirs
+    from eidolons.io.config import sealed_handoff_dirs
 
     if sealed_handoff_dirs(root) is None:
         return None
@@ -381,7 +395,7 @@ def _unread_payload(envelope_path: StrPath, env: Envelope, root: StrPath) -> str
 
 def _unsealed(root: StrPath, *paths: StrPath) -> str | None:
     """Why a sealed project does not receive from these paths (ADR 0140), or None."""
-    from eidolons.config import outside_sealed
+    from eidolons.io.config import outside_sealed
 
     for path in paths:
         why = outside_sealed(path, root)
@@ -412,7 +426,7 @@ def evaluate(
     feeds each to the checker; the contract set is the last step.
 
     An artefact without an envelope is skipped only when the project does not know it as
-    a hand-off (:func:`eidolons.config.find_handoff`) and ``require_envelope`` is off;
+    a hand-off (:func:`eidolons.gates.trigger.find_handoff`) and ``require_envelope`` is off;
     otherwise it is refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the
     verified bytes even with ``reverify=False``; the bytes are kept in memory only when
     they will be judged (required sections) or handed over. ``receiver`` None judges the
@@ -498,7 +512,7 @@ def evaluate(
         if not signed:
             result.notes.append(UNSIGNED_WARNING)
         if env is not None and env.integrity_method == "hmac-sha256":
-            from eidolons.config import hmac_key_warning
+            from eidolons.io.config import hmac_key_warning
 
             short = hmac_key_warning(key)
             if short is not None:
@@ -515,7 +529,7 @@ def _feed_record(
     result: IncomingResult,
 ) -> bool:
     """Step 2: the integrity evidence. With a trust store, a signed receipt for this
-    envelope (:mod:`eidolons.receipts`); else the latest orchestrator verdict in the
+    envelope (:mod:`eidolons.keys.receipts`); else the latest orchestrator verdict in the
     configured store only (an unreadable one refuses, never a fallback). Returns
     whether the decision rests on a signed receipt."""
     now = utc_now()
@@ -527,7 +541,7 @@ def _feed_record(
         return False
     sender: tuple[bool, tuple[str, str] | None] = (False, None)
     if trust is not None:  # senders' rules exist only with a trust store: imported then
-        from eidolons import senders
+        from eidolons.keys import senders
 
         if senders.required(trust, env.sender.eidolon, check.as_receiver):
             # the sender's signature over the exact envelope bytes, when the store asks for
@@ -557,7 +571,7 @@ def _feed_record(
         if judge_record(env, record, check.envelope_sha256 or "") is None:
             # a hand-off carrying a signed receipt in a project without a trust store:
             # the trust store was deleted to downgrade it to unsigned mode (ADR 0033)
-            from eidolons.receipts import signed_without_trust_store
+            from eidolons.keys.receipts import signed_without_trust_store
 
             downgrade = signed_without_trust_store(envelope_path, record)
         judgement = ReceiptJudgement((UNVERIFIED, downgrade), check="record") if downgrade else None
@@ -565,7 +579,7 @@ def _feed_record(
             record, receipt=judgement, sender_signed=sender[0], sender_problem=sender[1]
         )
         return False
-    from eidolons.receipts import receiver_evidence
+    from eidolons.keys.receipts import receiver_evidence
 
     receipt, judged, seen = receiver_evidence(
         envelope_path,
@@ -694,7 +708,7 @@ def verify_incoming(
     recall); ``on_pass`` only after the pass is on record, with the exact bytes verified
     (memory ingest): a refused, skipped or unrecorded hand-off never reaches it. The gate
     never imports memory; the command wires the callbacks (ADR 0011). An ``on_pass`` that
-    raises leaves the record as it is and raises :class:`~eidolons.errors.OnPassError`,
+    raises leaves the record as it is and raises :class:`OnPassError`,
     which carries this result (ADR 0125, part 2).
     ``require_envelope``: an artefact without an envelope is refused (UNVERIFIED), not
     skipped (the hook: a file in the hand-off directory whose envelope was deleted).
@@ -738,8 +752,6 @@ def verify_incoming(
         try:
             result.extra.update(on_pass(result.envelope, result.payload))
         except Exception as exc:  # the pass is on record: it stands, and the caller is told
-            from eidolons.errors import OnPassError
-
             why = f"{exc.__class__.__name__}: {exc}"
             result.extra["on_pass_error"] = why
             raise OnPassError(

@@ -95,7 +95,7 @@ class RouteDecision:
         bytes the gate hashed) when given; ``ECL_PAYLOAD_SOURCE`` is where they came from.
         ``ECL_ENVELOPE`` is likewise ``envelope_snapshot``, the envelope bytes both gates
         judged; ``ECL_ENVELOPE_SOURCE`` the envelope file."""
-        from eidolons.config import is_secret_env
+        from eidolons.io.config import is_secret_env
 
         # COMMAND is the receiver's dispatch: it gets the hand-off, never the gate's
         # secrets (the HMAC key would let it mint tags for any bytes)

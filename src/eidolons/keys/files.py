@@ -16,12 +16,13 @@ import os
 import stat
 
 from eidolons.errors import EidolonsError
+from eidolons.io.project import config_dir
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
 SIGNING_KEY_ENV = "EIDOLONS_SIGNING_KEY_FILE"
 SENDER_KEY_ENV = "EIDOLONS_SENDER_KEY_FILE"
@@ -32,20 +33,6 @@ class KeyFileError(EidolonsError):
 
     code = "KEY_FILE"
     exit_code = 3  # a key that must not be used: refused
-
-
-def config_dir(env: dict[str, str] | None = None) -> str:
-    """This host's own directory of the tool: ``${XDG_CONFIG_HOME:-~/.config}/eidolons``
-    (the keys, the trust-store pins, the trace heads and indexes live there); a relative
-    ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says."""
-    from eidolons import pathstr
-
-    environ = os.environ if env is None else env
-    base = environ.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec ignores it (a
-        # relative one would put the host's keys, heads and indexes in the project)
-        base = os.path.join(os.path.expanduser("~"), ".config")
-    return pathstr.join(base, "eidolons")
 
 
 #: what names this host's key material: the config directory and the key files
@@ -103,13 +90,13 @@ def default_key_file(keyid: str) -> Path:
 
 def key_file(keyid: str) -> str:
     """Where the key ``keyid`` lives by default: ``<key_dir>/<keyid>.pem``."""
-    from eidolons import pathstr
+    from eidolons.io import paths as pathstr
 
     return pathstr.join(config_dir(), "keys", f"{keyid}.pem")
 
 
 def inside(path: StrPath, root: StrPath) -> bool:
-    from eidolons import pathstr
+    from eidolons.io import paths as pathstr
 
     real = pathstr.pure(os.path.realpath(path))
     return pathstr.is_relative_to(real, pathstr.pure(os.path.realpath(root)))
@@ -117,7 +104,7 @@ def inside(path: StrPath, root: StrPath) -> bool:
 
 def check_location(path: StrPath, root: StrPath) -> None:
     """Refuse a key path inside the project tree (checked before creating a key, too)."""
-    from eidolons import pathstr
+    from eidolons.io import paths as pathstr
 
     if inside(path, root) or inside(pathstr.parent(path), root):
         raise KeyFileError(

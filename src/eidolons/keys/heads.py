@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 
-from eidolons import pathstr
 from eidolons.ecl.integrity import sha256_hex
+from eidolons.io import paths as pathstr
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
 HEADS_DIR = "heads"
 
@@ -36,7 +36,7 @@ class HeadError(Exception):
 
 
 def heads_dir() -> str:
-    from eidolons.keys.files import config_dir
+    from eidolons.io.project import config_dir
 
     return pathstr.join(config_dir(), HEADS_DIR)
 

@@ -23,14 +23,14 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from typing import Any
 
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
 PINS_FILE = "pins.json"
 
 
 def pins_path(env: dict[str, str] | None = None) -> str:
-    from eidolons import pathstr
-    from eidolons.keys.files import config_dir
+    from eidolons.io import paths as pathstr
+    from eidolons.io.project import config_dir
 
     return pathstr.join(config_dir(env), PINS_FILE)
 
@@ -71,8 +71,8 @@ def pin(root: StrPath, data: bytes, now: str) -> str:
     """Record ``data`` (the trust store's exact bytes) as this project's trust store."""
     import json
 
-    from eidolons import pathstr
     from eidolons.ecl.integrity import sha256_hex
+    from eidolons.io import paths as pathstr
     from eidolons.keys.store import atomic_write
 
     projects = dict(read_pins())

@@ -29,8 +29,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from typing import Any
 
+    from eidolons.io.paths import StrPath
     from eidolons.keys.store import TrustStore
-    from eidolons.pathstr import StrPath
 
 REGISTRY_FILE = "projects.json"
 REGISTER = "run `eidolons keys register` here, as the operator"
@@ -43,8 +43,8 @@ class RegistryError(EidolonsError):
 
 
 def registry_path() -> str:
-    from eidolons import pathstr
-    from eidolons.keys.files import config_dir
+    from eidolons.io import paths as pathstr
+    from eidolons.io.project import config_dir
 
     return pathstr.join(config_dir(), REGISTRY_FILE)
 
@@ -79,7 +79,7 @@ def register(keyid: str, project: str, root: StrPath, now: str) -> str:
     of the project at another path); returns the registry's path."""
     import json
 
-    from eidolons import pathstr
+    from eidolons.io import paths as pathstr
     from eidolons.keys.store import atomic_write
 
     keys = dict(read_registry())

@@ -25,7 +25,7 @@ from eidolons.keys.store import TrustStore
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
 
 class NoSigner(Exception):

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 
-from eidolons import pathstr
 from eidolons.ecl.grammar import is_project_id, is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
+from eidolons.io import paths as pathstr
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from eidolons.pathstr import StrPath
+    from eidolons.io.paths import StrPath
 
 TRUST_FILE = os.path.join(".eidolons", "trust.json")
 ALGORITHM = "ed25519"
@@ -393,7 +393,7 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
     """The project's trust store, or None when the project has none. Anything else that
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
-    from eidolons.beneath import BeneathError, open_state_path
+    from eidolons.io.beneath import BeneathError, open_state_path
 
     path = trust_store_path(root)
     from eidolons.keys.pins import check as check_pin

@@ -1,0 +1,635 @@
+"""``eidolons check PATH...``: the ECL conformance checker (digest section 10).
+
+Runs every gate of :mod:`eidolons.ecl.conformance` on each envelope: a PATH is one
+``*.envelope.json`` file or a directory searched recursively (regular files named
+``*.envelope.json``, symbolic links not followed, sorted by path bytes as
+``LC_ALL=C sort`` does). Several PATHs are checked in the order given; an envelope named
+twice is checked once.
+
+Options: ``--contracts DIR`` (repeatable; added on top of the builtin set and
+``<root>/.eidolons/contracts``), ``--json``, ``--level MUST|SHOULD|ALL``, ``--strict``
+(R-1 required sections at MUST instead of INFO), ``--root DIR`` (payload resolution
+boundary and project contracts), ``--target-version V`` (informational, as upstream),
+``--jobs N|auto`` (worker processes; default ``auto`` from 512 envelopes on, ADR 0115).
+
+Exit codes: 0 conformant; 2 a MUST failed; 3 a SHOULD failed (no gate does this today);
+4 something warned; 1 usage error (no PATH, a missing PATH, a file not named
+``*.envelope.json``, no envelopes found, an unknown option, a bad ``--level`` or
+``--target-version``, a missing directory or invalid contract, a directory that cannot be
+listed), printed as ``eidolons: <message>`` on stderr. A malformed envelope is a result
+(E-1 fail), never a usage error, and does not stop the run.
+
+Text output (upstream layout; lines are written as envelopes are checked)::
+
+    ECL conformance check
+    Target:        <absolute PATH>            (one line per PATH)
+    Target ECL:    <version>
+    Envelopes:     <n>
+    Contracts:     builtin, <dir>, ...
+    Level filter:  ALL|MUST|SHOULD
+    ----
+    [OK]   I-3 MUST integrity_match <scout-report.envelope.json>
+    [FAIL] C-1 MUST contract_for_edge_exists <x.envelope.json> (no contract for a -> b)
+    ----
+    Result: OK (exit 0)
+
+``--level MUST`` hides ``ok`` lines of SHOULD and INFO results, ``--level SHOULD`` hides
+``ok`` lines of INFO results; failures and warnings are always shown. The filter changes
+neither the exit code nor the JSON. Control characters in reasons and file names are
+printed escaped (``\\n``, ``\\x1b``) so an envelope cannot forge output lines.
+
+JSON output (``--json``; one object on stdout, results one per line, written as they
+are produced). The schema is stable; keys are only ever added::
+
+    {
+      "target": str,                  # absolute path of the first PATH (upstream key)
+      "targets": [str],               # every PATH, absolute, in the order given
+      "ecl_version_targeted": str,
+      "envelopes": int,               # number of envelopes checked
+      "contracts": [str],             # contract sources, lowest precedence first
+      "level_filter": "ALL"|"MUST"|"SHOULD",
+      "strict": bool,
+      "results": [
+        {"id": str, "level": "MUST"|"SHOULD"|"INFO", "status": "ok"|"fail"|"warn",
+         "name": str, "target": str, "reason": str}   # "reason" only when there is one
+      ],
+      "counts": {"ok": int, "fail": int, "warn": int},
+      "exit_code": int
+    }
+
+A progress bar (``[#####     ] 1234/10000``) is drawn on stderr only when stderr is a
+terminal and more than 200 envelopes are checked; it never touches stdout.
+
+Differences from the upstream checker
+-------------------------------------
+The gate differences are listed in :mod:`eidolons.ecl.conformance`; those of the command
+(reasons in ``docs/adr/0200-conformance-checker.md``):
+
+1. Several PATHs are accepted (upstream: exactly one); JSON adds ``targets``,
+   ``contracts``, ``strict`` and ``counts``; text prints one ``Target:`` line per PATH and
+   the contract sources on the ``Contracts:`` line.
+2. Contracts are the effective set (builtin, project, ``--contracts``, repeatable) and are
+   validated; a missing directory or an invalid contract exits 1.
+3. ``--level`` accepts only MUST, SHOULD or ALL (upstream ignored unknown values);
+   ``MUST`` also hides INFO ``ok`` lines, ``SHOULD`` hides INFO ``ok`` lines (upstream:
+   only ``MUST`` filtered, only SHOULD ``ok`` lines).
+4. ``--target-version`` must be digits (``1``, ``2.1``, ``2.0.3``); upstream's globs took
+   any suffix. The default is 2.1 unless the first PATH holds an ``ECL_VERSION`` file
+   (upstream: that file, else the checker repository's, else 2.0).
+5. A directory that cannot be listed exits 1 (``find`` skipped it with a message).
+6. Control characters in reasons and file names are escaped in text output.
+7. ``--schemas`` and ``--version`` are not options of ``check`` (the schemas were never
+   used; ``eidolons --version`` prints the tool's version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from json.encoder import encode_basestring
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
+
+from eidolons._text import printable
+
+if TYPE_CHECKING:
+    from eidolons.ecl.conformance import GateResult
+
+HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
+
+ENVELOPE_SUFFIX = ".envelope.json"
+EXIT_USAGE = 1  # as the upstream checker; 2 means "a MUST failed"
+DEFAULT_TARGET_VERSION = "2.1"  # the newest ECL version these gates implement
+LEVEL_FILTERS = ("ALL", "MUST", "SHOULD")
+PROGRESS_MIN = 200
+_TARGET_VERSION_RE = re.compile(r"[12](\.\d+){0,2}")
+_TAGS = {"ok": "[OK]   ", "fail": "[FAIL] ", "warn": "[WARN] "}
+_RANK = {"MUST": 0, "SHOULD": 1, "INFO": 2}
+_RESULT_LINES = {
+    0: "Result: OK (exit 0)",
+    2: "Result: FAIL — one or more MUSTs failed (exit 2)",
+    3: "Result: SHOULD-fail (exit 3)",
+    4: "Result: WARN — passes MUSTs with grandfathered warnings (exit 4)",
+}
+
+
+class _Usage(Exception):
+    """A usage error: ``eidolons: <message>`` and exit 1."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="an *.envelope.json file or a directory"
+    )
+    p.add_argument(
+        "--contracts",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="extra contract directory, overriding earlier sources per edge (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument(
+        "--level",
+        metavar="MUST|SHOULD|ALL",
+        default="ALL",
+        help="text output: hide ok lines below this level (default: ALL, hide nothing)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="required sections (R-1) are MUST, not INFO"
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="project root (default: $EIDOLONS_ROOT, else .eidolons/ or .git/ ancestor)",
+    )
+    p.add_argument(
+        "--target-version",
+        metavar="V",
+        help="ECL version reported as targeted (1.x, 2.0, 2.1); gates follow each "
+        "envelope's own version",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="failures and warnings only, one 'path: gate level message' line each (paths "
+        "relative to the working directory)",
+    )
+    p.add_argument(
+        "--fail-on",
+        metavar="must|should",
+        help="must: exit 2 on a MUST failure and 0 otherwise (warnings do not fail); "
+        "should (the default): upstream's 2/3/4",
+    )
+    p.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 whatever is found (usage errors still 1)"
+    )
+    p.add_argument(
+        "--jobs",
+        metavar="N|auto",
+        help="check with N worker processes (auto: one per CPU); output and its order are "
+        "the same as with one (default: auto from 512 envelopes on, else this process; "
+        "1: this process only)",
+    )
+    _exit_1_on_usage_errors(p)
+
+
+def _exit_1_on_usage_errors(p: argparse.ArgumentParser) -> None:
+    """Usage errors exit 1 as upstream (argparse would exit 2, which here means "a MUST
+    failed"). Stray positionals after options are PATHs; unknown options are errors."""
+
+    def error(message: str) -> NoReturn:
+        p.exit(EXIT_USAGE, f"eidolons: {message}\n")
+
+    original = p.parse_known_args
+
+    def parse_known_args(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = original(args, namespace)
+        unknown = [a for a in extras if a.startswith("-")]
+        if unknown:
+            error(f"unrecognized arguments: {' '.join(unknown)}")
+        ns.paths = list(ns.paths) + extras
+        return ns, []
+
+    setattr(p, "error", error)  # noqa: B010 - instance override, argparse has no hook
+    setattr(p, "parse_known_args", parse_known_args)  # noqa: B010
+
+
+def run(args: argparse.Namespace) -> int:
+    from eidolons.cli.common import error
+
+    try:
+        return _run(args)
+    except _Usage as exc:
+        return error(str(exc), EXIT_USAGE)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from eidolons.errors import UsageError
+    from eidolons.gates.checker import check_batches
+    from eidolons.io.config import Limits, find_root, hmac_key
+    from eidolons.io.contracts import ContractSetUnavailable, load_contracts
+
+    level = str(args.level).upper()
+    if level not in LEVEL_FILTERS:
+        raise _Usage(f"--level must be MUST, SHOULD or ALL, got {args.level!r}")
+    fail_on = (args.fail_on or "should").lower()
+    if fail_on not in ("must", "should"):
+        raise _Usage(f"--fail-on must be must or should, got {args.fail_on!r}")
+    if args.quiet and args.json:
+        raise _Usage("-q is for text output; --json already lists every result")
+    jobs = _jobs(args.jobs)
+    if not args.paths:
+        raise _Usage("no PATH given (usage: eidolons check PATH... [options])")
+    targets = [_absolute(p) for p in args.paths]
+    envelopes = _collect(targets)
+    target_version = _target_version(args.target_version, targets)
+    try:
+        root = find_root(args.root)
+        limits = Limits.from_env(os.environ)
+    except UsageError as exc:
+        raise _Usage(str(exc)) from None
+    contracts = load_contracts(root, args.contracts)
+    if isinstance(contracts, ContractSetUnavailable):
+        raise _Usage(contracts.reason)
+    key = hmac_key()
+
+    _reconfigure(sys.stdout)
+    out = sys.stdout
+    progress = _Progress(len(envelopes), sys.stderr, shares_screen=_isatty(out))
+    kind: type[_Report] = (
+        _JsonReport if args.json else (_QuietReport if args.quiet else _TextReport)
+    )
+    report = kind(
+        out,
+        targets=targets,
+        version=target_version,
+        count=len(envelopes),
+        sources=contracts.sources,
+        level=level,
+        strict=bool(args.strict),
+    )
+    report.start()
+    batches = check_batches(
+        envelopes,
+        contracts,
+        root=root,
+        key=key,
+        strict=args.strict,
+        limits=limits,
+        jobs=jobs,
+        render=report.render,  # in the workers, if any: what comes back is text and counts
+    )
+    try:
+        for done, rendered in batches:
+            progress.clear()
+            report.add(rendered)
+            progress.tick(done)
+    finally:
+        batches.close()  # workers, if any, are stopped now, whatever ended the loop
+    progress.done()
+    code = report.finish()
+    if args.exit_zero:
+        return 0
+    if fail_on == "must":
+        return 2 if code == 2 else 0
+    return code
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _jobs(raw: str | None) -> int | None:
+    """``--jobs N``: a positive integer; ``auto`` is the number of CPUs this process may
+    use. Absent: None, which is ``auto`` from :data:`eidolons.gates.checker.AUTO_MIN` envelopes
+    on and this process only below (:func:`eidolons.gates.checker.workers_for`; ADR 0115)."""
+    if raw is None:
+        return None
+    if raw == "auto":
+        from eidolons.gates.checker import auto_jobs
+
+        return auto_jobs()
+    if not (raw.isascii() and raw.isdecimal()) or int(raw) < 1:  # "３" is no count here
+        raise _Usage(f"--jobs must be a positive integer or auto, got {raw!r}")
+    return int(raw)
+
+
+def _absolute(path: str) -> str:
+    if not os.path.exists(path):
+        raise _Usage(f"Path not found: {path}")
+    return os.path.abspath(path)
+
+
+def _collect(targets: Sequence[str]) -> list[str]:
+    """Every envelope under ``targets``, each directory's in ``LC_ALL=C`` path order,
+    each once. Each distinct directory is listed once, however many times and by
+    whatever spelling it is named (:func:`eidolons.io.payload.find_envelopes`' ``listed``):
+    a directory named again adds nothing, and is not walked again."""
+    from eidolons.errors import InputError
+    from eidolons.io.payload import find_envelopes, listed_before
+
+    seen: set[str] = set()
+    out: list[str] = []
+    listed: dict[tuple[int, int], tuple[list[str], list[str]]] = {}
+    for target in targets:
+        if os.path.isdir(target):
+            try:
+                if listed_before(target, listed):
+                    continue  # named before: its envelopes are in already
+                found = find_envelopes(target, listed)
+            except OSError as exc:
+                raise _Usage(f"cannot list {target}: {exc.strerror or exc}") from None
+            except InputError as exc:
+                raise _Usage(str(exc)) from None
+            if not found:
+                raise _Usage(f"No *{ENVELOPE_SUFFIX} files found under {target}")
+        elif target.endswith(ENVELOPE_SUFFIX):
+            found = [target]
+        else:
+            raise _Usage(f"Not an envelope file: {target}")
+        for path in found:
+            if path not in seen:
+                seen.add(path)
+                out.append(path)
+    return out
+
+
+def _target_version(explicit: str | None, targets: Sequence[str]) -> str:
+    """``--target-version``, else the first line of ``<first PATH>/ECL_VERSION`` when the
+    first PATH is a directory holding one, else :data:`DEFAULT_TARGET_VERSION`."""
+    version = explicit
+    if version is None:
+        marker = os.path.join(targets[0], "ECL_VERSION")
+        if os.path.isdir(targets[0]) and os.path.isfile(marker):
+            try:
+                with open(marker, encoding="utf-8", errors="replace") as fh:
+                    version = "".join(fh.readline().split())
+            except OSError:
+                version = None
+        version = version or DEFAULT_TARGET_VERSION
+    if not _TARGET_VERSION_RE.fullmatch(version):
+        raise _Usage(f"Unsupported --target-version: {version} (this checker knows 1.x, 2.0, 2.1)")
+    return version
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _reconfigure(stream: TextIO) -> None:
+    """File names need not be UTF-8: print undecodable bytes escaped, never crash."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+
+
+class _Rendered(NamedTuple):
+    """A batch of envelopes as the report prints and counts it (a worker's answer)."""
+
+    text: str
+    counts: dict[str, int]
+    must_fail: bool
+    should_fail: bool
+
+
+class _Report:
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        targets: Sequence[str],
+        version: str,
+        count: int,
+        sources: Sequence[str],
+        level: str,
+        strict: bool,
+    ) -> None:
+        self.out = out
+        self.level = level
+        self.strict = strict
+        self.targets = list(targets)
+        self.version = version
+        self.count = count
+        self.sources = list(sources)
+        self.counts = {"ok": 0, "fail": 0, "warn": 0}
+        self.must_fail = self.should_fail = False
+
+    def render(self, batch: Sequence[Sequence[GateResult]]) -> _Rendered:
+        """The output lines of a batch of envelopes' results and what they count: pure
+        (it reads only the options set by :meth:`start`), so a worker process renders
+        its own batches and the parent only writes them (:meth:`add`)."""
+        counts: dict[str, int] = {}
+        must_fail = should_fail = False
+        for results in batch:
+            for r in results:
+                counts[r.status] = counts.get(r.status, 0) + 1
+                if r.status == "fail":
+                    if r.level == "MUST":
+                        must_fail = True
+                    elif r.level == "SHOULD":
+                        should_fail = True
+        text = self._lines(batch)
+        return _Rendered(text, counts, must_fail, should_fail)
+
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
+        raise NotImplementedError
+
+    def add(self, rendered: _Rendered) -> None:
+        """Count a rendered batch and write its text (batches arrive in input order)."""
+        for status, n in rendered.counts.items():
+            self.counts[status] = self.counts.get(status, 0) + n
+        self.must_fail = self.must_fail or rendered.must_fail
+        self.should_fail = self.should_fail or rendered.should_fail
+        if rendered.text:
+            self.out.write(rendered.text)
+
+    @property
+    def exit_code(self) -> int:
+        if self.must_fail:
+            return 2
+        if self.should_fail:
+            return 3
+        return 4 if self.counts.get("warn") else 0
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> int:
+        raise NotImplementedError
+
+
+class _TextReport(_Report):
+    def start(self) -> None:
+        lines = ["ECL conformance check"]
+        lines += [f"Target:        {printable(t)}" for t in self.targets]
+        lines += [
+            f"Target ECL:    {self.version}",
+            f"Envelopes:     {self.count}",
+            f"Contracts:     {printable(', '.join(self.sources))}",
+            f"Level filter:  {self.level}",
+            "----",
+        ]
+        self.out.write("\n".join(lines) + "\n")
+        self._hide_below = {"ALL": 3, "SHOULD": 1, "MUST": 0}[self.level]
+
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
+        lines = []
+        hide_below = self._hide_below
+        for results in batch:
+            shown: dict[str | None, str] = {}  # the target is the same for one envelope
+            for r in results:
+                if r.status == "ok" and _RANK.get(r.level, 2) > hide_below:
+                    continue
+                line = _text_head(r.status, r.id, r.level, r.name)
+                if r.target:
+                    where = shown.get(r.target)
+                    if where is None:
+                        where = shown[r.target] = f" <{printable(os.path.basename(r.target))}>"
+                    line += where
+                if r.reason:
+                    line += f" ({printable(r.reason)})"
+                lines.append(line)
+        return "\n".join(lines) + "\n" if lines else ""
+
+    def finish(self) -> int:
+        code = self.exit_code
+        self.out.write(f"----\n{_RESULT_LINES[code]}\n")
+        self.out.flush()
+        return code
+
+
+class _QuietReport(_Report):
+    """``-q``: only what failed or warned, as ``path: gate level message`` (the path
+    relative to the working directory, so two ``scout-report.envelope.json`` in ``a/``
+    and ``b/`` are told apart), and nothing else."""
+
+    def start(self) -> None:
+        pass
+
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
+        lines = []
+        for results in batch:
+            for r in results:
+                if r.status == "ok":
+                    continue
+                where = os.path.relpath(r.target) if r.target else "-"
+                message = r.name + (f": {r.reason}" if r.reason else "")
+                lines.append(
+                    f"{printable(where)}: {r.id} {r.level} {r.status} {printable(message)}"
+                )
+        return "\n".join(lines) + "\n" if lines else ""
+
+    def finish(self) -> int:
+        self.out.flush()
+        return self.exit_code
+
+
+class _JsonReport(_Report):
+    def start(self) -> None:
+        head = {
+            "target": self.targets[0],
+            "targets": self.targets,
+            "ecl_version_targeted": self.version,
+            "envelopes": self.count,
+            "contracts": self.sources,
+            "level_filter": self.level,
+            "strict": self.strict,
+        }
+        body = json.dumps(head, indent=2, ensure_ascii=False)[:-2]  # drop "\n}"
+        self.out.write(body + ',\n  "results": [')
+        self._first = True
+
+    def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
+        """The batch's result objects joined by ``,\\n    `` (without the separator
+        before the first: :meth:`add` writes it, knowing whether one came before)."""
+        lines = []
+        for results in batch:
+            quoted: dict[str | None, str] = {}  # the target is the same for one envelope
+            for r in results:
+                line = _json_head(r.id, r.level, r.status, r.name)
+                if r.target is not None:
+                    target = quoted.get(r.target)
+                    if target is None:
+                        target = quoted[r.target] = ', "target": ' + _quote(r.target)
+                    line += target
+                if r.reason is not None:
+                    line += ', "reason": ' + _quote(r.reason)
+                lines.append(line + "}")
+        return ",\n    ".join(lines)
+
+    def add(self, rendered: _Rendered) -> None:
+        if rendered.text:
+            sep = "\n    " if self._first else ",\n    "
+            rendered = rendered._replace(text=sep + rendered.text)
+            self._first = False
+        super().add(rendered)
+
+    def finish(self) -> int:
+        code = self.exit_code
+        tail: dict[str, Any] = {"counts": self.counts, "exit_code": code}
+        rest = json.dumps(tail, indent=2, ensure_ascii=False)[1:]  # drop "{"
+        self.out.write(("\n  ]," if not self._first else "],") + rest + "\n")
+        self.out.flush()
+        return code
+
+
+def _quote(text: str | None) -> str:
+    """A JSON string (``null`` for None), non-ASCII kept as is: what
+    ``json.dumps(text, ensure_ascii=False)`` gives (it calls this same encoder), without
+    building a new encoder for every string."""
+    return "null" if text is None else encode_basestring(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_head(gid: str, level: str, status: str, name: str) -> str:
+    """``{"id": .., "level": .., "status": .., "name": ..`` of a result line: the gates'
+    small vocabulary, quoted once per run instead of four times per result."""
+    return (
+        f'{{"id": {_quote(gid)}, "level": {_quote(level)}, '
+        f'"status": {_quote(status)}, "name": {_quote(name)}'
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_head(status: str, gid: str, level: str, name: str) -> str:
+    """``[OK]   E-1 MUST envelope_is_json``: the start of a text line, made once per run."""
+    return f"{_TAGS.get(status, '[?]    ')}{gid} {level} {name}"
+
+
+class _Progress:
+    """``\\r[#####     ] 1234/10000`` on stderr, redrawn about 200 times in a run."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, stream: TextIO, *, shares_screen: bool) -> None:
+        self.total = total
+        self.stream = stream
+        self.enabled = total > PROGRESS_MIN and _isatty(stream)
+        self.shares_screen = shares_screen  # stdout is a terminal too: clear before output
+        self.step = max(1, total // 200)
+        self.drawn = 0
+        self.ticked = 0  # the last ``done`` seen
+        self.last = 0.0
+
+    def tick(self, done: int) -> None:
+        if not self.enabled:
+            return
+        # a step boundary crossed (``done`` moves by one envelope, or by a worker's batch)
+        crossed = done // self.step != self.ticked // self.step
+        self.ticked = done
+        if not (self.shares_screen and not self.drawn):  # else: redraw what clear() wiped
+            if not crossed and done != self.total:
+                return
+            now = time.monotonic()
+            if done != self.total and now - self.last < 0.05:
+                return
+            self.last = now
+        filled = self.WIDTH * done // self.total
+        text = f"\r[{'#' * filled}{' ' * (self.WIDTH - filled)}] {done}/{self.total}"
+        self.stream.write(text)
+        self.stream.flush()
+        self.drawn = len(text) - 1
+
+    def clear(self) -> None:
+        if self.drawn and self.shares_screen:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.stream.flush()
+            self.drawn = 0
+
+    def done(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.stream.flush()
+            self.drawn = 0

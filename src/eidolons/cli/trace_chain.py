@@ -1,0 +1,471 @@
+"""The chain verbs of ``eidolons trace``: ``show``, ``graph``, ``verify``, ``cost``, ``otel``.
+
+For envelope PATHs, the upstream nexus's JSON shapes, flags and exit codes
+(``nexus-cli.md``), minus its bugs: a bad file is reported and skipped, hops are ordered
+by ``parent_id`` and time, ``otel`` ids are valid OpenTelemetry hex ids. ``show`` over
+thread ids or ``.jsonl`` traces keeps listing the events themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from eidolons._text import printable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from eidolons.trace.chain import Hop
+    from eidolons.trace.chain.sources import Collected
+    from eidolons.trace.store import TraceStore
+    from eidolons.trace.verify import TraceSnapshot
+
+EXIT_NOTHING = 1
+EXIT_BLOCKED = 3
+FOLLOW_POLL_S = 0.2
+OK_VERDICTS = ("pass", "unverifiable")  # as upstream: anything else is a failure
+
+
+def run_chain(args: argparse.Namespace) -> int:
+    from eidolons.cli.common import error, project_root
+    from eidolons.io.config import Limits, verify_mode
+    from eidolons.trace.chain import sources
+
+    verb = args.trace_command
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
+    mode = verify_mode(getattr(args, "mode", None), block=getattr(args, "block", False))
+    if verb == "show":
+        if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
+            return error("--max-events and --idle-timeout go with --follow")
+        if args.max_events is not None and args.max_events < 1:
+            return error("--max-events must be at least 1")
+        if args.idle_timeout is not None and not args.idle_timeout >= 0:
+            return error("--idle-timeout must be a number of seconds, 0 or more")
+    if getattr(args, "budget", None) is not None and args.budget < 0:
+        return error("--budget must be 0 or more")
+    from eidolons.trace.store import open_store
+
+    with open_store(root) as store:
+        collected = sources.collect(args.paths, store, Limits.from_env(os.environ))
+        if verb == "show":
+            for path in collected.trace_files:
+                why = sources.not_a_trace(path)
+                if why is not None:
+                    return error(f"{path}: not a trace ({why}); nothing shown")
+            named = {a for a in args.paths if os.path.isfile(a)}
+            for env in collected.envelopes:  # a file named as such, not found in a directory
+                if env.path in named and env.error is not None:
+                    path = Path(env.path)
+                    is_trace = path.stat().st_size > 0 and sources.not_a_trace(path) is None
+                    why = "a trace is read from a .jsonl file" if is_trace else env.error
+                    return error(f"{env.path}: not a trace or an envelope ({why}); nothing shown")
+        if verb == "show" and args.follow:
+            if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
+                _problems(collected)
+                return error("--follow takes one thread id or .jsonl trace")
+            return _follow(collected, root, args)
+        if verb == "show" and collected.trace_only:
+            return _show_events(collected, store, args.json)
+        if verb == "verify" and store.kind == "jsonl":
+            _deleted_traces(args.paths, collected, store)
+        if collected.empty and verb == "verify":  # a gate's vocabulary: 2, one line
+            why = "; ".join(p.removesuffix("; skipped") for p in collected.problems)
+            collected.problems.clear()
+            return error(printable(f"nothing to verify: {why or 'no trace or envelope found'}"))
+        if collected.empty:
+            _problems(collected)
+            return error("no trace or envelope found to read", _nothing_code(args))
+        if verb == "verify":  # each trace read once: its events and its chain (ADR 0096)
+            read = _read_traces(collected, store)
+            hops = sources.hops(collected, store, {snap.key: snap.lines for snap in read})
+            chains, trusted = _chains(collected, read, root)
+        else:
+            hops, chains, trusted = sources.hops(collected, store), [], False
+    _problems(collected)
+    if verb == "verify":
+        return _verify(collected, hops, root, mode, args.json, chains, trusted)
+    if not hops:
+        return error("no hand-off found in what was read", EXIT_NOTHING)
+    return _VIEWS[verb](hops, args)
+
+
+def _deleted_traces(paths: list[str], collected: Collected, store: TraceStore) -> None:
+    """A trace named by thread id or ``.jsonl`` path that is gone, while this host holds
+    its head (ADR 0037), is verified as an empty trace: its head then reports the cut."""
+    from eidolons.keys.heads import HeadError, recorded
+    from eidolons.trace.log import thread_file_name
+
+    for arg in paths:
+        if os.path.exists(arg):
+            continue
+        is_thread = thread_file_name(arg) == arg and arg not in collected.threads
+        file = Path(store.location(arg)) if is_thread else Path(arg)
+        if not (is_thread or arg.endswith(".jsonl")):
+            continue
+        try:
+            if recorded(file) is None:
+                continue
+        except HeadError:
+            pass  # an unreadable head: verified, and failed, as one
+        if is_thread:
+            collected.threads.append(arg)
+        else:
+            collected.trace_files.append(file)
+        collected.problems = [p for p in collected.problems if not p.startswith(f"{arg}: ")]
+
+
+def _nothing_code(args: argparse.Namespace) -> int:
+    """2 when every PATH was neither a file nor a valid thread id (a usage slip), else 1."""
+    from eidolons.trace.log import thread_file_name
+
+    def usage_slip(arg: str) -> bool:
+        return not os.path.exists(arg) and thread_file_name(arg) != arg
+
+    return 2 if all(usage_slip(a) for a in args.paths) else EXIT_NOTHING
+
+
+def _problems(collected: Collected) -> None:
+    for problem in collected.problems:
+        print(f"eidolons: {printable(problem)}", file=sys.stderr)
+    collected.problems.clear()
+
+
+def _out(lines: list[str]) -> None:
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+
+
+# -- show over traces: the events themselves
+def event_line(event: dict[str, Any], color: bool) -> str:
+    from eidolons.trace.store import NOT_COUNTED
+
+    kind = str(event.get("event", "?"))
+    uncounted = event.get(NOT_COUNTED)  # set by the store's reader (the one record rule)
+    flag = "??" if uncounted else {"verify_fail": "!!", "verify_pass": "ok"}.get(kind, "  ")
+    parts = [
+        flag,
+        str(event.get("ts", "?")),
+        f"{kind:<11}",
+        f"{event.get('from', '?')} -> {event.get('to', '?')}",
+        str(event.get("performative", "?")),
+        f"msg={event.get('message_id', '?')}",
+    ]
+    if "gate" in event:
+        parts.append(f"gate={event['gate']}")
+    if kind == "verify_fail":
+        parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
+    if uncounted:
+        parts.append(f"NOT COUNTED: {uncounted}")
+    line = printable(" ".join(parts))
+    if color and kind == "verify_fail":
+        line = f"\x1b[31m{line}\x1b[0m"
+    return line
+
+
+def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
+    from eidolons.cli.common import print_json, use_color
+    from eidolons.trace.chain.sources import trace_events
+
+    events = trace_events(collected, store)
+    _problems(collected)
+    if as_json:
+        print_json(events)
+    else:
+        color = use_color(sys.stdout)
+        _out([event_line(e, color) for e in events])
+    return 0
+
+
+def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
+    """Print the trace's events, then new ones as they are appended, until ``--max-events``
+    events were printed, ``--idle-timeout`` seconds pass without one, or Ctrl-C."""
+    import json
+
+    from eidolons.cli.common import use_color
+    from eidolons.trace.store import open_store
+
+    path = collected.trace_files[0] if collected.trace_files else None
+    name = str(path) if path else collected.threads[0]
+    store = open_store(root, file=path)  # a thread: the project's configured store
+    color = use_color(sys.stdout)
+    printed, offset, idle_since = 0, 0, time.monotonic()
+    try:
+        while args.max_events is None or printed < args.max_events:
+            lines, offset = store.read_new(name if path is None else None, offset)
+            for line in lines:
+                if line.event is None:
+                    print(f"eidolons: {name}: damaged line skipped: {line.error}", file=sys.stderr)
+                    continue
+                if args.json:  # one event per line (JSON Lines), as it arrives
+                    sys.stdout.write(json.dumps(line.event, ensure_ascii=True) + "\n")
+                else:
+                    sys.stdout.write(event_line(line.event, color) + "\n")
+                printed += 1
+                if args.max_events is not None and printed >= args.max_events:
+                    break
+            sys.stdout.flush()
+            if lines:
+                idle_since = time.monotonic()
+            elif args.idle_timeout is not None and time.monotonic() - idle_since >= (
+                args.idle_timeout
+            ):
+                break
+            elif args.max_events is None or printed < args.max_events:
+                time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close()
+    return 0
+
+
+# -- the nexus's views
+def _show(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.cli.common import print_json
+    from eidolons.trace.chain.views import show_doc, show_text
+
+    if args.json:
+        print_json(show_doc(hops))
+    else:
+        _out(show_text(hops))
+    return 0
+
+
+def _graph(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.cli.common import print_json
+    from eidolons.trace.chain import render
+    from eidolons.trace.chain.views import graph_doc, graph_text
+
+    fmt = args.format or ("json" if args.json else "text")
+    if fmt == "json":
+        print_json(graph_doc(hops))
+    elif fmt == "text":
+        _out(graph_text(hops))
+    else:
+        sys.stdout.write(render.RENDERERS[fmt](hops))
+    return 0
+
+
+def _cost(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.cli.common import print_json
+    from eidolons.trace.chain.views import cost_doc, cost_text
+
+    doc = cost_doc(hops, args.budget)
+    if args.json:
+        print_json(doc)
+    else:
+        _out(cost_text(doc))
+    return EXIT_BLOCKED if doc["budget_exceeded"] else 0
+
+
+def _otel(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.cli.common import print_json
+    from eidolons.trace.chain.views import otel_doc
+
+    print_json(otel_doc(hops, args.otel_version))
+    return 0
+
+
+def _report(hops: list[Hop], args: argparse.Namespace) -> int:
+    from eidolons.cli.common import project_root
+    from eidolons.ecl.events import TOOL, utc_now
+    from eidolons.trace.chain.evidence import check_receipts
+    from eidolons.trace.chain.report import render_report
+    from eidolons.trace.chain.views import thread_of
+
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
+    trusted, problem = check_receipts(hops, root)
+    if problem:
+        print(f"eidolons: {printable(problem)}", file=sys.stderr)
+    page = render_report(
+        hops, thread=thread_of(hops), generated=utc_now(), tool=TOOL, trusted=trusted
+    )
+    if not args.output:
+        sys.stdout.write(page)
+        return 0
+    try:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(page)
+    except OSError as exc:
+        from eidolons.cli.common import error
+
+        return error(f"cannot write {args.output}: {exc.strerror or exc}")
+    print(f"report: {printable(args.output)} ({len(hops)} hops)", file=sys.stderr)
+    return 0
+
+
+_VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel, "report": _report}
+
+
+# -- verify
+def _read_traces(collected: Collected, store: TraceStore) -> list[TraceSnapshot]:
+    """Each trace named (files, then threads) read once: its raw lines and their decoding."""
+    from eidolons.trace.verify import snapshot_file, snapshot_thread
+
+    return [snapshot_file(p) for p in collected.trace_files] + [
+        snapshot_thread(store, t) for t in collected.threads
+    ]
+
+
+def _chains(
+    collected: Collected, read: list[TraceSnapshot], root: Path
+) -> tuple[list[dict[str, Any]], bool]:
+    """Traces read (files, threads): the hash chain and each verdict's receipt; and
+    whether the project has a trust store (then only a valid receipt is evidence). A
+    trust store that cannot be read counts as one: no receipt checks, so none is valid."""
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.store import TrustStoreError, load_trust_store
+    from eidolons.trace.verify import verify_trace
+
+    unreadable = False
+    try:
+        trust = load_trust_store(root)
+    except TrustStoreError as exc:
+        collected.problems.append(f"{exc}; receipts not checked")
+        trust, unreadable = None, True
+    now = utc_now()
+    return [verify_trace(snap, trust, now) for snap in read], trust is not None or unreadable
+
+
+def _verify(
+    collected: Collected,
+    hops: list[Hop],
+    root: Path,
+    mode: str,
+    as_json: bool,
+    chains: list[dict[str, Any]] | None = None,
+    trusted: bool = False,
+) -> int:
+    """Envelopes: the orchestrator gate in warn mode (no trace written, no contracts).
+    Hops known only from a trace: the latest orchestrator verdict on record, and the
+    receipt of that line; in a project with a trust store only a ``valid`` receipt makes
+    it evidence (as for a receiver). Traces: their hash chain and receipts (a break or an
+    invalid receipt is a failure)."""
+    chains = chains or []
+    receipts: dict[str, str] = {}  # message id -> receipt of its latest verdict line
+    for c in chains:
+        for entry in c["receipts"]:
+            if entry["counted"]:  # a line the gate would not count is no verdict on record
+                receipts[str(entry["message_id"])] = str(entry["receipt"])
+    from eidolons.cli.common import print_json
+    from eidolons.gates.verify import verify_parsed
+    from eidolons.io.config import Limits, hmac_key
+
+    limits, key = Limits.from_env(os.environ), hmac_key()
+    results: list[dict[str, Any]] = []
+    place = {h.envelope: i for i, h in enumerate(hops) if h.envelope is not None}
+    # in chain order; envelopes that did not parse last, in path order
+    for env in sorted(collected.envelopes, key=lambda e: place.get(e.path, len(place))):
+        row: dict[str, Any] = {"verdict": "malformed", "from": "?", "to": "?", "envelope": env.path}
+        parsed = env.envelope
+        if parsed is None:
+            row["message"] = env.error
+        else:
+            result = verify_parsed(
+                parsed,
+                Path(env.path),
+                envelope_sha256=env.sha256 or "",
+                root=root,
+                limits=limits,
+                key=key,
+            )
+            row.update(
+                verdict=str(result.verdict),
+                **{"from": parsed.sender.eidolon, "to": parsed.recipient.eidolon},
+                message_id=parsed.message_id,
+                message=result.message,
+            )
+        results.append(row)
+    for hop in hops:
+        if hop.envelope is None:  # known from the trace only
+            latest = hop.latest("orchestrator")
+            receipt = receipts.get(hop.message_id) if latest else None
+            row = {
+                "verdict": latest.verdict if latest else "unrecorded",
+                "from": hop.sender or "?",
+                "to": hop.recipient or "?",
+                "envelope": None,
+                "message_id": hop.message_id,
+                "message": "latest orchestrator verdict on record"
+                if latest
+                else "no orchestrator verdict on record",
+                "evidence": (latest.evidence or "unsigned") if latest else None,
+                "receipt": receipt,
+            }
+            if trusted and latest and receipt != "valid":
+                row["ok"] = False
+                row["message"] = f"latest orchestrator verdict on record, receipt {receipt}"
+            results.append(row)
+    for row in results:
+        row.setdefault("ok", row["verdict"] in OK_VERDICTS)
+    failed = sum(1 for r in results if not r["ok"])
+    broken = sum(1 for c in chains if not c["ok"])
+    doc = {
+        "mode": mode,
+        "total": len(results),
+        "failed": failed,
+        "all_pass": failed == 0 and broken == 0,
+        "results": results,
+        "chains": chains,
+    }
+    if as_json:
+        print_json(doc)
+    else:
+        lines = []
+        for r in results:
+            glyph = "✓" if r["ok"] else "✗"
+            where = r["envelope"] or f"msg={r.get('message_id')}"
+            if r["envelope"] is None and r.get("evidence"):
+                where += f" (on record, evidence {r['evidence']}, receipt {r['receipt']})"
+            lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
+        total = len(results)
+        lines.append(
+            f"all {total} envelopes verified"
+            if not failed
+            else f"{failed}/{total} envelopes failed integrity"
+        )
+        lines += _chain_lines(chains)
+        _out([printable(line) for line in lines])
+    return EXIT_BLOCKED if mode == "block" and (failed or broken) else 0
+
+
+def _chain_lines(chains: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for c in chains:
+        brk = c["first_break"]
+        if brk is not None:
+            out.append(f"  ✗ chain BROKEN at line {brk['line']}: {brk['reason']}  {c['trace']}")
+        else:
+            out.append(f"  ✓ chain {c['state']} ({c['lines']} lines)  {c['trace']}")
+        head = c.get("head")
+        if head is not None and not head["ok"]:
+            out.append(f"  ✗ {head['reason']}  {c['trace']}")
+        elif head is not None:
+            if head["state"] == "anchored":
+                note = f"head anchored on this host at seq {head['seq']}"
+                if head["after"]:
+                    note += f" ({head['after']} later lines not anchored)"
+            else:
+                note = f"{head['reason']}: a cut tail would not show"
+            out.append(f"    {'✓' if head['state'] == 'anchored' else '!'} {note}")
+        for r in c["receipts"]:
+            glyph = "✗" if r["receipt"].startswith("invalid") else " "
+            if not r["counted"]:
+                out.append(
+                    f"    ! line {r['line']} [{r['verdict']}] msg={r['message_id']}: "
+                    f"not counted ({r['not_counted']})"
+                )
+                continue
+            out.append(
+                f"    {glyph} line {r['line']} [{r['verdict']}] msg={r['message_id']}: "
+                f"receipt {r['receipt']}"
+            )
+    return out

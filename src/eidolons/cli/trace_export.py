@@ -1,0 +1,64 @@
+"""``eidolons trace export --otlp URL [THREAD...]``: one span per hand-off, over OTLP/HTTP.
+
+THREAD... are read as the other chain verbs read their PATHs (thread ids, ``.jsonl``
+traces, envelope files or directories); none means every thread in the project's store.
+The OpenTelemetry SDK is imported here only (:mod:`eidolons.trace.chain.otlp`).
+
+Exit codes: 0 the collector accepted every span; 1 nothing to export; 2 usage (a URL
+that is not ``http(s)://``, the SDK not installed); 3 the collector refused the spans or
+could not be reached within ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from eidolons._text import printable
+
+EXIT_NOTHING = 1
+EXIT_REFUSED = 3
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from eidolons import __version__
+    from eidolons.cli.common import error, project_root
+    from eidolons.io.config import Limits
+    from eidolons.trace.chain import sources
+    from eidolons.trace.store import open_store
+
+    url = args.otlp
+    if getattr(args, "dsn", None):
+        return error("--dsn goes with --to postgres, not --otlp")
+    if not url.startswith(("http://", "https://")):
+        return error(f"--otlp must be an http:// or https:// URL, got {url!r}")
+    if not args.timeout > 0:
+        return error("--timeout must be a positive number of seconds")
+    try:
+        from eidolons.trace.chain.otlp import export_hops
+    except ImportError as exc:
+        return error(
+            f"the OpenTelemetry SDK is not installed ({exc.name}): pip install 'eidolons[otel]'"
+        )
+    root = project_root(args.root)
+    if isinstance(root, int):
+        return root
+    with open_store(root) as store:
+        paths = list(args.threads) or store.threads()
+        collected = sources.collect(paths, store, Limits.from_env(os.environ))
+        hops = sources.hops(collected, store) if not collected.empty else []
+    for problem in collected.problems:
+        print(f"eidolons: {printable(problem)}", file=sys.stderr)
+    if not hops:
+        return error("no hand-off to export", EXIT_NOTHING)
+    from eidolons.trace.chain.evidence import check_receipts
+
+    _, trust_problem = check_receipts(hops, root)
+    if trust_problem:
+        print(f"eidolons: {printable(trust_problem)}", file=sys.stderr)
+    accepted, count = export_hops(hops, url, timeout=args.timeout, service_version=__version__)
+    if not accepted:
+        return error(f"{printable(url)} did not accept the {count} spans", EXIT_REFUSED)
+    print(f"exported {count} spans to {printable(url)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,71 @@
+"""The one rule for "is this path a hand-off?": it lies under a hand-off directory, or a
+trace of the project (or this host's payload index) names it. The receiver gate, the
+hooks and the MCP server all ask it here."""
+
+from __future__ import annotations
+
+from eidolons.io.config import foreign_projects, handoff_dirs
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from eidolons.io.paths import StrPath
+
+
+def find_handoff(
+    path: StrPath, root: StrPath, env: Mapping[str, str] | None = None, *, trace: bool = True
+) -> tuple[str, dict[str, object] | None] | None:
+    """Why the project knows ``path`` to be a hand-off payload, and the trace event that
+    names it if any; None when it does not. ``path`` is a hand-off when it lies under a
+    hand-off directory (:func:`handoff_dirs`), or (``trace=True``) when an ``emit`` or
+    verification event in the trace names it (``payload_path``). A trace too large to
+    search within the bound is not evidence of absence: the path is then reported as a
+    possible hand-off (fail closed). With ``trace``, a path that another project holds
+    (:func:`foreign_projects`, a ``.eidolons/`` between it and the root, or above the
+    root) is a hand-off too when that project's own rules say so: deleting the envelope
+    of a nested project's hand-off must not make it readable from the outer root."""
+    found = _known_in(path, root, env, trace=trace)
+    if found is not None or not trace:
+        return found
+    for other in foreign_projects(path, root):
+        inner = _known_in(path, other, env, trace=True)
+        if inner is not None:
+            return f"{inner[0]}, in the project at {other}", inner[1]
+    return None
+
+
+def _known_in(
+    path: StrPath, root: StrPath, env: Mapping[str, str] | None, *, trace: bool
+) -> tuple[str, dict[str, object] | None] | None:
+    """:func:`find_handoff` by the rules of the one project ``root``."""
+    from eidolons.io.project import lies_under
+
+    for directory in handoff_dirs(root, env):
+        if lies_under(str(path), str(directory)):  # any spelling, as written or resolved
+            return f"it lies under the hand-off directory {directory}", None
+    if not trace:
+        return None
+    from eidolons.errors import InputError
+    from eidolons.io.payloadindex import payload_keys
+    from eidolons.trace.store import open_store
+
+    keys = payload_keys(str(path), str(root))
+    try:
+        with open_store(root, env) as store:
+            event = store.find_payload(keys)
+    except InputError as exc:  # TraceReadError included: unreadable is not "absent"
+        return f"the trace cannot rule it out ({exc})", None
+    if event is None:
+        # the host's payload index (ADR 0110): a trace of this project named it, though
+        # the trace on disk no longer does (lines removed, a file cut or deleted)
+        from eidolons.io.payloadindex import named_on_host
+
+        index = named_on_host(str(path), str(root))
+        if index is None:
+            return None
+        return f"this host's payload index names it ({index}), the trace no longer does", None
+    return (
+        f"the trace names it ({event.get('event')} of message {event.get('message_id')})",
+        event,
+    )

@@ -1,0 +1,588 @@
+"""``eidolons doctor``: is this project set up so that no receiver can skip the gate?
+
+Checks, each finding reported once (ADR 0045):
+
+- **root**: the project root holds ``.eidolons/`` (else every gate guesses the root).
+- **D8** (upstream's receiver conformance, ``shared/ecl/nexus-cli.md``, without its
+  holes): for every installed member (``eidolons.lock`` ``members``, and every member tree
+  under ``.eidolons/``; a lock that cannot be read is a finding, never "no members"), its
+  class from the roster; a member not in the roster, without a class, or with a class
+  ``ecl.yaml`` does not know is a finding (upstream exempts unknown classes). A receiver
+  class needs a verify-incoming skill, in the EIIS 3.x layout
+  (``skills/verify-incoming/SKILL.md``) or the flat one (``skills/verify-incoming.md``);
+  each file found must hold one blocking marker and no forbidden marker; each violation
+  counts once (upstream counts them twice).
+- **drift**: every installed verify-incoming skill (member trees, ``.claude/skills/``,
+  ``.agents/skills/``) is compared with the skill rendered from the effective contracts:
+  the inbound-edges section and the exact REFUSE line must match.
+- **hosts**: the Claude Code hook is registered through the launcher, its matcher covers
+  Read, Bash, Grep and Glob, it has ``"onFailure": "block"`` and a timeout; the launcher
+  and this machine's interpreter are there; the sandbox is enabled in strict mode, can
+  start here (``bwrap``, ``socat``) and hides every hand-off directory; no code the gate
+  runs lies where a sandboxed shell can write it; the MCP server is registered; and the
+  wired hook, run from this project's root, allows a plain Read and denies the read of a
+  hand-off without its envelope (ADR 0140). Cursor's hooks are ``failClosed``; a host whose
+  hook fails open, or whose shell cannot be sealed, is said in a note.
+- **keys**: a trust store exists and loads as the gates load it (parses, is the one this
+  host pinned); the signing-key directory is outside the project, mode 0700, its key
+  files 0600.
+- **trace-store** (only with ``EIDOLONS_TRACE_DSN`` set): what this host's login may do
+  in the shared store (:func:`eidolons.trace.pg_admin.authority_report`): a login
+  that can record orchestrator verdicts there without having been bound there, a
+  database open to every login of the cluster, a store that cannot be asked.
+- **agents**: receiver agent files (``.claude/agents/<receiver>.md``) whose tools include
+  a shell or write tools, or that name none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from eidolons.io.project import HANDOFF_DIR, TRACE_DIR
+
+STATE_DIRS = frozenset(
+    {
+        *(os.path.basename(d) for d in (TRACE_DIR, HANDOFF_DIR)),
+        *("keys", "memory", "contracts", "refusals", "skills", "harness"),
+    }
+)
+MEMBER_MARKERS = ("EIIS_VERSION", "install.manifest.json", "manifest.json", "PERSONA.md", "SPEC.md")
+
+
+class Finding:
+    __slots__ = ("check", "message", "subject")
+
+    def __init__(self, check: str, subject: str, message: str) -> None:
+        self.check = check
+        self.subject = subject
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "subject": self.subject, "message": self.message}
+
+    def line(self) -> str:
+        return f"doctor: [{self.check}] {self.subject}: {self.message}"
+
+
+class Report:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.findings: list[Finding] = []
+        self.passed: list[dict[str, str]] = []
+        self.notes: list[str] = []
+
+    def fail(self, check: str, subject: str, message: str) -> None:
+        self.findings.append(Finding(check, subject, message))
+
+    def ok(self, check: str, subject: str, message: str) -> None:
+        self.passed.append({"check": check, "subject": subject, "message": message})
+
+    def note(self, message: str) -> None:
+        """What a host cannot guarantee: said, not a finding (the user cannot fix a host)."""
+        self.notes.append(message)
+
+    def rel(self, path: Path | str) -> str:
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": str(self.root),
+            "ok": not self.findings,
+            "findings": [f.to_dict() for f in self.findings],
+            "passed": self.passed,
+            "notes": self.notes,
+        }
+
+
+def run_checks(root: Path) -> Report:
+    report = Report(root)
+    check_root(report)
+    check_d8(report)
+    check_drift(report)
+    check_hosts(report)
+    check_keys(report)
+    check_trace_store(report)
+    check_agents(report)
+    return report
+
+
+# --- root -----------------------------------------------------------------------------
+
+
+def check_root(report: Report) -> None:
+    if (report.root / ".eidolons").is_dir():
+        report.ok("root", str(report.root), "holds .eidolons/")
+    else:
+        report.fail(
+            "root",
+            str(report.root),
+            "no .eidolons/ here: gates fall back to a .git/ ancestor or the current directory "
+            "(run eidolons init)",
+        )
+
+
+# --- D8 -------------------------------------------------------------------------------
+
+
+def roster() -> tuple[dict[str, Any], dict[str, str]]:
+    """``ecl.yaml`` (verbatim upstream) and member -> class (names and aliases)."""
+    import yaml
+
+    base = resources.files("eidolons") / "data" / "roster"
+    ecl = yaml.safe_load((base / "ecl.yaml").read_text(encoding="utf-8"))
+    classes = json.loads((base / "classes.json").read_text(encoding="utf-8"))
+    return ecl, classes
+
+
+LOCK_FILE = "eidolons.lock"
+
+
+def lock_members(root: Path) -> tuple[list[str], str | None]:
+    """The member names ``eidolons.lock`` lists, and why it cannot be read (None when it
+    can, or when there is none). A lock that is unreadable, not UTF-8, not YAML, not a
+    mapping, or whose ``members`` is not a list of names is never "no members": the
+    members it lists would go unchecked."""
+    lock = root / LOCK_FILE
+    if not os.path.lexists(lock):
+        return [], None
+    if not lock.is_file():
+        return [], "not a regular file: the members it lists cannot be read"
+    import yaml
+
+    try:
+        doc = yaml.safe_load(lock.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        return [], f"cannot be read: {exc.strerror or exc}"
+    except UnicodeDecodeError:
+        return [], "not UTF-8: the members it lists cannot be read"
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        return [], f"not valid YAML{line}: the members it lists cannot be read"
+    if doc is None:
+        return [], None  # an empty lock: nothing installed
+    if not isinstance(doc, dict):
+        return [], "not a mapping with a members list"
+    members = doc.get("members", [])
+    if not isinstance(members, list):
+        return [], "members is not a list"
+    names: list[str] = []
+    unnamed: list[str] = []
+    for i, m in enumerate(members):
+        name = m.get("name") if isinstance(m, dict) else m
+        if isinstance(name, str) and name:
+            names.append(name)
+        else:
+            unnamed.append(f"members[{i}]")
+    return names, f"{', '.join(unnamed)} has no name" if unnamed else None
+
+
+def installed_members(root: Path, listed: list[str]) -> tuple[list[str], str | None]:
+    """The lock's members (``listed``) and every member tree under ``.eidolons/``, and why
+    ``.eidolons/`` cannot be listed (None when it can, or when there is none): a state
+    directory that cannot be listed is never "no members", whose trees would go unchecked."""
+    names = set(listed)
+    state = root / ".eidolons"
+    problem = None
+    try:
+        entries = sorted(os.scandir(state), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):  # no state directory: none installed
+        entries = []
+    except OSError as exc:
+        entries, problem = [], f"cannot be listed: {exc.strerror or exc}"
+    for entry in entries:
+        if entry.name in STATE_DIRS or entry.name.startswith(".") or not entry.is_dir():
+            continue
+        member = Path(entry.path)
+        if any((member / m).exists() for m in MEMBER_MARKERS) or (member / "skills").is_dir():
+            names.add(entry.name)
+    return sorted(names), problem
+
+
+def check_d8(report: Report) -> None:
+    ecl, classes = roster()
+    vi = ecl["verify_incoming"]
+    blocking, forbid = vi["blocking_markers"], vi["forbid_markers"]
+    listed, problem = lock_members(report.root)
+    if problem is not None:
+        report.fail("D8", LOCK_FILE, problem)
+    installed, unlisted = installed_members(report.root, listed)
+    if unlisted is not None:
+        report.fail("D8", ".eidolons", unlisted)
+    for name in installed:
+        klass = classes.get(name)
+        subject = f"D8 {name}"
+        if klass is None:
+            report.fail("D8", name, "not in the roster (no capability class known)")
+            continue
+        if klass not in ecl["classes"]:
+            report.fail("D8", name, f"class {klass!r} is not in ecl.yaml: not an exemption")
+            continue
+        if ecl["classes"][klass].get("receiver") is not True:
+            report.ok("D8", name, f"class={klass} is not an ECL hand-off receiver (exempt)")
+            continue
+        member = report.root / ".eidolons" / name
+        files = [
+            p
+            for p in (member / "skills" / "verify-incoming" / "SKILL.md", member / vi["skill_path"])
+            if p.is_file()
+        ]
+        if not files:
+            report.fail("D8", name, "missing blocking verify-incoming skill")
+            continue
+        for path in files:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            where = report.rel(path)
+            bad = False
+            if not any(marker in text for marker in blocking):
+                report.fail("D8", where, "declares no blocking posture (no REFUSE / SHALL NOT)")
+                bad = True
+            for marker in forbid:
+                if marker in text:
+                    report.fail("D8", where, f"declares warn-only posture ({marker!r})")
+                    bad = True
+            if not bad:
+                report.ok("D8", where, f"blocking verify-incoming gate present (class={klass})")
+        del subject
+
+
+# --- drift ----------------------------------------------------------------------------
+
+
+def _section(text: str, heading: str) -> str | None:
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("## ") and line[3:].lower().startswith(heading):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("## ")), None)
+            return "\n".join(lines[i:end]).strip()
+    return None
+
+
+def _refuse_template(text: str, receiver: str) -> str:
+    """The REFUSE line as the rendered skill spells it (``… REFUSE: <CODE> from <from>``)."""
+    start = text.index(f"[{receiver}-verify-incoming] REFUSE: ")
+    words = text[start:].split()
+    return " ".join(words[:5]).rstrip(".,;")
+
+
+def check_drift(report: Report) -> None:
+    from eidolons.hosts.skills.install import skill_targets
+    from eidolons.hosts.skills.render import receivers, render_skill
+    from eidolons.io.contracts import ContractSetUnavailable, load_contracts
+
+    contracts = load_contracts(report.root, [])
+    if isinstance(contracts, ContractSetUnavailable):
+        report.fail("drift", "contracts", f"the contract set does not load: {contracts.reason}")
+        return
+    for receiver in receivers(contracts):
+        targets = [t for t in skill_targets(report.root, receiver) if t.path.is_file()]
+        flat = report.root / ".eidolons" / receiver / "skills" / "verify-incoming.md"
+        paths = [t.path for t in targets] + ([flat] if flat.is_file() else [])
+        if not paths:
+            continue
+        expected = render_skill(receiver, contracts).decode("utf-8")
+        want_table = _section(expected, "inbound edges")
+        line = _refuse_template(expected, receiver)
+        for path in dict.fromkeys(paths):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            where = report.rel(path)
+            table = _section(text, "inbound edges")
+            if table != want_table:
+                report.fail(
+                    "drift",
+                    where,
+                    "the inbound-edges table differs from the contracts "
+                    f"(eidolons skill install {receiver} --force)",
+                )
+            elif line not in text:
+                report.fail("drift", where, f"the REFUSE line is not exactly `{line}`")
+            else:
+                report.ok("drift", where, "inbound table and REFUSE line match the contracts")
+
+
+# --- hosts ----------------------------------------------------------------------------
+
+
+def check_hosts(report: Report) -> None:
+    from eidolons.hosts.init import InitError, load_json_object
+    from eidolons.hosts.wiring import check_cursor_hooks
+
+    root = report.root
+    if (root / ".claude").is_dir():
+        check_claude_code(report)
+    cursor = root / ".cursor" / "hooks.json"
+    if cursor.exists() or (root / ".cursor").is_dir():
+        try:
+            doc = load_json_object(cursor)
+        except InitError as exc:
+            report.fail("hosts", report.rel(cursor), str(exc))
+        else:
+            problems = check_cursor_hooks(doc) if doc is not None else ["missing"]
+            for problem in problems:
+                report.fail("hosts", report.rel(cursor), problem)
+            if not problems:
+                report.ok("hosts", report.rel(cursor), "Cursor hooks wired fail-closed")
+    from eidolons.hosts.wiring import CONFIG_FILES
+
+    for host, fails_open in (
+        ("cursor", False),
+        ("codex", True),
+        ("gemini", True),
+        ("copilot", False),
+    ):
+        if (root / CONFIG_FILES[host]).exists():
+            report.note(
+                f"{host}: the gate holds for the host's file tools and the MCP reader only; "
+                "its shell cannot be kept out of a directory, so a shell command can read a "
+                "hand-off without the gate"
+                + (
+                    "; and a hook that cannot start lets the tool run (fails open)"
+                    if fails_open
+                    else ""
+                )
+            )
+
+
+def check_claude_code(report: Report) -> None:
+    """The Claude Code wiring, checked by reading it and by running it."""
+    from eidolons.hosts.hook.events import gate_code
+    from eidolons.hosts.hook.fast import configured_handoff_dirs
+    from eidolons.hosts.init import InitError, load_json_object, sandbox_problems_here
+    from eidolons.hosts.wiring import (
+        CLAUDE_LOCAL,
+        CLAUDE_SETTINGS,
+        LAUNCHER,
+        MCP_FILE,
+        PYTHON_ENV,
+        check_claude_settings,
+        sandbox_problems,
+    )
+
+    root = report.root
+    before = len(report.findings)
+    docs: dict[str, dict[str, Any]] = {}
+    for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL, MCP_FILE):
+        try:
+            docs[rel] = load_json_object(root / rel) or {}
+        except InitError as exc:
+            report.fail("hosts", rel, str(exc))
+            return
+    problems = check_claude_settings(docs[CLAUDE_SETTINGS])
+    for problem in problems:
+        report.fail("hosts", CLAUDE_SETTINGS, problem)
+    launcher = root / LAUNCHER
+    if not os.access(launcher, os.X_OK):
+        report.fail("hosts", LAUNCHER, "missing or not executable: every tool call is blocked")
+    env = docs[CLAUDE_LOCAL].get("env")
+    python = env.get(PYTHON_ENV) if isinstance(env, dict) else None
+    if not isinstance(python, str) or not os.access(python, os.X_OK):
+        report.fail(
+            "hosts",
+            CLAUDE_LOCAL,
+            f"{PYTHON_ENV} is {python!r}, not an interpreter on this machine: every tool call "
+            "is blocked (run eidolons init here)",
+        )
+        python = None
+    real_root = os.path.realpath(root)
+    handoffs = (os.path.join(real_root, HANDOFF_DIR), *configured_handoff_dirs(real_root))
+    for problem in sandbox_problems(real_root, handoffs):
+        report.fail("hosts", CLAUDE_SETTINGS, problem)
+    sandbox = docs[CLAUDE_SETTINGS].get("sandbox")
+    if not isinstance(sandbox, dict) or sandbox.get("failIfUnavailable") is not True:
+        report.fail(
+            "hosts",
+            CLAUDE_SETTINGS,
+            "sandbox.failIfUnavailable is not true: where the sandbox cannot start, Bash "
+            "runs unsealed",
+        )
+    for note in sandbox_problems_here():
+        report.fail("hosts", "sandbox", note)
+    writable = _shell_writable_gate_code(real_root, gate_code(), docs)
+    for path in writable:
+        report.fail(
+            "hosts",
+            report.rel(path),
+            "code the gate runs lies where a sandboxed shell can write it (not in denyWrite): "
+            "an agent could rewrite the gate (run eidolons init)",
+        )
+    server = docs[MCP_FILE].get("mcpServers", {})
+    if not isinstance(server, dict) or "eidolons" not in server:
+        report.fail(
+            "hosts", MCP_FILE, "the eidolons MCP server is not registered (run eidolons init)"
+        )
+    if python is not None and not problems and os.access(launcher, os.X_OK):
+        for problem in _run_the_hook(report.root, launcher, python):
+            report.fail("hosts", LAUNCHER, problem)
+    if len(report.findings) == before:
+        report.ok("hosts", CLAUDE_SETTINGS, "Claude Code hook wired fail-closed, shell sealed")
+
+
+def _shell_writable_gate_code(
+    root: str, code: tuple[str, ...], docs: dict[str, dict[str, Any]]
+) -> list[str]:
+    """The gate's code paths a sandboxed shell could write: inside the project or a
+    temporary directory, and under no ``denyWrite`` path."""
+    from eidolons.hosts.wiring import resolve_setting_path
+    from eidolons.io.paths import is_relative_to
+
+    denied: list[str] = []
+    for doc in docs.values():
+        sandbox = doc.get("sandbox")
+        filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
+        items = filesystem.get("denyWrite") if isinstance(filesystem, dict) else None
+        for item in items if isinstance(items, list) else []:
+            path = resolve_setting_path(item, root)
+            if path:
+                denied.append(path)
+    out = []
+    for path in sorted({os.path.realpath(p) for p in code if p}):
+        writable = is_relative_to(path, root) or path.startswith(
+            ("/tmp/", "/var/tmp/", "/dev/shm/")
+        )
+        if writable and not any(is_relative_to(path, d) for d in denied):
+            out.append(path)
+    return out
+
+
+def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
+    """Run the wired hook as Claude Code would, from this project's root: a Read of a
+    plain file is allowed, a Read of a hand-off without its envelope is denied."""
+    import subprocess
+    import tempfile
+
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "EIDOLONS_PYTHON": python}
+    handoffs = root / HANDOFF_DIR
+    try:
+        handoffs.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".doctor-probe-", suffix=".md", dir=handoffs)
+    except OSError as exc:  # cannot probe: the hook is not shown to deny, which is a finding
+        return [f"cannot place a probe hand-off in {HANDOFF_DIR} to run the hook: {exc.strerror}"]
+    os.close(fd)
+    problems = []
+    try:
+        for path, want in ((root / ".claude" / "settings.json", 0), (Path(probe), 2)):
+            event = {
+                "session_id": "doctor",
+                "cwd": str(root),
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Read",
+                "tool_input": {"file_path": str(path)},
+                "tool_use_id": "doctor",
+            }
+            try:
+                proc = subprocess.run(
+                    [str(launcher), "hook", "claude-code"],
+                    input=json.dumps(event).encode(),
+                    capture_output=True,
+                    env=env,
+                    cwd=root,
+                    timeout=60,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return [f"the wired hook does not run: {exc}"]
+            if proc.returncode != want:
+                what = (
+                    "a plain Read" if want == 0 else "the read of a hand-off without its envelope"
+                )
+                said = proc.stderr.decode(errors="replace").strip().splitlines()[:1]
+                problems.append(
+                    f"the wired hook answered {what} with exit {proc.returncode} "
+                    f"(expected {want}){': ' + said[0] if said else ''}"
+                )
+    finally:
+        os.unlink(probe)
+    return problems
+
+
+# --- keys -----------------------------------------------------------------------------
+
+
+def check_keys(report: Report) -> None:
+    from eidolons.keys.files import inside, key_dir
+    from eidolons.keys.store import TrustStoreError, load_trust_store, trust_store_path
+
+    trust = trust_store_path(report.root)
+    try:  # as every gate loads it: one that fails closed there is no "present" here
+        signed = load_trust_store(report.root) is not None
+    except TrustStoreError as exc:
+        signed = True
+        report.fail("keys", report.rel(trust), f"{exc}: every gate refuses every hand-off")
+    else:
+        if signed:
+            report.ok("keys", report.rel(trust), "trust store present")
+        else:
+            report.fail(
+                "keys",
+                report.rel(trust),
+                "no trust store: passes are unsigned (eidolons keys init)",
+            )
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.registry import root_refusal
+
+    refusal = root_refusal(report.root, utc_now()) if signed else None
+    if refusal is not None:  # every verify-envelope here would exit 3 (ADR 0032)
+        why = f"the orchestrator key would not sign at this root: {refusal}"
+        report.fail("keys", report.rel(trust), why)
+    directory = key_dir()
+    if not directory.exists():
+        if signed:
+            report.fail("keys", str(directory), "no signing-key directory on this machine")
+        return
+    if inside(directory, report.root):
+        report.fail("keys", str(directory), "the signing keys lie inside the project")
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    if mode & 0o077:
+        report.fail("keys", str(directory), f"mode {mode:04o}: group or others can list it (0700)")
+    for key in sorted(directory.glob("*.pem")):
+        kmode = stat.S_IMODE(key.stat().st_mode)
+        if kmode & 0o077:
+            report.fail("keys", str(key), f"mode {kmode:04o}: readable by others (chmod 600)")
+        if inside(key, report.root):
+            report.fail("keys", str(key), "inside the project, where every agent can read it")
+
+
+# --- trace store ----------------------------------------------------------------------
+
+
+def check_trace_store(report: Report) -> None:
+    from eidolons.errors import EidolonsError
+    from eidolons.io.project import TRACE_DSN_ENV
+
+    dsn = os.environ.get(TRACE_DSN_ENV)
+    if not dsn:
+        return  # the JSONL store: psycopg is not even imported
+    from eidolons.trace.pg_admin import authority_report
+    from eidolons.trace.postgres import redact
+
+    try:
+        standing = authority_report(dsn)
+    except EidolonsError as exc:
+        report.fail("trace-store", redact(dsn), str(exc))
+        return
+    for problem in standing.problems:
+        report.fail("trace-store", redact(dsn), problem)
+    if not standing.problems:
+        report.ok("trace-store", redact(dsn), standing.summary)
+
+
+# --- agents ---------------------------------------------------------------------------
+
+
+def check_agents(report: Report) -> None:
+    from eidolons.hosts.wiring import receiver_agent_findings
+    from eidolons.io.contracts import ContractSetUnavailable, load_contracts
+
+    contracts = load_contracts(report.root, [])
+    if isinstance(contracts, ContractSetUnavailable):
+        return  # check_drift reports it
+    receivers = {c.to for c in contracts}
+    for path, message in receiver_agent_findings(str(report.root), receivers):
+        report.fail("agents", report.rel(path), message)

@@ -1,0 +1,599 @@
+"""The hook's full decision for a tool call that touches something of ECL's (ADR 0140).
+
+The hook judges tools by their exact arguments; the shell is sealed by the host's sandbox
+(Claude Code: ``sandbox.filesystem`` masks the hand-off directories, the keys and the memory
+store, and keeps the gate's state and code unwritable), never by reading its commands.
+Rules, for the calling agent R (the host's identity; none = the main loop):
+
+1. A signing key: never readable, never writable, by any agent. The memory store and the
+   gate's verified copies (both hold hand-off bytes) are not readable directly.
+2. A write (Write, Edit, a patch) to the gate's state (``.eidolons/`` outside the hand-off
+   directories) or to the host wiring and the gate's own code is denied for every agent.
+   In a hand-off directory an agent may only create a new payload file (the Write tool):
+   never change an existing file, and never write an envelope, a receipt or a signature,
+   or a payload beside an envelope.
+3. A hand-off (a file in a hand-off directory, an envelope, or a file with a sibling
+   envelope) read by a receiver R: allowed only when the receiver gate passes for R (on
+   hosts that name no agent: for the envelope's addressee); else denied with
+   ``[R-verify-incoming] REFUSE: <CODE> from <sender>``. On Claude Code the Read is then
+   pointed (``updatedInput``) at the gate's copy of exactly the bytes it judged, so a file
+   swapped after the check is never what the tool reads.
+4. The same read by the main loop: allowed only with an orchestrator ``verify_pass`` on
+   record for these exact envelope bytes and a digest recomputed now that matches; a
+   hand-off in a hand-off directory that no gate judged yet goes through the orchestrator
+   gate on this read (its shell cannot run it).
+   Envelopes themselves are readable by the main loop (it routes on them).
+5. Dispatch: the main loop's ``Agent``/``Task`` call runs the orchestrator gate over the
+   hand-offs addressed to that subagent that have no pass on record for their bytes; a
+   refusal denies the dispatch and hands its REFUSE lines back to the main loop.
+6. Grep of a hand-off directory (or of a directory above one, unless ripgrep's
+   ``.eidolons/.ignore`` hides it) is denied; Glob of a hand-off directory is denied to
+   receivers.
+7. Shell: on Claude Code a Bash call runs only while the project's sandbox seals the
+   shell (:func:`eidolons.hosts.wiring.sandbox_problems`). Of the command itself the hook
+   decides only what it can decide exactly: a plain ``eidolons`` command. The commands
+   that write the gate's state or wiring are no agent's; the orchestrator's gate
+   (``verify-envelope``, ``run``) is the main loop's; a subagent runs ``verify-incoming``
+   only ``--as`` itself and ``emit`` only ``--from`` itself.
+8. The MCP server's ``emit`` sends as the calling subagent only (the main loop as
+   ``orchestrator`` or ``human``, never as a subagent); a server bound to one
+   agent (``eidolons-<R>``, ``mcp serve --as R``: it tags with the host's HMAC key) is
+   called by subagent R only.
+9. Anything else is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from eidolons.ecl.verdict import RefusalCode
+from eidolons.hosts.hook.events import (
+    DISPATCH,
+    ENVELOPE_SUFFIX,
+    HANDOFF,
+    KEY,
+    LIST,
+    OTHER,
+    PASS,
+    READ,
+    SEARCH,
+    SHELL,
+    STATE,
+    STORE,
+    WIRING,
+    WRITE,
+    Layout,
+    ToolCall,
+)
+from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0129)
+from eidolons.io.project import IGNORE_LINES as IGNORE_LINES
+
+ORCHESTRATOR = "orchestrator"
+INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
+
+
+# ``eidolons`` commands (and actions) that write the gate's own state or the host wiring
+STATE_COMMANDS = {
+    "init": None,  # every action
+    "hook": None,
+    "mcp": None,
+    "keys": None,  # but READ_ONLY_ACTIONS
+    "trace": frozenset({"store", "import"}),
+    "skill": frozenset({"install"}),
+}
+READ_ONLY_ACTIONS = {"keys": frozenset({"list", "show", "export"})}
+ORCHESTRATOR_COMMANDS = frozenset({"verify-envelope", "run"})
+# the commands a subagent runs only as itself: the option that names who it acts as
+IDENTITY_OPTIONS = {"verify-incoming": "--as", "emit": "--from"}
+
+
+class Decision:
+    """Allow or deny, with the reason shown to the model (deny) and, on a verified read,
+    context for the model and the tool input pointed at the gate's copy of the bytes it
+    judged (``updated_input``). ``handback``: the refusal hand-back written for the
+    orchestrator, when there is one."""
+
+    __slots__ = ("allow", "context", "handback", "reason", "updated_input")
+
+    def __init__(
+        self,
+        allow: bool,
+        reason: str = "",
+        context: str | None = None,
+        handback: str | None = None,
+        updated_input: dict[str, Any] | None = None,
+    ) -> None:
+        self.allow = allow
+        self.reason = reason
+        self.context = context
+        self.handback = handback
+        self.updated_input = updated_input
+
+    def __repr__(self) -> str:
+        return f"Decision(allow={self.allow}, reason={self.reason!r})"
+
+
+ALLOW = Decision(True)
+
+
+def deny(reason: str, handback: str | None = None) -> Decision:
+    return Decision(False, reason, handback=handback)
+
+
+_WRITE_REASONS = {
+    KEY: "the signing keys are out of every agent's reach",
+    STATE: "the gate's state (trace, trust store, contracts, memory) is written only by "
+    "eidolons itself",
+    WIRING: "the hook wiring is not editable by agents",
+}
+
+
+class Decider:
+    """Decides tool calls for one project. Loads the contract set at most once."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.root = Path(layout.root)
+        self._contracts: Any = None
+
+    # --- entry ----------------------------------------------------------------------
+
+    def decide(self, call: ToolCall) -> Decision:
+        kind = call.kind
+        if kind == PASS:
+            return ALLOW
+        if kind == DISPATCH:
+            return self._dispatch(call)
+        if kind == WRITE:
+            return self._writes(call, call.paths)
+        if kind == READ:
+            return self._reads(call, call.paths)
+        if kind == SEARCH or kind == LIST:
+            return self._search(call)
+        if kind == SHELL:
+            return self._shell(call)
+        if kind == OTHER:
+            bound = bound_server(call.tool)
+            if bound is not None and bound != call.receiver:
+                return deny(
+                    f"eidolons hook: {call.tool} acts as {bound}; only subagent {bound} calls it"
+                )
+            if call.tool in OWN_EMIT_TOOLS or (bound is not None and call.tool.endswith("__emit")):
+                return self._own_emit(call)
+            written = self._writes(call, call.paths)
+            if not written.allow:
+                return written
+            return self._reads(call, call.paths)
+        return deny(f"eidolons hook: unknown tool kind {kind!r}")
+
+    # --- reads ----------------------------------------------------------------------
+
+    def _reads(self, call: ToolCall, paths: list[str]) -> Decision:
+        contexts = []
+        redirect = None
+        for path in paths:
+            cls = self.layout.classify_read(path)
+            if cls == KEY:
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+            if cls == STORE:
+                return deny(
+                    f"eidolons hook: {path} holds hand-off bytes the gate keeps (the memory "
+                    "store or its verified copies); read the hand-off itself, through the gate"
+                )
+            if cls == HANDOFF:
+                decision = self.gate(call, path)
+                if not decision.allow:
+                    return decision
+                if decision.context:
+                    contexts.append(decision.context)
+                redirect = decision.updated_input
+        if contexts or redirect:
+            return Decision(True, context="\n".join(contexts) or None, updated_input=redirect)
+        return ALLOW
+
+    def _writes(self, call: ToolCall, paths: list[str]) -> Decision:
+        for path in paths:
+            cls = self.layout.classify_write(path)
+            if cls == HANDOFF:
+                refused = _sealed_write(call.tool, path)
+                if refused is not None:
+                    return deny(f"eidolons hook: {path}: {refused}")
+            elif cls is not None:
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[cls]}")
+        return ALLOW
+
+    def contracts(self) -> Any:
+        if self._contracts is None:
+            from eidolons.io.contracts import load_contracts
+
+            # a set that fails to load is the typed fail-closed value: every hand-off refused
+            self._contracts = load_contracts(self.root, [])
+        return self._contracts
+
+    def gate(self, call: ToolCall, path: str) -> Decision:
+        redirect = call.tool_input if call.host == "claude-code" and call.tool == "Read" else None
+        if call.receiver is not None or call.host in ADDRESSEE_HOSTS:
+            # a host that names no agent: the read is judged as the envelope's addressee
+            return self._receiver_read(call.receiver, path, redirect)
+        return self._orchestrator_read(path, redirect)
+
+    def _receiver_read(
+        self, receiver: str | None, path: str, redirect: dict[str, Any] | None
+    ) -> Decision:
+        from eidolons.gates.receiver import verify_incoming
+        from eidolons.io.config import Limits, hmac_key
+
+        result = verify_incoming(
+            Path(path),
+            receiver,
+            root=self.root,
+            contracts=self.contracts(),
+            key=hmac_key(),
+            limits=Limits.from_env(os.environ),
+            require_envelope=True,
+            want_payload=redirect is not None,
+        )
+        if result:
+            env = result.envelope
+            assert env is not None
+            context = (
+                f"ECL verify_pass on record: message_id {env.message_id}, "
+                f"{env.integrity_method} {env.integrity_value}, "
+                f"{env.sender.eidolon} -> {result.receiver} {env.performative} "
+                f"{env.artifact_kind}"
+            )
+            if redirect is None:
+                return Decision(True, context=context)
+            assert result.payload is not None and result.payload_sha256 is not None
+            return self._redirect(redirect, path, bytes(result.payload), context)
+        lines = [result.refusal_line()]
+        if result.failures:
+            lines.append(f"reason: {result.failures[0].message}")
+        if result.trace_error:
+            lines.append(f"trace not written: {result.trace_error}")
+        handback = result.extra.get("handback")
+        if handback:
+            lines.append(f"hand-back for the orchestrator: {handback}")
+        lines.append("Do not process this payload; hand the refusal back to the orchestrator.")
+        return deny("\n".join(lines), handback=handback)
+
+    def _orchestrator_read(self, path: str, redirect: dict[str, Any] | None) -> Decision:
+        from eidolons.hosts.hook.dispatch import gate_one
+        from eidolons.hosts.hook.orchestrator_read import check_orchestrator_read
+        from eidolons.io.payload import AmbiguousEnvelope, find_envelope
+
+        try:  # a hand-off no gate judged yet: the orchestrator's gate runs on this read
+            envelope = None if path.endswith(ENVELOPE_SUFFIX) else find_envelope(Path(path))
+        except AmbiguousEnvelope:
+            envelope = None  # the check below refuses it with the reason
+        if envelope is not None and self.layout.handoff_dir(os.path.realpath(envelope)):
+            refused, _ = gate_one(self.layout.root, str(envelope))
+            if refused:
+                return deny("\n".join(refused))
+        refusal, verified = check_orchestrator_read(Path(path), self.root)
+        if refusal is None:
+            if redirect is None or verified is None:
+                return ALLOW  # an envelope: the main loop routes on it
+            data = _read_verified(verified[1], verified[0])
+            if data is None:
+                refusal = (
+                    INTEGRITY_MISMATCH,
+                    "unknown",
+                    f"{path} changed while the gate read it",
+                )
+            else:
+                return self._redirect(redirect, path, data, None)
+        code, sender, message = refusal
+        from eidolons._text import printable
+
+        return deny(
+            f"[{ORCHESTRATOR}-verify-incoming] REFUSE: {code} from {printable(sender)}\n"
+            f"reason: {message}\n"
+            "Run `eidolons verify-envelope ENVELOPE --block` before reading a hand-off."
+        )
+
+    def _redirect(
+        self, tool_input: dict[str, Any], path: str, data: bytes, context: str | None
+    ) -> Decision:
+        """Allow the Read, pointed at the gate's copy of ``data`` (what it judged)."""
+        copy = verified_copy(self.layout.copies_dir, path, data)
+        note = f"(the Read shows the gate's copy of the verified bytes, {copy})"
+        return Decision(
+            True,
+            context=f"{context}\n{note}" if context else note,
+            updated_input={**tool_input, "file_path": copy},
+        )
+
+    # --- dispatch -------------------------------------------------------------------
+
+    def _dispatch(self, call: ToolCall) -> Decision:
+        """Rule 5: the orchestrator gate over the hand-offs addressed to the subagent."""
+        if call.target is None:
+            return ALLOW
+        from eidolons.hosts.hook.dispatch import gate_pending
+
+        refusals, passed = gate_pending(self.layout, call.target)
+        if refusals:
+            return deny(
+                "\n".join(refusals)
+                + f"\nThe dispatch to {call.target} is refused: route the refusal to VIGIL "
+                "or the human, not to the receiver."
+            )
+        if passed:
+            return Decision(True, context="\n".join(passed))
+        return ALLOW
+
+    # --- the MCP server's emit -------------------------------------------------------
+
+    def _own_emit(self, call: ToolCall) -> Decision:
+        """Rule 8: a subagent emits only as itself; the payload is judged as a write."""
+        tool_input = call.tool_input or {}
+        sender = tool_input.get("sender")
+        name = sender.partition("@")[0] if isinstance(sender, str) else None
+        if call.receiver is not None:
+            if name != call.receiver:
+                return deny(
+                    f"eidolons hook: {call.receiver} emits only as itself "
+                    f"(sender {call.receiver}), not as {sender!r}"
+                )
+        elif call.host in IDENTITY_HOSTS and name not in MAIN_LOOP_SENDERS:
+            return deny(
+                "eidolons hook: the main loop emits only as orchestrator or human, not as "
+                f"{sender!r}: a subagent's hand-off is emitted by that subagent"
+            )
+        for path in call.paths:
+            cls = self.layout.classify_read(path)
+            if cls in (KEY, STORE):
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+        return ALLOW
+
+    # --- search and list ------------------------------------------------------------
+
+    def _protected_by_ignore(self) -> bool:
+        try:
+            with open(os.path.join(self.layout.root, IGNORE_FILE), encoding="utf-8") as fh:
+                lines = {line.strip() for line in fh}
+        except OSError:
+            return False
+        return all(line in lines for line in IGNORE_LINES)
+
+    def _search(self, call: ToolCall) -> Decision:
+        layout = self.layout
+        for pattern in call.patterns:
+            if ".eidolons" in pattern or any(
+                os.path.basename(d) in pattern for d in layout.handoff_dirs
+            ):
+                if call.kind == SEARCH or call.receiver is not None:
+                    return deny(
+                        f"eidolons hook: {call.tool} pattern {pattern!r} names the hand-off "
+                        "directory; read a hand-off through the gate"
+                    )
+        for path in call.paths:
+            real = os.path.realpath(path)
+            if os.path.isfile(real):
+                if call.kind == SEARCH:
+                    decision = self._reads(call, [path])
+                    if not decision.allow:
+                        return decision
+                continue
+            inside = [
+                d
+                for d in (*layout.key_dirs, layout.store_dir, layout.copies_dir)
+                if _under(real, d)
+            ]
+            if inside:
+                return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+            if layout.handoff_dir(real):
+                if call.kind == SEARCH or call.receiver is not None:
+                    return deny(
+                        f"eidolons hook: {call.tool} of {path} would show hand-offs without "
+                        "the gate; read each hand-off with Read, through the gate"
+                    )
+                continue
+            # ripgrep's .eidolons/.ignore hides the hand-offs from the rg-based Grep tools
+            # (Claude Code, Cursor, Codex); Gemini CLI's tools do not read it
+            honours_ignore = call.host != "gemini"
+            if call.kind == SEARCH and self._above_keys(real):
+                return deny(
+                    f"eidolons hook: Grep of {path} would search the signing keys "
+                    f"({_WRITE_REASONS[KEY]}), search a narrower path"
+                )
+            if call.kind == SEARCH and self._above_protected(real, honours_ignore=honours_ignore):
+                return deny(
+                    f"eidolons hook: Grep of {path} would search the hand-off directory "
+                    f"({IGNORE_FILE} is missing; run `eidolons init`), search a narrower path"
+                )
+        return ALLOW
+
+    def _above_keys(self, real: str) -> bool:
+        """Whether a search of the directory ``real`` would reach a signing-key directory
+        outside the project (the user's config directory, where the keys, trace heads and
+        indexes are: ``~/.config`` or ``~`` searched): no ignore file of ours hides it."""
+        return any(_under(d, real) and os.path.isdir(d) for d in self.layout.key_dirs[1:])
+
+    def _above_protected(self, real: str, honours_ignore: bool = True) -> bool:
+        layout = self.layout
+        protected = [*layout.handoff_dirs, layout.store_dir, layout.copies_dir, *layout.key_dirs]
+        above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
+        if not above:
+            return False
+        inside_state = all(_under(d, layout.state_dir) for d in above)
+        return not (honours_ignore and inside_state and self._protected_by_ignore())
+
+    # --- shell ----------------------------------------------------------------------
+
+    def _shell(self, call: ToolCall) -> Decision:
+        """Rule 7. The sandbox, not the hook, keeps a shell out of the hand-offs."""
+        assert call.command is not None
+        if call.host == "claude-code":
+            from eidolons.hosts.wiring import sandbox_problems
+
+            problems = sandbox_problems(self.layout.root, self.layout.handoff_dirs)
+            if problems:
+                return deny(
+                    f"eidolons hook: {call.tool} is refused in this project: {problems[0]} "
+                    "(the sandbox is what keeps a shell out of the hand-offs; run "
+                    "`eidolons init --hosts claude-code`, then `eidolons doctor`)"
+                )
+        argv = plain_eidolons_command(call.command)
+        if argv is not None:
+            refused = _gate_command(argv, call.receiver)
+            if refused is not None:
+                return deny(f"eidolons hook: {refused}")
+        return ALLOW
+
+
+#: the hosts whose hook events name no agent: a read is judged as the envelope's addressee
+ADDRESSEE_HOSTS = frozenset({"cursor", "gemini", "copilot"})
+#: the hosts whose events name the calling subagent (none: the main loop)
+IDENTITY_HOSTS = frozenset({"claude-code", "codex"})
+#: who the main loop is when it hands work on
+MAIN_LOOP_SENDERS = frozenset({"orchestrator", "human"})
+#: the MCP server's sender tool, as each host names it
+#: (exact: another server's tool named ``emit`` is judged by its paths like any tool)
+OWN_EMIT_TOOLS = frozenset({"mcp__eidolons__emit"})
+BOUND_PREFIX = "mcp__eidolons-"
+
+
+def bound_server(tool: str) -> str | None:
+    """The agent an ``eidolons-<R>`` MCP server (``mcp serve --as R``) acts as, from the
+    tool's name (``mcp__eidolons-apivr__emit``), or None for any other tool (rule 8)."""
+    if not tool.startswith(BOUND_PREFIX):
+        return None
+    name, sep, _ = tool[len(BOUND_PREFIX) :].partition("__")
+    return name if sep and name else None
+
+
+_RESERVED_SUFFIXES = (ENVELOPE_SUFFIX, ".receipt.json", ".envelope.sig")
+#: the tools that create a file and cannot change one (the Write tool may overwrite: the
+#: path must not exist yet)
+NEW_FILE_TOOLS = frozenset({"Write", "write_file", "create"})
+
+
+def _sealed_write(tool: str, path: str) -> str | None:
+    """Why ``tool`` may not write ``path`` in a hand-off directory (rule 2), or None."""
+    from eidolons.io.project import envelope_candidates
+
+    name = os.path.basename(path)
+    if name.endswith(_RESERVED_SUFFIXES):
+        return (
+            "envelopes, receipts and signatures in a hand-off directory are written only by "
+            "the gate (emit)"
+        )
+    if tool not in NEW_FILE_TOOLS or os.path.lexists(path):
+        return (
+            "a hand-off is never changed in place; write a new payload file with Write and "
+            "emit it (mcp__eidolons__emit)"
+        )
+    if any(os.path.lexists(p) for p in envelope_candidates(path)):
+        return "an envelope already names this payload; write the new payload under a new name"
+    return None
+
+
+def verified_copy(directory: str, path: str, data: bytes) -> str:
+    """The gate's copy of ``data`` (the bytes it judged for ``path``), written once under
+    a name that is its digest, atomically; the host's Read is pointed at it."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(data).hexdigest()
+    _, ext = os.path.splitext(os.path.basename(path))
+    if not ext.isascii() or not ext[1:].isalnum() or len(ext) > 16:
+        ext = ""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    final = os.path.join(directory, digest + ext)
+    fd, tmp = tempfile.mkstemp(prefix=".copy-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return final
+
+
+def _read_verified(path: str, sha256: str) -> bytes | None:
+    """The bytes of ``path`` when their SHA-256 is ``sha256`` (what the gate verified),
+    read once without following a last link; None when they differ."""
+    import hashlib
+
+    from eidolons.io.config import Limits
+
+    limit = Limits.from_env(os.environ).max_payload_bytes
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit or hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    return data
+
+
+def plain_eidolons_command(command: str) -> list[str] | None:
+    """The arguments of ``command`` when it is one plain ``eidolons`` command (``eidolons
+    ARGS`` or ``python -m eidolons ARGS``, no operator, no expansion), else None: the only
+    shell command the hook decides (rule 7); any other runs in the sandbox."""
+    import shlex
+
+    if "\n" in command or "$" in command or "`" in command:
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: not a command the hook can decide
+        return None
+    if not words or any(w and all(c in "();<>|&" for c in w) for w in words):
+        return None
+    if os.path.basename(words[0]) == "eidolons":
+        return words[1:]
+    if (
+        len(words) > 2
+        and os.path.basename(words[0]).startswith("python")
+        and words[1:3] == ["-m", "eidolons"]
+    ):
+        return words[3:]
+    return None
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _gate_command(args: list[str], receiver: str | None) -> str | None:
+    """Why an agent (``receiver``; None = the main loop) may not run ``eidolons ARGS``,
+    or None (rule 7)."""
+    words = [a for a in args if not a.startswith("-")]
+    command = words[0] if words else ""
+    shown = " ".join(words[:2])
+    read_only = READ_ONLY_ACTIONS.get(command, frozenset())
+    if command in STATE_COMMANDS and not (len(words) > 1 and words[1] in read_only):
+        actions = STATE_COMMANDS[command]
+        # any later word: an option's value may come before the action
+        if actions is None or any(w in actions for w in words[1:]):
+            return (
+                f"`eidolons {shown}` writes the gate's state or the hook wiring; "
+                "no agent runs it (run it yourself, outside the agent)"
+            )
+    if receiver is None:
+        return None
+    if command in ORCHESTRATOR_COMMANDS:
+        return f"`eidolons {command}` is the orchestrator's gate; {receiver} does not run it"
+    option = IDENTITY_OPTIONS.get(command)
+    if option is not None:
+        named = [
+            v
+            for i, a in enumerate(args)
+            for v in ([args[i + 1]] if a == option and i + 1 < len(args) else [])
+            + ([a.partition("=")[2]] if a.startswith(option + "=") else [])
+        ]
+        if not named or any(v.partition("@")[0] != receiver for v in named):
+            return (
+                f"{receiver} runs `eidolons {command}` only as itself ({option} {receiver}), "
+                f"not {option} {' '.join(named) or '(none)'}"
+            )
+    return None

@@ -1,0 +1,761 @@
+"""One hook event, strictly parsed and normalised; the project layout the hook protects.
+
+Rules:
+
+- The event is at most :data:`MAX_EVENT_BYTES`, UTF-8 without a byte-order mark, one JSON
+  object with no duplicate keys and no ``NaN``/``Infinity``; anything else is
+  :class:`HookInputError` (the hook then denies). Parsed with the C scanner of the
+  standard library directly: ``import json`` costs more than half an interpreter start,
+  because ``json.decoder`` compiles regular expressions.
+- Each host's fields map onto one :class:`ToolCall`: the tool's kind (read, search,
+  list, shell, write, pass, other), the paths it names (absolute, joined to the event's
+  ``cwd`` when relative), the shell command, and the **receiver**: the host's own
+  identity of the calling agent (Claude Code's and Codex's ``agent_type``), never a field
+  of an envelope. No identity means the main loop, i.e. the orchestrator.
+- The layout (:class:`Layout`): the hand-off directories (``<root>/.eidolons/handoffs/``
+  always), the signing-key directories, the gate's state (everything else under
+  ``<root>/.eidolons/``: trace, trust store, contracts, memory) and the hook wiring
+  files (the project's, the user's in ``~``, and the managed policy's). Paths are
+  compared after resolving symlinks.
+
+Only ``os`` and ``_json`` are imported here: this module is on the fast path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from eidolons.io.project import COPIES_DIR, STATE_DIR
+
+# the project's state paths, spelled once (ADR 0129; os only), still importable from here
+from eidolons.io.project import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
+from eidolons.io.project import HANDOFF_DIR as HANDOFF_DIR
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_EVENT_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_LINK_SCAN = 100_000
+
+READ = "read"
+SEARCH = "search"
+LIST = "list"
+SHELL = "shell"
+WRITE = "write"
+PASS = "pass"  # touches no file (WebFetch, TodoWrite, a subagent's Agent...)
+DISPATCH = "dispatch"  # the main loop starts a subagent (Agent, Task): the orchestrator gate runs
+OTHER = "other"  # unknown tool or MCP: its string arguments are checked as paths
+
+HANDOFF = "handoff"
+KEY = "key"
+STATE = "state"
+STORE = "store"
+WIRING = "wiring"
+
+
+class HookInputError(Exception):
+    """The hook's input is not an event this hook can judge (the hook denies)."""
+
+
+class _Strict:
+    """The context the C JSON scanner reads its options from."""
+
+    strict = True
+    object_hook = None
+    parse_int = int
+
+    @staticmethod
+    def parse_float(text: str) -> float:
+        # the strict readers' one number rule (1e999 is not a number a double holds);
+        # imported only when the event holds a float
+        from eidolons.ecl.jsontext import finite_float
+
+        return finite_float(text)
+
+    @staticmethod
+    def object_pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"duplicate JSON key {key!r}")
+            out[key] = value
+        return out
+
+    @staticmethod
+    def parse_constant(name: str) -> Any:
+        raise ValueError(f"non-standard JSON constant {name}")
+
+
+def loads_event(data: bytes) -> dict[str, Any]:
+    """Strictly parse one hook event. Raises :class:`HookInputError`."""
+    import _json
+
+    if len(data) > MAX_EVENT_BYTES:
+        raise HookInputError(f"hook input is larger than {MAX_EVENT_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HookInputError("hook input is not valid UTF-8") from None
+    if text.startswith("\ufeff"):
+        raise HookInputError("hook input starts with a byte-order mark")
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        value, end = _json.make_scanner(_Strict)(text, start)  # type: ignore[arg-type]
+    except RecursionError:
+        raise HookInputError("hook input nests too deeply") from None
+    except Exception as exc:  # StopIteration, JSONDecodeError, ValueError...
+        raise HookInputError(f"hook input is not strict JSON ({exc.__class__.__name__})") from None
+    if text[end:].strip(" \t\n\r"):
+        raise HookInputError("hook input has data after the JSON value")
+    if not isinstance(value, dict):
+        raise HookInputError("hook input is not a JSON object")
+    _check_tree(value)
+    return value
+
+
+def _check_tree(value: Any) -> None:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise HookInputError(f"hook input nests deeper than {MAX_DEPTH}")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            items: Any = item.keys()
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+            items = ()
+        else:
+            items = (item,)
+        for text in items:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise HookInputError("hook input holds a lone surrogate escape") from None
+
+
+class ToolCall:
+    """One tool call, as every host's hook reports it."""
+
+    __slots__ = (
+        "command",
+        "cwd",
+        "host",
+        "kind",
+        "paths",
+        "patterns",
+        "receiver",
+        "target",
+        "tool",
+        "tool_input",
+    )
+
+    def __init__(
+        self,
+        host: str,
+        tool: str,
+        kind: str,
+        cwd: str,
+        *,
+        paths: list[str] | None = None,
+        command: str | None = None,
+        patterns: list[str] | None = None,
+        receiver: str | None = None,
+        target: str | None = None,
+        tool_input: dict[str, Any] | None = None,
+    ) -> None:
+        self.host = host
+        self.tool = tool
+        self.kind = kind
+        self.cwd = cwd
+        self.paths = paths or []
+        self.command = command
+        self.patterns = patterns or []
+        self.receiver = receiver
+        self.target = target  # DISPATCH: the subagent started
+        self.tool_input = tool_input  # READ on Claude Code: the input a redirect rewrites
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolCall({self.host!r}, {self.tool!r}, {self.kind!r}, paths={self.paths!r}, "
+            f"command={self.command!r}, receiver={self.receiver!r})"
+        )
+
+
+# --- field access -----------------------------------------------------------------------
+
+
+def _str(doc: dict[str, Any], key: str, *, required: bool = True) -> str | None:
+    value = doc.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise HookInputError(f"{key} must be a string")
+    return value
+
+
+def _obj(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise HookInputError(f"{key} must be an object")
+    return value
+
+
+def _abs(path: str, cwd: str) -> str:
+    if "\x00" in path:
+        raise HookInputError("a path holds a NUL byte")
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def _cwd(doc: dict[str, Any], fallback: str | None = None) -> str:
+    cwd = doc.get("cwd")
+    if cwd is None:
+        cwd = fallback
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise HookInputError("cwd must be an absolute path")
+    return cwd
+
+
+def _receiver(doc: dict[str, Any], key: str = "agent_type") -> str | None:
+    value = doc.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 200:
+        raise HookInputError(f"{key} must be a string")
+    return value
+
+
+def _path_strings(value: Any, out: list[str]) -> None:
+    """Every string in a tool's arguments that could name a file (best effort)."""
+    if isinstance(value, str):
+        if value.startswith(("/", "~", "./", "../")) or ".eidolons" in value:
+            out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _path_strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _path_strings(item, out)
+
+
+def _paths(tool_input: dict[str, Any], keys: tuple[str, ...], cwd: str) -> list[str]:
+    out = []
+    for key in keys:
+        value = tool_input.get(key)
+        if value is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if not isinstance(item, str):
+                raise HookInputError(f"tool_input.{key} must be a string")
+            out.append(_abs(item, cwd))
+    return out
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | None) -> ToolCall:
+    found: list[str] = []
+    _path_strings(tool_input, found)
+    # a relative name (``handoff.md``, ``sub/../x``) is a path too when it names a file
+    # from the working directory: an MCP file server resolves it there
+    strings: list[str] = []
+    _strings(tool_input, strings)
+    found.extend(
+        s
+        for s in strings
+        if s not in found
+        and 0 < len(s) <= 4096
+        and "\x00" not in s
+        and "\n" not in s
+        and os.path.lexists(os.path.join(cwd, s))
+    )
+    return ToolCall(
+        host,
+        tool,
+        OTHER,
+        cwd,
+        paths=[_abs(p, cwd) for p in found],
+        receiver=receiver,
+        tool_input=tool_input if isinstance(tool_input, dict) else None,
+    )
+
+
+# --- per host -----------------------------------------------------------------------------
+
+# tools that name no file of their own (their text is not a path to read)
+_CLAUDE_PASS = frozenset(
+    {
+        "Agent",
+        "Task",
+        "TodoWrite",
+        "TodoRead",
+        "WebFetch",
+        "WebSearch",
+        "ExitPlanMode",
+        "EnterPlanMode",
+        "AskUserQuestion",
+        "SendMessage",
+        "BashOutput",
+        "KillShell",
+        "KillBash",
+        "TaskOutput",
+        "TaskStop",
+        "SlashCommand",
+        "Skill",
+        "ListMcpResourcesTool",
+    }
+)
+
+
+def claude_tool_call(
+    host: str, tool: str, tool_input: dict[str, Any], cwd: str, receiver: str | None
+) -> ToolCall:
+    """Claude Code's tool names (also Codex's, which reuses them)."""
+    if tool == "Read" or tool == "NotebookRead":
+        paths = _paths(tool_input, ("file_path", "notebook_path"), cwd)
+        if not paths:
+            raise HookInputError(f"{tool} without tool_input.file_path")
+        return ToolCall(
+            host, tool, READ, cwd, paths=paths, receiver=receiver, tool_input=tool_input
+        )
+    if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+        paths = _paths(tool_input, ("file_path", "notebook_path"), cwd)
+        if not paths:
+            raise HookInputError(f"{tool} without tool_input.file_path")
+        return ToolCall(host, tool, WRITE, cwd, paths=paths, receiver=receiver)
+    if tool in ("Grep", "Glob", "LS"):
+        paths = _paths(tool_input, ("path",), cwd) or [cwd]
+        patterns = [v for k in ("pattern", "glob") if isinstance(v := tool_input.get(k), str) and v]
+        kind = SEARCH if tool == "Grep" else LIST
+        return ToolCall(host, tool, kind, cwd, paths=paths, patterns=patterns, receiver=receiver)
+    if tool in ("Bash", "PowerShell", "shell", "exec_command", "local_shell"):
+        command = tool_input.get("command")
+        if isinstance(command, list) and all(isinstance(c, str) for c in command):
+            command = " ".join(_quote(c) for c in command)
+        if not isinstance(command, str):
+            raise HookInputError(f"{tool} without a string tool_input.command")
+        return ToolCall(host, tool, SHELL, cwd, command=command, receiver=receiver)
+    if tool == "apply_patch":
+        command = tool_input.get("command") or tool_input.get("patch") or tool_input.get("input")
+        if not isinstance(command, str):
+            raise HookInputError("apply_patch without a string patch")
+        paths = [_abs(p, cwd) for p in patch_paths(command)]
+        return ToolCall(host, tool, WRITE, cwd, paths=paths, receiver=receiver)
+    if tool in ("Agent", "Task") and receiver is None:
+        target = tool_input.get("subagent_type")
+        if target is not None and not isinstance(target, str):
+            raise HookInputError(f"{tool} with a subagent_type that is not a string")
+        return ToolCall(host, tool, DISPATCH, cwd, receiver=None, target=target or None)
+    if tool in _CLAUDE_PASS:
+        return ToolCall(host, tool, PASS, cwd, receiver=receiver)
+    return _generic(host, tool, tool_input, cwd, receiver)
+
+
+def _quote(word: str) -> str:
+    if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The files an ``apply_patch`` patch adds, updates, deletes or moves to."""
+    out = []
+    for line in patch.splitlines():
+        for marker in ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "):
+            if line.startswith(marker):
+                out.append(line[len(marker) :].strip())
+    return out
+
+
+def parse_claude_code(doc: dict[str, Any]) -> ToolCall:
+    if doc.get("hook_event_name") != "PreToolUse":
+        raise HookInputError("hook_event_name must be PreToolUse")
+    tool = _str(doc, "tool_name")
+    assert tool is not None
+    return claude_tool_call("claude-code", tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
+
+
+def parse_codex(doc: dict[str, Any]) -> ToolCall:
+    if doc.get("hook_event_name") != "PreToolUse":
+        raise HookInputError("hook_event_name must be PreToolUse")
+    tool = _str(doc, "tool_name")
+    assert tool is not None
+    return claude_tool_call("codex", tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
+
+
+_CURSOR_TOOLS = {"Shell": "Bash", "Read": "Read", "Write": "Write", "Grep": "Grep", "Task": "Task"}
+
+
+def parse_cursor(doc: dict[str, Any]) -> ToolCall:
+    roots = doc.get("workspace_roots")
+    fallback = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else None
+    fallback = fallback or os.environ.get("CURSOR_PROJECT_DIR")
+    cwd = _cwd(doc, fallback)
+    event = doc.get("hook_event_name")
+    if event in ("beforeReadFile", "beforeTabFileRead"):
+        path = _str(doc, "file_path")
+        assert path is not None
+        return ToolCall("cursor", "Read", READ, cwd, paths=[_abs(path, cwd)])
+    if event == "beforeShellExecution":
+        command = _str(doc, "command")
+        return ToolCall("cursor", "Shell", SHELL, cwd, command=command)
+    if event == "preToolUse":
+        tool = _str(doc, "tool_name")
+        assert tool is not None
+        tool_input = doc.get("tool_input")
+        if not isinstance(tool_input, dict):
+            raise HookInputError("tool_input must be an object")
+        if tool == "Read":
+            paths = _paths(tool_input, ("file_path", "path", "target_file"), cwd)
+            return ToolCall("cursor", tool, READ, cwd, paths=paths)
+        mapped = _CURSOR_TOOLS.get(tool)
+        if mapped is not None:
+            if mapped == "Write":
+                paths = _paths(tool_input, ("file_path", "path", "target_file"), cwd)
+                return ToolCall("cursor", tool, WRITE, cwd, paths=paths)
+            return claude_tool_call("cursor", mapped, tool_input, cwd, None)
+        return _generic("cursor", tool, tool_input, cwd, None)
+    if event == "beforeMCPExecution":
+        tool = _str(doc, "tool_name")
+        assert tool is not None
+        return _generic("cursor", tool, doc.get("tool_input"), cwd, None)
+    raise HookInputError(f"hook_event_name {event!r} is not an event this hook gates")
+
+
+def _glob_root(pattern: str) -> str:
+    """The directory a glob pattern searches: its components before the first wildcard."""
+    parts = pattern.split(os.sep)
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return os.sep.join(parts[:i]) or os.sep
+    return pattern
+
+
+_GEMINI_READ = {"read_file": ("absolute_path", "file_path", "path"), "read_many_files": ("paths",)}
+
+
+def parse_gemini(doc: dict[str, Any]) -> ToolCall:
+    if doc.get("hook_event_name") != "BeforeTool":
+        raise HookInputError("hook_event_name must be BeforeTool")
+    cwd = _cwd(doc)
+    tool = _str(doc, "tool_name")
+    assert tool is not None
+    args = _obj(doc, "tool_input")
+    if tool in _GEMINI_READ:
+        paths = _paths(args, _GEMINI_READ[tool], cwd)
+        if not paths:
+            raise HookInputError(f"{tool} without a path")
+        include = args.get("include")
+        globs = [p for p in paths if any(c in p for c in "*?[")] + (
+            [_abs(i, cwd) for i in include if isinstance(i, str)]
+            if isinstance(include, list)
+            else []
+        )
+        dirs = [p for p in paths if os.path.isdir(p)]
+        if globs or dirs:  # many files at once: judged as a search of where they lie
+            roots = [_glob_root(g) for g in globs] + dirs
+            names = [os.path.basename(g) for g in globs]
+            files = [p for p in paths if p not in globs and p not in dirs]
+            return ToolCall("gemini", tool, SEARCH, cwd, paths=roots + files, patterns=names)
+        return ToolCall("gemini", tool, READ, cwd, paths=paths)
+    if tool in ("write_file", "replace"):
+        return ToolCall("gemini", tool, WRITE, cwd, paths=_paths(args, ("file_path", "path"), cwd))
+    if tool in ("glob", "list_directory", "search_file_content", "grep"):
+        paths = _paths(args, ("path", "dir_path"), cwd) or [cwd]
+        patterns = [v for k in ("pattern", "include") if isinstance(v := args.get(k), str) and v]
+        kind = SEARCH if tool in ("search_file_content", "grep") else LIST
+        return ToolCall("gemini", tool, kind, cwd, paths=paths, patterns=patterns)
+    if tool == "run_shell_command":
+        command = _str(args, "command")
+        directory = args.get("directory")
+        if isinstance(directory, str) and directory:
+            cwd = _abs(directory, cwd)
+        return ToolCall("gemini", tool, SHELL, cwd, command=command)
+    return _generic("gemini", tool, args, cwd, None)
+
+
+_COPILOT = {"bash": "Bash", "view": "Read", "edit": "Edit", "create": "Write"}
+
+
+def parse_copilot(doc: dict[str, Any]) -> ToolCall:
+    cwd = _cwd(doc)
+    tool = _str(doc, "toolName")
+    assert tool is not None
+    raw_args = doc.get("toolArgs")
+    if isinstance(raw_args, str):
+        args: Any = loads_event(raw_args.encode("utf-8", "surrogatepass"))
+    elif isinstance(raw_args, dict):
+        args = raw_args
+    else:
+        raise HookInputError("toolArgs must be a JSON string")
+    mapped = _COPILOT.get(tool)
+    if mapped is None:
+        return _generic("copilot", tool, args, cwd, None)
+    if mapped in ("Read", "Edit", "Write"):
+        paths = _paths(args, ("path", "file_path"), cwd)
+        if not paths:
+            raise HookInputError(f"{tool} without a path")
+        return ToolCall("copilot", tool, READ if mapped == "Read" else WRITE, cwd, paths=paths)
+    return claude_tool_call("copilot", mapped, args, cwd, None)
+
+
+PARSERS = {
+    "claude-code": parse_claude_code,
+    "codex": parse_codex,
+    "cursor": parse_cursor,
+    "gemini": parse_gemini,
+    "copilot": parse_copilot,
+}
+
+
+# --- the layout -------------------------------------------------------------------------
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def find_root(cwd: str) -> str:
+    """The root :func:`eidolons.io.config.find_root` finds from ``cwd`` (nearest ``.eidolons/``
+    or ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and
+    the host's project directory are read by :func:`eidolons.hosts.hook.fast.main` first). Both
+    call the one ancestor walk, :func:`eidolons.io.project.marked_root` (``os`` only:
+    importing :mod:`eidolons.io.config` costs pathlib on every tool call)."""
+    from eidolons.io.project import marked_root
+
+    return marked_root(cwd) or _real(cwd)
+
+
+def user_key_dir() -> str:
+    """Where the signing keys live outside the project (``EIDOLONS_KEY_DIR``, else
+    ``$XDG_CONFIG_HOME/eidolons``, else ``~/.config/eidolons``)."""
+    explicit = os.environ.get("EIDOLONS_KEY_DIR")
+    if explicit:
+        return explicit
+    from eidolons.io.project import config_dir  # the one rule (os and stat only)
+
+    return config_dir()
+
+
+def key_dirs(root: str) -> tuple[str, ...]:
+    """The signing-key directories: the project's ``.eidolons/keys`` and the user's; with
+    ``EIDOLONS_KEY_DIR``, the host's config directory too, where the trace heads, the
+    verdict and payload indexes stay (ADRs 0037, 0087, 0110): no agent may touch them."""
+    dirs = (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
+    if not os.environ.get("EIDOLONS_KEY_DIR"):
+        return dirs
+    from eidolons.io.project import config_dir
+
+    return (*dirs, _real(config_dir()))
+
+
+# Claude Code's wiring, the same at the project and the user level: skills, commands and
+# plugins carry ``hooks:`` of their own (run outside the sandbox, where the signing key can
+# be read)
+_CLAUDE_WIRING = (
+    os.path.join(".claude", "settings.json"),
+    os.path.join(".claude", "settings.local.json"),
+    os.path.join(".claude", "agents"),
+    os.path.join(".claude", "skills"),
+    os.path.join(".claude", "commands"),
+    os.path.join(".claude", "hooks"),
+    os.path.join(".claude", "plugins"),
+)
+# the other hosts' hook and settings files, the same at both levels
+_OTHER_HOST_WIRING = (
+    os.path.join(".cursor", "hooks.json"),
+    os.path.join(".codex", "hooks.json"),
+    os.path.join(".codex", "config.toml"),
+    os.path.join(".gemini", "settings.json"),
+)
+
+WIRING_FILES = (
+    *_CLAUDE_WIRING,
+    os.path.join(".agents", "skills"),
+    ".mcp.json",
+    *_OTHER_HOST_WIRING,
+    os.path.join(".github", "hooks"),
+)
+
+
+# the same wiring in the user's home (hooks merge across levels, and a user-level
+# ``disableAllHooks`` turns the project's hooks off), and the managed-policy directory
+USER_WIRING_FILES = (*_CLAUDE_WIRING, ".claude.json", *_OTHER_HOST_WIRING)
+MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
+
+
+def gate_code() -> tuple[str, ...]:
+    """The code the hook itself runs: the ``eidolons`` package, the interpreter's
+    site-packages (a ``.pth`` file there runs at every start, ``-I`` or not), and the
+    interpreter with the directory it lies in (the hook is registered as this
+    interpreter by absolute path, and the ``eidolons`` launcher the orchestrator's shell
+    runs is beside it: a virtual environment in the project is a file an agent could
+    otherwise rewrite, ADR 0134). An agent that rewrites them rewrites the gate."""
+    import site  # already imported at start-up (no -S)
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    python = os.path.abspath(sys.executable) if sys.executable else ""
+    interpreter = (python, os.path.dirname(python), os.path.realpath(python)) if python else ()
+    return (package, *site.getsitepackages(), *interpreter)
+
+
+class Layout:
+    """The paths the hook protects, resolved once per event."""
+
+    __slots__ = (
+        "_index",
+        "_key_dirs",
+        "copies_dir",
+        "handoff_dirs",
+        "root",
+        "state_dir",
+        "store_dir",
+        "wiring",
+    )
+
+    def __init__(self, root: str, extra_handoff_dirs: tuple[str, ...] = ()) -> None:
+        self.root = _real(root)
+        self._index: bytes | bool | None = False  # False: not read yet
+        self._key_dirs: tuple[str, ...] | None = None  # looked up when first needed
+        self.state_dir = os.path.join(self.root, STATE_DIR)
+        self.handoff_dirs = tuple(
+            _real(os.path.join(self.root, d)) for d in (HANDOFF_DIR, *extra_handoff_dirs)
+        )
+        self.store_dir = os.path.join(self.state_dir, "memory")
+        self.copies_dir = os.path.join(self.root, COPIES_DIR)
+        home = os.path.expanduser("~")
+        self.wiring = (
+            *(os.path.join(self.root, f) for f in WIRING_FILES),
+            *(os.path.join(home, f) for f in USER_WIRING_FILES),
+            *MANAGED_WIRING,
+            *gate_code(),
+        )
+
+    @property
+    def key_dirs(self) -> tuple[str, ...]:
+        """The signing-key directories (:func:`key_dirs`), found on first use: a call that
+        touches no file never needs them (nor :mod:`eidolons.keys.files`)."""
+        if self._key_dirs is None:
+            self._key_dirs = key_dirs(self.root)
+        return self._key_dirs
+
+    def handoff_dir(self, real: str) -> bool:
+        return any(_under(real, d) for d in self.handoff_dirs)
+
+    def key_dir(self, real: str) -> bool:
+        """Under a signing-key directory: no agent reads or writes there."""
+        return any(_under(real, d) for d in self.key_dirs)
+
+    def classify_read(self, path: str) -> str | None:
+        """HANDOFF, KEY, STORE, or None for a file that is none of ECL's business."""
+        real = _real(path)
+        if self.key_dir(real):
+            return KEY
+        if self.handoff_dir(real):
+            return HANDOFF
+        if _under(real, self.store_dir) or _under(real, self.copies_dir):
+            return STORE
+        if has_envelope(path) or (real != path and has_envelope(real)):
+            return HANDOFF
+        if self.links_to_handoff(real):
+            return HANDOFF
+        if self.trace_names(path):
+            return HANDOFF
+        return None
+
+    def trace_names(self, path: str) -> bool:
+        """Whether the trace may name ``path`` as a payload (its envelope deleted): looked
+        up in the host's payload index (:mod:`eidolons.io.payloadindex`, one small read and
+        a stat of each trace file per event) when it covers every trace file as it is
+        now; when it cannot tell, the full rule (:func:`eidolons.gates.trigger.find_handoff`)
+        answers. True sends the read to the receiver gate, which decides."""
+        from eidolons.io.payloadindex import names
+        from eidolons.io.project import foreign_projects, payload_index, rules_out
+
+        if foreign_projects(path, self.root):  # another project holds it: its rules too
+            return not rules_out(path, self.root) and self._full_rule(path)
+        if self._index is False:
+            self._index = payload_index(self.root)
+        index = self._index
+        if isinstance(index, bytes):
+            return names(index, path, self.root)
+        return self._full_rule(path)
+
+    def _full_rule(self, path: str) -> bool:
+        from eidolons.gates.trigger import find_handoff
+
+        return find_handoff(path, self.root) is not None
+
+    def links_to_handoff(self, real: str) -> bool:
+        """A hard link elsewhere to a file in a hand-off directory is that hand-off: the
+        same bytes under a name the rules above do not see (only a file with more than one
+        link is looked up; at most :data:`MAX_LINK_SCAN` entries)."""
+        try:
+            st = os.stat(real)
+        except OSError:
+            return False
+        if st.st_nlink < 2 or not (st.st_mode & 0o170000 == 0o100000):
+            return False
+        identity = (st.st_dev, st.st_ino)
+        seen = 0
+        stack = list(self.handoff_dirs)
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for entry in it:
+                        seen += 1
+                        if seen > MAX_LINK_SCAN:
+                            return True  # too many to rule out: fail closed
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            est = entry.stat(follow_symlinks=False)
+                            if (est.st_dev, est.st_ino) == identity:
+                                return True
+            except OSError:
+                continue
+        return False
+
+    def classify_write(self, path: str) -> str | None:
+        """KEY, STATE or WIRING for a path no agent may write, else None."""
+        real = _real(path)
+        if self.key_dir(real):
+            return KEY
+        if self.handoff_dir(real):
+            return HANDOFF  # sealed: only a new payload file may be created there
+        if _under(real, self.state_dir):
+            return STATE
+        if any(_under(real, w) or _under(path, w) for w in self.wiring):
+            return WIRING
+        return None
+
+
+def has_envelope(path: str) -> bool:
+    """The receiver gate's trigger (:func:`eidolons.io.payload.find_envelope`): the path is an
+    envelope, or ``${PATH%.*}.envelope.json`` or ``PATH.envelope.json`` exists
+    (:func:`eidolons.io.project.envelope_candidates`, the one spelling)."""
+    from eidolons.io.project import envelope_candidates
+
+    if path.endswith(ENVELOPE_SUFFIX):
+        return True
+    return any(os.path.lexists(p) for p in envelope_candidates(path))

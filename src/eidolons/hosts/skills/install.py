@@ -1,0 +1,456 @@
+"""Install (and remove) rendered verify-incoming skills where hosts and the nexus read them.
+
+For a receiver ``R`` under the project root (ADR 0050):
+
+1. ``.claude/skills/R-verify-incoming/SKILL.md`` (Claude Code) and
+   ``.agents/skills/R-verify-incoming/SKILL.md`` (the shared layout Codex, Cursor and
+   Copilot read) always.
+2. The member tree, only when ``R`` is installed as a member, i.e. ``.eidolons/R/`` is a
+   real directory holding one of ``EIIS_VERSION``, ``install.manifest.json``,
+   ``manifest.json``, ``PERSONA.md``, ``SPEC.md`` or ``skills/``:
+   - an EIIS 3.x member (``EIIS_VERSION`` or the manifest's ``eiis_version`` has major
+     version 3 or more, or, with no version recorded, a ``skills/verify-incoming/``
+     directory exists) gets ``.eidolons/R/skills/verify-incoming/SKILL.md``;
+   - an older member (a version below 3, or none recorded) gets the flat
+     ``.eidolons/R/skills/verify-incoming.md`` that EIIS 1.x and the nexus's D8 read.
+3. Every target gets the same bytes (:func:`eidolons.hosts.skills.render.render_skill`), so the
+   SHA parity upstream expects between a member's skill and its host copy holds.
+4. A target is written only if it is absent, or a file this tool generated and nobody
+   changed since (:func:`~eidolons.hosts.skills.render.generated_state`). A hand-written file, an
+   edited generated file, a symbolic link or anything else is refused unless ``force``;
+   a symbolic link that already points at this receiver's member-tree target (what the
+   nexus creates) is left alone as ``linked``. Nothing is written outside the root:
+   a target whose directory resolves outside it is refused, even with ``force``.
+5. Writes are atomic (a temporary file in the same directory, then ``os.replace``); a
+   refused target never stops the others.
+6. Removal (:func:`uninstall_skills`, for ``init --undo``) deletes only files this tool
+   generated and nobody changed (``force`` also removes edited ones; never a foreign file),
+   then the ``R-verify-incoming``/``verify-incoming`` directories left empty.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eidolons.hosts.skills.render import SkillError, generated_state, render_skill, skill_name
+
+if TYPE_CHECKING:
+    from eidolons.io.contracts import ContractSet
+
+__all__ = [
+    "SkillAction",
+    "SkillConflict",
+    "Target",
+    "install_skills",
+    "plan_install",
+    "plan_uninstall",
+    "skill_targets",
+    "uninstall_skills",
+]
+
+MAX_SKILL_BYTES = 1024 * 1024
+_MEMBER_MARKERS = (
+    "EIIS_VERSION",
+    "install.manifest.json",
+    "manifest.json",
+    "PERSONA.md",
+    "SPEC.md",
+    "skills",
+)
+HOST_SKILL_DIRS = (Path(".claude") / "skills", Path(".agents") / "skills")
+
+# statuses
+WRITTEN, UPDATED, UNCHANGED, LINKED, REFUSED, REMOVED, KEPT = (
+    "written",
+    "updated",
+    "unchanged",
+    "linked",
+    "refused",
+    "removed",
+    "kept",
+)
+CHANGES = (WRITTEN, UPDATED, REMOVED)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One place a receiver's skill goes: ``layout`` is ``claude-code``, ``agents``,
+    ``eiis-3`` or ``eiis-flat``; ``path`` is absolute."""
+
+    receiver: str
+    layout: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class SkillAction:
+    """What was (or, in a dry run, would be) done to one target, and why."""
+
+    target: Target
+    status: str
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.status in CHANGES
+
+    def to_dict(self, root: Path) -> dict[str, str]:
+        return {
+            "receiver": self.target.receiver,
+            "layout": self.target.layout,
+            "path": _relative(self.target.path, root),
+            "status": self.status,
+            "reason": self.reason,
+        }
+
+
+class SkillConflict(SkillError):
+    """:func:`install_skills` refused some targets; the others were written.
+
+    ``refused`` lists the refused actions, ``written`` the paths changed anyway."""
+
+    code = "SKILL_CONFLICT"
+    exit_code = 3  # refused, the rest written (ADR 0050)
+
+    def __init__(self, refused: Sequence[SkillAction], written: Sequence[Path]) -> None:
+        first = refused[0]
+        super().__init__(
+            f"{len(refused)} skill file(s) not written without --force; first: "
+            f"{first.target.path}: {first.reason}"
+        )
+        self.refused = list(refused)
+        self.written = list(written)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def _member_dir(root: Path, receiver: str) -> Path | None:
+    member = root / ".eidolons" / receiver
+    try:
+        if not stat.S_ISDIR(os.lstat(member).st_mode):
+            return None
+    except OSError:
+        return None
+    if any((member / marker).exists() for marker in _MEMBER_MARKERS):
+        return member
+    return None
+
+
+def _major(version: object) -> int | None:
+    if not isinstance(version, str):
+        return None
+    head = version.strip().lstrip("vV").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _eiis_major(member: Path) -> int | None:
+    try:
+        major = _major((member / "EIIS_VERSION").read_text(encoding="utf-8")[:64])
+        if major is not None:
+            return major
+    except (OSError, UnicodeDecodeError):
+        pass
+    for name in ("install.manifest.json", "manifest.json"):
+        try:
+            with open(member / name, "rb") as handle:
+                doc = json.loads(handle.read(MAX_SKILL_BYTES))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            major = _major(doc.get("eiis_version"))
+            if major is not None:
+                return major
+    return None
+
+
+def skill_targets(root: Path, receiver: str) -> list[Target]:
+    """Where ``receiver``'s skill goes under ``root`` (module rules 1-2), member tree first."""
+    targets: list[Target] = []
+    member = _member_dir(root, receiver)
+    if member is not None:
+        major = _eiis_major(member)
+        if major is None:  # no version recorded: a skill directory says 3.x
+            major = 3 if (member / "skills" / "verify-incoming").is_dir() else 1
+        if major >= 3:
+            targets.append(
+                Target(receiver, "eiis-3", member / "skills" / "verify-incoming" / "SKILL.md")
+            )
+        else:
+            targets.append(Target(receiver, "eiis-flat", member / "skills" / "verify-incoming.md"))
+    name = skill_name(receiver)
+    targets.append(Target(receiver, "claude-code", root / HOST_SKILL_DIRS[0] / name / "SKILL.md"))
+    targets.append(Target(receiver, "agents", root / HOST_SKILL_DIRS[1] / name / "SKILL.md"))
+    return targets
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """True if the deepest existing ancestor of ``path`` (a dangling link counts as
+    existing) resolves inside ``root``."""
+    real_root = root.resolve()
+    probe = path
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    real = probe.resolve()
+    return real == real_root or real_root in real.parents
+
+
+def _read_existing(path: Path) -> bytes:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks, remaining = [], MAX_SKILL_BYTES + 1
+        while remaining > 0:
+            chunk = os.read(fd, remaining)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, str]:
+    """(state, reason) of what is at ``target.path`` now: ``absent``, ``generated``,
+    ``modified``, ``foreign``, ``linked`` (a link to a sibling target) or ``other``."""
+    try:
+        st = os.lstat(target.path)
+    except FileNotFoundError:
+        return "absent", ""
+    except OSError as exc:
+        return "other", f"cannot inspect: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        real = target.path.resolve()
+        if any(s.path != target.path and s.path.resolve() == real for s in siblings):
+            return "linked", f"a link to {real}"
+        return "foreign", "a symbolic link this tool did not make"
+    if not stat.S_ISREG(st.st_mode):
+        return "other", "not a regular file"
+    try:
+        data = _read_existing(target.path)
+    except OSError as exc:
+        return "other", f"cannot read: {exc.strerror or exc}"
+    state = generated_state(data)
+    reasons = {
+        "foreign": "not generated by eidolons",
+        "modified": "generated by eidolons but edited since",
+    }
+    return state, reasons.get(state, "")
+
+
+# --------------------------------------------------------------------------- install
+
+
+def plan_install(
+    root: Path, receiver: str, data: bytes, *, force: bool = False
+) -> list[SkillAction]:
+    """What installing ``data`` as ``receiver``'s skill would do to each target. Pure
+    apart from reading the targets."""
+    targets = skill_targets(root, receiver)
+    actions: list[SkillAction] = []
+    for target in targets:
+        if not _inside(target.path.parent, root):
+            actions.append(SkillAction(target, REFUSED, "its directory resolves outside the root"))
+            continue
+        state, reason = _existing_state(target, targets)
+        if state == "absent":
+            actions.append(SkillAction(target, WRITTEN))
+        elif state == "linked":
+            actions.append(SkillAction(target, LINKED, reason))
+        elif state == "generated":
+            try:
+                same = _read_existing(target.path) == data
+            except OSError:
+                same = False
+            actions.append(SkillAction(target, UNCHANGED) if same else SkillAction(target, UPDATED))
+        elif force and state in ("foreign", "modified"):
+            actions.append(SkillAction(target, UPDATED, f"{reason}; replaced (--force)"))
+        else:
+            hint = "" if state == "other" else " (use --force to replace it)"
+            actions.append(SkillAction(target, REFUSED, reason + hint))
+    return actions
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o644 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def apply_install(actions: Iterable[SkillAction], data: bytes) -> list[SkillAction]:
+    """Carry out planned actions; a target that fails to write becomes ``refused``."""
+    done: list[SkillAction] = []
+    for action in actions:
+        if action.status in (WRITTEN, UPDATED):
+            try:
+                _write_atomic(action.target.path, data)
+            except OSError as exc:
+                action = SkillAction(action.target, REFUSED, f"cannot write: {exc.strerror or exc}")
+        done.append(action)
+    return done
+
+
+def install_actions(
+    root: Path,
+    receivers: Sequence[str],
+    contract_set: ContractSet,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+) -> list[SkillAction]:
+    """Render and install each receiver's skill; every target's action, in order.
+    Raises :class:`SkillError` (before writing anything) if a receiver cannot be rendered."""
+    rendered = [(r, render_skill(r, contract_set)) for r in receivers]
+    actions: list[SkillAction] = []
+    for receiver, data in rendered:
+        planned = plan_install(root, receiver, data, force=force)
+        actions.extend(planned if dry_run else apply_install(planned, data))
+    return actions
+
+
+def install_skills(
+    root: Path,
+    receivers: Sequence[str] | None = None,
+    *,
+    contract_set: ContractSet | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+) -> list[Path]:
+    """Install the skills of ``receivers`` (None: every receiver of the contract set) and
+    return the paths written or updated (in a dry run: that would be).
+
+    ``contract_set`` defaults to the effective set under ``root``. Raises
+    :class:`SkillError` if a receiver cannot be rendered (nothing written),
+    :class:`SkillConflict` after writing the rest if some targets were refused, and
+    :class:`eidolons.io.contracts.ContractError` if the contracts do not load."""
+    from eidolons.hosts.skills.render import receivers as all_receivers
+    from eidolons.io.contracts import ContractSetUnavailable, load_contracts
+
+    contracts = contract_set if contract_set is not None else load_contracts(root, [])
+    if isinstance(contracts, ContractSetUnavailable):
+        raise contracts.error
+    names = list(receivers) if receivers is not None else all_receivers(contracts)
+    actions = install_actions(root, names, contracts, force=force, dry_run=dry_run)
+    written = [a.target.path for a in actions if a.changed]
+    refused = [a for a in actions if a.status == REFUSED]
+    if refused:
+        raise SkillConflict(refused, written)
+    return written
+
+
+# --------------------------------------------------------------------------- uninstall
+
+
+def _installed_receivers(root: Path) -> list[str]:
+    """Receivers with a skill file in one of the known places (for removal of them all)."""
+    found: set[str] = set()
+    suffix = "-verify-incoming"
+    for base in HOST_SKILL_DIRS:
+        for entry in sorted((root / base).glob(f"*{suffix}")):
+            found.add(entry.name[: -len(suffix)])
+    eidolons_dir = root / ".eidolons"
+    for pattern in ("*/skills/verify-incoming.md", "*/skills/verify-incoming/SKILL.md"):
+        for entry in eidolons_dir.glob(pattern):
+            found.add(entry.relative_to(eidolons_dir).parts[0])
+    return sorted(r for r in found if r)
+
+
+def plan_uninstall(root: Path, receiver: str, *, force: bool = False) -> list[SkillAction]:
+    """What removing ``receiver``'s skills would do. Every layout is considered, whatever
+    the member's version is now."""
+    member = root / ".eidolons" / receiver / "skills"
+    name = skill_name(receiver)
+    targets = [
+        Target(receiver, "eiis-3", member / "verify-incoming" / "SKILL.md"),
+        Target(receiver, "eiis-flat", member / "verify-incoming.md"),
+        Target(receiver, "claude-code", root / HOST_SKILL_DIRS[0] / name / "SKILL.md"),
+        Target(receiver, "agents", root / HOST_SKILL_DIRS[1] / name / "SKILL.md"),
+    ]
+    actions: list[SkillAction] = []
+    for target in targets:
+        state, reason = _existing_state(target, ())
+        if state == "absent":
+            continue
+        if not _inside(target.path.parent, root):
+            actions.append(SkillAction(target, KEPT, "its directory resolves outside the root"))
+            continue
+        if state == "generated" or (state == "modified" and force):
+            actions.append(SkillAction(target, REMOVED, reason))
+        else:
+            hint = " (use --force to remove it)" if state == "modified" else ""
+            actions.append(SkillAction(target, KEPT, reason + hint))
+    return actions
+
+
+def uninstall_actions(
+    root: Path, receivers: Sequence[str] | None, *, force: bool = False, dry_run: bool = False
+) -> list[SkillAction]:
+    names = list(receivers) if receivers is not None else _installed_receivers(root)
+    actions: list[SkillAction] = []
+    for receiver in names:
+        for action in plan_uninstall(root, receiver, force=force):
+            if action.status == REMOVED and not dry_run:
+                try:
+                    action.target.path.unlink()
+                    _remove_empty_dir(action.target.path.parent)
+                except OSError as exc:
+                    action = SkillAction(action.target, KEPT, f"cannot remove: {exc.strerror}")
+            actions.append(action)
+    return actions
+
+
+def _remove_empty_dir(directory: Path) -> None:
+    if directory.name.endswith("verify-incoming"):
+        try:
+            directory.rmdir()
+        except OSError:
+            pass  # not empty (someone else's file) or already gone
+
+
+def uninstall_skills(
+    root: Path,
+    receivers: Sequence[str] | None = None,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+) -> list[Path]:
+    """Remove what :func:`install_skills` wrote for ``receivers`` (None: every receiver with
+    an installed skill) and return the paths removed. Files not generated by this tool are
+    never removed; edited generated files only with ``force``."""
+    actions = uninstall_actions(root, receivers, force=force, dry_run=dry_run)
+    return [a.target.path for a in actions if a.status == REMOVED]

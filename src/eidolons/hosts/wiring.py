@@ -1,0 +1,581 @@
+"""What ``eidolons init`` writes into each host's configuration, and how to find it again.
+
+Pure over JSON documents (dicts): :func:`plan` says, per host, which files hold the wiring
+and which entries go where; :func:`merge` adds them to a document without disturbing
+foreign entries (an entry of ours already there is replaced in place, so re-running is
+a no-op); :func:`unmerge` removes exactly what was added. An entry is ours when it runs
+the launcher or :data:`eidolons.hosts.hook.fast.BOOTSTRAP` (:func:`is_ours`). ``doctor`` and the
+hook read the same plan back (:func:`check_claude_settings`, :func:`sandbox_problems`).
+
+Per host (facts in ``shared/hosts/README.md``):
+
+- claude-code (ADR 0140): the shared ``.claude/settings.json`` names no machine path. Its
+  ``PreToolUse`` hook (matcher ``*``, exec form, ``onFailure: "block"``) runs the
+  launcher ``${CLAUDE_PROJECT_DIR}/.claude/hooks/eidolons`` (a protected path), which
+  starts this machine's interpreter; its ``sandbox`` is on in strict mode, with every
+  hand-off directory, the memory store, the gate's copies and the keys in ``denyRead`` and
+  the whole ``.eidolons/`` in ``denyWrite``. ``.mcp.json`` registers the MCP server through
+  the same launcher. What is per machine goes to ``.claude/settings.local.json``: the
+  interpreter (``env.EIDOLONS_PYTHON``), the approval of the MCP server, the key
+  directories and the gate's own code by absolute path.
+- cursor, ``.cursor/hooks.json``: ``beforeReadFile``, ``preToolUse``,
+  ``beforeShellExecution``, ``beforeMCPExecution``, each ``"failClosed": true``.
+- codex, ``.codex/hooks.json``: one ``PreToolUse`` group without matcher (every tool).
+- gemini, ``.gemini/settings.json``: ``BeforeTool`` with matcher ``.*``.
+- copilot, ``.github/hooks/eidolons.json``: ``preToolUse`` (a file of its own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from typing import Any
+
+from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
+from eidolons.io.paths import is_relative_to
+from eidolons.io.project import (
+    CONFIG_FILE,
+    COPIES_DIR,
+    HANDOFF_DIR,
+    IGNORE_FILE,
+    SEALED_FILE,
+    STATE_DIR,
+    STORE_FILE,
+    TRACE_DIR,
+)
+
+MANIFEST_FILE = os.path.join(STATE_DIR, "init.json")
+
+HOOK_TIMEOUT = 30  # seconds; the hook's own budget (10 s) stays well inside it
+STATUS = "eidolons: ECL receiver gate"
+HOSTS = ("claude-code", "cursor", "codex", "gemini", "copilot")
+CLAUDE_SETTINGS = os.path.join(".claude", "settings.json")
+CLAUDE_LOCAL = os.path.join(".claude", "settings.local.json")
+MCP_FILE = ".mcp.json"
+#: the launcher the Claude Code wiring runs (a protected path: no sandboxed shell writes it)
+LAUNCHER = os.path.join(".claude", "hooks", "eidolons")
+PYTHON_ENV = "EIDOLONS_PYTHON"
+CONFIG_FILES = {
+    "claude-code": CLAUDE_SETTINGS,
+    "cursor": os.path.join(".cursor", "hooks.json"),
+    "codex": os.path.join(".codex", "hooks.json"),
+    "gemini": os.path.join(".gemini", "settings.json"),
+    "copilot": os.path.join(".github", "hooks", "eidolons.json"),
+}
+# read-only tools a receiver agent needs (plus the MCP server's reader)
+RECEIVER_TOOLS = ("Read", "Grep", "Glob", "mcp__eidolons__read_verified")
+
+
+class WiringError(Exception):
+    """A host file cannot be merged (not a JSON object, a conflicting value)."""
+
+
+def is_ours(entry: Any) -> bool:
+    """An entry this tool wrote: it runs the launcher, today's bootstrap or an earlier
+    version's."""
+    text = json.dumps(entry)  # a string in it is JSON-escaped: so is what is looked for
+    marks = (BOOTSTRAP, *LEGACY_BOOTSTRAPS, "/" + LAUNCHER.replace(os.sep, "/"), STATUS)
+    return any(json.dumps(b)[1:-1] in text for b in marks)
+
+
+class Entry:
+    """``value`` belongs in the list at ``pointer`` (keys from the document's top); with
+    ``scalar``, ``value`` is what the key at ``pointer`` must hold (``previous``: what it
+    held before, restored by ``undo``)."""
+
+    __slots__ = ("pointer", "previous", "scalar", "value")
+
+    def __init__(
+        self, pointer: tuple[str, ...], value: Any, scalar: bool = False, previous: Any = None
+    ) -> None:
+        self.pointer = pointer
+        self.value = value
+        self.scalar = scalar
+        self.previous = previous
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {"pointer": list(self.pointer), "value": self.value}
+        if self.scalar:
+            doc["scalar"] = True
+            doc["previous"] = self.previous
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Entry:
+        return cls(
+            tuple(doc["pointer"]), doc["value"], bool(doc.get("scalar")), doc.get("previous")
+        )
+
+
+def claude_plan(
+    root: str,
+    python: str | None,
+    extra_handoff_dirs: tuple[str, ...] = (),
+    bound: tuple[str, ...] = (),
+) -> dict[str, list[Entry]]:
+    """Claude Code's wiring, file by file (relative path -> entries); the shared file and
+    ``.mcp.json`` name no path of this machine. ``bound``: the agents that get an MCP
+    server of their own, ``eidolons-<R>`` (``mcp serve --as R``), which tags a high-trust
+    hand-off with the host's HMAC key and which the hook lets only subagent R call."""
+    import sys
+
+    from eidolons.hosts.hook.events import gate_code, key_dirs
+
+    handler = {
+        "type": "command",
+        "command": "${CLAUDE_PROJECT_DIR}/" + LAUNCHER.replace(os.sep, "/"),
+        "args": ["hook", "claude-code"],
+        "timeout": HOOK_TIMEOUT,
+        "onFailure": "block",
+        "statusMessage": STATUS,
+    }
+    state = "./" + STATE_DIR
+    sealed_read = [f"{state}/{d}" for d in SEALED_STATE] + [
+        "./" + d.replace(os.sep, "/") for d in extra_handoff_dirs
+    ]
+    shared = [Entry(("hooks", "PreToolUse"), {"matcher": "*", "hooks": [handler]})]
+    shared += [
+        Entry(("sandbox", key), value, scalar=True) for key, value in SANDBOX_SETTINGS.items()
+    ]
+    shared += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in sealed_read]
+    shared += [Entry(("sandbox", "filesystem", "denyRead"), "~/.config/eidolons")]
+    shared += [
+        Entry(("sandbox", "filesystem", "denyWrite"), d)
+        for d in (state, *sealed_read[len(SEALED_STATE) :])
+    ]
+    # the file tools: the hook judges hand-off reads and writes (a Read deny rule here would
+    # refuse every verified hand-off, and the gate's copy); the keys, the memory store and
+    # the gate's own state are no tool's
+    shared += [Entry(("permissions", "deny"), f"Read({state}/{d}/**)") for d in ("memory", "keys")]
+    shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
+    real_root = os.path.realpath(root)
+    keys = [d for d in key_dirs(real_root) if not is_relative_to(d, real_root)]
+    code = sorted({os.path.realpath(p) for p in gate_code() if p})
+    local = [Entry(("env", PYTHON_ENV), python or sys.executable, scalar=True)]
+    local += [
+        Entry(("enabledMcpjsonServers",), n)
+        for n in ("eidolons", *(f"eidolons-{b}" for b in bound))
+    ]
+    local += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in keys]
+    local += [Entry(("sandbox", "filesystem", "denyWrite"), d) for d in (*keys, *code)]
+    local += [Entry(("permissions", "deny"), f"Read(/{d}/**)") for d in keys]
+    server = {"command": LAUNCHER.replace(os.sep, "/"), "args": ["mcp", "serve"]}
+    mcp = [Entry(("mcpServers", "eidolons"), server, scalar=True)]
+    mcp += [
+        Entry(
+            ("mcpServers", f"eidolons-{b}"),
+            {**server, "args": ["mcp", "serve", "--as", b]},
+            scalar=True,
+        )
+        for b in bound
+    ]
+    return {CLAUDE_SETTINGS: shared, CLAUDE_LOCAL: local, MCP_FILE: mcp}
+
+
+#: the state under ``.eidolons/`` no shell may read: hand-offs, memory, the gate's copies, keys
+SEALED_STATE = (
+    os.path.relpath(HANDOFF_DIR, STATE_DIR),
+    "memory",
+    os.path.relpath(COPIES_DIR, STATE_DIR),
+    "keys",
+)
+#: the gate's state under ``.eidolons/`` that no file tool may change
+STATE_FILES = (
+    *(
+        os.path.relpath(p, STATE_DIR)
+        for p in (IGNORE_FILE, CONFIG_FILE, SEALED_FILE, STORE_FILE, MANIFEST_FILE)
+    ),
+    *(d + "/**" for d in (os.path.relpath(TRACE_DIR, STATE_DIR), "contracts", "refusals")),
+    *(d + "/**" for d in ("keys", "memory", os.path.relpath(COPIES_DIR, STATE_DIR))),
+    "trust.json",
+)
+#: strict mode: a shell that cannot be sandboxed does not run (ADR 0140)
+SANDBOX_SETTINGS = {"enabled": True, "allowUnsandboxedCommands": False, "failIfUnavailable": True}
+
+
+def launcher_text() -> str:
+    """The launcher ``init`` writes to :data:`LAUNCHER`: this machine's interpreter comes
+    from ``EIDOLONS_PYTHON`` (``.claude/settings.local.json``); without one it refuses,
+    exit 2 (a deny, for a hook), in one line that says how to set it up."""
+    import shlex
+
+    return (
+        "#!/bin/sh\n"
+        "# Written by `eidolons init`: runs eidolons with this machine's interpreter, named\n"
+        f"# by {PYTHON_ENV} in .claude/settings.local.json (per machine, not shared).\n"
+        f'py="${{{PYTHON_ENV}:-}}"\n'
+        'if [ -z "$py" ] || [ ! -x "$py" ]; then\n'
+        '  echo "eidolons: denied: no interpreter for the gate on this machine '
+        f"({PYTHON_ENV}=$py); run: pip install eidolons && eidolons init --hosts claude-code"
+        '" >&2\n'
+        "  exit 2\n"
+        "fi\n"
+        f'exec "$py" -I -c {shlex.quote(LAUNCH_BOOTSTRAP)} "$@"\n'
+    )
+
+
+# the launcher's Python: any escape (a broken install) is exit 2 and one line, never 1
+LAUNCH_BOOTSTRAP = (
+    "import os, sys; sys.excepthook = lambda t, v, b: (sys.stderr.write("
+    "'eidolons: denied (internal error: %s: %s)\\n' % (t.__name__, v)), "
+    "sys.stderr.flush(), os._exit(2)); "
+    "from eidolons.cli.main import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], dict[str, Any]]:
+    """The entries for ``host`` and the scalar settings the file must hold."""
+    argv = command_argv(host, root, python)
+    line = shlex.join(argv)
+    if host == "claude-code":
+        return claude_plan(root, python)[CLAUDE_SETTINGS], {}
+    if host == "cursor":
+        handler = {"command": line, "type": "command", "timeout": HOOK_TIMEOUT, "failClosed": True}
+        events = ("beforeReadFile", "preToolUse", "beforeShellExecution", "beforeMCPExecution")
+        return [Entry(("hooks", e), handler) for e in events], {"version": 1}
+    if host == "codex":
+        handler = {
+            "type": "command",
+            "command": line,
+            "timeout": HOOK_TIMEOUT,
+            "statusMessage": STATUS,
+        }
+        return [Entry(("hooks", "PreToolUse"), {"hooks": [handler]})], {}
+    if host == "gemini":
+        handler = {
+            "type": "command",
+            "command": line,
+            "timeout": HOOK_TIMEOUT * 1000,
+            "name": "eidolons",
+        }
+        return [Entry(("hooks", "BeforeTool"), {"matcher": ".*", "hooks": [handler]})], {}
+    if host == "copilot":
+        handler = {"type": "command", "bash": line, "timeoutSec": HOOK_TIMEOUT, "comment": STATUS}
+        return [Entry(("hooks", "preToolUse"), handler)], {"version": 1}
+    raise WiringError(f"unknown host {host!r}")
+
+
+_MISSING = object()
+
+
+def _object_at(doc: dict[str, Any], pointer: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = doc
+    for i, key in enumerate(pointer):
+        if not isinstance(node, dict):
+            raise WiringError(f"{'.'.join(pointer[:i])} is not an object")
+        node = node.setdefault(key, {})
+    if not isinstance(node, dict):
+        raise WiringError(f"{'.'.join(pointer)} is not an object")
+    return node
+
+
+def _list_at(doc: dict[str, Any], pointer: tuple[str, ...], create: bool) -> list[Any] | None:
+    node: Any = doc
+    for i, key in enumerate(pointer):
+        if not isinstance(node, dict):
+            raise WiringError(f"{'.'.join(pointer[:i])} is not an object")
+        if key not in node:
+            if not create:
+                return None
+            node[key] = [] if i == len(pointer) - 1 else {}
+        node = node[key]
+    if not isinstance(node, list):
+        raise WiringError(f"{'.'.join(pointer)} is not a list")
+    return node
+
+
+def merge(doc: dict[str, Any], entries: list[Entry], scalars: dict[str, Any]) -> list[Entry]:
+    """Add ``entries`` to ``doc`` in place; return those that changed it. A hook entry of
+    ours already present is replaced where it stands; a plain value already present is
+    left alone (it may be the user's own)."""
+    for key, value in scalars.items():
+        if key in doc and doc[key] != value:
+            raise WiringError(f"{key} is {doc[key]!r}, this tool writes {value!r}")
+        doc[key] = value
+    changed = []
+    for entry in entries:
+        if entry.scalar:
+            parent = _object_at(doc, entry.pointer[:-1])
+            key = entry.pointer[-1]
+            if parent.get(key, _MISSING) != entry.value:
+                entry.previous = parent.get(key)
+                parent[key] = entry.value
+                changed.append(entry)
+            continue
+        items = _list_at(doc, entry.pointer, create=True)
+        assert items is not None
+        if entry.value in items:
+            continue
+        if isinstance(entry.value, dict):
+            mine = [i for i, item in enumerate(items) if is_ours(item)]
+            if mine:
+                items[mine[0]] = entry.value
+                for i in reversed(mine[1:]):
+                    del items[i]
+                changed.append(entry)
+                continue
+        items.append(entry.value)
+        changed.append(entry)
+    return changed
+
+
+def unmerge(doc: dict[str, Any], entries: list[Entry]) -> int:
+    """Remove ``entries`` (and any hook entry of ours) from ``doc``; prune the containers
+    left empty. Returns how many values were removed."""
+    removed = 0
+    for entry in entries:
+        if entry.scalar:
+            try:
+                parent = _object_at(doc, entry.pointer[:-1])
+            except WiringError:
+                continue
+            key = entry.pointer[-1]
+            if parent.get(key, _MISSING) == entry.value:
+                if entry.previous is None:
+                    del parent[key]
+                else:
+                    parent[key] = entry.previous
+                removed += 1
+                _prune(doc, entry.pointer)
+            continue
+        items = _list_at(doc, entry.pointer, create=False)
+        if items is None:
+            continue
+        keep = [i for i in items if i != entry.value and not (isinstance(i, dict) and is_ours(i))]
+        removed += len(items) - len(keep)
+        items[:] = keep
+        _prune(doc, entry.pointer)
+    return removed
+
+
+def _prune(doc: dict[str, Any], pointer: tuple[str, ...]) -> None:
+    for depth in range(len(pointer), 0, -1):
+        parent: Any = doc
+        for key in pointer[: depth - 1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        key = pointer[depth - 1]
+        if isinstance(parent, dict) and parent.get(key) in ([], {}):
+            del parent[key]
+
+
+# --- checks (doctor) -------------------------------------------------------------------
+
+
+def _matcher_covers(matcher: Any, tool: str) -> bool:
+    if matcher in (None, "", "*"):
+        return True
+    if not isinstance(matcher, str):
+        return False
+    if all(c.isalnum() or c in "_-|, " for c in matcher):
+        names = {m.strip() for m in matcher.replace(",", "|").split("|")}
+        return tool in names
+    import re
+
+    try:
+        return re.search(matcher, tool) is not None
+    except re.error:
+        return False
+
+
+def check_claude_settings(doc: Any) -> list[str]:
+    """What is wrong with the gate's wiring in a Claude Code settings document."""
+    if not isinstance(doc, dict):
+        return ["is not a JSON object"]
+    groups = doc.get("hooks", {}).get("PreToolUse") if isinstance(doc.get("hooks"), dict) else None
+    if not isinstance(groups, list):
+        return ["no PreToolUse hook: the receiver gate is not wired (run eidolons init)"]
+    ours = [
+        (group, handler)
+        for group in groups
+        if isinstance(group, dict)
+        for handler in (group.get("hooks") or [])
+        if isinstance(handler, dict) and _runs_the_hook(handler)
+    ]
+    if not ours:
+        return ["no PreToolUse hook runs `eidolons hook claude-code` (run eidolons init)"]
+    problems = []
+    for group, handler in ours:
+        for tool in ("Read", "Bash", "Grep", "Glob"):
+            if not _matcher_covers(group.get("matcher"), tool):
+                problems.append(
+                    f"the hook's matcher {group.get('matcher')!r} does not cover {tool}"
+                )
+        if handler.get("onFailure") != "block":
+            problems.append(
+                'the hook has no "onFailure": "block": a crash or timeout lets the read through'
+            )
+        timeout = handler.get("timeout")
+        if not isinstance(timeout, (int, float)) or timeout < 15:
+            problems.append(f"the hook's timeout {timeout!r} is missing or under 15 seconds")
+        command = handler.get("command")
+        if command != "${CLAUDE_PROJECT_DIR}/" + LAUNCHER.replace(os.sep, "/") or (
+            "--root" in (handler.get("args") or [])
+        ):
+            problems.append(
+                f"the hook runs {command!r}, a path of one machine (a clone or a moved "
+                "project blocks every tool call or gates another root): run eidolons init"
+            )
+    return problems
+
+
+def _runs_the_hook(handler: dict[str, Any]) -> bool:
+    text = " ".join(str(x) for x in [handler.get("command", ""), *(handler.get("args") or [])])
+    return any(b in text for b in (BOOTSTRAP, *LEGACY_BOOTSTRAPS)) or (
+        "eidolons" in text and "hook" in text
+    )
+
+
+def check_cursor_hooks(doc: Any) -> list[str]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("hooks"), dict):
+        return ["no hooks: the receiver gate is not wired (run eidolons init --hosts cursor)"]
+    problems = []
+    for event in ("beforeReadFile", "preToolUse"):
+        handlers = [
+            h for h in doc["hooks"].get(event) or [] if isinstance(h, dict) and _runs_the_hook(h)
+        ]
+        if not handlers:
+            problems.append(f"no {event} hook runs eidolons")
+        for h in handlers:
+            if h.get("failClosed") is not True:
+                problems.append(f'the {event} hook lacks "failClosed": true (Cursor fails open)')
+    return problems
+
+
+def agent_names(root: str) -> list[str]:
+    """The ``name`` of each Claude Code agent definition in ``.claude/agents/``."""
+    return [name for _, name, _ in _agents(root)]
+
+
+def _agents(root: str) -> list[tuple[str, str, dict[str, Any]]]:
+    directory = os.path.join(root, ".claude", "agents")
+    try:
+        files = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    out = []
+    for file in files:
+        if not file.endswith(".md"):
+            continue
+        path = os.path.join(directory, file)
+        meta = _front_matter(path)
+        if meta is not None and isinstance(meta.get("name"), str):
+            out.append((path, meta["name"], meta))
+    return out
+
+
+def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, str]]:
+    """(file, advice) for each Claude Code agent file of a receiver that names no tools
+    (it then inherits every tool, MCP servers of any kind included), or that lacks the
+    gate's reader. Bash and Write are fine where the sandbox seals the shell: a receiver
+    that also sends (SPECTRA, APIVR) keeps Write and a sandboxed shell (ADR 0140)."""
+    out: list[tuple[str, str]] = []
+    allow = ", ".join(RECEIVER_TOOLS)
+    for path, agent, meta in _agents(root):
+        if agent not in receivers:
+            continue
+        tools = meta.get("tools")
+        if tools is None:
+            out.append(
+                (
+                    path,
+                    f"receiver {agent} names no tools: it inherits every tool; set `tools: "
+                    f"{allow}` (and Write, Bash, mcp__eidolons__emit if it also hands work on)",
+                )
+            )
+            continue
+        listed = {
+            str(t).strip() for t in (tools if isinstance(tools, list) else str(tools).split(","))
+        }
+        if "Read" not in listed and "mcp__eidolons__read_verified" not in listed:
+            out.append(
+                (path, f"receiver {agent} has neither Read nor mcp__eidolons__read_verified")
+            )
+    return out
+
+
+def _front_matter(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(64 * 1024)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("---"):
+        return None
+    end = text.find("\n---", 3)
+    if end < 0:
+        return None
+    import yaml
+
+    try:
+        meta = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+# --- the sandbox, as the hook and doctor read it back ------------------------------------
+
+
+def _settings(root: str, rel: str) -> tuple[dict[str, Any] | None, str | None]:
+    path = os.path.join(root, rel)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.loads(fh.read(1024 * 1024))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"{rel} cannot be read ({exc.__class__.__name__})"
+    if not isinstance(doc, dict):
+        return None, f"{rel} is not a JSON object"
+    return doc, None
+
+
+def resolve_setting_path(entry: Any, root: str) -> str | None:
+    """A ``sandbox.filesystem`` path as Claude Code reads one in project settings: ``~/``
+    from home, ``/`` absolute (``//`` too), anything else from the project root."""
+    if not isinstance(entry, str) or not entry:
+        return None
+    path = entry.rstrip("/") or "/"
+    if path.startswith("~/") or path == "~":
+        path = os.path.expanduser(path)
+    elif not path.startswith("/"):
+        path = os.path.join(root, path)
+    if path.endswith("/**"):
+        path = path[:-3]
+    return os.path.realpath(os.path.normpath(path))
+
+
+def sandbox_problems(root: str, handoff_dirs: tuple[str, ...]) -> list[str]:
+    """Why the project's Claude Code sandbox does not seal the shell, or ``[]``: it must be
+    enabled in strict mode (``allowUnsandboxedCommands: false``), and every hand-off
+    directory must lie under a ``denyRead`` path that no ``allowRead`` path re-opens. The
+    shared and the local settings are read as Claude Code merges them (the local value of
+    a key wins; lists add up)."""
+    merged: dict[str, Any] = {}
+    lists: dict[str, list[Any]] = {"denyRead": [], "allowRead": []}
+    for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL):
+        doc, problem = _settings(root, rel)
+        if problem:
+            return [problem]
+        sandbox = (doc or {}).get("sandbox")
+        if not isinstance(sandbox, dict):
+            continue
+        merged.update({k: v for k, v in sandbox.items() if k != "filesystem"})
+        filesystem = sandbox.get("filesystem")
+        if isinstance(filesystem, dict):
+            for key, items in lists.items():
+                value = filesystem.get(key)
+                items.extend(value if isinstance(value, list) else [])
+    if merged.get("enabled") is not True:
+        return ["the Claude Code sandbox is not enabled (sandbox.enabled)"]
+    if merged.get("allowUnsandboxedCommands") is not False:
+        return ["the sandbox lets a command run outside it (sandbox.allowUnsandboxedCommands)"]
+    denied = [p for p in (resolve_setting_path(e, root) for e in lists["denyRead"]) if p]
+    opened = [p for p in (resolve_setting_path(e, root) for e in lists["allowRead"]) if p]
+    for directory in handoff_dirs:
+        if not any(is_relative_to(directory, d) for d in denied):
+            return [f"the sandbox does not hide {directory} from the shell (denyRead)"]
+        if any(is_relative_to(directory, o) or is_relative_to(o, directory) for o in opened):
+            return [f"an allowRead path re-opens {directory} to the shell"]
+    return []

@@ -1,0 +1,281 @@
+"""Limits and environment configuration, in one place.
+
+Every limit the gates enforce lives in :class:`Limits` and is passed explicitly; the
+defaults are documented in the README. Environment variables read here:
+
+- ``EIDOLONS_ROOT``: the project root (else the nearest ancestor with ``.eidolons/`` or
+  ``.git/``, else the current directory).
+- ``EIDOLONS_ECL_VERIFY_MODE``: ``block`` (default) or ``warn`` (an explicit opt-in).
+  Anything else is a usage error, never a silent fallback.
+- ``EIDOLONS_MAX_PAYLOAD_BYTES`` / ``EIDOLONS_MAX_ENVELOPE_BYTES``: override the caps.
+- ``ECL_HMAC_KEY``: the HMAC key, used as raw UTF-8 bytes (as ``openssl -hmac``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from eidolons.ecl.limits import Limits
+from eidolons.errors import UsageError
+from eidolons.io import paths as pathstr
+
+# where hand-off payloads live by default, always protected (ADR 0021); the configuration
+# file (TOML, only ever read to *add* protection); EIDOLONS_HANDOFF_DIRS: defined once, in
+# the module whose exact "no" (the early SKIP's rules_out) reads them too
+from eidolons.io.project import CONFIG_FILE, HANDOFF_DIR, HANDOFF_DIRS_ENV, TRACE_DSN_ENV
+from eidolons.io.settings import TRACE_DIR, trace_scan_bound
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from eidolons.io.paths import StrPath
+
+__all__ = [
+    "CONFIG_FILE",
+    "HANDOFF_DIR",
+    "TRACE_DIR",
+    "Limits",
+    "find_root",
+    "foreign_projects",
+    "handoff_dirs",
+    "hmac_key",
+    "payload_key",
+    "trace_scan_bound",
+    "verify_mode",
+]
+
+
+def find_root(
+    explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None, *, note: bool = False
+) -> Path:
+    """:func:`root_dir` as a :class:`~pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(root_dir(explicit, cwd, note=note))
+
+
+def root_dir(
+    explicit: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    *,
+    note: bool = False,
+) -> str:
+    """The project root, resolved: ``--root``, else ``EIDOLONS_ROOT``, else the nearest
+    ancestor of the current directory holding ``.eidolons/`` or ``.git/``, else the
+    current directory. With ``note`` (the gates, which write the trace), falling back to
+    the current directory is said on stderr."""
+    from eidolons.io.project import found_root
+
+    found = found_root(explicit, None if cwd is None else os.fspath(cwd))  # the one rule
+    if found is not None:
+        return found
+    here = pathstr.pure(os.path.realpath(os.getcwd() if cwd is None else cwd))
+    # said out loud: two gates run from two directories would otherwise use two traces
+    import sys
+
+    if note and sys.stderr is not None:
+        try:
+            sys.stderr.write(
+                f"eidolons: note: no .eidolons/ or .git/ above {here}; using it as the project "
+                "root (set --root or EIDOLONS_ROOT, or create .eidolons/)\n"
+            )
+        except (OSError, ValueError):
+            pass
+    return here
+
+
+HMAC_KEY_FILE = "hmac.key"
+
+
+def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
+    """``ECL_HMAC_KEY`` as raw bytes; else the host's key file ``hmac.key`` in the signing
+    keys' directory (``~/.config/eidolons/``, where no agent reads: one trailing newline
+    dropped), so that a hook or an MCP server reads an HMAC hop with a key kept in no
+    agent's environment; None when neither is there."""
+    env = os.environ if env is None else env
+    raw = env.get("ECL_HMAC_KEY")
+    if raw:
+        # fsencode gives back the exact bytes of the environment (surrogateescape)
+        return os.fsencode(raw)
+    from eidolons.io.project import config_dir
+
+    path = os.path.join(config_dir(dict(env)), HMAC_KEY_FILE)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(64 * 1024)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:  # there but unreadable: never judged as if there were no key
+        raise UsageError(f"the HMAC key {path} cannot be read: {exc.strerror}") from None
+    data = data[:-1] if data.endswith(b"\n") else data
+    return data or None
+
+
+MIN_HMAC_KEY_BYTES = 32
+
+
+def hmac_key_warning(key: bytes | None) -> str | None:
+    """A warning for an HMAC key shorter than ECL section 6.4's 32 random bytes."""
+    if key is None or len(key) >= MIN_HMAC_KEY_BYTES:
+        return None
+    return (
+        f"warning: ECL_HMAC_KEY is {len(key)} bytes; ECL 6.4 asks for at least "
+        f"{MIN_HMAC_KEY_BYTES} random bytes (a short key can be guessed)"
+    )
+
+
+VERIFY_MODES = ("warn", "block")
+
+
+def verify_mode(
+    explicit: str | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    block: bool = False,
+    flag: str = "--block",
+) -> str:
+    """The verify mode: block with the ``block`` flag (``flag``: its name; ``--mode`` may
+    only agree), else ``--mode`` if given, else ``EIDOLONS_ECL_VERIFY_MODE``, else block.
+
+    Block is the default of every gate (the seeds' posture change); warn is an opt-in."""
+    if block:
+        if explicit not in (None, "block"):
+            raise UsageError(f"{flag} contradicts --mode {explicit}")
+        return "block"
+    if explicit is not None:
+        if explicit not in VERIFY_MODES:
+            raise UsageError(f"--mode must be warn or block, got {explicit!r}")
+        return explicit
+    env = os.environ if env is None else env
+    raw = env.get("EIDOLONS_ECL_VERIFY_MODE")
+    if not raw:  # unset or empty (as ${VAR:-block}); any other value must be valid
+        return "block"
+    if raw not in VERIFY_MODES:
+        raise UsageError(f"EIDOLONS_ECL_VERIFY_MODE must be warn or block, got {raw!r}")
+    return raw
+
+
+# --------------------------------------------------------------------------- hand-offs
+
+
+def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
+    """The projects other than ``root`` that hold ``path``: every ancestor of its
+    resolved directory with a ``.eidolons/`` directory, but the (resolved) root. A
+    hand-off is judged by the project that holds it, with that project's trust store and
+    trace; pointing the gates at another root (``--root``, ``EIDOLONS_ROOT``, a
+    ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own
+    (the rule: :func:`eidolons.io.project.foreign_projects`)."""
+    from eidolons.io.project import foreign_projects as holding
+
+    return holding(os.fspath(path), os.fspath(root))
+
+
+def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Every hand-off directory of the project: ``<root>/.eidolons/handoffs`` first and
+    always, then ``[handoffs] dirs`` of ``<root>/.eidolons/config.toml``, then the
+    ``os.pathsep``-separated ``EIDOLONS_HANDOFF_DIRS``. Relative entries are relative to
+    the root. Configuration can only add directories, never remove the default: any
+    project file can be written by an agent, so no project setting may loosen a gate.
+    A configuration file that cannot be read or parsed is a :class:`UsageError`."""
+    from pathlib import Path
+
+    env = os.environ if env is None else env
+    root = Path(root)
+    dirs = [root / HANDOFF_DIR]
+    for raw in [
+        *_configured_handoff_dirs(root),
+        *(env.get(HANDOFF_DIRS_ENV) or "").split(os.pathsep),
+    ]:
+        if raw.strip():
+            dirs.append(root / raw)  # an absolute entry replaces root (Path semantics)
+    return tuple(dict.fromkeys(dirs))
+
+
+def sealed_handoff_dirs(root: StrPath) -> tuple[str, ...] | None:
+    """The hand-off directories (resolved) of a sealed project, else None. A project is
+    sealed when ``eidolons init`` wired it to a host that hides those directories from the
+    agents' shells (``.eidolons/sealed``, ADR 0140): a hand-off is then received only
+    from there, and ``emit`` places it there."""
+    from eidolons.io.project import SEALED_FILE
+
+    if not os.path.lexists(os.path.join(os.fspath(root), SEALED_FILE)):
+        return None
+    # the directories init wired into the host's sandbox: the default and the configured
+    # ones, never the environment's (EIDOLONS_HANDOFF_DIRS adds protection elsewhere, but a
+    # directory no sandbox hides must not count as sealed)
+    return tuple(os.path.realpath(d) for d in handoff_dirs(root, env={}))
+
+
+def outside_sealed(path: StrPath, root: StrPath) -> str | None:
+    """Why ``path`` may not be received in this project (it lies outside every sealed
+    hand-off directory), or None."""
+    sealed = sealed_handoff_dirs(root)
+    if sealed is None:
+        return None
+    real = os.path.realpath(path)
+    if any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in sealed):
+        return None
+    return (
+        f"{path} lies outside the sealed hand-off directories ({HANDOFF_DIR}/ and those "
+        "configured): in a project wired to a host a hand-off is received only from there, "
+        "where no agent's shell can change it; emit it again (emit places it there)"
+    )
+
+
+def _configured_handoff_dirs(root: Path) -> list[str]:
+    path = root / CONFIG_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    section = doc.get("handoffs", {})
+    dirs = section.get("dirs", []) if isinstance(section, dict) else None
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+        raise UsageError(f"{path}: [handoffs] dirs must be a list of strings")
+    return dirs
+
+
+def payload_key(path: StrPath, root: StrPath) -> str | None:
+    """How events name a payload (``payload_path``): its path relative to the resolved
+    root, with its directory resolved, POSIX separators; outside the root, that path
+    absolute (a hand-off outside the project, its envelope deleted, must stay known:
+    ADR 0131). Never None for a path that has a name."""
+    lexical = os.path.abspath(path)
+    full = pathstr.join(os.path.realpath(pathstr.parent(lexical)), pathstr.name(lexical))
+    real_root = pathstr.pure(os.path.realpath(root))
+    if not pathstr.is_relative_to(full, real_root):
+        return full
+    return pathstr.relative_to(full, real_root)
+
+
+#: Environment variables a gate's secrets live in: never handed to COMMAND (ADR 0026).
+SECRET_ENV = (
+    "ECL_HMAC_KEY",
+    TRACE_DSN_ENV,
+    "EIDOLONS_MEMORY_URL",
+    "EIDOLONS_KEY_DIR",
+    "EIDOLONS_SENDER_KEY_FILE",
+    "EIDOLONS_SIGNING_KEY_FILE",
+)
+
+
+def is_secret_env(name: str) -> bool:
+    """Whether ``name`` holds (or points at) one of this tool's secrets: the HMAC key and
+    its rotated spellings (``ECL_HMAC_KEY_*``), key files and directories, the trace
+    store's DSN (credentials), the memory server's URL, and any ``EIDOLONS_``/``ECL_``
+    variable whose name says KEY, SECRET, TOKEN, PASSWORD or DSN."""
+    if name in SECRET_ENV or name.startswith("ECL_HMAC_KEY"):
+        return True
+    if name.startswith(("EIDOLONS_", "ECL_")):
+        return any(word in name for word in ("KEY", "SECRET", "TOKEN", "PASSWORD", "DSN"))
+    return False

@@ -1,0 +1,273 @@
+"""Hand-off contracts: the model, its validation, and the loader of contract sets.
+
+A contract declares one directed edge of the hand-off graph (ECL §3): which performatives
+and artifact kinds a sender may hand to a receiver, and the context budget. The receiver
+gate decides with them, so a missing or broken contract must never let a hand-off through.
+
+Rules, in the order they are applied:
+
+1. **Sources.** Lowest precedence first: the builtin set (package data, compiled into
+   ``data/contracts/index.json`` so that no YAML parser is imported for it), then
+   ``<root>/.eidolons/contracts/`` if that directory exists, then each ``--contracts DIR``
+   in the order given. A later source replaces an earlier source's contract for the same
+   edge as a whole; fields are never merged, so what ``contracts show`` prints is exactly
+   what the gate enforces. There is no way to delete a builtin edge.
+2. **Directory entries.** Only the top level of a directory is read, in sorted name order.
+   A file named ``*.yaml`` is a contract. A name ending ``.yml`` or any other spelling of
+   ``.yaml`` (``.YAML``) is an error, not ignored: an override that silently did nothing
+   would leave a more permissive builtin contract in force. Names starting with ``.`` are
+   ignored (no valid contract name starts with one; editors leave such files around).
+   Other names are ignored. A ``*.yaml`` entry that is a symbolic link or not a regular
+   file is an error; files are opened with ``O_NOFOLLOW`` and checked with ``fstat`` so a
+   swap between listing and reading is caught too. The directory itself may be a link.
+3. **Bytes.** At most :data:`MAX_CONTRACT_BYTES`, UTF-8, exactly one YAML document, read
+   with the safe loader (libyaml's when available). Duplicate keys, non-string keys,
+   aliases and merge keys (``<<``) are errors: PyYAML would silently keep the last of two
+   duplicate keys, and a contract has no use for the others.
+4. **Content.** The top level must be a mapping valid under the shipped
+   ``handoff-contract.v1.json``, checked by the validator generated from it
+   (``eidolons.ecl._contract_schema``, see ``scripts/gen_contract_validator.py``), because
+   importing ``jsonschema`` costs more than the whole receiver gate. Then two checks the
+   schema cannot express: artifact kinds are unique within a contract, and the file is
+   named ``<from>-to-<to>.yaml`` after its own ``from``/``to``. Upstream tools find a
+   contract by its ``from``/``to`` content; with the name enforced, lookup by edge is the
+   same thing.
+5. **Fail closed.** Any invalid file in any source makes :meth:`ContractSet.load` raise
+   :class:`ContractError` naming the file and the problem. The error is raised when the
+   set is loaded, not when the broken edge is looked up, so no hand-off (not even on a
+   valid edge) is decided with a contract set that is partly broken.
+
+``*.yml`` is refused rather than accepted so that one edge has exactly one possible file
+name per directory, which keeps rule 1's "later source wins" unambiguous.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from eidolons.ecl.contract import (
+    BUILTIN_SOURCE,
+    INDEX_FORMAT,
+    MAX_CONTRACT_BYTES,
+    Contract,
+    ContractArtifact,
+    ContractError,
+    ContractSetUnavailable,
+    contracts_from_index,
+    edge_key,
+    parse_contract_bytes,
+)
+from eidolons.ecl.contract import ContractSet as _PureContractSet
+from eidolons.io import paths as pathstr
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from eidolons.io.paths import StrPath
+
+__all__ = [
+    "BUILTIN_SOURCE",
+    "INDEX_FORMAT",
+    "MAX_CONTRACT_BYTES",
+    "Contract",
+    "ContractArtifact",
+    "ContractError",
+    "ContractSet",
+    "ContractSetUnavailable",
+    "edge_key",
+    "load_builtin_contracts",
+    "load_contract_dir",
+    "load_contract_file",
+    "load_contracts",
+    "parse_contract_bytes",
+    "project_contract_dir",
+]
+
+_INDEX_PACKAGE = "eidolons"
+_INDEX_PATH = ("data", "contracts", "index.json")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """Read ``path`` refusing links and non-regular files, at most the size cap + 1."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise ContractError(
+                str(path), "is a symbolic link; contract files must be regular files"
+            ) from None
+        raise ContractError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ContractError(str(path), "not a regular file")
+        chunks: list[bytes] = []
+        remaining = MAX_CONTRACT_BYTES + 1
+        while remaining > 0:
+            chunk = os.read(fd, remaining)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ContractError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def load_contract_file(path: Path) -> Contract:
+    """Load one contract file; its name must be ``<from>-to-<to>.yaml`` from its content."""
+    source = str(path)
+    contract = parse_contract_bytes(_read_regular_file(path), source)
+    if path.name != contract.file_name:
+        raise ContractError(
+            source,
+            f"file name must be {contract.file_name!r} for an edge from {contract.from_!r} "
+            f"to {contract.to!r}",
+        )
+    return contract
+
+
+def _is_yaml_like(name: str) -> bool:
+    return name.lower().endswith((".yaml", ".yml"))
+
+
+def load_contract_dir(directory: Path) -> list[Contract]:
+    """Load every contract of one directory (rule 2 of the module docstring), sorted by name.
+
+    Raises :class:`ContractError` for a missing directory or any invalid entry.
+    """
+    if not directory.exists():
+        raise ContractError(str(directory), "contracts directory does not exist")
+    if not directory.is_dir():
+        raise ContractError(str(directory), "not a directory")
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise ContractError(str(directory), f"cannot list: {exc.strerror or exc}") from None
+    contracts: list[Contract] = []
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or not _is_yaml_like(name):
+            continue
+        path = directory / name
+        if not name.endswith(".yaml"):
+            raise ContractError(
+                str(path), "contract files must be named <from>-to-<to>.yaml (lowercase .yaml)"
+            )
+        if entry.is_symlink():
+            raise ContractError(
+                str(path), "is a symbolic link; contract files must be regular files"
+            )
+        if not entry.is_file(follow_symlinks=False):
+            raise ContractError(str(path), "not a regular file")
+        contracts.append(load_contract_file(path))
+    return contracts
+
+
+def project_contract_dir(root: StrPath) -> Path:
+    """Where a project keeps its own contracts: ``<root>/.eidolons/contracts``."""
+    from pathlib import Path
+
+    return Path(_project_dir(root))
+
+
+def _project_dir(root: StrPath) -> str:
+    return pathstr.join(root, ".eidolons", "contracts")
+
+
+# --------------------------------------------------------------------------- builtin
+
+
+_BUILTIN: list[tuple[Contract, ...]] = []  # the shipped set, read once per process
+
+
+def load_builtin_contracts() -> tuple[Contract, ...]:
+    """The shipped set, from ``data/contracts/index.json`` (no YAML import needed), read
+    beside this module (``importlib.resources`` costs more than the read: a package
+    that is not on a file system, a zip, falls back to it) and built without validating
+    each entry again (ADR 0083: they were validated when the index was built, and the
+    tests prove the two agree)."""
+    if _BUILTIN:
+        return _BUILTIN[0]
+    source = f"{BUILTIN_SOURCE} ({'/'.join(_INDEX_PATH)})"
+    try:
+        raw = _read_index()
+    except OSError as exc:
+        raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
+    contracts = contracts_from_index(raw, source, validate=False)
+    _BUILTIN.append(contracts)
+    return contracts
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # eidolons/
+
+
+def _read_index() -> bytes:
+    path = os.path.join(_PACKAGE_DIR, *_INDEX_PATH)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        if os.path.isdir(_PACKAGE_DIR):
+            raise  # a package on disk without its index: damaged, fail closed
+    from importlib import resources  # a package imported from a zip
+
+    return resources.files(_INDEX_PACKAGE).joinpath(*_INDEX_PATH).read_bytes()
+
+
+# --------------------------------------------------------------------------- sets
+
+
+class ContractSet(_PureContractSet):
+    """The effective contracts (:class:`eidolons.ecl.contract.ContractSet`) with the
+    loaders that read them from the package and the project."""
+
+    @classmethod
+    def builtin(cls) -> ContractSet:
+        """Only the shipped contracts."""
+        return cls(load_builtin_contracts(), [BUILTIN_SOURCE])
+
+    @classmethod
+    def load(cls, root: StrPath | None = None, extra_dirs: Sequence[StrPath] = ()) -> ContractSet:
+        """Builtin, then ``<root>/.eidolons/contracts`` if present, then ``extra_dirs``.
+
+        Raises :class:`ContractError` if any source is invalid (fail closed), or if an
+        entry of ``extra_dirs`` does not exist. A missing project directory is fine: most
+        projects have none.
+        """
+        contracts: list[Contract] = list(load_builtin_contracts())
+        sources = [BUILTIN_SOURCE]
+        directories: list[StrPath] = []
+        if root is not None:
+            project = _project_dir(root)
+            if os.path.lexists(project):  # a dangling link too: loading it refuses
+                directories.append(project)
+        directories.extend(extra_dirs)
+        if directories:  # pathlib only for a project's own contracts (most have none)
+            from pathlib import Path
+
+            for directory in directories:
+                contracts.extend(load_contract_dir(Path(directory)))
+                sources.append(str(Path(directory)))
+        return cls(contracts, sources)
+
+
+def load_contracts(root: StrPath, dirs: Sequence[StrPath]) -> ContractSet | ContractSetUnavailable:
+    """The one contract loader of the commands: the effective set (builtin, the project's,
+    ``--contracts DIR``...), or the typed failure of loading it, with which the gates
+    refuse every hand-off (fail closed; never an allow)."""
+    try:
+        return ContractSet.load(root, dirs)
+    except ContractError as exc:
+        return ContractSetUnavailable(exc)

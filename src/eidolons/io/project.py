@@ -1,0 +1,251 @@
+"""Whether a path is a hand-off the project knows: the path rules, on ``str``, ``os`` only.
+
+The rules the receiver gate, the hook and :func:`eidolons.gates.trigger.find_handoff` share,
+written once here so that the hot paths (a per-read gate, the hook) can apply them without
+importing :mod:`pathlib` or the trace store:
+
+- :func:`marked_root`: the nearest ancestor holding ``.eidolons/`` or ``.git``;
+- :func:`found_root`: the project root as ``--root``, ``EIDOLONS_ROOT`` or that ancestor
+  names it (:func:`eidolons.io.config.root_dir` adds only its fall-back to the current
+  directory);
+- :func:`envelope_candidates`: the receiver gate's trigger, ``${PATH%.*}.envelope.json``
+  then ``PATH.envelope.json`` (``%.*`` as :attr:`pathlib.PurePath.suffix` defines it);
+- :func:`lies_under`: a path is under a directory when any of its spellings (as written,
+  with its directory resolved, fully resolved: :func:`eidolons.io.payloadindex.spellings`)
+  is under the directory as written or resolved (:meth:`pathlib.PurePath.is_relative_to`);
+- :func:`rules_out`: the exact, cheap "no" of :func:`eidolons.gates.trigger.find_handoff`: True
+  only when that function would certainly answer None (ADR 0084). Every case this
+  module cannot settle (configuration, a PostgreSQL store, an index that cannot tell,
+  traces the full search would refuse to read) answers False, and the caller takes the
+  full rule.
+"""
+
+from __future__ import annotations
+
+import os
+
+from eidolons.io import paths as pathstr
+from eidolons.io.paths import is_relative_to  # the rule, written once there
+
+__all__ = [
+    "envelope_candidates",
+    "foreign_projects",
+    "found_root",
+    "is_relative_to",
+    "lies_under",
+    "marked_root",
+    "payload_index",
+    "rules_out",
+    "trace_states",
+]
+
+# The project's state paths, each spelled once (ADR 0129): this module is on every path
+# that needs one (the early SKIP, the hook, the gates, the stores), and imports only os.
+ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.io.payload (importing it costs pathlib)
+STATE_DIR = ".eidolons"
+HANDOFF_DIR = os.path.join(STATE_DIR, "handoffs")
+CONFIG_FILE = os.path.join(STATE_DIR, "config.toml")
+STORE_FILE = os.path.join(STATE_DIR, "trace-store.json")
+TRACE_DIR = os.path.join(STATE_DIR, ".trace")
+#: what ``eidolons init`` writes there: the state no search may walk into (the hook's
+#: searches read it back)
+IGNORE_FILE = os.path.join(STATE_DIR, ".ignore")
+IGNORE_LINES = ("handoffs/", "keys/", "memory/", "verified/")
+#: the gate's copies of the bytes it verified, which a host's Read is pointed at (ADR 0140)
+COPIES_DIR = os.path.join(STATE_DIR, "verified")
+#: written by ``eidolons init`` for a host: every hand-off lives in a hand-off directory
+SEALED_FILE = os.path.join(STATE_DIR, "sealed")
+#: extra hand-off directories (``os.pathsep``-separated; :func:`eidolons.io.config.handoff_dirs`)
+HANDOFF_DIRS_ENV = "EIDOLONS_HANDOFF_DIRS"
+#: a PostgreSQL trace store (:func:`eidolons.trace.store.open_store`)
+TRACE_DSN_ENV = "EIDOLONS_TRACE_DSN"
+#: the environment that changes what :func:`eidolons.gates.trigger.find_handoff` reads
+ENV_DOUBTS = (HANDOFF_DIRS_ENV, TRACE_DSN_ENV, "EIDOLONS_MAX_TRACE_SCAN_BYTES")
+
+_S_IFMT = 0o170000
+_S_IFDIR = 0o040000
+_S_IFREG = 0o100000
+
+
+def marked_root(cwd: str) -> str | None:
+    """The nearest ancestor of ``cwd`` (resolved, itself included) holding a ``.eidolons``
+    directory or a ``.git`` entry; None when there is none."""
+    probe = os.path.realpath(cwd)
+    while True:
+        if os.path.isdir(os.path.join(probe, STATE_DIR)) or os.path.exists(
+            os.path.join(probe, ".git")
+        ):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+
+
+def found_root(explicit: str | os.PathLike[str] | None, cwd: str | None = None) -> str | None:
+    """The project root, resolved, by the one rule: ``explicit`` (``--root``), else
+    ``EIDOLONS_ROOT``, else the nearest marked ancestor of ``cwd`` (default: the current
+    directory; :func:`marked_root`). None when none of them names it (the caller falls
+    back, or takes the full path). A named root that is not a directory raises
+    :class:`~eidolons.errors.UsageError`; a current directory that is gone, OSError."""
+    given = explicit or os.environ.get("EIDOLONS_ROOT")
+    if given:
+        if not os.path.isdir(given):
+            from eidolons.errors import UsageError
+
+            if explicit:
+                raise UsageError(f"--root {pathstr.pure(explicit)!r} is not a directory")
+            raise UsageError(f"EIDOLONS_ROOT={given!r} is not a directory")
+        return pathstr.pure(os.path.realpath(given))
+    found = marked_root(os.getcwd() if cwd is None else cwd)
+    return None if found is None else pathstr.pure(found)
+
+
+def envelope_candidates(path: str) -> tuple[str, str]:
+    """``(${PATH%.*}.envelope.json, PATH.envelope.json)`` beside ``path``, where ``%.*``
+    removes the suffix as :attr:`pathlib.PurePath.suffix` defines it (a last dot that is
+    neither the name's first nor its last character). Equal when ``path`` has no suffix."""
+    head, name = os.path.split(path)
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name
+    return os.path.join(head, stem + ENVELOPE_SUFFIX), path + ENVELOPE_SUFFIX
+
+
+def lies_under(path: str, directory: str) -> bool:
+    """Whether any spelling of ``path`` (:func:`eidolons.io.payloadindex.spellings`) lies
+    under ``directory`` as written (absolute) or resolved."""
+    from eidolons.io.payloadindex import spellings
+
+    bases = dict.fromkeys([os.path.abspath(directory), os.path.realpath(directory)])
+    return any(is_relative_to(p, base) for base in bases for p in spellings(path))
+
+
+def _kind(path: str) -> int | None:
+    """The file type of ``path`` itself (a link is a link), 0 when it does not exist, None
+    when it cannot be told (any other error)."""
+    try:
+        return os.lstat(path).st_mode & _S_IFMT
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+
+
+def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int, int]] | None:
+    """``(name, dev, ino, size, ctime_ns)`` of each ``*.jsonl`` of the project's trace
+    directory (``lstat``: a link is not followed), or None when the full search
+    (:func:`eidolons.trace.log.find_payload_event`) would refuse to read them: the state or
+    trace directory is not a real directory or cannot be listed, a trace file is not a
+    regular file (a link, a FIFO, a directory), or together they are past ``bound``
+    (None: no bound). What the payload index must cover exactly to say "not named"
+    (:func:`eidolons.io.payloadindex.covered_entries`): the index covers only what its
+    writer opened and read, and any later change to a file (a ``chmod`` that would make
+    the search fail to open it included) moves its ctime."""
+    trace_dir = os.path.join(root, TRACE_DIR)
+    for directory in (os.path.join(root, STATE_DIR), trace_dir):
+        kind = _kind(directory)
+        if kind == 0:
+            return []
+        if kind != _S_IFDIR:
+            return None
+    states = []
+    total = 0
+    try:
+        with os.scandir(trace_dir) as entries:
+            for item in entries:
+                name = item.name
+                if not name.endswith(".jsonl"):
+                    continue
+                st = item.stat(follow_symlinks=False)
+                if st.st_mode & _S_IFMT != _S_IFREG:
+                    return None
+                total += st.st_size
+                if bound is not None and total > bound:
+                    return None
+                states.append((name, st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+    except OSError:
+        return None
+    return states
+
+
+def foreign_projects(path: str, root: str) -> list[str]:
+    """The projects other than ``root`` that hold ``path``: every ancestor of its resolved
+    directory with a ``.eidolons/`` directory, but the (resolved) root, nearest first. A
+    hand-off is judged by the project that holds it, with that project's rules, trust
+    store and trace (:func:`eidolons.io.config.foreign_projects` is this rule)."""
+    real_root = os.path.realpath(root)
+    here = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    found = []
+    while True:  # here, then each parent (as Path.parents walks them)
+        if here != real_root and os.path.isdir(os.path.join(here, STATE_DIR)):
+            found.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return found
+        here = parent
+
+
+def rules_out(path: str, root: str) -> bool:
+    """True only when :func:`eidolons.gates.trigger.find_handoff` ``(path, root)`` (with the
+    process environment) would certainly answer None: no hand-off directory from
+    configuration (no ``.eidolons/config.toml``, no ``EIDOLONS_HANDOFF_DIRS``), ``path``
+    not under ``<root>/.eidolons/handoffs/`` in any spelling, the JSONL store (no
+    PostgreSQL configured), every trace file readable within the default scan bound, and
+    the host's payload index (:mod:`eidolons.io.payloadindex`) covering every trace file as
+    it is now and not naming ``path`` (its entries are evidence for ``find_handoff`` too).
+    ``root`` is the resolved project root. False means "cannot tell here". A ``path``
+    that another project holds (:func:`foreign_projects`) must be ruled out by that
+    project's rules too, as :func:`eidolons.gates.trigger.find_handoff` judges it."""
+
+    if any(os.environ.get(name) for name in ENV_DOUBTS):
+        return False
+    return all(_rules_out_in(path, r) for r in (root, *foreign_projects(path, root)))
+
+
+def _rules_out_in(path: str, root: str) -> bool:
+    """:func:`rules_out` by the rules of the one project ``root``."""
+    from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES
+
+    state = _kind(os.path.join(root, STATE_DIR))
+    if state not in (0, _S_IFDIR):  # a link or a file: the stores refuse to read through it
+        return False
+    if _kind(os.path.join(root, CONFIG_FILE)) != 0 or _kind(os.path.join(root, STORE_FILE)) != 0:
+        return False
+    if lies_under(path, os.path.join(root, HANDOFF_DIR)):
+        return False
+    # the host's payload index, covering every trace file within the full search's bound
+    # (no state directory: no trace, but the index may still name the path, ADR 0110)
+    from eidolons.io.payloadindex import names
+
+    index = payload_index(root, DEFAULT_MAX_TRACE_SCAN_BYTES)
+    return index is not None and not names(index, path, root)
+
+
+def payload_index(root: str, bound: int | None = None) -> bytes | None:
+    """The host's payload index of the project at ``root`` (resolved) when it can say
+    "not named": its entries when it covers every trace file on disk exactly
+    (:func:`eidolons.io.payloadindex.covered_entries`), ``b""`` when there is neither an
+    index nor a trace; None (cannot tell: take the full rule) when a PostgreSQL store
+    is configured (``EIDOLONS_TRACE_DSN``, ``.eidolons/trace-store.json``: the events
+    are not in the JSONL files), or the trace files are not what the full search reads
+    within ``bound`` (:func:`trace_states`), or the index does not cover them."""
+    if os.environ.get(TRACE_DSN_ENV) or _kind(os.path.join(root, STORE_FILE)) != 0:
+        return None
+    states = trace_states(root, bound)
+    if states is None:
+        return None
+    from eidolons.io.payloadindex import covered_entries
+
+    return covered_entries(root, states)
+
+
+def config_dir(env: dict[str, str] | None = None) -> str:
+    """This host's own directory of the tool: ``${XDG_CONFIG_HOME:-~/.config}/eidolons``
+    (the keys, the trust-store pins, the trace heads and indexes live there); a relative
+    ``XDG_CONFIG_HOME`` is ignored, as the XDG spec says."""
+    environ = os.environ if env is None else env
+    base = environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec ignores it (a
+        # relative one would put the host's keys, heads and indexes in the project)
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "eidolons")

@@ -1,6 +1,0 @@
-"""``eidolons mcp serve``: the gates as MCP tools (ADR 0052).
-
-:mod:`eidolons.mcp_server.tools` holds what each tool does, without the SDK, so it is
-importable and testable without ``mcp``; :mod:`eidolons.mcp_server.server` is the only
-module that imports the ``mcp`` SDK, and only ``eidolons mcp serve`` imports it.
-"""

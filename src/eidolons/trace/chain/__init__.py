@@ -1,0 +1,302 @@
+"""A thread's hand-offs as a chain of hops: the model behind ``eidolons trace``'s views.
+
+Rules:
+
+- A :class:`Hop` is one hand-off, keyed by its ``message_id``. It is described by its
+  envelope when one was read, else by the trace events recorded for it (the ``emit``
+  event first, then any gate event); older events lack ``parent_id``, ``artifact_kind``
+  and ``artifact_path`` and those fields are then unknown (``None``), never invented.
+- The decisions recorded for a hop (orchestrator and receiver ``verify_pass`` /
+  ``verify_fail``) are attached to it in trace order, whatever the source of its
+  description. A line that reads as an orchestrator verdict but that the store's reader
+  marked ``not_counted`` (the one record rule,
+  :func:`eidolons.trace.store.uncounted_reason`) is no decision: it is kept apart, in
+  ``Hop.uncounted``, so no view takes it for the verdict on record.
+- Hops are ordered by ``parent_id`` and time (:func:`order_hops`): a parent comes
+  before its children, siblings and roots by ``ts`` then ``message_id``. A parent that is
+  not in the set makes the hop a root; a cycle cannot hide hops (each hop is emitted
+  once, the rest in time order).
+- Everything here is pure: sources are read in :mod:`eidolons.trace.chain.sources`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from eidolons.trace.store import NOT_COUNTED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+UNKNOWN = "?"
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def split_label(label: Any) -> tuple[str | None, str | None]:
+    """``atlas@1.4.2`` -> (``atlas``, ``1.4.2``); anything else -> what can be told."""
+    text = _str(label)
+    if text is None:
+        return None, None
+    name, sep, version = text.partition("@")
+    return (name or None), (version or None) if sep else None
+
+
+class Decision:
+    """One gate decision recorded in the trace for a hop."""
+
+    __slots__ = (
+        "code",
+        "decision",
+        "duration_ms",
+        "event",
+        "evidence",
+        "failures",
+        "gate",
+        "reason",
+        "receipt_status",
+        "receiver",
+        "record",
+        "ts",
+        "verdict",
+    )
+
+    def __init__(self, event: Mapping[str, Any]) -> None:
+        self.record = event  # the line as read, for checking its receipt
+        self.receipt_status: str | None = None  # set by eidolons.trace.chain.evidence
+        self.event = str(event.get("event"))
+        self.gate = _str(event.get("gate")) or UNKNOWN
+        self.ts = _str(event.get("ts"))
+        passed = self.event == "verify_pass"
+        self.verdict = _str(event.get("verdict")) or ("pass" if passed else "fail")
+        self.code = _str(event.get("verify_failure_code"))
+        self.decision = _str(event.get("decision")) or ("accepted" if passed else None)
+        self.reason = _str(event.get("reason"))
+        self.receiver = _str(event.get("receiver"))
+        failures = event.get("failures")
+        failures = failures if isinstance(failures, list) else []
+        self.failures = [f for f in failures if isinstance(f, str)]
+        evidence = event.get("evidence")
+        if isinstance(evidence, Mapping):
+            evidence = evidence.get("kind")
+        self.evidence = _str(evidence)
+        self.duration_ms = _count(event.get("duration_ms"))
+
+    @property
+    def passed(self) -> bool:
+        return self.event == "verify_pass"
+
+    @property
+    def refused(self) -> bool:
+        return self.event == "verify_fail" and self.decision == "refused"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gate": self.gate,
+            "event": self.event,
+            "verdict": self.verdict,
+            "code": self.code,
+            "decision": self.decision,
+            "reason": self.reason,
+            "receiver": self.receiver,
+            "evidence": self.evidence or "unsigned",
+            "receipt": self.receipt_status,
+            "duration_ms": self.duration_ms,
+            "ts": self.ts,
+        }
+
+
+class Hop:
+    """One hand-off: who handed what to whom, and what the gates decided."""
+
+    __slots__ = (
+        "decisions",
+        "envelope",
+        "host",
+        "kind",
+        "message_id",
+        "model",
+        "objective",
+        "parent_id",
+        "path",
+        "performative",
+        "recipient",
+        "recipient_version",
+        "sender",
+        "sender_version",
+        "thread_id",
+        "tier",
+        "token_budget",
+        "tokens",
+        "ts",
+        "uncounted",
+    )
+
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        self.thread_id: str | None = None
+        self.parent_id: str | None = None
+        self.sender: str | None = None
+        self.sender_version: str | None = None
+        self.recipient: str | None = None
+        self.recipient_version: str | None = None
+        self.performative: str | None = None
+        self.kind: str | None = None
+        self.path: str | None = None
+        self.tokens: int | None = None
+        self.token_budget: int | None = None
+        self.tier: str | None = None
+        self.model: str | None = None
+        self.host: str | None = None
+        self.ts: str | None = None
+        self.objective: str | None = None
+        self.envelope: str | None = None  # the envelope file, when read from one
+        self.decisions: list[Decision] = []
+        self.uncounted: list[Decision] = []  # verdict-looking lines the gate does not count
+
+    def __repr__(self) -> str:
+        return f"Hop({self.message_id!r}, {self.sender} -> {self.recipient} {self.performative})"
+
+    @classmethod
+    def from_envelope(cls, data: Mapping[str, Any], source: str | None = None) -> Hop:
+        """A hop described by an envelope object (parsed strictly by the caller)."""
+        hop = cls(_str(data.get("message_id")) or UNKNOWN)
+        hop.envelope = source
+        hop.thread_id = _str(data.get("thread_id"))
+        hop.parent_id = _str(data.get("parent_id"))
+        for attr, key in (("sender", "from"), ("recipient", "to")):
+            ref = data.get(key)
+            if isinstance(ref, Mapping):
+                setattr(hop, attr, _str(ref.get("eidolon")))
+                setattr(hop, f"{attr}_version", _str(ref.get("version")))
+        hop.performative = _str(data.get("performative"))
+        art = data.get("artifact")
+        if isinstance(art, Mapping):
+            hop.kind, hop.path = _str(art.get("kind")), _str(art.get("path"))
+        cd = data.get("context_delta")
+        if isinstance(cd, Mapping):
+            hop.tokens = _count(cd.get("tokens_used"))
+            hop.token_budget = _count(cd.get("token_budget"))
+        tr = data.get("trace")
+        if isinstance(tr, Mapping):
+            hop.ts, hop.host = _str(tr.get("ts")), _str(tr.get("host"))
+            hop.model, hop.tier = _str(tr.get("model")), _str(tr.get("tier"))
+        hop.objective = _str(data.get("objective"))
+        return hop
+
+    def describe_from_event(self, event: Mapping[str, Any]) -> None:
+        """Fill the fields still unknown from a trace event (emit first, then gates)."""
+        if self.thread_id is None:
+            self.thread_id = _str(event.get("thread_id"))
+        if self.sender is None:
+            self.sender, self.sender_version = split_label(event.get("from"))
+        if self.recipient is None:
+            self.recipient, self.recipient_version = split_label(event.get("to"))
+        for attr, key in (
+            ("parent_id", "parent_id"),
+            ("performative", "performative"),
+            ("kind", "artifact_kind"),
+            ("path", "artifact_path"),
+            ("model", "model"),
+            ("tier", "tier"),
+            ("ts", "ts"),
+        ):
+            if getattr(self, attr) is None:
+                setattr(self, attr, _str(event.get(key)))
+        if self.tokens is None:
+            self.tokens = _count(event.get("context_tokens"))
+
+    # -- verdicts
+    def latest(self, gate: str) -> Decision | None:
+        found = [d for d in self.decisions if d.gate == gate]
+        return found[-1] if found else None
+
+    @property
+    def refusals(self) -> list[Decision]:
+        return [d for d in self.decisions if d.event == "verify_fail"]
+
+
+GATE_EVENTS = ("verify_pass", "verify_fail")
+
+
+def hops_from_events(events: Iterable[Mapping[str, Any]]) -> list[Hop]:
+    """The hops a trace's events describe, in first-seen order (see :func:`order_hops`)."""
+    hops: dict[str, Hop] = {}
+    pending: dict[str, list[Mapping[str, Any]]] = {}
+    for event in events:
+        mid = _str(event.get("message_id"))
+        if mid is None:
+            continue
+        hop = hops.get(mid)
+        if hop is None:
+            hop = hops[mid] = Hop(mid)
+        if event.get("event") == "emit":
+            hop.describe_from_event(event)
+        else:
+            pending.setdefault(mid, []).append(event)
+        if event.get("event") in GATE_EVENTS:
+            counted = not event.get(NOT_COUNTED)
+            (hop.decisions if counted else hop.uncounted).append(Decision(event))
+    for mid, rest in pending.items():  # gate events describe what no emit event did
+        for event in rest:
+            hops[mid].describe_from_event(event)
+    return list(hops.values())
+
+
+def merge(described: Iterable[Hop], recorded: Iterable[Hop]) -> list[Hop]:
+    """Hops read from envelopes (``described``, one per envelope file, duplicates kept)
+    with the decisions recorded in the trace for the same message ids attached; hops only
+    the trace knows are kept too."""
+    out = list(described)
+    by_id: dict[str, list[Hop]] = {}
+    for hop in out:
+        by_id.setdefault(hop.message_id, []).append(hop)
+    for hop in recorded:
+        same = by_id.get(hop.message_id)
+        if same is None:
+            by_id[hop.message_id] = [hop]
+            out.append(hop)
+            continue
+        for have in same:
+            if have is not hop:
+                have.decisions.extend(hop.decisions)
+                have.uncounted.extend(hop.uncounted)
+                if have.thread_id is None:
+                    have.thread_id = hop.thread_id
+    return out
+
+
+def order_hops(hops: Iterable[Hop]) -> list[Hop]:
+    """Parents before children; roots and siblings by (ts, message_id, envelope)."""
+    items = list(hops)
+
+    def key(h: Hop) -> tuple[str, str, str]:
+        return (h.ts or "", h.message_id, h.envelope or "")
+
+    ids = {h.message_id for h in items}
+    children: dict[str, list[Hop]] = {}
+    roots: list[Hop] = []
+    for h in items:
+        if h.parent_id and h.parent_id in ids and h.parent_id != h.message_id:
+            children.setdefault(h.parent_id, []).append(h)
+        else:
+            roots.append(h)
+    out: list[Hop] = []
+    done: set[int] = set()
+    stack = sorted(roots, key=key, reverse=True)
+    while stack:
+        h = stack.pop()
+        if id(h) in done:
+            continue
+        done.add(id(h))
+        out.append(h)
+        stack.extend(sorted(children.get(h.message_id, []), key=key, reverse=True))
+    out.extend(sorted((h for h in items if id(h) not in done), key=key))  # cycles
+    return out

@@ -1,0 +1,483 @@
+"""The verdict index: where each message's latest orchestrator verdict sits in a JSONL
+trace, so the record lookup costs the same on a 10-line trace and a 1,000,000-line one,
+for an old message, an absent one, a thread's root hand-off, and after the thousandth
+reception (ADR 0087).
+
+It is a hint, never evidence:
+
+- The line it points to is re-read from the trace and must be, byte for byte, the line
+  the index recorded (offset, length, SHA-256, a line start, a newline after it); it is
+  then judged by the one record rule (:func:`eidolons.trace.store.record_from_line`).
+- It covers the trace up to an offset (``covered``) whose last line it names by offset
+  and hash: the bytes past it (lines appended by the upstream tools, ``trace import``, a
+  hand edit, or an append whose index update failed) are scanned backwards with the same
+  rule as the full scan, and a verdict found there wins (it is later).
+- Anything that does not check out (no index, another file's, a truncated or corrupt
+  one, a header or slot whose checksum fails, a covered line that is gone or changed, a
+  pointed line that is not the recorded one, or is not a verdict for the message) makes
+  the lookup answer "cannot tell", and the caller does the full scan.
+
+Where: ``${XDG_CONFIG_HOME:-~/.config}/eidolons/verdicts/<dev>-<ino>.idx``, beside the
+trace heads (ADR 0037) and the keys, which the host rules deny to agents: an index in
+the project could be rewritten by any agent to hide a later ``verify_fail``, which no
+O(1) check can notice (ADR 0087). Keyed by the trace file's device and inode.
+
+Written only by :func:`update`, under the trace's append lock, after the line (an index
+is never ahead of its trace). Readers take no lock: a slot is written before the header
+that covers it, and each is checksummed, so a reader sees either the old coverage (and
+scans the newer lines as tail) or a torn record (cannot tell).
+
+Format: two 256-byte ASCII header slots (the valid one with the higher ``gen`` is the
+header; slot ``gen % 2`` is written), then ``capacity`` (a power of two) 64-byte slots of
+an open-addressing table: 16 bytes of the message's id hash, the line's offset (8) and
+length (4), the line's SHA-256 (32), a 4-byte checksum bound to the file and the slot
+number. An empty slot has a zero id hash and its checksum too (bytes a crash left as zeros
+are damage, never "no verdict"). The table is rebuilt twice as large (a new file, renamed
+over the old one) when it would be more than half full. The checksums catch damage and
+misplaced files, not forgery: the rules are public, and the directory is what keeps
+agents out (ADR 0087).
+"""
+
+from __future__ import annotations
+
+import os
+
+from eidolons.ecl.integrity import sha256 as _sha256
+from eidolons.trace.log import MAX_LINE_BYTES, decode_line, reverse_lines
+from eidolons.trace.store import (
+    is_orchestrator_verdict,
+    record_from_line,
+    uncounted_reason,
+    verdict_needle,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+INDEX_DIR = "verdicts"
+MAGIC = "evidx1"
+MAGIC_BYTES = MAGIC.encode("ascii")
+HEADER_SLOT = 256
+HEADER = 2 * HEADER_SLOT
+SLOT = 64
+NO_ID = bytes(16)  # the id hash field of an empty slot
+MIN_CAPACITY = 64  # 4 KiB: a file per trace on the host, most threads hold few messages
+MAX_CAPACITY = 1 << 30
+RUN = 4  # slots read per probe step (a table at most half full: most probes end in one)
+CHUNK = 1024 * 1024  # forward reads when catching up or rebuilding
+NO_LINE = "-"
+
+
+class Corrupt(ValueError):
+    """A slot of the index fails its checksum."""
+
+
+class Found:
+    """The index's answer: ``event`` is the latest verdict, or None (there is none)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: dict[str, Any] | None) -> None:
+        self.event = event
+
+
+class Header:
+    __slots__ = ("capacity", "count", "covered", "gen", "last_sha", "last_start")
+
+    def __init__(
+        self, gen: int, capacity: int, count: int, covered: int, last_start: int, last_sha: str
+    ) -> None:
+        self.gen = gen
+        self.capacity = capacity
+        self.count = count
+        self.covered = covered
+        self.last_start = last_start
+        self.last_sha = last_sha
+
+    def fields(self) -> str:
+        return (
+            f"{MAGIC} {self.gen} {self.capacity} {self.count} {self.covered} "
+            f"{self.last_start} {self.last_sha}"
+        )
+
+
+_DIRS: dict[tuple[str | None, str | None], str] = {}
+
+
+def index_dir() -> str:
+    """``verdicts/`` beside the key directory (:func:`eidolons.keys.files.key_dir`, the
+    one rule; remembered per ``XDG_CONFIG_HOME`` and ``HOME``)."""
+    env = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
+    found = _DIRS.get(env)
+    if found is None:
+        from eidolons.io.project import config_dir
+
+        found = _DIRS[env] = os.path.join(config_dir(), INDEX_DIR)
+    return found
+
+
+def file_key(st: os.stat_result) -> str:
+    return f"{st.st_dev:x}-{st.st_ino:x}"
+
+
+def index_path(st: os.stat_result) -> str:
+    return os.path.join(index_dir(), file_key(st) + ".idx")
+
+
+def id_hash(needle: bytes) -> bytes:
+    """16 bytes naming the message (its id as this tool writes it: one spelling)."""
+    return _sha256(b"eidolons-verdict-index\0" + needle).digest()[:16]
+
+
+def _check(key: str, text: str) -> str:
+    return _sha256(f"{key}\n{text}".encode()).hexdigest()[:32]
+
+
+def header_slot(key: str, header: Header) -> bytes:
+    text = header.fields()
+    raw = f"{text} {_check(key, text)}\n".encode("ascii")
+    return raw[:-1].ljust(HEADER_SLOT - 1, b" ") + b"\n"
+
+
+def read_header(raw: bytes, key: str) -> Header | None:
+    """The valid header slot with the higher ``gen`` of ``raw`` (the first 512 bytes)."""
+    candidates: list[tuple[int, list[bytes], bytes]] = []
+    for at in (0, HEADER_SLOT):
+        slot = raw[at : at + HEADER_SLOT]
+        fields = slot.split()
+        if len(fields) == 8 and fields[0] == MAGIC_BYTES and fields[1].isdigit():
+            candidates.append((int(fields[1]), fields, slot))
+    candidates.sort(key=lambda c: -c[0])  # the newer first
+    for _, fields, slot in candidates:
+        if not all(f.isdigit() for f in fields[2:6]) or not fields[6].isascii():
+            continue
+        text = b" ".join(fields[:7]).decode("ascii")
+        if slot != f"{text} {_check(key, text)}".encode().ljust(HEADER_SLOT - 1) + b"\n":
+            continue
+        gen, cap, count, covered, last_start = (int(f) for f in fields[1:6])
+        if cap < MIN_CAPACITY or cap > MAX_CAPACITY or cap & (cap - 1) or count > cap // 2:
+            continue
+        return Header(gen, cap, count, covered, last_start, fields[6].decode("ascii"))
+    return None
+
+
+def slot_bytes(key: str, number: int, idh: bytes, off: int, length: int, sha: bytes) -> bytes:
+    body = idh + off.to_bytes(8, "big") + length.to_bytes(4, "big") + sha
+    check = _sha256(f"{key}\n{number}\n".encode() + body).digest()[:4]
+    return body + check
+
+
+def empty_slot(key: str, number: int) -> bytes:
+    """An empty slot is checksummed too: bytes a crash left as zeros are damage, never
+    "no verdict"."""
+    return slot_bytes(key, number, NO_ID, 0, 0, bytes(32))
+
+
+def _slot_ok(key: str, number: int, raw: bytes) -> bool:
+    check = _sha256(f"{key}\n{number}\n".encode() + raw[:60]).digest()[:4]
+    return len(raw) == SLOT and check == raw[60:]
+
+
+def _home(idh: bytes, capacity: int) -> int:
+    return int.from_bytes(idh[:8], "big") & (capacity - 1)
+
+
+def probe(ifd: int, key: str, capacity: int, idh: bytes) -> tuple[int, bytes] | None:
+    """(slot number, its bytes): the message's slot, or the empty one where it would go;
+    None when a slot on the way fails its checksum (cannot tell)."""
+    number = _home(idh, capacity)
+    for _ in range(0, capacity, RUN):
+        count = min(RUN, capacity - number)
+        run = os.pread(ifd, count * SLOT, HEADER + number * SLOT)
+        if len(run) != count * SLOT:
+            return None
+        for i in range(count):
+            raw = run[i * SLOT : (i + 1) * SLOT]
+            if not _slot_ok(key, number + i, raw):
+                return None
+            if raw[:16] == NO_ID or raw[:16] == idh:
+                return number + i, raw
+        number = (number + count) & (capacity - 1)
+    return None  # a full table is not one this module writes
+
+
+def _line_at(fd: int, off: int, length: int, sha: bytes | str) -> bytes | None:
+    """The line's bytes when ``[off, off + length)`` is a whole line (a line start, a
+    newline after it) hashing to ``sha`` (bytes or hex), else None."""
+    if off < 0 or length < 1 or length > MAX_LINE_BYTES:
+        return None
+    lead = 1 if off > 0 else 0
+    raw = os.pread(fd, length + 1 + lead, off - lead)
+    if len(raw) != length + 1 + lead or raw[-1:] != b"\n" or (lead and raw[:1] != b"\n"):
+        return None
+    line = raw[lead:-1]
+    digest = _sha256(line)
+    if (digest.digest() if isinstance(sha, bytes) else digest.hexdigest()) != sha:
+        return None
+    return line
+
+
+def _covers(fd: int, size: int, header: Header) -> bool:
+    """Whether the trace still holds, where the header says, the last line it covers."""
+    if header.covered == 0:
+        return header.last_start == 0 and header.last_sha == NO_LINE
+    if header.covered > size or header.last_start >= header.covered:
+        return False
+    length = header.covered - header.last_start - 1
+    return _line_at(fd, header.last_start, length, header.last_sha) is not None
+
+
+def _open_index(st: os.stat_result, flags: int) -> tuple[int, int] | None:
+    """(descriptor, size) of the trace's index when it is a regular file."""
+    try:
+        ifd = os.open(index_path(st), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    ist = os.fstat(ifd)
+    if ist.st_mode & 0o170000 != 0o100000:
+        os.close(ifd)
+        return None
+    return ifd, ist.st_size
+
+
+def lookup(
+    fd: int, st: os.stat_result, message_id: str, bound: int, name: object = ""
+) -> Found | None:
+    """The latest orchestrator verdict for ``message_id`` in the open trace ``fd``
+    (``st`` its ``fstat``) as the index and the uncovered tail tell it, or None when
+    they cannot tell (the caller scans). Raises :class:`eidolons.errors.InputError` when
+    the uncovered tail is past ``bound`` (the scan bound) with no verdict in it."""
+    opened = _open_index(st, os.O_RDONLY)
+    if opened is None:
+        return None
+    ifd, isize = opened
+    try:
+        key = file_key(st)
+        header = read_header(os.pread(ifd, HEADER, 0), key)
+        if header is None or isize != HEADER + header.capacity * SLOT:
+            return None
+        if not _covers(fd, st.st_size, header):
+            return None
+        needle = verdict_needle(message_id)
+        if st.st_size > header.covered:  # past the index: the full scan's rule, latest first
+            tail = reverse_lines(
+                fd, st.st_size, header.covered, contains=needle, max_bytes=bound, name=name
+            )
+            for line in tail:
+                if is_orchestrator_verdict(line.event, message_id):
+                    return Found(line.event)
+        slot = probe(ifd, key, header.capacity, id_hash(needle))
+        if slot is None:
+            return None
+        if slot[1][:16] == NO_ID:
+            return Found(None)
+        raw = slot[1]
+        off, length = int.from_bytes(raw[16:24], "big"), int.from_bytes(raw[24:28], "big")
+        if off + length + 1 > header.covered:
+            return None
+        line_bytes = _line_at(fd, off, length, raw[28:60])
+        if line_bytes is None:
+            return None
+        event = record_from_line(line_bytes, message_id)
+        return Found(event) if event is not None else None
+    except OSError:
+        return None
+    finally:
+        os.close(ifd)
+
+
+def judge(raw: bytes) -> bytes | None:
+    """The id hash of the message ``raw`` is an orchestrator verdict for, by the record
+    rule the lookup applies (the id as this tool writes it, the decoded event), or None.
+    A line is indexed under a message exactly when the full scan would accept it for it."""
+    event = decode_line(raw, 0).event
+    mid = event.get("message_id") if event is not None else None
+    if not isinstance(mid, str) or uncounted_reason(raw, event, mid) is not None:
+        return None
+    return id_hash(verdict_needle(mid))
+
+
+Entry = tuple[bytes, int, int, bytes]  # id hash, offset, length, line SHA-256
+
+
+def scan_forward(fd: int, start: int, end: int) -> list[Entry]:
+    """The verdict lines among the whole lines of ``[start, end)`` (``start`` a line
+    start, ``end`` just past a newline), in order. A line longer than
+    :data:`MAX_LINE_BYTES` is damage (never held whole, never indexed), as for every
+    reader."""
+    out: list[Entry] = []
+    pos, carry, carry_at, overlong = start, b"", start, False
+    while pos < end:
+        chunk_pos = pos
+        chunk = os.pread(fd, min(CHUNK, end - pos), pos)
+        if not chunk:
+            raise OSError("the trace is shorter than it was")
+        pos += len(chunk)
+        pieces = (carry + chunk).split(b"\n")
+        if len(pieces) == 1:  # no line ends in this chunk
+            carry = b"" if overlong else pieces[0]
+        else:
+            first = pieces[0]  # the line begun at carry_at
+            if not overlong and first.strip():
+                _add(out, first, carry_at)
+            overlong = False
+            at = chunk_pos + len(first) - len(carry) + 1
+            for raw in pieces[1:-1]:
+                if raw.strip():
+                    _add(out, raw, at)
+                at += len(raw) + 1
+            carry, carry_at = pieces[-1], at
+        if len(carry) > MAX_LINE_BYTES:
+            carry, overlong = b"", True
+    return out
+
+
+def _add(out: list[Entry], raw: bytes, at: int) -> None:
+    idh = judge(raw)
+    if idh is not None:
+        out.append((idh, at, len(raw), _sha256(raw).digest()))
+
+
+def update(fd: int, start: int, line: bytes) -> None:
+    """Bring the index of the open trace ``fd`` up to the line just written at ``start``
+    (the caller holds the append lock). Never raises: the index is a hint; one that
+    cannot be brought up to date is removed (the lookup then scans)."""
+    try:
+        _update(fd, os.fstat(fd), start, line)
+    except Exception:  # whatever went wrong, the append stands (the line is the record)
+        try:
+            os.unlink(index_path(os.fstat(fd)))
+        except OSError:
+            pass
+
+
+def _update(fd: int, st: os.stat_result, start: int, line: bytes) -> None:
+    key = file_key(st)
+    opened = _open_index(st, os.O_RDWR)
+    ifd = opened[0] if opened is not None else None
+    try:
+        header = None
+        if opened is not None:
+            header = read_header(os.pread(opened[0], HEADER, 0), key)
+            if header is not None and (
+                opened[1] != HEADER + header.capacity * SLOT
+                or header.covered > start
+                or not _covers(fd, start, header)
+            ):
+                header = None
+        if ifd is not None and header is not None:
+            new = _entries(fd, header.covered, start, line)
+            try:
+                if header.count + len(new) <= header.capacity // 2:
+                    _write_in_place(ifd, key, header, new, start + len(line) + 1, start, line)
+                    return
+                _rebuild(fd, st, key, _read_entries(ifd, key, header) + new, start, line)
+                return
+            except Corrupt:  # a slot the index cannot trust: index the whole trace anew
+                pass
+    finally:
+        if ifd is not None:
+            os.close(ifd)
+    _rebuild(fd, st, key, None, start, line)
+
+
+def _entries(fd: int, covered: int, start: int, line: bytes) -> list[Entry]:
+    """The verdicts of the uncovered lines before ``start``, then of ``line``."""
+    from eidolons.io.settings import trace_scan_bound
+
+    if start - covered > trace_scan_bound():
+        raise ValueError("too much of the trace to index")
+    new = scan_forward(fd, covered, start) if start > covered else []
+    idh = judge(line)
+    if idh is not None:
+        new.append((idh, start, len(line), _sha256(line).digest()))
+    return new
+
+
+def _write_in_place(
+    ifd: int, key: str, header: Header, new: list[Entry], end: int, start: int, line: bytes
+) -> None:
+    for idh, off, length, sha in new:  # slots first, then the header that covers them
+        found = probe(ifd, key, header.capacity, idh)
+        if found is None:
+            raise Corrupt("a corrupt slot")
+        number, raw = found
+        header.count += raw[:16] == NO_ID
+        os.pwrite(ifd, slot_bytes(key, number, idh, off, length, sha), HEADER + number * SLOT)
+    header.gen += 1
+    header.covered, header.last_start = end, start
+    header.last_sha = _sha256(line).hexdigest()
+    os.pwrite(ifd, header_slot(key, header), (header.gen % 2) * HEADER_SLOT)
+
+
+def _read_entries(ifd: int, key: str, header: Header) -> list[Entry]:
+    table = os.pread(ifd, header.capacity * SLOT, HEADER)
+    out: list[Entry] = []
+    for number in range(header.capacity):
+        raw = table[number * SLOT : (number + 1) * SLOT]
+        if not _slot_ok(key, number, raw):
+            raise Corrupt("a corrupt slot")
+        if raw[:16] == NO_ID:
+            continue
+        off, length = int.from_bytes(raw[16:24], "big"), int.from_bytes(raw[24:28], "big")
+        out.append((raw[:16], off, length, raw[28:60]))
+    return sorted(out, key=lambda e: e[1])  # trace order: a later verdict overwrites
+
+
+def _discard(tmp: tuple[int, str]) -> None:
+    if tmp[0] >= 0:
+        os.close(tmp[0])
+    try:
+        os.unlink(tmp[1])
+    except OSError:
+        pass
+
+
+def _create_tmp(st: os.stat_result) -> tuple[int, str]:
+    path = index_path(st)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(tmp, flags, 0o600), tmp
+
+
+def _rebuild(
+    fd: int, st: os.stat_result, key: str, entries: list[Entry] | None, start: int, line: bytes
+) -> None:
+    """A fresh table holding the latest of ``entries`` per message (None: of the whole
+    trace before ``start``, then ``line``), written to a new file renamed over the
+    index. The new file is created before the trace is read: a host directory that
+    cannot be written costs no scan."""
+    tmp = _create_tmp(st)
+    try:
+        if entries is None:
+            entries = _entries(fd, 0, start, line)
+        latest: dict[bytes, Entry] = {}
+        for entry in entries:
+            latest[entry[0]] = entry
+        capacity = MIN_CAPACITY
+        while len(latest) > capacity // 2:
+            capacity *= 2
+        if capacity > MAX_CAPACITY:
+            raise ValueError("too many messages to index")
+        table: list[bytes | None] = [None] * capacity
+        for idh, off, length, sha in latest.values():
+            number = _home(idh, capacity)
+            while table[number] is not None:
+                number = (number + 1) & (capacity - 1)
+            table[number] = slot_bytes(key, number, idh, off, length, sha)
+        body = b"".join(empty_slot(key, i) if raw is None else raw for i, raw in enumerate(table))
+        end = start + len(line) + 1
+        header = Header(1, capacity, len(latest), end, start, _sha256(line).hexdigest())
+        head = header_slot(key, header) + b" " * (HEADER_SLOT - 1) + b"\n"
+        head = head[HEADER_SLOT:] + head[:HEADER_SLOT]  # gen 1 is slot 1
+        view = memoryview(head + body)
+        while view:
+            view = view[os.write(tmp[0], view) :]
+        os.close(tmp[0])
+        tmp = (-1, tmp[1])
+        os.replace(tmp[1], index_path(st))
+    except BaseException:
+        _discard(tmp)
+        raise
