@@ -191,7 +191,7 @@ def main() -> int:
         t0 = time.perf_counter()
         payload = handoff(root, "scout-report.md", "thread-short")
         long = handoff(root, "long.md", "thread-long", args.events) if args.events else None
-        plain = root / "notes.txt"  # an artefact with no envelope: the gate's commonest case
+        plain = root / "notes.txt"  # an artifact with no envelope: the gate's commonest case
         plain.write_text("not a hand-off\n")
         took = fill_memory(root, args.records) if args.records else 0.0
         signed = signed_project(base, home)

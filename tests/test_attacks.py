@@ -87,7 +87,7 @@ def verified(cli: Cli, project: Path) -> Path:
 
 
 @pytest.mark.parametrize("how", ["planted-envelope-copy", "artifact-path-repointed"])
-def test_receiver_passes_an_artefact_it_never_hashed(cli: Cli, project: Path, how: str) -> None:
+def test_receiver_passes_an_artifact_it_never_hashed(cli: Cli, project: Path, how: str) -> None:
     payload = verified(cli, project)
     envelope = envelope_of(payload)
     if how == "planted-envelope-copy":

@@ -1,4 +1,4 @@
-"""No silent skip of a hand-off (issue 8 §2): an artefact the project knows is a hand-off
+"""No silent skip of a hand-off (issue 8 §2): an artifact the project knows is a hand-off
 is refused when its envelope is gone; ``--require-envelope``; missing file or directory
 is a usage error; one PASS/SKIP line; a reason line after each REFUSE line."""
 
@@ -19,8 +19,8 @@ Cli = Callable[..., Run]
 REFUSED_UNVERIFIED = "[vigil-verify-incoming] REFUSE: UNVERIFIED from "
 
 
-def incoming(cli: Cli, artefact: Path | str, *extra: str, env: dict[str, str] | None = None) -> Run:
-    return cli("verify-incoming", artefact, "--as", "vigil", "--no-memory", *extra, env=env)
+def incoming(cli: Cli, artifact: Path | str, *extra: str, env: dict[str, str] | None = None) -> Run:
+    return cli("verify-incoming", artifact, "--as", "vigil", "--no-memory", *extra, env=env)
 
 
 def refused(r: Run, sender: str = "unknown") -> list[str]:
@@ -80,7 +80,7 @@ def test_swapping_in_a_symlink_does_not_move_a_handoff_out_of_protection(
     refused(incoming(cli, project / ".eidolons" / "handoffs" / "r.md"))
 
 
-def test_require_envelope_refuses_every_artefact_without_one(cli: Cli, project: Path) -> None:
+def test_require_envelope_refuses_every_artifact_without_one(cli: Cli, project: Path) -> None:
     (project / "notes.md").write_text("x")
     lines = refused(incoming(cli, project / "notes.md", "--require-envelope"))
     assert "--require-envelope" in lines[1]

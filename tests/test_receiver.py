@@ -495,7 +495,7 @@ def test_no_reverify_trusts_the_record(cli: Cli, project: Path) -> None:
 # ---------------------------------------------------------------- trigger, payload hand-over
 
 
-def test_non_ecl_artefact_is_skipped_and_says_so(cli: Cli, project: Path) -> None:
+def test_non_ecl_artifact_is_skipped_and_says_so(cli: Cli, project: Path) -> None:
     (project / "plain.md").write_text("no envelope")
     r = incoming(cli, project / "plain.md", "vigil")
     assert r.code == 0 and r.out == ""

@@ -111,7 +111,7 @@ def test_refused_hand_off_is_never_ingested(cli: Cli, project: Path, code: str) 
     assert crystals(cli) == 0
 
 
-def test_skipped_artefact_is_never_ingested(cli: Cli, project: Path) -> None:
+def test_skipped_artifact_is_never_ingested(cli: Cli, project: Path) -> None:
     (project / "plain.md").write_text("no envelope")
     assert cli("verify-incoming", project / "plain.md", "--as", "vigil").code == 0
     assert crystals(cli) == 0

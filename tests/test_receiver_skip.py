@@ -1,4 +1,4 @@
-"""The receiver's early SKIP (ADR 0084): an artefact with no envelope that the project does
+"""The receiver's early SKIP (ADR 0084): an artifact with no envelope that the project does
 not know as a hand-off is decided before the gate, the contracts, the trace store or
 ``json`` are imported; every case the early decision cannot settle goes to the full path,
 which decides exactly as before. The cheap rules agree with the ones they stand in for."""
@@ -104,10 +104,10 @@ def test_the_early_skip_prints_what_the_full_path_prints(cli: Cli, traced: Path)
 
 
 def test_skipped_json_is_the_gate_s_own(tmp_path: Path) -> None:
-    for artefact in ("notes.txt", "/abs/dir/n\u00e9e.md", "a\nb"):
-        result = IncomingResult("skipped", "vigil", Path(artefact))
-        assert skipped_json("vigil", str(Path(artefact))) == result.to_json()
-        assert skip_line("vigil", str(Path(artefact))) == result.status_lines()[0]
+    for artifact in ("notes.txt", "/abs/dir/n\u00e9e.md", "a\nb"):
+        result = IncomingResult("skipped", "vigil", Path(artifact))
+        assert skipped_json("vigil", str(Path(artifact))) == result.to_json()
+        assert skip_line("vigil", str(Path(artifact))) == result.status_lines()[0]
 
 
 # --- every doubt goes to the full path, which refuses -----------------------------------
@@ -229,14 +229,14 @@ NAMES = ["r.md", "r", ".r", ".r.md", "..r", "...r", "r.", "r..", "a.b.c", "..", 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_envelope_candidates_are_find_envelope_s(tmp_path: Path, name: str) -> None:
-    artefact = tmp_path / name
-    sibling, appended = envelope_candidates(str(artefact))
-    assert sibling == str(default_envelope_path(artefact))
-    assert appended == str(artefact) + ".envelope.json"
+    artifact = tmp_path / name
+    sibling, appended = envelope_candidates(str(artifact))
+    assert sibling == str(default_envelope_path(artifact))
+    assert appended == str(artifact) + ".envelope.json"
     for made in (sibling, appended):
         Path(made).write_text("{}")
         try:
-            found = find_envelope(artefact)
+            found = find_envelope(artifact)
         except AmbiguousEnvelope:
             found = None
         assert found is not None or (Path(sibling).exists() and Path(appended).exists())
@@ -276,10 +276,10 @@ def test_lies_under_is_the_pathlib_rule(tmp_path: Path) -> None:
 def test_the_hook_s_trigger_is_the_gate_s(tmp_path: Path, name: str) -> None:
     from eidolons.hosts.hook.events import has_envelope
 
-    artefact = tmp_path / name
-    assert not has_envelope(str(artefact))
-    Path(default_envelope_path(artefact)).write_text("{}")  # "..r" -> ".envelope.json"
-    assert has_envelope(str(artefact)) and find_envelope(artefact) is not None
+    artifact = tmp_path / name
+    assert not has_envelope(str(artifact))
+    Path(default_envelope_path(artifact)).write_text("{}")  # "..r" -> ".envelope.json"
+    assert has_envelope(str(artifact)) and find_envelope(artifact) is not None
 
 
 # --- the verified hand-off: what its path no longer imports (ADR 0085) -------------------

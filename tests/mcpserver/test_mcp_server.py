@@ -170,7 +170,7 @@ def test_unbound_server_needs_a_receiver_and_the_gate_decides(
     assert h.secret not in dump(r)
     r = unbound.call("read_verified", {"artifact": path, "receiver": "vigil"})
     assert r.is_error is False and h.secret in r.content[0].text
-    # relative artefact paths escape a host hook's notice: an unbound server refuses them
+    # relative artifact paths escape a host hook's notice: an unbound server refuses them
     for tool in ("read_verified", "verify_incoming"):
         r = unbound.call(tool, {"artifact": h.rel, "receiver": "vigil"})
         assert r.is_error is True and "only absolute artifact paths" in texts(r)

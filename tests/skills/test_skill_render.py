@@ -52,7 +52,7 @@ COMMON_STATEMENTS = [
     'payload whose integrity tag does not match").',
     "It is symmetric: every Eidolon in the roster ships this same gate, so no hand-off edge can "
     "silently skip it.",
-    "eidolons verify-envelope <artefact>.envelope.json --block # exit 3 ⇒ tamper/mismatch",
+    "eidolons verify-envelope <artifact>.envelope.json --block # exit 3 ⇒ tamper/mismatch",
     "Read .eidolons/.trace/<thread_id>.jsonl (the thread_id is envelope.thread_id).",
     "integrity confirmed; proceed to contract conformance below.",
     "integrity unconfirmed → REFUSE (see Failure Mode). Do not process the payload.",
@@ -66,11 +66,11 @@ COMMON_STATEMENTS = [
     "envelope = <received .envelope.json contents>,",
     "Never ingest an envelope that failed or skipped verification. Graceful skip: if "
     "mcp__crystalium__* tools are unavailable, skip both calls silently.",
-    "Reading an upstream artefact at path P, and",
+    "Reading an upstream artifact at path P, and",
     "A sibling file ${P%.*}.envelope.json exists in the same directory.",
-    'envelope_path="${artefact_path%.*}.envelope.json"',
+    'envelope_path="${artifact_path%.*}.envelope.json"',
     '[ -f "$envelope_path" ] && load_skill "verify-incoming"',
-    "If no .envelope.json sibling exists, this is a non-ECL artefact — skip the gate silently "
+    "If no .envelope.json sibling exists, this is a non-ECL artifact — skip the gate silently "
     "and process normally.",
     "to.eidolon MUST equal {R}. from.eidolon MUST be a declared upstream sender. Performative "
     "and artifact.kind are validated against the ECL inbound contract contracts/<from>-to-{R}.yaml "
@@ -100,15 +100,15 @@ COMMON_STATEMENTS = [
 ]
 SEED_STATEMENTS = {
     "vigil": [
-        "Load when reading any upstream artefact handed off to VIGIL that carries a sibling "
+        "Load when reading any upstream artifact handed off to VIGIL that carries a sibling "
         ".envelope.json. Do NOT skip this gate for any inbound ECL hand-off edge.",
         "Posture change (vs. earlier opt-in warn-only): previous versions logged a warning and "
         "processed the payload anyway. That is now superseded. On an unverified or failed "
         "envelope this skill refuses and hands back to the orchestrator.",
         "Provenance is only a differentiator if receivers actually reject tampered payloads — end "
         "to end, not just at the orchestrator.",
-        "eidolons run --verify <artefact>.envelope.json --verify-block",
-        "query = <artefact GOAL + from.eidolon + artifact.kind>,",
+        "eidolons run --verify <artifact>.envelope.json --verify-block",
+        "query = <artifact GOAL + from.eidolon + artifact.kind>,",
         "Detection rule (POSIX sh compatible):",
         "Inbound edges VIGIL accepts",
     ],
@@ -120,7 +120,7 @@ SEED_STATEMENTS = {
         "The lone lateral edge forge → gilgamesh (a consult) is accepted only as INFORM; a forge "
         "DELEGATE is PERFORMATIVE_NOT_ALLOWED.",
         "(Phase G, gauge.md)",
-        "Do not load for non-ECL artefacts (no .envelope.json sibling).",
+        "Do not load for non-ECL artifacts (no .envelope.json sibling).",
         "Inbound edges Gilgamesh accepts",
     ],
 }
@@ -167,7 +167,9 @@ SEED_TRACE_KEYS = {
 
 
 def norm(text: str) -> str:
-    # word for word; the two seeds differ only in "confirmed, proceed" / "confirmed; proceed"
+    # word for word; the two seeds differ only in "confirmed, proceed" / "confirmed; proceed",
+    # and the seeds spell "artifact" the British way, as the ECL spec does not
+    text = text.replace("arte" + "fact", "artifact")
     return " ".join(text.replace("`", "").replace("**", "").replace(";", ",").split())
 
 

@@ -1,4 +1,4 @@
-"""``eidolons verify-incoming ARTEFACT --as RECEIVER``: the receiver's blocking gate."""
+"""``eidolons verify-incoming ARTIFACT --as RECEIVER``: the receiver's blocking gate."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ HELP = "refuse an inbound hand-off unless its integrity is on record and its edg
 
 #: the options, once: the argparse parser and the fast argv reader both read this
 OPTIONS = (
-    Option("artefact", metavar="ARTEFACT", help="the payload handed over (or its envelope)"),
+    Option("artifact", metavar="ARTIFACT", help="the payload handed over (or its envelope)"),
     Option(
         "--as",
         dest="receiver",
@@ -47,7 +47,7 @@ OPTIONS = (
     Option(
         "--require-envelope",
         action="store_true",
-        help="refuse (UNVERIFIED) an artefact without an envelope instead of skipping it",
+        help="refuse (UNVERIFIED) an artifact without an envelope instead of skipping it",
     ),
     Option(
         "--print-payload",
@@ -85,17 +85,17 @@ def run(args: argparse.Namespace) -> int:
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return fail(exc)
-    artefact = pathstr.pure(args.artefact)  # spelled as a Path prints it, without pathlib
-    if os.path.isdir(artefact):
-        return error(f"{artefact} is a directory, not a hand-off artefact")
-    try:  # most artefacts an agent reads are not hand-offs: decide that before any loading
-        if envelope_of(artefact) is None:
-            if not os.path.lexists(artefact):
-                return error(f"{artefact} does not exist")
-            if not args.require_envelope and find_handoff(artefact, root) is None:
+    artifact = pathstr.pure(args.artifact)  # spelled as a Path prints it, without pathlib
+    if os.path.isdir(artifact):
+        return error(f"{artifact} is a directory, not a hand-off artifact")
+    try:  # most artifacts an agent reads are not hand-offs: decide that before any loading
+        if envelope_of(artifact) is None:
+            if not os.path.lexists(artifact):
+                return error(f"{artifact} does not exist")
+            if not args.require_envelope and find_handoff(artifact, root) is None:
                 from eidolons.gates.receiver import IncomingResult
 
-                skipped = IncomingResult("skipped", receiver, artefact)
+                skipped = IncomingResult("skipped", receiver, artifact)
                 if args.json:
                     print_json(skipped.to_json())
                 else:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             if not (args.json or args.show_recall):
                 on_envelope = None  # nothing would deliver the recall: none is made (ADR 0099)
         result = verify_incoming(
-            artefact,
+            artifact,
             receiver,
             root=root,
             contracts=contracts,
@@ -166,15 +166,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _skip_early(args: argparse.Namespace) -> int | None:
     """The commonest case of a per-read gate, decided before anything it does not need is
-    imported (ADR 0084): an artefact with no envelope that the project does not know as a
+    imported (ADR 0084): an artifact with no envelope that the project does not know as a
     hand-off is skipped (exit 0). Only when that answer is certain: every check of the full
     path below that could answer otherwise (a usage error, ``--require-envelope``, an
     envelope beside it, a hand-off directory, the trace naming it, a root found by falling
     back to the current directory) answers None here, and the full path decides."""
     if args.require_envelope or (args.json and args.print_payload):
         return None
-    artefact = args.artefact
-    if not _plain(artefact) or artefact.endswith(".envelope.json"):
+    artifact = args.artifact
+    if not _plain(artifact) or artifact.endswith(".envelope.json"):
         return None
     from eidolons.ecl.grammar import is_slug
 
@@ -191,21 +191,21 @@ def _skip_early(args: argparse.Namespace) -> int | None:
         Limits.from_env(os.environ)
     except UsageError:
         return None
-    if os.path.isdir(artefact) or not os.path.lexists(artefact):
+    if os.path.isdir(artifact) or not os.path.lexists(artifact):
         return None
     from eidolons.io.project import envelope_candidates, rules_out
 
-    if any(os.path.lexists(p) for p in envelope_candidates(artefact)):
+    if any(os.path.lexists(p) for p in envelope_candidates(artifact)):
         return None
-    if not rules_out(artefact, root):
+    if not rules_out(artifact, root):
         return None
     from eidolons.cli.common import print_json, say
     from eidolons.gates.skip import skip_line, skipped_json
 
     if args.json:
-        print_json(skipped_json(receiver, artefact))
+        print_json(skipped_json(receiver, artifact))
     else:
-        say(skip_line(receiver, artefact))
+        say(skip_line(receiver, artifact))
     return 0
 
 

@@ -15,7 +15,7 @@ never opens a file:
    confirms; anything else is INTEGRITY_MISMATCH (a fail or another envelope on record)
    or UNVERIFIED (nothing on record, no ``message_id``, unreadable trace).
 3. :meth:`ReceiverCheck.feed_payload` - the digest of the one read of the payload (or
-   why it could not be read) and whether the file read is the artefact the receiver
+   why it could not be read) and whether the file read is the artifact the receiver
    asked about (same device and inode). A tag that does not match, or a different file,
    is INTEGRITY_MISMATCH. Without re-verification the shell may feed no digest, only
    the identity; bytes it did read it must feed, and they must match.
@@ -532,14 +532,14 @@ class ReceiverCheck:
         digest: Digest | None,
         *,
         error: str | None = None,
-        is_artefact: bool = True,
-        artefact: str = "",
+        is_artifact: bool = True,
+        artifact: str = "",
         check: str = "reverify",
         size: int | None = None,
     ) -> None:
         """Step 3: the digest of the one read of the payload (``digest.data`` holds the
         bytes when the shell kept them), or ``error`` (not located, not readable, no
-        key...). ``is_artefact`` False: the file read is not the artefact asked about.
+        key...). ``is_artifact`` False: the file read is not the artifact asked about.
         With no digest and no error, only the identity was checked (no re-verification);
         ``size`` is then the file's size, an upper bound on its characters (B-1)."""
         self._advance(Step.PAYLOAD)
@@ -567,11 +567,11 @@ class ReceiverCheck:
             self.payload = digest.data
             self.payload_size = digest.size
             self.hmac_checked = env.integrity_method == "hmac-sha256"
-        if not is_artefact:
+        if not is_artifact:
             self._fail(
                 RefusalCode.INTEGRITY_MISMATCH,
-                "artefact",
-                f"{artefact} is not the payload the envelope names",
+                "artifact",
+                f"{artifact} is not the payload the envelope names",
             )
             self.integrity_failed = True
             self.payload = None

@@ -52,7 +52,7 @@ def handback_paths(result: IncomingResult, root: str | os.PathLike[str]) -> tupl
     if env is not None and env.message_id and thread_file_name(env.message_id) != "unknown":
         ident = env.message_id
     else:
-        ident = "unknown-" + hashlib.sha256(os.fsencode(result.artefact)).hexdigest()[:16]
+        ident = "unknown-" + hashlib.sha256(os.fsencode(result.artifact)).hexdigest()[:16]
     code = (result.failure_code or "UNVERIFIED").lower().replace("_", "-")
     stem = f"{receiver}-{ident}-{code}"
     directory = Path(root) / REFUSALS_DIR
@@ -72,7 +72,7 @@ def report_bytes(result: IncomingResult) -> bytes:
         f"- sender: {printable(result.sender)}",
         f"- message_id: {printable(env.message_id) if env and env.message_id else 'unknown'}",
         f"- thread_id: {printable(env.thread_id) if env and env.thread_id else 'unknown'}",
-        f"- artefact: {printable(str(result.artefact))}",
+        f"- artifact: {printable(str(result.artifact))}",
         f"- code: {result.failure_code}",
         "",
         "## Failed checks",

@@ -1,11 +1,11 @@
-"""The receiver gate (``eidolons verify-incoming ARTEFACT --as RECEIVER``).
+"""The receiver gate (``eidolons verify-incoming ARTIFACT --as RECEIVER``).
 
 Blocking and symmetric: every receiver runs this same code; only the inbound contracts
 differ. What the VIGIL and Gilgamesh verify-incoming skills describe, made mechanical.
 Checks, in order (``--json`` reports every failed check; the refusal line names the first):
 
-1. Trigger: the envelope is ``${ARTEFACT%.*}.envelope.json``, else
-   ``ARTEFACT.envelope.json`` (an ARTEFACT that is itself ``*.envelope.json`` is taken as
+1. Trigger: the envelope is ``${ARTIFACT%.*}.envelope.json``, else
+   ``ARTIFACT.envelope.json`` (an ARTIFACT that is itself ``*.envelope.json`` is taken as
    the envelope). Neither: not an ECL hand-off, skipped (exit 0). Both: ambiguous,
    refused as SCHEMA_INVALID.
 2. The envelope parses strictly and meets the schema -> else SCHEMA_INVALID. Its own
@@ -142,7 +142,7 @@ class IncomingResult:
     dataclass: :mod:`dataclasses` imports :mod:`inspect` on every gate's start-up.)"""
 
     __slots__ = (
-        "artefact",
+        "artifact",
         "contract_source",
         "envelope",
         "envelope_path",
@@ -167,7 +167,7 @@ class IncomingResult:
         self,
         status: str,  # "pass" | "refused" | "skipped"
         receiver: str,
-        artefact: StrPath,
+        artifact: StrPath,
         envelope_path: StrPath | None = None,
         envelope: Envelope | None = None,
         failures: list[Failure] | None = None,
@@ -187,7 +187,7 @@ class IncomingResult:
     ) -> None:
         self.status = status
         self.receiver = receiver
-        self.artefact = artefact
+        self.artifact = artifact
         self.envelope_path = envelope_path
         self.envelope = envelope
         self.failures = failures if failures is not None else []
@@ -208,7 +208,7 @@ class IncomingResult:
     def __repr__(self) -> str:
         return (
             f"IncomingResult(status={self.status!r}, receiver={self.receiver!r}, "
-            f"artefact={self.artefact!r}, failures={self.failures!r})"
+            f"artifact={self.artifact!r}, failures={self.failures!r})"
         )
 
     def __bool__(self) -> bool:
@@ -237,10 +237,10 @@ class IncomingResult:
 
     def status_lines(self) -> list[str]:
         """What text mode prints on stderr: the REFUSE line and its reason, one PASS line,
-        or one line saying the artefact was skipped and why."""
+        or one line saying the artifact was skipped and why."""
         tag = f"[{self.receiver}-verify-incoming]"
         if self.status == "skipped":
-            return [skip_line(self.receiver, str(self.artefact))]
+            return [skip_line(self.receiver, str(self.artifact))]
         if self.status == "pass" and self.envelope is not None:
             env = self.envelope
             kind = printable(env.artifact_kind or "?")
@@ -255,7 +255,8 @@ class IncomingResult:
         out: dict[str, Any] = {
             "status": self.status,
             "receiver": self.receiver,
-            "artefact": str(self.artefact),
+            "artifact": str(self.artifact),
+            "artefact": str(self.artifact),  # the old spelling, kept for one release
             "envelope": str(self.envelope_path) if self.envelope_path else None,
             "message_id": env.message_id if env else None,
             "thread_id": env.thread_id if env else None,
@@ -308,7 +309,7 @@ def receiver_event(
         fields["verify_failure_code"] = result.failure_code
         fields["decision"] = "refused"
         fields["failures"] = [f.code for f in result.failures]
-    payload = result.payload_path or (result.artefact if env is None else None)
+    payload = result.payload_path or (result.artifact if env is None else None)
     return trace_event(
         EventType(kind),
         env,
@@ -405,7 +406,7 @@ def _unsealed(root: StrPath, *paths: StrPath) -> str | None:
 
 
 def evaluate(
-    artefact: StrPath,
+    artifact: StrPath,
     receiver: str | None,
     *,
     root: StrPath,
@@ -425,7 +426,7 @@ def evaluate(
     in the trace, the payload (once, by descriptor; or the route's ``snapshot``), and
     feeds each to the checker; the contract set is the last step.
 
-    An artefact without an envelope is skipped only when the project does not know it as
+    An artifact without an envelope is skipped only when the project does not know it as
     a hand-off (:func:`eidolons.gates.trigger.find_handoff`) and ``require_envelope`` is off;
     otherwise it is refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the
     verified bytes even with ``reverify=False``; the bytes are kept in memory only when
@@ -433,22 +434,22 @@ def evaluate(
     hand-off as its addressed recipient."""
     limits = limits or Limits()
     contract_set = as_contract_set(contracts)
-    artefact = pathstr.pure(artefact)  # spelled as a Path prints it, without pathlib
-    result = IncomingResult("refused", receiver or "unknown", artefact)
+    artifact = pathstr.pure(artifact)  # spelled as a Path prints it, without pathlib
+    result = IncomingResult("refused", receiver or "unknown", artifact)
     try:
-        envelope_path = envelope_of(artefact)
+        envelope_path = envelope_of(artifact)
     except AmbiguousEnvelope as exc:
         result.failures.append(Failure(SCHEMA_INVALID, "trigger", str(exc)))
         return result
     if envelope_path is None:
-        known = find_handoff(artefact, root)
+        known = find_handoff(artifact, root)
         if known is None and not require_envelope:
             result.status = "skipped"
             return result
         why = known[0] if known else "--require-envelope is set"
         result.known_handoff = known[1] if known else None
         result.failures.append(
-            Failure(UNVERIFIED, "envelope", f"{artefact} has no envelope and {why}")
+            Failure(UNVERIFIED, "envelope", f"{artifact} has no envelope and {why}")
         )
         return result
     result.envelope_path = envelope_path
@@ -473,7 +474,7 @@ def evaluate(
             f"({os.path.realpath(root)}): it is judged there, with that project's "
             "trust store and trace",
         )
-    elif env is not None and (unsealed := _unsealed(root, artefact, envelope_path)):
+    elif env is not None and (unsealed := _unsealed(root, artifact, envelope_path)):
         result.envelope = env
         result.receiver = check.as_receiver
         check.end(UNVERIFIED, "root", unsealed)
@@ -484,7 +485,7 @@ def evaluate(
             result.extra.update(on_envelope(env))
         signed = _feed_record(check, env, envelope_path, root, store, result)
         result.reverified = _feed_payload(
-            check, env, artefact, envelope_path, root, key, limits, reverify,
+            check, env, artifact, envelope_path, root, key, limits, reverify,
             keep=want_payload or sections_apply(env, contract_set, check.as_receiver),
             budget=edge_budget(env, contract_set, check.as_receiver),
             snapshot=snapshot, result=result,
@@ -603,7 +604,7 @@ def _feed_record(
 def _feed_payload(
     check: ReceiverCheck,
     env: Envelope,
-    artefact: StrPath,
+    artifact: StrPath,
     envelope_path: StrPath,
     root: StrPath,
     key: bytes | None,
@@ -617,15 +618,15 @@ def _feed_payload(
 ) -> bool:
     """Step 3. Whatever bytes the gate reads it hashes, and only bytes that match the tag
     are judged or handed on: with ``reverify`` off the payload is read only when its bytes
-    are needed (``keep``), and still verified. The file hashed must be ARTEFACT itself
+    are needed (``keep``), and still verified. The file hashed must be ARTIFACT itself
     (same device and inode): an envelope copied beside other bytes, or an
     ``artifact.path`` pointed at a copy of the good bytes, must not vouch for the file
     the receiver is about to read. Returns whether the payload was re-verified."""
-    names_artefact = not pathstr.name(artefact).endswith(ENVELOPE_SUFFIX)
-    wanted = _identity(artefact) if names_artefact else None
+    names_artifact = not pathstr.name(artifact).endswith(ENVELOPE_SUFFIX)
+    wanted = _identity(artifact) if names_artifact else None
 
     def same(identity: tuple[int, int] | None) -> bool:
-        return not names_artefact or (identity is not None and identity == wanted)
+        return not names_artifact or (identity is not None and identity == wanted)
 
     if not check.wants_payload:
         check.feed_payload(None)
@@ -638,7 +639,7 @@ def _feed_payload(
             check.feed_payload(None, error="the route gate did not keep the bytes to judge")
         else:
             check.feed_payload(
-                snapshot.digest, is_artefact=same(snapshot.identity), artefact=str(artefact)
+                snapshot.digest, is_artifact=same(snapshot.identity), artifact=str(artifact)
             )
         return True
     # the edge's budget (B-1) is judged on characters: the bytes are kept when they are
@@ -647,7 +648,7 @@ def _feed_payload(
     keep = keep or (budget is not None and reverify)
     if not reverify and not keep:
         located = None
-        if names_artefact or budget is not None:
+        if names_artifact or budget is not None:
             try:
                 located = locate_payload(envelope_path, env.artifact_path, root)
             except PayloadError as exc:
@@ -657,8 +658,8 @@ def _feed_payload(
         size = located.opened.st.st_size if located and located.opened else None
         over = budget is not None and (budget_estimate(env, None, size) or 0) > budget
         if not over:
-            is_artefact = same(located.identity) if names_artefact and located else True
-            check.feed_payload(None, is_artefact=is_artefact, artefact=str(artefact), size=size)
+            is_artifact = same(located.identity) if names_artifact and located else True
+            check.feed_payload(None, is_artifact=is_artifact, artifact=str(artifact), size=size)
             return False
         keep = True
     name = "reverify" if reverify else "payload"
@@ -678,15 +679,15 @@ def _feed_payload(
     else:
         check.feed_payload(
             verified.digest,
-            is_artefact=same(verified.payload_identity),
-            artefact=str(artefact),
+            is_artifact=same(verified.payload_identity),
+            artifact=str(artifact),
             check=name,
         )
     return reverify
 
 
 def verify_incoming(
-    artefact: StrPath,
+    artifact: StrPath,
     receiver: str | None,
     *,
     root: StrPath,
@@ -710,7 +711,7 @@ def verify_incoming(
     never imports memory; the command wires the callbacks (ADR 0011). An ``on_pass`` that
     raises leaves the record as it is and raises :class:`OnPassError`,
     which carries this result (ADR 0125, part 2).
-    ``require_envelope``: an artefact without an envelope is refused (UNVERIFIED), not
+    ``require_envelope``: an artifact without an envelope is refused (UNVERIFIED), not
     skipped (the hook: a file in the hand-off directory whose envelope was deleted).
     ``handback``: a refusal also writes the hand-back for the orchestrator
     (:mod:`eidolons.gates.handback`), whose envelope path is ``extra["handback"]``."""
@@ -719,7 +720,7 @@ def verify_incoming(
     start = time.monotonic_ns()
     try:
         result = evaluate(
-            artefact,
+            artifact,
             receiver,
             root=root,
             contracts=contracts,

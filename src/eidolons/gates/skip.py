@@ -1,4 +1,4 @@
-"""The receiver gate's SKIP (an artefact with no envelope that the project does not know as
+"""The receiver gate's SKIP (an artifact with no envelope that the project does not know as
 a hand-off): its line and its ``--json`` object, written once for the gate
 (:class:`eidolons.gates.receiver.IncomingResult`) and for the command's early decision,
 which prints them before anything else is imported (ADR 0084). Imports nothing but
@@ -13,21 +13,22 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def skip_line(receiver: str, artefact: str) -> str:
-    """What text mode prints on stderr for a skipped artefact."""
+def skip_line(receiver: str, artifact: str) -> str:
+    """What text mode prints on stderr for a skipped artifact."""
     return (
-        f"[{receiver}-verify-incoming] SKIP: {printable(artefact)} has no envelope and is not a "
+        f"[{receiver}-verify-incoming] SKIP: {printable(artifact)} has no envelope and is not a "
         "known hand-off (not an ECL hand-off; --require-envelope refuses it)"
     )
 
 
-def skipped_json(receiver: str, artefact: str) -> dict[str, Any]:
-    """``IncomingResult("skipped", receiver, Path(artefact)).to_json()``, without the gate
+def skipped_json(receiver: str, artifact: str) -> dict[str, Any]:
+    """``IncomingResult("skipped", receiver, Path(artifact)).to_json()``, without the gate
     (a test holds the two equal)."""
     return {
         "status": "skipped",
         "receiver": receiver,
-        "artefact": artefact,
+        "artifact": artifact,
+        "artefact": artifact,  # the old spelling, kept for one release
         "envelope": None,
         "message_id": None,
         "thread_id": None,

@@ -340,26 +340,26 @@ class AmbiguousEnvelope(InputError):
     code = "AMBIGUOUS"
 
 
-def find_envelope(artefact: Path) -> Path | None:
+def find_envelope(artifact: Path) -> Path | None:
     """The receiver gate's trigger (:func:`envelope_of`) for a :class:`~pathlib.Path`."""
     from pathlib import Path
 
-    found = envelope_of(str(artefact))
-    return None if found is None else artefact if found == str(artefact) else Path(found)
+    found = envelope_of(str(artifact))
+    return None if found is None else artifact if found == str(artifact) else Path(found)
 
 
-def envelope_of(artefact: str) -> str | None:
-    """The receiver gate's trigger: ``${ARTEFACT%.*}.envelope.json``, else
-    ``ARTEFACT.envelope.json`` (an artefact named ``*.envelope.json`` is the envelope),
-    spelled as :mod:`pathlib` spells them (``artefact`` is, :func:`eidolons.io.paths.pure`).
+def envelope_of(artifact: str) -> str | None:
+    """The receiver gate's trigger: ``${ARTIFACT%.*}.envelope.json``, else
+    ``ARTIFACT.envelope.json`` (an artifact named ``*.envelope.json`` is the envelope),
+    spelled as :mod:`pathlib` spells them (``artifact`` is, :func:`eidolons.io.paths.pure`).
     None when neither exists: not an ECL hand-off. Raises :class:`AmbiguousEnvelope` when
     both exist."""
     from eidolons.io.project import envelope_candidates
 
-    name = pathstr.name(artefact)
+    name = pathstr.name(artifact)
     if name.endswith(ENVELOPE_SUFFIX):
-        return artefact
-    sibling, appended = (pathstr.pure(p) for p in envelope_candidates(artefact))
+        return artifact
+    sibling, appended = (pathstr.pure(p) for p in envelope_candidates(artifact))
     found = [p for p in (sibling, appended) if os.path.lexists(p)]
     if len(found) == 2 and sibling != appended:
         raise AmbiguousEnvelope(

@@ -11,7 +11,7 @@ public method takes the tool's arguments as the client sent them and returns a
    receiver gate still requires ``to.eidolon`` to be that receiver.
 2. **Paths** are resolved against the root (relative) or taken as given (absolute) and
    must resolve inside the root; NUL bytes, empty or over-long strings are refused. An
-   unbound toolbox takes only absolute artefact paths, the ones a host hook recognises
+   unbound toolbox takes only absolute artifact paths, the ones a host hook recognises
    (and binds to the calling agent) in an MCP call's arguments.
 3. **The receiver gate** is the library's (:func:`eidolons.gates.receiver.verify_incoming`),
    with the configuration the CLI uses: effective contracts (a set that fails to load
@@ -172,8 +172,8 @@ class Toolbox:
             raise ToolInputError("name the receiver (or start the server with --as RECEIVER)")
         return self.bound
 
-    def artefact_path(self, path: str) -> Path:
-        """The artefact of a gate call. Unbound, it must be absolute: the server then takes
+    def artifact_path(self, path: str) -> Path:
+        """The artifact of a gate call. Unbound, it must be absolute: the server then takes
         the receiver from the caller, and a host hook binds the caller's identity only to
         paths it can recognise in the call (Claude Code's sees absolute ones), ADR 0053."""
         if self.bound is None and isinstance(path, str) and not os.path.isabs(path):
@@ -211,7 +211,7 @@ class Toolbox:
             raise contracts.error
         return contracts
 
-    def _gate(self, artefact: Path, receiver: str, *, want_payload: bool) -> Any:
+    def _gate(self, artifact: Path, receiver: str, *, want_payload: bool) -> Any:
         from eidolons.gates.receiver import verify_incoming
         from eidolons.io.config import Limits, hmac_key
         from eidolons.memory import open_gate_memory
@@ -226,7 +226,7 @@ class Toolbox:
 
             on_envelope, on_pass = gate_callbacks(memory, receiver) if memory else (None, None)
             return verify_incoming(
-                artefact,
+                artifact,
                 receiver,
                 root=self.root,
                 contracts=self._contracts(),
@@ -276,7 +276,7 @@ class Toolbox:
         from eidolons.io.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope
 
         name = self.receiver_for(receiver)
-        path = self.artefact_path(artifact)
+        path = self.artifact_path(artifact)
         try:
             if find_envelope(path) is None:
                 return _error(
@@ -326,7 +326,7 @@ class Toolbox:
 
     def _verify_incoming(self, artifact: str, receiver: str | None) -> Reply:
         name = self.receiver_for(receiver)
-        result = self._gate(self.artefact_path(artifact), name, want_payload=False)
+        result = self._gate(self.artifact_path(artifact), name, want_payload=False)
         if result.status == "skipped":
             data = result.to_json()
             return Reply(f"{printable(artifact)} is not an ECL hand-off (no envelope)", data)

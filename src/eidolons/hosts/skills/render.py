@@ -95,7 +95,7 @@ class _Profile:
 
     display: str
     phase: str = "cross-cutting"
-    recall_query: str = "artefact GOAL"
+    recall_query: str = "artifact GOAL"
     posture_extra: str = ""
     memory_extra: str = ""
     on_success_extra: str = ""
@@ -194,11 +194,11 @@ def _yaml_str(value: str) -> str:
 def _description(receiver: str, display: str) -> str:
     text = (
         f"Blocking, symmetric receiver-side integrity gate for inbound ECL hand-offs to "
-        f"{display}. Enforces ECL §6.2.2: REFUSES to process any upstream artefact whose "
+        f"{display}. Enforces ECL §6.2.2: REFUSES to process any upstream artifact whose "
         f"envelope the orchestrator gate has not verified and passed, or that is off-contract; "
-        f"hands back to the orchestrator on failure. Use when reading any upstream artefact "
+        f"hands back to the orchestrator on failure. Use when reading any upstream artifact "
         f"handed off to {display} that carries a sibling .envelope.json. Do NOT use for "
-        f"non-ECL artefacts (no .envelope.json sibling)."
+        f"non-ECL artifacts (no .envelope.json sibling)."
     )
     if len(text) > MAX_DESCRIPTION:  # cannot happen with names of at most 32 characters
         raise SkillError(f"the description for {receiver!r} exceeds {MAX_DESCRIPTION} characters")
@@ -291,11 +291,11 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "",
         "## When to use",
         "",
-        f"Load when reading any upstream artefact handed off to {name} that carries a sibling "
+        f"Load when reading any upstream artifact handed off to {name} that carries a sibling "
         ".envelope.json. Do NOT skip this gate for any inbound ECL hand-off edge. Do not load "
-        "for non-ECL artefacts (no .envelope.json sibling).",
+        "for non-ECL artifacts (no .envelope.json sibling).",
         "",
-        "Receiver-side integrity gate for inbound ECL hand-offs. When an upstream artefact "
+        "Receiver-side integrity gate for inbound ECL hand-offs. When an upstream artifact "
         f"arrives with a sibling .envelope.json, {name} MUST NOT process the payload unless its "
         "SHA-256 integrity has been verified and passed. This is the blocking posture mandated "
         'by ECL §6.2.2 ("a receiver SHALL NOT process a payload whose integrity tag does not '
@@ -317,16 +317,16 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         f"1. **The orchestrator gate**, once, before {name} is dispatched (host LLM, full Bash):",
         "",
         "   ```sh",
-        "   eidolons verify-envelope <artefact>.envelope.json --block      # exit 3 ⇒ "
+        "   eidolons verify-envelope <artifact>.envelope.json --block      # exit 3 ⇒ "
         "tamper/mismatch",
         "   #   …or, when routing through the kernel:",
-        f"   eidolons run --verify <artefact>.envelope.json --verify-block --as {r} -- <dispatch>",
+        f"   eidolons run --verify <artifact>.envelope.json --verify-block --as {r} -- <dispatch>",
         "   ```",
         "",
         "   The gate writes a verify_pass (or verify_fail) trace event keyed by message_id, "
         'with `"gate": "orchestrator"`.',
         "",
-        f"2. **The receiver gate**, `eidolons verify-incoming <artefact> --as {r}`, on every "
+        f"2. **The receiver gate**, `eidolons verify-incoming <artifact> --as {r}`, on every "
         "read of the payload. Nobody has to remember to run it:",
         "   - **the hook**: in Claude Code, `eidolons hook claude-code` (a `PreToolUse` hook on "
         'Read, Grep, Glob and Bash, registered with `"onFailure": "block"` by '
@@ -337,7 +337,7 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "`read_verified(artifact, receiver)` (in Claude Code `mcp__eidolons__read_verified`), "
         "which returns exactly the bytes the gate verified, and on refusal an error carrying "
         "the REFUSE line and no byte of the payload. Read hand-offs through it;",
-        f"   - **the CLI**, where Bash is granted: `eidolons verify-incoming <artefact> --as {r} "
+        f"   - **the CLI**, where Bash is granted: `eidolons verify-incoming <artifact> --as {r} "
         "--print-payload` prints exactly the verified bytes, and nothing on refusal (exit 3).",
         "",
         "What the receiver gate decides from (do not decide it yourself by reading the trace: "
@@ -353,7 +353,7 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "Mode). Do not process the payload.",
         "",
         "With a trust store (.eidolons/trust.json, `eidolons keys init`) the evidence is the "
-        "orchestrator's signed receipt (<artefact stem>.receipt.json), not the trace line: only "
+        "orchestrator's signed receipt (<artifact stem>.receipt.json), not the trace line: only "
         "a receipt signed by an active trusted orchestrator key, for these exact envelope and "
         "payload bytes, with verdict pass, counts. A hand-written verify_pass, or one minted "
         "without the key, is refused (UNVERIFIED).",
@@ -385,7 +385,7 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "```",
         "mcp__crystalium__ingest(",
         "  envelope = <received .envelope.json contents>,",
-        "  payload  = <artefact payload contents, exactly the bytes the gate verified>",
+        "  payload  = <artifact payload contents, exactly the bytes the gate verified>",
         ")",
         "```",
         "",
@@ -397,19 +397,19 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "",
         "Load this skill automatically when:",
         "",
-        "- Reading an upstream artefact at path P, and",
+        "- Reading an upstream artifact at path P, and",
         "- A sibling file ${P%.*}.envelope.json exists in the same directory.",
         "",
         "Detection rule (POSIX sh compatible):",
         "",
         "```sh",
-        'envelope_path="${artefact_path%.*}.envelope.json"',
+        'envelope_path="${artifact_path%.*}.envelope.json"',
         '[ -f "$envelope_path" ] && load_skill "verify-incoming"',
         "```",
         "",
         "The gate also accepts ${P}.envelope.json (the upstream handoff-emit.sh naming); if both "
         "exist the hand-off is ambiguous and refused (SCHEMA_INVALID). If no .envelope.json "
-        "sibling exists, this is a non-ECL artefact — skip the gate silently and process "
+        "sibling exists, this is a non-ECL artifact — skip the gate silently and process "
         "normally.",
         "",
         f"## Inbound edges {name} accepts",
@@ -428,7 +428,7 @@ def _body(receiver: str, profile: _Profile, inbound: Sequence[Contract]) -> str:
         "CONTEXT_OVER_BUDGET; a Markdown payload without a heading for a required section is "
         "MISSING_REQUIRED_SECTION; an envelope whose context_delta.input_handles does not name "
         "each required handle is SCHEMA_INVALID; a high-trust edge accepts only an hmac-sha256 "
-        "tag or a valid signature by the sender's trusted key (`emit --sign`, <artefact "
+        "tag or a valid signature by the sender's trusted key (`emit --sign`, <artifact "
         "stem>.envelope.sig). When the trust store holds a key for the sender, or the edge "
         "requires one (`eidolons keys require-signature`), the envelope must carry the "
         "sender's valid signature over its exact bytes: a payload re-emitted by another agent "
