@@ -421,8 +421,8 @@ def _unpin(args: argparse.Namespace, root: Path) -> int:
     import json
     import os
 
+    from eidolons.io.files import atomic_write
     from eidolons.keys.pins import pins_path, read_pins
-    from eidolons.keys.store import atomic_write
 
     projects = dict(read_pins())
     removed = projects.pop(os.path.realpath(root), None) is not None

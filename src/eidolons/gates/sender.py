@@ -392,7 +392,7 @@ def emit(
 def _written(directory: Path, data: bytes) -> Path:
     """``data`` in a new temporary file of ``directory``, readable by the receivers (mkstemp
     makes 0600) and synced: what :func:`_place` then links or renames into place."""
-    from eidolons.keys.store import readable_mode
+    from eidolons.io.files import readable_mode
 
     fd, name = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)
     try:

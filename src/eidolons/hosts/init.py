@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from eidolons.hosts.wiring import (
     plan,
     unmerge,
 )
+from eidolons.io.files import atomic_write
 from eidolons.io.project import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
 #: runs an eidolons command in-process: its exit code and what it printed
@@ -99,16 +99,7 @@ def _load_manifest(root: Path) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, text.encode("utf-8"), 0o644)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

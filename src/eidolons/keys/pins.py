@@ -73,7 +73,7 @@ def pin(root: StrPath, data: bytes, now: str) -> str:
 
     from eidolons.ecl.integrity import sha256_hex
     from eidolons.io import paths as pathstr
-    from eidolons.keys.store import atomic_write
+    from eidolons.io.files import atomic_write
 
     projects = dict(read_pins())
     projects[_project_key(root)] = {"trust_sha256": sha256_hex(data), "pinned": now}

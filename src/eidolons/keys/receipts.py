@@ -37,7 +37,8 @@ from eidolons.ecl.receipt import (
 )
 from eidolons.ecl.verdict import RefusalCode
 from eidolons.io import paths as pathstr
-from eidolons.keys.store import ORCHESTRATOR, TrustStore, atomic_write, readable_mode, ts_key
+from eidolons.io.files import atomic_write, readable_mode
+from eidolons.keys.store import ORCHESTRATOR, TrustStore, ts_key
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:

@@ -80,7 +80,7 @@ def register(keyid: str, project: str, root: StrPath, now: str) -> str:
     import json
 
     from eidolons.io import paths as pathstr
-    from eidolons.keys.store import atomic_write
+    from eidolons.io.files import atomic_write
 
     keys = dict(read_registry())
     projects = dict(keys.get(keyid, {}))

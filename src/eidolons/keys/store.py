@@ -31,6 +31,7 @@ import os
 from eidolons.ecl.grammar import is_project_id, is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
+from eidolons.io.files import atomic_write
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -430,31 +431,6 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
     return TrustStore.parse(data, path)
 
 
-def readable_mode() -> int:
-    """The mode ``open()`` gives a new file under this process's umask (0666 less it): for
-    files others must read (an envelope, a receipt) where ``mkstemp`` would make 0600."""
-    mask = os.umask(0o022)  # the umask can only be read by setting it
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write(path: StrPath, data: bytes, mode: int) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename (never half a file)."""
-    directory = pathstr.parent(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp_name = _mkstemp(directory)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-
-
 def _b64encode(raw: bytes) -> str:
     """``base64.b64encode(raw).decode("ascii")`` (``binascii``: no ``base64`` import)."""
     import binascii
@@ -473,18 +449,3 @@ def _b64decode(text: str) -> bytes:
     except UnicodeEncodeError:
         raise ValueError("string argument should contain only ASCII characters") from None
     return binascii.a2b_base64(data, strict_mode=True)
-
-
-def _mkstemp(directory: str) -> tuple[int, str]:
-    """``tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)``: a new file
-    (``O_EXCL``, no link followed, mode 0600) under a random name, without importing
-    :mod:`tempfile` (``shutil``, ``random``: a receipt is written on every signed gate)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0)
-    for _ in range(10000):  # tempfile.TMP_MAX
-        name = os.path.join(directory, f".eidolons-{os.urandom(6).hex()}.tmp")
-        try:
-            return os.open(name, flags, 0o600), name
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no usable temporary name in {directory}")

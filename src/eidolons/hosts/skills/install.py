@@ -34,13 +34,13 @@ import errno
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eidolons.hosts.skills.render import SkillError, generated_state, render_skill, skill_name
+from eidolons.io.files import atomic_write, readable_mode
 
 if TYPE_CHECKING:
     from eidolons.io.contracts import ContractSet
@@ -293,23 +293,7 @@ def plan_install(
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o644 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, data, readable_mode() & 0o644)
 
 
 def apply_install(actions: Iterable[SkillAction], data: bytes) -> list[SkillAction]:
