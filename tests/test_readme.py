@@ -140,3 +140,14 @@ def test_all_options_documented() -> None:
     }
     missing = {name: options for name, options in missing.items() if options}
     assert not missing, f"options missing from README.md and docs/: {missing}"
+
+
+def test_the_readme_links_every_manual() -> None:
+    text = README.read_text(encoding="utf-8")
+    manuals = [*DOCUMENTS[1:], ROOT / "docs" / "perf.md", ROOT / "docs" / "adr" / "README.md"]
+    unlinked = [
+        p.relative_to(ROOT).as_posix()
+        for p in manuals
+        if f"]({p.relative_to(ROOT).as_posix()})" not in text
+    ]
+    assert not unlinked, f"README.md links no manual {unlinked}"

@@ -88,7 +88,9 @@ def test_every_sh_block_is_run_or_skipped_with_a_reason() -> None:
 @pytest.mark.parametrize(
     "block",
     [
-        pytest.param(b, id=f"{b.doc}:line{b.line}", marks=[pytest.mark.skip(reason=f"not-run: {b.skip}")])
+        pytest.param(
+            b, id=f"{b.doc}:line{b.line}", marks=[pytest.mark.skip(reason=f"not-run: {b.skip}")]
+        )
         if b.skip
         else pytest.param(b, id=f"{b.doc}:line{b.line}")
         for b in SH
