@@ -1,8 +1,10 @@
-"""The README documents only commands and options that exist, and every option that exists.
+"""The README and the manuals document only commands and options that exist, and every
+option that exists.
 
 Help texts come from the real CLI (``python -m eidolons [CMD [ACTION]] --help``); the README
-is read as Markdown: fenced code blocks (one logical line per shell line, ``\\`` joined) and
-inline code spans.
+and the manuals in ``docs/`` (not the ADRs) are read as Markdown: fenced code blocks (one
+logical line per shell line, ``\\`` joined) and inline code spans. An option documented in
+any of them counts; each ``eidolons CMD`` written in any of them must exist.
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+# The README and its manuals: what a user reads about the commands. docs/perf.md documents
+# the bench scripts' options, not the CLI's.
+DOCUMENTS = [README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "perf.md")]
 
 # Long options in README code that belong to other tools (pip, pytest, ruff, mypy...).
 FOREIGN_OPTIONS = {"--check"}
@@ -64,12 +70,13 @@ def _options(text: str) -> set[str]:
 
 
 def _code_segments() -> list[str]:
-    """Inline code spans and the logical lines of fenced code blocks."""
-    text = README.read_text(encoding="utf-8")
+    """Inline code spans and the logical lines of fenced code blocks, in every document."""
     segments: list[str] = []
-    for block in FENCE_RE.findall(text):
-        segments.extend(block.replace("\\\n", " ").splitlines())
-    segments.extend(INLINE_RE.findall(FENCE_RE.sub("", text)))
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        for block in FENCE_RE.findall(text):
+            segments.extend(block.replace("\\\n", " ").splitlines())
+        segments.extend(INLINE_RE.findall(FENCE_RE.sub("", text)))
     return segments
 
 
@@ -97,9 +104,9 @@ def test_helps_found() -> None:
 def test_readme_commands_exist() -> None:
     helps = _helps()
     invocations = _invocations()
-    assert invocations, "no `eidolons CMD` found in README.md"
+    assert invocations, "no `eidolons CMD` found in README.md or docs/"
     for cmd, actions, _ in invocations:
-        assert (cmd,) in helps, f"README names `eidolons {cmd}`, which is not a command"
+        assert (cmd,) in helps, f"the docs name `eidolons {cmd}`, which is not a command"
         if any(len(path) == 2 and path[0] == cmd for path in helps):
             for action in actions:
                 assert (cmd, action) in helps, f"no action `eidolons {cmd} {action}`"
@@ -109,7 +116,7 @@ def test_readme_options_exist_in_some_help() -> None:
     known = set().union(*map(_options, _helps().values()))
     written = set().union(*map(_options, _code_segments()))
     unknown = written - known - FOREIGN_OPTIONS
-    assert not unknown, f"README.md documents options no command has: {sorted(unknown)}"
+    assert not unknown, f"README.md or docs/ documents options no command has: {sorted(unknown)}"
 
 
 def test_readme_options_belong_to_their_command() -> None:
@@ -122,7 +129,7 @@ def test_readme_options_belong_to_their_command() -> None:
         allowed = set().union(*(_options(helps[p]) for p in paths if p in helps))
         extra = sorted(_options(rest) - allowed)
         name = " ".join(paths[0]) if len(paths) == 1 else f"{cmd} {'/'.join(actions)}"
-        assert not extra, f"README: `eidolons {name}` with {extra}, not in its --help"
+        assert not extra, f"docs: `eidolons {name}` with {extra}, not in its --help"
 
 
 def test_all_options_documented() -> None:
@@ -132,4 +139,15 @@ def test_all_options_documented() -> None:
         for path, text in _helps().items()
     }
     missing = {name: options for name, options in missing.items() if options}
-    assert not missing, f"options missing from README.md: {missing}"
+    assert not missing, f"options missing from README.md and docs/: {missing}"
+
+
+def test_the_readme_links_every_manual() -> None:
+    text = README.read_text(encoding="utf-8")
+    manuals = [*DOCUMENTS[1:], ROOT / "docs" / "perf.md", ROOT / "docs" / "adr" / "README.md"]
+    unlinked = [
+        p.relative_to(ROOT).as_posix()
+        for p in manuals
+        if f"]({p.relative_to(ROOT).as_posix()})" not in text
+    ]
+    assert not unlinked, f"README.md links no manual {unlinked}"

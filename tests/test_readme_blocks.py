@@ -1,4 +1,5 @@
-"""Every ``sh`` block of the README runs as written (issue 8 §7), or says why it cannot.
+"""Every ``sh`` block of the README and of its manuals in ``docs/`` runs as written, or says
+why it cannot.
 
 The blocks are found with a CommonMark parser (markdown-it-py). A block preceded by an
 HTML comment ``<!-- not-run: REASON -->`` is listed as skipped with that reason (pip
@@ -18,25 +19,28 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"\A<!--\s*not-run:\s*(\S.*?)\s*-->\s*\Z", re.DOTALL)
 BIN = Path(sys.executable).parent
 
 
 class Block:
-    def __init__(self, line: int, info: str, code: str, skip: str | None) -> None:
-        self.line, self.info, self.code, self.skip = line, info, code, skip
+    def __init__(self, doc: str, line: int, info: str, code: str, skip: str | None) -> None:
+        self.doc, self.line, self.info, self.code, self.skip = doc, line, info, code, skip
 
     @property
     def first_line(self) -> str:
         return self.code.splitlines()[0] if self.code else ""
 
 
-def readme_blocks() -> tuple[list[Block], list[tuple[int, str]]]:
+def document_blocks(document: Path) -> tuple[list[Block], list[tuple[int, str]]]:
     """The fenced blocks with their not-run reasons, and markers that precede no block."""
     from markdown_it import MarkdownIt
 
-    tokens: list[Any] = MarkdownIt("commonmark").parse(README.read_text(encoding="utf-8"))
+    doc = document.relative_to(ROOT).as_posix()
+    tokens: list[Any] = MarkdownIt("commonmark").parse(document.read_text(encoding="utf-8"))
     blocks: list[Block] = []
     stray: list[tuple[int, str]] = []
     pending: tuple[int, str] | None = None
@@ -50,23 +54,33 @@ def readme_blocks() -> tuple[list[Block], list[tuple[int, str]]]:
             reason = pending[1] if pending else None
             if pending is not None and token.info.strip() != "sh":
                 stray.append(pending)
-            blocks.append(Block(token.map[0] + 1, token.info.strip(), token.content, reason))
+            blocks.append(Block(doc, token.map[0] + 1, token.info.strip(), token.content, reason))
             pending = None
         elif pending is not None and token.nesting >= 0:
             stray.append(pending)
             pending = None
     if pending is not None:
         stray.append(pending)
+    return blocks, [(line, f"{doc}: {reason}") for line, reason in stray]
+
+
+def all_blocks() -> tuple[list[Block], list[tuple[int, str]]]:
+    blocks: list[Block] = []
+    stray: list[tuple[int, str]] = []
+    for document in DOCUMENTS:
+        found, lost = document_blocks(document)
+        blocks += found
+        stray += lost
     return blocks, stray
 
 
-BLOCKS, STRAY = readme_blocks()
+BLOCKS, STRAY = all_blocks()
 SH = [b for b in BLOCKS if b.info == "sh"]
 
 
 def test_every_sh_block_is_run_or_skipped_with_a_reason() -> None:
     assert STRAY == [], "a not-run marker must stand right before an sh block"
-    run = [b.first_line for b in SH if b.skip is None]
+    run = [b.first_line for b in SH if b.skip is None and b.doc == "README.md"]
     assert "mkdir -p proj/.eidolons && cd proj" in run  # the emit/verify/trace walk-through
     assert all(b.skip.strip() for b in SH if b.skip is not None)
 
@@ -74,9 +88,11 @@ def test_every_sh_block_is_run_or_skipped_with_a_reason() -> None:
 @pytest.mark.parametrize(
     "block",
     [
-        pytest.param(b, id=f"line{b.line}", marks=[pytest.mark.skip(reason=f"not-run: {b.skip}")])
+        pytest.param(
+            b, id=f"{b.doc}:line{b.line}", marks=[pytest.mark.skip(reason=f"not-run: {b.skip}")]
+        )
         if b.skip
-        else pytest.param(b, id=f"line{b.line}")
+        else pytest.param(b, id=f"{b.doc}:line{b.line}")
         for b in SH
     ],
 )
@@ -104,6 +120,6 @@ def test_sh_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, (
-        f"README.md line {block.line} exited {proc.returncode}\n"
+        f"{block.doc} line {block.line} exited {proc.returncode}\n"
         f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
     )
