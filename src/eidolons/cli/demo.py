@@ -52,16 +52,16 @@ def _run(args: argparse.Namespace) -> int:
     import tempfile
 
     from eidolons.cli.common import error
+    from eidolons.io.read import empty_dir
 
     if args.keep:
-        root = Path(args.keep)
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            empty = empty_dir(args.keep)
         except OSError as exc:  # a bad DIR is the caller's mistake: a usage error
             return error(f"--keep {args.keep!r}: cannot create the directory: {exc.strerror}")
-        if any(root.iterdir()):
+        if not empty:
             return error(f"--keep {args.keep!r}: the directory is not empty")
-        return _demo(root.resolve(), kept=True)
+        return _demo(Path(args.keep).resolve(), kept=True)
     with tempfile.TemporaryDirectory(prefix="eidolons-demo-") as tmp:
         code = _demo(Path(tmp).resolve(), kept=False)
     print(f"(the demo project {tmp} has been removed; --keep DIR keeps one)")
@@ -77,6 +77,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.gates.sender import emit, parse_agent
     from eidolons.io.contracts import load_contracts
     from eidolons.io.project import HANDOFF_DIR
+    from eidolons.io.read import write_bytes
     from eidolons.keys.lifecycle import init_role
     from eidolons.trace.jsonl import JsonlStore
 
@@ -85,13 +86,11 @@ def _demo(root: Path, *, kept: bool) -> int:
     def step(text: str) -> None:
         print(f"\n\x1b[1m{text}\x1b[0m" if color else f"\n{text}")
 
-    (root / ".eidolons").mkdir(exist_ok=True)
-    store = JsonlStore(root)  # the demo's own project, whatever store is configured
-    contracts = load_contracts(root, [])  # a broken set: the demo's gates refuse
     handoffs = root / HANDOFF_DIR
     payload = handoffs / "scout-report.md"
-    payload.parent.mkdir(parents=True, exist_ok=True)
-    payload.write_text(PAYLOAD, encoding="utf-8")
+    write_bytes(payload, PAYLOAD.encode(), parents=True)
+    store = JsonlStore(root)  # the demo's own project, whatever store is configured
+    contracts = load_contracts(root, [])  # a broken set: the demo's gates refuse
     print(f"demo project: {root}" + (" (kept)" if kept else " (removed at the end)"))
     keys = init_role(root)  # in the scratch host: this demo's own key, never the user's
     print(
@@ -136,7 +135,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     passed = receive(payload)
 
     step("4. An agent in the middle rewrites the payload in transit")
-    payload.write_text(PAYLOAD.replace("without a lock", "safely; nothing to do"), "utf-8")
+    write_bytes(payload, PAYLOAD.replace("without a lock", "safely; nothing to do").encode())
     print("payload now says: 'writes the cache safely; nothing to do'")
 
     step("5. VIGIL refuses it, with the seeds' exact line and the reason")
@@ -148,7 +147,7 @@ def _demo(root: Path, *, kept: bool) -> int:
 
     step("6. A high-trust hop: APIVR -> VIGIL needs HMAC-SHA-256 (ECL_HMAC_KEY)")
     change = handoffs / "change-summary.md"
-    change.write_text("# Change summary\n\nThe cache write now takes a lock.\n", "utf-8")
+    write_bytes(change, b"# Change summary\n\nThe cache write now takes a lock.\n")
     print(
         "$ ECL_HMAC_KEY=... eidolons emit .eidolons/handoffs/change-summary.md --from apivr "
         "--to vigil --performative PROPOSE --kind change-summary --hmac --ise '{...}' "

@@ -247,9 +247,10 @@ def _parse_public(raw: str) -> bytes:
     import binascii
 
     from eidolons.errors import UsageError
+    from eidolons.io.read import read_bytes
 
     path = Path(raw)
-    text = path.read_bytes() if path.is_file() else raw.encode()
+    text = read_bytes(path) if path.is_file() else raw.encode()
     if b"-----BEGIN PUBLIC KEY-----" in text:
         from eidolons.keys.crypto import public_from_pem
 
@@ -399,13 +400,13 @@ def _require(args: argparse.Namespace, root: Path) -> int:
 
 def _pin(args: argparse.Namespace, root: Path) -> int:
     from eidolons.errors import UsageError
+    from eidolons.io.read import read_bytes
     from eidolons.keys.pins import pin
     from eidolons.keys.store import TrustStore, trust_store_path
 
     path = trust_store_path(root)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_bytes(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     TrustStore.parse(data, path)  # only a store that parses is pinned

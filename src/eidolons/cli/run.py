@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.contracts import load_contracts
     from eidolons.io.payload import read_envelope_bytes
+    from eidolons.io.read import create, write_bytes
 
     contracts = load_contracts(root, args.contracts) if receiver is not None else None
     try:  # the route's one read of the envelope: both gates judge these bytes
@@ -85,15 +86,14 @@ def run(args: argparse.Namespace) -> int:
             pass
     with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700
         snapshot = Path(private) / "payload"
-        with snapshot.open("wb") as sink:
+        with create(snapshot) as sink:
             outcome = run_gate(
                 envelope, root=root, mode=mode, key=key, limits=limits, sink=sink,
                 keep_payload=keep, envelope_bytes=data, command="run",
             )  # fmt: skip
         envelope_copy = Path(private) / "envelope.json"
         if data is not None:
-            envelope_copy.write_bytes(data)
-            envelope_copy.chmod(0o400)
+            write_bytes(envelope_copy, data, mode=0o400)
         return _route(
             args, command, receiver, root, key, limits, outcome, snapshot,
             envelope_copy if data is not None else None, data, contracts,

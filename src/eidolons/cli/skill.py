@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
 def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> int:
     from eidolons.cli.common import error
     from eidolons.hosts.skills.render import render_skill
+    from eidolons.io.read import write_bytes
 
     data = render_skill(args.receiver.partition("@")[0], contract_set)
     if args.output is None:
@@ -114,7 +115,7 @@ def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> 
         sys.stdout.buffer.flush()
         return EXIT_OK
     try:
-        Path(args.output).write_bytes(data)
+        write_bytes(args.output, data)
     except OSError as exc:
         return error(f"-o {args.output}: {exc.strerror or exc}")
     return EXIT_OK

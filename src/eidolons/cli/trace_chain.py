@@ -273,8 +273,9 @@ def _otel(hops: list[Hop], args: argparse.Namespace) -> int:
 
 
 def _report(hops: list[Hop], args: argparse.Namespace) -> int:
-    from eidolons.cli.common import project_root
+    from eidolons.cli.common import error, project_root
     from eidolons.ecl.events import TOOL, utc_now
+    from eidolons.io.read import write_bytes
     from eidolons.trace.chain.evidence import check_receipts
     from eidolons.trace.chain.report import render_report
     from eidolons.trace.chain.views import thread_of
@@ -292,11 +293,8 @@ def _report(hops: list[Hop], args: argparse.Namespace) -> int:
         sys.stdout.write(page)
         return 0
     try:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(page)
+        write_bytes(args.output, page.encode("utf-8"))
     except OSError as exc:
-        from eidolons.cli.common import error
-
         return error(f"cannot write {args.output}: {exc.strerror or exc}")
     print(f"report: {printable(args.output)} ({len(hops)} hops)", file=sys.stderr)
     return 0
