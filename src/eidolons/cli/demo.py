@@ -1,14 +1,5 @@
-"""``eidolons demo``: the whole idea in one command, in a throw-away project.
-
-ATLAS hands a scout report to VIGIL: emit the envelope, verify it (pass), rewrite one
-byte of the payload in transit, verify again (refused, exit 3 in block mode), and show
-the thread's trace.
-
-The demo is a signed project with a key of its own: it runs as a scratch host
-(:class:`eidolons.keys.files.ScratchHost`, a temporary config directory removed at the
-end), so it never reads or writes this host's keys, pins or registrations, and nothing it
-signs is evidence in any other project -- whatever trust store is copied into it.
-"""
+"""``eidolons demo``: emit, verify, tamper, refuse and trace in a throw-away project, as a
+scratch host (its own key, removed at the end: this host's keys are never used)."""
 
 from __future__ import annotations
 

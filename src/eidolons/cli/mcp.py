@@ -1,9 +1,5 @@
-"""``eidolons mcp serve``: the gates as an MCP server over stdio (ADR 0052, 0053).
-
-The ``mcp`` SDK is imported here only, inside :func:`run`, so no other command pays for it.
-Exit codes: 0 the client closed the connection; 2 usage error (bad ``--as`` or ``--root``,
-the SDK not installed); 70 internal error.
-"""
+"""``eidolons mcp serve``: the gates as an MCP server over stdio (ADRs 0052, 0053); the
+``mcp`` SDK is imported only here."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""``eidolons trace list``: the project's threads, newest first.
-
-Per thread: its hop count (distinct message ids), event count, first and last event
-times, and its refusals (``verify_fail`` events that refused: a receiver's, or the
-orchestrator's in block mode) with their codes; warned failures are counted apart.
-Newest means the latest event ``ts``; ties by thread id.
-"""
+"""``eidolons trace list``: the project's threads, newest (latest event) first, with hop
+and event counts and their refusals (warned failures counted apart)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """``eidolons trace store init``, ``trace export --to postgres``, ``trace import``: the
-shared PostgreSQL trace store (ADRs 0070-0074).
-
-Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id; an upgrade of a store whose
-roles were cluster-wide, not told which logins to keep: the message gives the command); 3
-the store refused or failed (unreachable, permission, a login that does not exist, a
-target that diverged, a thread holding a verdict the store does not count), nothing or
-only whole threads copied."""
+shared PostgreSQL trace store (ADRs 0070-0074). Exit codes: 0 done; 2 usage; 3 the store
+refused or failed (nothing, or only whole threads, copied)."""
 
 from __future__ import annotations
 
