@@ -394,7 +394,7 @@ def _recorded_rows(
             continue
         latest = hop.latest("orchestrator")
         receipt = receipts.get(hop.message_id) if latest else None
-        row = {
+        row: dict[str, Any] = {
             "verdict": latest.verdict if latest else "unrecorded",
             "from": hop.sender or "?",
             "to": hop.recipient or "?",
