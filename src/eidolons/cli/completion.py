@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from eidolons.cli.common import error
+
 HELP = "print a shell completion script (bash, zsh or fish)"
 SHELLS = ("bash", "zsh", "fish")
 
@@ -18,7 +20,6 @@ def run(args: argparse.Namespace) -> int:
 
     import shtab
 
-    from eidolons.cli.common import error
     from eidolons.cli.main import build_parser
 
     if args.shell not in SHELLS:

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from eidolons.cli.common import error, use_color
+
 HELP = "run a self-contained demonstration: emit, verify, tamper, verify, show the trace"
 
 PAYLOAD = """\
@@ -42,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons.cli.common import error
     from eidolons.io.read import empty_dir
 
     if args.keep:
@@ -60,7 +61,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(root: Path, *, kept: bool) -> int:
-    from eidolons.cli.common import use_color
     from eidolons.cli.trace_chain import event_line as _format
     from eidolons.ecl.verdict import Verdict
     from eidolons.gates.orchestrator import run_gate, text_line

@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from eidolons.cli.common import error, project_root
+
 HELP = "Serve the gates as MCP tools over stdio (read_verified: the gate as the only reader)."
 
 
@@ -39,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import error, project_root
     from eidolons.ecl.grammar import is_slug
 
     bound = None

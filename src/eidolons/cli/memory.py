@@ -14,6 +14,7 @@ from typing import Any
 
 from eidolons.cli.common import error as _error
 from eidolons.cli.common import fail, print_json
+from eidolons.errors import EidolonsError, InputError, UsageError
 from eidolons.io.config import find_root
 
 HELP = "Recall from, ingest into (after the receiver gate) and describe the hand-off memory."
@@ -68,8 +69,6 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.errors import EidolonsError
-
     try:
         if args.memory_command == "recall":
             return _recall(args)
@@ -81,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from eidolons.errors import UsageError
     from eidolons.memory import is_error, is_skipped
     from eidolons.memory._common import parse_layers, skipped_recall
 
@@ -192,7 +190,6 @@ def ingest_envelope(
     import stat
 
     import eidolons.memory as memory_api
-    from eidolons.errors import InputError
 
     try:
         st = os.lstat(envelope_path)

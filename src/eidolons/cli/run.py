@@ -7,6 +7,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eidolons._text import printable
+from eidolons.cli.common import error, fail, print_json, say, speak
+from eidolons.errors import EnvelopeError, InputError, UsageError
+
 if TYPE_CHECKING:
     from eidolons.gates.orchestrator import GateOutcome
     from eidolons.io.config import Limits
@@ -30,11 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons._text import printable
-    from eidolons.cli.common import error, fail
     from eidolons.ecl.grammar import is_slug
     from eidolons.ecl.limits import Limits
-    from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate
     from eidolons.io.config import find_root, hmac_key, verify_mode
 
@@ -65,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
     envelope = Path(args.verify)
     from eidolons.ecl.envelope import parse_envelope
     from eidolons.ecl.receiver import edge_budget, sections_apply
-    from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.contracts import load_contracts
     from eidolons.io.payload import read_envelope_bytes
     from eidolons.io.read import create, write_bytes
@@ -115,8 +115,6 @@ def _route(
 ) -> int:
     import subprocess
 
-    from eidolons._text import printable
-    from eidolons.cli.common import error, print_json, say, speak
     from eidolons.gates.orchestrator import text_line, warning_line
     from eidolons.gates.receiver import Snapshot, verify_incoming
     from eidolons.gates.route import RouteDecision

@@ -9,6 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eidolons._text import printable
+from eidolons.cli.common import contract_set as load_contract_set
+from eidolons.cli.common import error, print_json, project_root
+
 if TYPE_CHECKING:
     from eidolons.hosts.skills.install import SkillAction
     from eidolons.io.contracts import ContractSet
@@ -76,7 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import contract_set, error, project_root
     from eidolons.hosts.skills.render import SkillError
 
     root = project_root(args.root)
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             return _uninstall(args, root)
         if args.skill_action == "install" and args.all == bool(args.receivers):
             return error("skill install: name RECEIVER... or --all (one of them)")
-        contracts = contract_set(root, args.contracts)
+        contracts = load_contract_set(root, args.contracts)
         if isinstance(contracts, int):
             return contracts
         if args.skill_action == "render":
@@ -98,7 +101,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> int:
-    from eidolons.cli.common import error
     from eidolons.hosts.skills.render import render_skill
     from eidolons.io.read import write_bytes
 
@@ -132,9 +134,6 @@ def _uninstall(args: argparse.Namespace, root: Path) -> int:
 
 
 def _report(actions: list[SkillAction], root: Path, *, dry_run: bool, as_json: bool) -> int:
-    from eidolons._text import printable
-    from eidolons.cli.common import print_json
-
     refused = any(a.status in ("refused", "kept") and "--force" in a.reason for a in actions)
     refused = refused or any(a.status == "refused" for a in actions)
     if as_json:

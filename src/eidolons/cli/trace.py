@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from eidolons.cli.common import fail
+from eidolons.errors import EidolonsError
+
 HELP = "a thread's trace: events, the hand-off chain, its graph, cost and report"
 
 CHAIN_VERBS = {
@@ -116,9 +119,6 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import fail
-    from eidolons.errors import EidolonsError
-
     try:
         if args.trace_command == "export" and args.otlp is not None:
             from eidolons.cli.trace_export import run_export

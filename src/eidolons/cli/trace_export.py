@@ -9,6 +9,7 @@ import os
 import sys
 
 from eidolons._text import printable
+from eidolons.cli.common import error, project_root
 
 EXIT_NOTHING = 1
 EXIT_REFUSED = 3
@@ -16,7 +17,6 @@ EXIT_REFUSED = 3
 
 def run_export(args: argparse.Namespace) -> int:
     from eidolons import __version__
-    from eidolons.cli.common import error, project_root
     from eidolons.io.config import Limits
     from eidolons.trace.chain import sources
     from eidolons.trace.store import open_store

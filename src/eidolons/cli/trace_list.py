@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from eidolons._text import printable
+from eidolons.cli.common import print_json, project_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ def thread_summary(thread_id: str, events: list[dict[str, Any]], damaged: int) -
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import print_json, project_root
     from eidolons.trace.store import open_store
 
     root = project_root(args.root)

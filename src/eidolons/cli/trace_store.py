@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eidolons.cli.common import error, fail, project_root
+from eidolons.errors import EidolonsError, UsageError
+
 
 def run_store(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import fail
-    from eidolons.errors import EidolonsError, UsageError
-
     try:
         if args.trace_command == "store":
             return _store_init(args)
@@ -25,7 +25,6 @@ def run_store(args: argparse.Namespace) -> int:
 def _dsn(args: argparse.Namespace) -> str:
     import os
 
-    from eidolons.errors import UsageError
     from eidolons.trace.store import DSN_ENV, check_dsn
 
     dsn = args.dsn or os.environ.get(DSN_ENV)
@@ -64,7 +63,6 @@ def _copy(args: argparse.Namespace) -> int:
     merge); a target that diverged is refused. An import refuses a thread holding a row
     that reads as an orchestrator verdict the store does not count (the one record rule):
     in a JSONL trace its bytes alone would make it evidence."""
-    from eidolons.cli.common import error, project_root
     from eidolons.trace.jsonl import JsonlStore
     from eidolons.trace.log import append_lines, thread_file_name
     from eidolons.trace.postgres import PostgresStore
