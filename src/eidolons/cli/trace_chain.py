@@ -38,31 +38,16 @@ def run_chain(args: argparse.Namespace) -> int:
     if isinstance(root, int):
         return root
     mode = verify_mode(getattr(args, "mode", None), block=getattr(args, "block", False))
-    if verb == "show":
-        if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
-            return error("--max-events and --idle-timeout go with --follow")
-        if args.max_events is not None and args.max_events < 1:
-            return error("--max-events must be at least 1")
-        if args.idle_timeout is not None and not args.idle_timeout >= 0:
-            return error("--idle-timeout must be a number of seconds, 0 or more")
-    if getattr(args, "budget", None) is not None and args.budget < 0:
-        return error("--budget must be 0 or more")
+    bad = _bad_option(args)
+    if bad is not None:
+        return error(bad)
     from eidolons.trace.store import open_store
 
     with open_store(root) as store:
         collected = sources.collect(args.paths, store, Limits.from_env(os.environ))
-        if verb == "show":
-            for path in collected.trace_files:
-                why = sources.not_a_trace(path)
-                if why is not None:
-                    return error(f"{path}: not a trace ({why}); nothing shown")
-            named = {a for a in args.paths if os.path.isfile(a)}
-            for env in collected.envelopes:  # a file named as such, not found in a directory
-                if env.path in named and env.error is not None:
-                    path = Path(env.path)
-                    is_trace = path.stat().st_size > 0 and sources.not_a_trace(path) is None
-                    why = "a trace is read from a .jsonl file" if is_trace else env.error
-                    return error(f"{env.path}: not a trace or an envelope ({why}); nothing shown")
+        unshown = _unshown(args.paths, collected) if verb == "show" else None
+        if unshown is not None:
+            return error(f"{unshown}; nothing shown")
         if verb == "show" and args.follow:
             if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
                 _problems(collected)
@@ -91,6 +76,39 @@ def run_chain(args: argparse.Namespace) -> int:
     if not hops:
         return error("no hand-off found in what was read", EXIT_NOTHING)
     return _report(hops, args, root) if verb == "report" else _view(hops, args)
+
+
+def _bad_option(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``show``'s ``--follow`` options or ``cost``'s ``--budget``."""
+    if args.trace_command == "show":
+        if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
+            return "--max-events and --idle-timeout go with --follow"
+        if args.max_events is not None and args.max_events < 1:
+            return "--max-events must be at least 1"
+        if args.idle_timeout is not None and not args.idle_timeout >= 0:
+            return "--idle-timeout must be a number of seconds, 0 or more"
+    if getattr(args, "budget", None) is not None and args.budget < 0:
+        return "--budget must be 0 or more"
+    return None
+
+
+def _unshown(paths: list[str], collected: Collected) -> str | None:
+    """Why ``show`` shows nothing: a ``.jsonl`` that is not a trace, or a file named on
+    the command line that is neither a trace nor an envelope."""
+    from eidolons.trace.chain.sources import not_a_trace
+
+    for path in collected.trace_files:
+        why = not_a_trace(path)
+        if why is not None:
+            return f"{path}: not a trace ({why})"
+    named = {a for a in paths if os.path.isfile(a)}
+    for env in collected.envelopes:  # a file named as such, not found in a directory
+        if env.path in named and env.error is not None:
+            path = Path(env.path)
+            is_trace = path.stat().st_size > 0 and not_a_trace(path) is None
+            why = "a trace is read from a .jsonl file" if is_trace else env.error
+            return f"{env.path}: not a trace or an envelope ({why})"
+    return None
 
 
 def _deleted_traces(paths: list[str], collected: Collected, store: TraceStore) -> None:
