@@ -1,4 +1,4 @@
-"""One way of speaking (issue 8 §7): -V, every --help with examples and the exit-code
+"""One way of speaking: -V, every --help with examples and the exit-code
 vocabulary, shell completion by shtab at no start-up cost, and check's -q, --fail-on,
 --exit-zero with cwd-relative `path: gate level ...` lines."""
 

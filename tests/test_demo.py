@@ -1,4 +1,4 @@
-"""The demo shows the product (issue 8 §8): the receiver passing, refusing a rewritten
+"""The demo shows the product: the receiver passing, refusing a rewritten
 payload with the exact REFUSE line and reason, a high-trust HMAC hop, the trace; the
 path it prints exists, or it says it was removed; a bad --keep DIR is a usage error."""
 

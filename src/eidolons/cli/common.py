@@ -1,7 +1,5 @@
-"""The commands' plumbing, once: error printing, colour, the JSON printer, the project
-root (the rule is :func:`eidolons.io.config.find_root`; the contract loader is
-:func:`eidolons.io.contracts.load_contracts`), the memory opener. No command imports another
-command; what two commands share lives here (``tests/test_layout.py`` checks it)."""
+"""What two commands share (no command imports another): status lines, the JSON
+printer, colour, the project root, the contract set and the gate's memory."""
 
 from __future__ import annotations
 
@@ -28,9 +26,8 @@ def use_color(stream: TextIO) -> bool:
 
 
 def say(*lines: str) -> None:
-    """Write status lines to stderr. A closed or broken stderr never changes the outcome:
-    a refusal still ends in its refusal exit code (and nothing falls back to stdout, as
-    ``print(file=None)`` would when Python starts with fd 2 closed)."""
+    """Write status lines to stderr; a closed or broken stderr is ignored (never stdout,
+    as ``print(file=None)`` would), so it never changes the exit code."""
     stream = sys.stderr
     if stream is None:
         return
@@ -43,11 +40,9 @@ def say(*lines: str) -> None:
 
 
 def speak(code: int, answer: Callable[[], object], undelivered: int | None = None) -> int:
-    """Say a gate's answer once its verdict is on record, and return ``code``, the exit
-    code that verdict decided (ADR 0098): an answer that cannot be written (stdout or
-    stderr closed, broken or full) never changes it, so a refusal on record still exits
-    3 and a pass 0. ``undelivered``: the code instead of a 0 when the answer was the
-    hand-over itself (``--print-payload``: the receiver did not get the bytes whole)."""
+    """Say a gate's answer (``answer()``) and return ``code``, the verdict's exit code,
+    even if the answer cannot be written (ADR 0098); ``undelivered`` replaces a 0 when
+    the answer was the hand-over itself (``--print-payload``)."""
     try:
         answer()
     except (OSError, ValueError):  # BrokenPipeError, ENOSPC, a closed stream
@@ -57,8 +52,7 @@ def speak(code: int, answer: Callable[[], object], undelivered: int | None = Non
 
 
 def _quiet_stdout() -> None:
-    """Point fd 1 at /dev/null after a failed write, so the interpreter's last flush of
-    what is still buffered cannot fail and turn the exit code into 120."""
+    """Point fd 1 at /dev/null after a failed write, so the last flush cannot exit 120."""
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
     except OSError:
@@ -77,16 +71,13 @@ def error(message: str, code: int = 2) -> int:
 
 
 def fail(exc: EidolonsError, exit_code: int | None = None) -> int:
-    """A typed error as the CLI says it: ``eidolons: <diagnostics()>`` (the message, then
-    the stable code), and the error's own exit code, or ``exit_code`` where the command's
-    documented code for that error differs from its class's."""
+    """Say ``eidolons: <diagnostics()>``; return the error's exit code, or ``exit_code``."""
     say(f"eidolons: {exc.diagnostics()}")
     return exc.exit_code if exit_code is None else exit_code
 
 
 def print_json(value: Any) -> None:
-    # ASCII: untrusted strings (lone surrogates, file names that are not UTF-8) can never
-    # make the encoder fail, and stay valid JSON
+    # ASCII: untrusted strings (lone surrogates, non-UTF-8 names) stay valid JSON
     from eidolons.ecl.jsontext import dumps
 
     sys.stdout.write(dumps(value, indent=2) + "\n")
@@ -94,11 +85,8 @@ def print_json(value: Any) -> None:
 
 
 def contract_set(root: Path, dirs: Sequence[str | Path] = ()) -> ContractSet | int:
-    """For a command that reports a contract set which fails to load (``contracts``,
-    ``skill``): the effective set by the one loader
-    (:func:`eidolons.io.contracts.load_contracts`), or the usage exit code after its one line
-    (``eidolons: <file>: <why>``). The gates take the loader's typed, fail-closed
-    :class:`~eidolons.io.contracts.ContractSetUnavailable` instead and refuse with it."""
+    """The effective contract set, or exit 2 after ``eidolons: <file>: <why>`` (for the
+    commands that show a set; the gates refuse with the loader's typed answer)."""
     from eidolons.io.contracts import ContractSetUnavailable, load_contracts
 
     contracts = load_contracts(root, dirs)
@@ -107,24 +95,11 @@ def contract_set(root: Path, dirs: Sequence[str | Path] = ()) -> ContractSet | i
     return contracts
 
 
-def open_memory(root: Path) -> Memory | None:
-    """The one memory opener of the commands and gates: the backend the project's
-    configuration names (``EIDOLONS_MEMORY``...: :func:`eidolons.memory.open_memory`), or
-    None when memory is off. Raises :class:`~eidolons.errors.UsageError` for a malformed
-    configuration (``memory recall``/``stats`` print it and exit 2)."""
-    from eidolons.memory import open_memory as open_configured
-
-    return open_configured(root)
-
-
 def gate_memory(
     root: str | os.PathLike[str], *, disabled: bool = False
 ) -> tuple[Memory | None, str | None]:
-    """:func:`open_memory` for a gate command (``verify-incoming``): the memory and None,
-    or None and why it is not used (``off (--no-memory)`` when ``disabled``: then
-    :mod:`eidolons.memory` is not even imported); never raises
-    (:func:`eidolons.memory.open_gate_memory`, which the MCP tools call too: the library
-    never imports the CLI)."""
+    """The gate's memory and None, or None and why it is off (``disabled``: without
+    importing :mod:`eidolons.memory`); never raises."""
     if disabled:
         return None, "off (--no-memory)"
     from eidolons.memory import open_gate_memory
@@ -133,11 +108,8 @@ def gate_memory(
 
 
 def project_root(explicit: str | None, *, note: bool = False) -> Path | int:
-    """The project root by the one rule (:func:`eidolons.io.config.find_root`: ``--root``,
-    else ``EIDOLONS_ROOT``, else the nearest ancestor holding ``.eidolons/`` or ``.git/``,
-    else the current directory, said on stderr with ``note``), or, when ``--root`` or
-    ``EIDOLONS_ROOT`` is not a directory, the usage exit code after its one line
-    (``eidolons: --root 'x' is not a directory [USAGE]``)."""
+    """The project root (:func:`eidolons.io.config.find_root`), or exit 2 after its one
+    line when ``--root`` or ``EIDOLONS_ROOT`` is not a directory."""
     from eidolons.errors import UsageError
     from eidolons.io.config import find_root
 

@@ -1,15 +1,6 @@
-"""``eidolons contracts``: show the effective hand-off contract set and where each edge came from.
-
-``list [--to RECEIVER]`` prints one line per edge; ``show FROM TO`` prints one contract.
-Both read the same sources as the gates (builtin, ``<root>/.eidolons/contracts/``, then each
-``--contracts DIR``), so what is shown is what a gate would enforce. A set with any invalid
-contract is not shown at all: the command fails the way the gate would (fail closed).
-
-Exit codes: 0 ok; 1 ``show`` found no contract for the edge; 2 usage error or an invalid
-contract set (``eidolons: <message>`` on stderr, never a traceback).
-
-Only the standard library is imported at module level (see :mod:`eidolons.cli.main`).
-"""
+"""``eidolons contracts list|show``: the effective contract set, read from the gates'
+sources, so what is shown is what a gate enforces; an invalid set is refused (fail closed).
+Exit codes: 0 ok; 1 ``show`` found no contract for the edge; 2 usage or an invalid set."""
 
 from __future__ import annotations
 

@@ -1,20 +1,13 @@
-"""``eidolons demo``: the whole idea in one command, in a throw-away project.
-
-ATLAS hands a scout report to VIGIL: emit the envelope, verify it (pass), rewrite one
-byte of the payload in transit, verify again (refused, exit 3 in block mode), and show
-the thread's trace.
-
-The demo is a signed project with a key of its own: it runs as a scratch host
-(:class:`eidolons.keys.files.ScratchHost`, a temporary config directory removed at the
-end), so it never reads or writes this host's keys, pins or registrations, and nothing it
-signs is evidence in any other project -- whatever trust store is copied into it.
-"""
+"""``eidolons demo``: emit, verify, tamper, refuse and trace in a throw-away project, as a
+scratch host (its own key, removed at the end: this host's keys are never used)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from eidolons.cli.common import error, use_color
 
 HELP = "run a self-contained demonstration: emit, verify, tamper, verify, show the trace"
 
@@ -51,17 +44,16 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons.cli.common import error
+    from eidolons.io.read import empty_dir
 
     if args.keep:
-        root = Path(args.keep)
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            empty = empty_dir(args.keep)
         except OSError as exc:  # a bad DIR is the caller's mistake: a usage error
             return error(f"--keep {args.keep!r}: cannot create the directory: {exc.strerror}")
-        if any(root.iterdir()):
+        if not empty:
             return error(f"--keep {args.keep!r}: the directory is not empty")
-        return _demo(root.resolve(), kept=True)
+        return _demo(Path(args.keep).resolve(), kept=True)
     with tempfile.TemporaryDirectory(prefix="eidolons-demo-") as tmp:
         code = _demo(Path(tmp).resolve(), kept=False)
     print(f"(the demo project {tmp} has been removed; --keep DIR keeps one)")
@@ -69,7 +61,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(root: Path, *, kept: bool) -> int:
-    from eidolons.cli.common import use_color
     from eidolons.cli.trace_chain import event_line as _format
     from eidolons.ecl.verdict import Verdict
     from eidolons.gates.orchestrator import run_gate, text_line
@@ -77,6 +68,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.gates.sender import emit, parse_agent
     from eidolons.io.contracts import load_contracts
     from eidolons.io.project import HANDOFF_DIR
+    from eidolons.io.read import write_bytes
     from eidolons.keys.lifecycle import init_role
     from eidolons.trace.jsonl import JsonlStore
 
@@ -85,13 +77,11 @@ def _demo(root: Path, *, kept: bool) -> int:
     def step(text: str) -> None:
         print(f"\n\x1b[1m{text}\x1b[0m" if color else f"\n{text}")
 
-    (root / ".eidolons").mkdir(exist_ok=True)
-    store = JsonlStore(root)  # the demo's own project, whatever store is configured
-    contracts = load_contracts(root, [])  # a broken set: the demo's gates refuse
     handoffs = root / HANDOFF_DIR
     payload = handoffs / "scout-report.md"
-    payload.parent.mkdir(parents=True, exist_ok=True)
-    payload.write_text(PAYLOAD, encoding="utf-8")
+    write_bytes(payload, PAYLOAD.encode(), parents=True)
+    store = JsonlStore(root)  # the demo's own project, whatever store is configured
+    contracts = load_contracts(root, [])  # a broken set: the demo's gates refuse
     print(f"demo project: {root}" + (" (kept)" if kept else " (removed at the end)"))
     keys = init_role(root)  # in the scratch host: this demo's own key, never the user's
     print(
@@ -136,7 +126,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     passed = receive(payload)
 
     step("4. An agent in the middle rewrites the payload in transit")
-    payload.write_text(PAYLOAD.replace("without a lock", "safely; nothing to do"), "utf-8")
+    write_bytes(payload, PAYLOAD.replace("without a lock", "safely; nothing to do").encode())
     print("payload now says: 'writes the cache safely; nothing to do'")
 
     step("5. VIGIL refuses it, with the seeds' exact line and the reason")
@@ -148,7 +138,7 @@ def _demo(root: Path, *, kept: bool) -> int:
 
     step("6. A high-trust hop: APIVR -> VIGIL needs HMAC-SHA-256 (ECL_HMAC_KEY)")
     change = handoffs / "change-summary.md"
-    change.write_text("# Change summary\n\nThe cache write now takes a lock.\n", "utf-8")
+    write_bytes(change, b"# Change summary\n\nThe cache write now takes a lock.\n")
     print(
         "$ ECL_HMAC_KEY=... eidolons emit .eidolons/handoffs/change-summary.md --from apivr "
         "--to vigil --performative PROPOSE --kind change-summary --hmac --ise '{...}' "

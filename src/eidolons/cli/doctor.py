@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from eidolons.cli.common import print_json, project_root
+
 HELP = "check the set-up: D8 receiver skills, skill drift, host hooks, keys, receiver agents"
 
 
@@ -15,8 +17,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    from eidolons.cli.common import print_json, project_root
     from eidolons.hosts.doctor import run_checks
 
     root = project_root(args.root)

@@ -7,6 +7,10 @@ import os
 import sys
 from pathlib import Path
 
+from eidolons._text import printable
+from eidolons.cli.common import fail, print_json, say
+from eidolons.errors import EidolonsError, EnvelopeError, UsageError
+
 HELP = "write the ECL envelope for a payload and record the emit event"
 
 
@@ -69,9 +73,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons._text import printable
-    from eidolons.cli.common import fail, print_json, say
-    from eidolons.errors import EidolonsError, UsageError
     from eidolons.gates.sender import HandoffRefused, emit, parse_agent
     from eidolons.io.config import Limits, find_root, hmac_key, hmac_key_warning
     from eidolons.keys.files import KeyFileError
@@ -161,7 +162,6 @@ def _signer(root: Path, sender: str) -> object:
 
 def _ise(raw: str | None) -> dict[str, object] | None:
     from eidolons.ecl.strict_json import loads_strict
-    from eidolons.errors import EnvelopeError, UsageError
 
     if raw is None:
         return None

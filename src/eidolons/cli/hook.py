@@ -1,6 +1,5 @@
-"""``eidolons hook HOST``: the pre-tool hook for agent hosts (help text and argparse
-front; the hook itself runs from :mod:`eidolons.hosts.hook.fast`, dispatched before argparse
-is imported)."""
+"""``eidolons hook HOST``: the argparse front (help) of the host hook, which runs from
+:mod:`eidolons.hosts.hook.fast`."""
 
 from __future__ import annotations
 

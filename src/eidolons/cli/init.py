@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eidolons.cli.common import error, print_json, project_root
+
 HELP = "set the project up: .eidolons/, hand-off dir, keys, skills and each host's hook"
 
 
@@ -45,8 +47,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    from eidolons.cli.common import error, print_json, project_root
     from eidolons.hosts.init import InitError, detect_hosts, install, python_for_hooks, undo
     from eidolons.hosts.wiring import HOSTS, receiver_agent_findings
 

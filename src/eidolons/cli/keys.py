@@ -1,19 +1,39 @@
-"""``eidolons keys init|register|list|add|revoke|rotate|export|show|require-signature|pin|unpin``
-(ADR 0031).
+"""``eidolons keys ACTION``: signing keys and the project's trust store (ADR 0031).
 
 Exit codes: 0 done, 2 usage or a malformed trust store / key / registry, 3 refused (an
-unsafe key file: readable by others, another user's, inside the project; ``register``
-with no key of the project's on this host).
-"""
+unsafe key file; ``register`` with no key of the project's on this host)."""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import hashlib
+import json
+import os
+import re
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from eidolons.keys.store import TrustedKey, TrustStore
+from eidolons.cli.common import fail, print_json
+from eidolons.ecl.events import utc_now
+from eidolons.errors import EidolonsError, UsageError
+from eidolons.io.config import find_root
+from eidolons.io.files import atomic_write
+from eidolons.io.read import read_bytes
+from eidolons.keys import lifecycle, pins, registry
+from eidolons.keys.files import KeyFileError, default_key_file, env_key_file
+from eidolons.keys.store import (
+    ORCHESTRATOR,
+    UPGRADE,
+    TrustedKey,
+    TrustStore,
+    load_trust_store,
+    trust_store_path,
+    valid_project,
+    valid_role,
+)
 
 HELP = "manage signing keys and the project's trust store (.eidolons/trust.json)"
 
@@ -68,49 +88,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import fail
-    from eidolons.errors import EidolonsError, UsageError
-    from eidolons.io.config import find_root
-    from eidolons.keys.files import KeyFileError
-    from eidolons.keys.lifecycle import RegistrationRefused
-
     try:
-        root = find_root(args.root)
-        handler = {
-            "init": _init,
-            "register": _register,
-            "list": _list,
-            "add": _add,
-            "revoke": _revoke,
-            "rotate": _rotate,
-            "export": _export,
-            "show": _show,
-            "require-signature": _require,
-            "pin": _pin,
-            "unpin": _unpin,
-        }[args.keys_command]
-        return handler(args, root)
-    except (KeyFileError, RegistrationRefused, UsageError) as exc:
+        return ACTIONS[args.keys_command](args, find_root(args.root))
+    except (KeyFileError, lifecycle.RegistrationRefused, UsageError) as exc:
         return fail(exc)
     except EidolonsError as exc:
         return fail(exc, 2)
 
 
-# ------------------------------------------------------------------------------ helpers
-
-
-def _now() -> str:
-    from eidolons.ecl.events import utc_now
-
-    return utc_now()
-
-
 def _when(raw: str | None, now: str) -> str | None:
-    import re
-    import time
-
-    from eidolons.errors import UsageError
-
     if raw is None:
         return None
     m = re.fullmatch(r"(\d+)([dh])", raw)
@@ -124,21 +110,14 @@ def _when(raw: str | None, now: str) -> str | None:
 
 
 def _role(raw: str) -> str:
-    from eidolons.errors import UsageError
-    from eidolons.keys.store import valid_role
-
     if not valid_role(raw):
         raise UsageError(f"--role {raw!r}: orchestrator or sender:EIDOLON")
     return raw
 
 
 def _store(root: Path, create: bool = False) -> TrustStore:
-    from eidolons.errors import UsageError
-    from eidolons.keys.lifecycle import open_store
-    from eidolons.keys.store import load_trust_store, trust_store_path
-
     if create:
-        return open_store(root)  # a new store names a new project
+        return lifecycle.open_store(root)  # a new store names a new project
     store = load_trust_store(root)
     if store is None:
         path = trust_store_path(root)
@@ -147,8 +126,6 @@ def _store(root: Path, create: bool = False) -> TrustStore:
 
 
 def _private_path(role: str, keyid: str) -> Path | None:
-    from eidolons.keys.files import default_key_file, env_key_file
-
     explicit = env_key_file(role)
     if explicit is not None:
         return explicit
@@ -165,8 +142,6 @@ def _describe(key: TrustedKey, now: str) -> dict[str, Any]:
 
 
 def _emit(args: argparse.Namespace, doc: Any, text: str) -> int:
-    from eidolons.cli.common import print_json
-
     if args.json:
         print_json(doc)
     else:
@@ -174,14 +149,9 @@ def _emit(args: argparse.Namespace, doc: Any, text: str) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------ actions
-
-
 def _init(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.keys.lifecycle import init_role
-
-    now = _now()
-    doc = init_role(root, _role(args.role), not_after=_when(args.not_after, now), now=now)
+    now = utc_now()
+    doc = lifecycle.init_role(root, _role(args.role), not_after=_when(args.not_after, now), now=now)
     role, keyid = doc["role"], doc["keyid"]
     if doc["status"] == "exists":
         text = f"{role} key {keyid[:16]} already set up ({doc['private_key']})"
@@ -202,9 +172,7 @@ def _init(args: argparse.Namespace, root: Path) -> int:
 
 
 def _register(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.keys.lifecycle import register_root
-
-    doc = register_root(root, _now())
+    doc = lifecycle.register_root(root, utc_now())
     text = f"registered project {doc['project']} at {doc['root']} for key {doc['keyid'][:16]}"
     if doc["moved_from"]:
         text += f" (moved from {doc['moved_from']}, which no longer signs)"
@@ -212,9 +180,7 @@ def _register(args: argparse.Namespace, root: Path) -> int:
 
 
 def _list(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.keys.store import trust_store_path
-
-    now = _now()
+    now = utc_now()
     store = _store(root, create=True)
     keys = [_describe(k, now) for k in store.keys]
     if args.json:
@@ -243,13 +209,8 @@ def _list(args: argparse.Namespace, root: Path) -> int:
 
 
 def _parse_public(raw: str) -> bytes:
-    import base64
-    import binascii
-
-    from eidolons.errors import UsageError
-
     path = Path(raw)
-    text = path.read_bytes() if path.is_file() else raw.encode()
+    text = read_bytes(path) if path.is_file() else raw.encode()
     if b"-----BEGIN PUBLIC KEY-----" in text:
         from eidolons.keys.crypto import public_from_pem
 
@@ -266,8 +227,6 @@ def _parse_public(raw: str) -> bytes:
 def _projects(args: argparse.Namespace, store: TrustStore, role: str) -> list[str] | None:
     """The projects an added orchestrator key is trusted for (None: a sender's key, or
     an older store's, which pins none)."""
-    from eidolons.errors import UsageError
-    from eidolons.keys.store import ORCHESTRATOR, UPGRADE, valid_project
 
     given = list(args.project or [])
     if role != ORCHESTRATOR:
@@ -285,10 +244,7 @@ def _projects(args: argparse.Namespace, store: TrustStore, role: str) -> list[st
 
 
 def _add(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.errors import UsageError
-    from eidolons.keys.store import TrustedKey
-
-    role, now = _role(args.role), _now()
+    role, now = _role(args.role), utc_now()
     store = _store(root, create=True)
     public = _parse_public(args.public_key)
     projects = _projects(args, store, role)
@@ -308,9 +264,7 @@ def _add(args: argparse.Namespace, root: Path) -> int:
 
 
 def _revoke(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.errors import UsageError
-
-    now = _now()
+    now = utc_now()
     store = _store(root)
     key = store.find(args.keyid)
     if key.revoked is not None:
@@ -322,28 +276,19 @@ def _revoke(args: argparse.Namespace, root: Path) -> int:
 
 
 def _rotate(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.keys.lifecycle import new_key
-
-    role, now = _role(args.role), _now()
+    role, now = _role(args.role), utc_now()
     store = _store(root, create=True)
     old = store.active(role, now)
-    from eidolons.errors import UsageError
-    from eidolons.keys.files import env_key_file
-
     explicit = env_key_file(role)
     if explicit is not None and explicit.exists():
         raise UsageError(f"rotate creates a new key; {explicit} exists (unset its variable)")
-    signer, path = new_key(store, role, root, _when(args.not_after, now), now)
+    signer, path = lifecycle.new_key(store, role, root, _when(args.not_after, now), now)
     for key in old:
         key.revoked = now
         key.extra["revoked_reason"] = "rotated"
     store.save(root)
-    from eidolons.keys.store import ORCHESTRATOR
-
     if role == ORCHESTRATOR and store.project:  # the new key signs for this root, here
-        from eidolons.keys.registry import register
-
-        register(signer.keyid, store.project, root, now)
+        registry.register(signer.keyid, store.project, root, now)
     doc = {
         "keyid": signer.keyid,
         "role": role,
@@ -362,17 +307,11 @@ def _export(args: argparse.Namespace, root: Path) -> int:
 
 
 def _show(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.cli.common import print_json
-
-    print_json(_describe(_store(root).find(args.keyid), _now()))  # the text is the JSON too
+    print_json(_describe(_store(root).find(args.keyid), utc_now()))  # the text is the JSON too
     return 0
 
 
 def _require(args: argparse.Namespace, root: Path) -> int:
-    import re
-
-    from eidolons.errors import UsageError
-
     for name in (args.sender, args.receiver):
         if name != "*" and not re.fullmatch(r"[a-z][a-z0-9-]*", name):
             raise UsageError(f"{name!r} is not an eidolon slug or *")
@@ -398,36 +337,38 @@ def _require(args: argparse.Namespace, root: Path) -> int:
 
 
 def _pin(args: argparse.Namespace, root: Path) -> int:
-    from eidolons.errors import UsageError
-    from eidolons.keys.pins import pin
-    from eidolons.keys.store import TrustStore, trust_store_path
-
     path = trust_store_path(root)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_bytes(path)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     TrustStore.parse(data, path)  # only a store that parses is pinned
-    where = pin(root, data, _now())
-    import hashlib
-
+    where = pins.pin(root, data, utc_now())
     digest = hashlib.sha256(data).hexdigest()
     doc = {"trust_store": str(path), "trust_sha256": digest, "pins": str(where)}
     return _emit(args, doc, f"pinned {path} ({digest[:16]}) in {where}")
 
 
 def _unpin(args: argparse.Namespace, root: Path) -> int:
-    import json
-    import os
-
-    from eidolons.io.files import atomic_write
-    from eidolons.keys.pins import pins_path, read_pins
-
-    projects = dict(read_pins())
+    projects = dict(pins.read_pins())
     removed = projects.pop(os.path.realpath(root), None) is not None
     if removed:
         body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
-        atomic_write(pins_path(), body.encode("utf-8"), 0o600)
+        atomic_write(pins.pins_path(), body.encode("utf-8"), 0o600)
     doc = {"project": str(root), "unpinned": removed}
     return _emit(args, doc, f"unpinned {root}" if removed else f"{root} was not pinned")
+
+
+ACTIONS = {
+    "init": _init,
+    "register": _register,
+    "list": _list,
+    "add": _add,
+    "revoke": _revoke,
+    "rotate": _rotate,
+    "export": _export,
+    "show": _show,
+    "require-signature": _require,
+    "pin": _pin,
+    "unpin": _unpin,
+}

@@ -1,14 +1,7 @@
-"""The ``eidolons`` command line: argument parsing and dispatch, nothing else.
-
-Each sub-command lives in its own module under :mod:`eidolons.cli` and exposes
-``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``. Command modules
-import only the standard library at module level; heavy imports happen inside ``run``.
-
-Start-up time is most of a single verification, so only the module of the command being
-run is imported: the full parser (every command) is built only for ``--help`` or an
-unknown command. ``eidolons hook HOST`` runs on every tool call an agent makes: it is
-dispatched before anything else is imported (argparse included; ADR 0040).
-"""
+"""The ``eidolons`` command line: parsing and dispatch. Each command is a module of
+:mod:`eidolons.cli` with ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``;
+only the module of the command run is imported (start-up), and ``hook`` is dispatched
+before argparse is even imported (ADR 0040)."""
 
 from __future__ import annotations
 
@@ -153,9 +146,8 @@ FAST_COMMANDS = ("verify-envelope", "verify-incoming")
 
 
 def fast_args(args_list: Sequence[str]) -> Any | None:
-    """The parsed arguments of a hot command's simple argv (as :func:`main`'s parser
-    would give them: ``command``, ``_run`` and every dest), or None for anything the one
-    parser must read (help, abbreviations, errors...: :func:`eidolons.cli.options.fast_parse`)."""
+    """A hot command's simple argv parsed without argparse (as the full parser would
+    parse it), or None for anything else (:func:`eidolons.cli.options.fast_parse`)."""
     if not args_list or args_list[0] not in FAST_COMMANDS:
         return None
     from eidolons.cli.options import fast_parse
@@ -171,8 +163,7 @@ def fast_args(args_list: Sequence[str]) -> Any | None:
 
 
 def parse(args_list: Sequence[str], parser: argparse.ArgumentParser | None = None) -> Any:
-    """``args_list`` read by the one full parser: the parsed arguments, or the exit code
-    after what argparse printed (help, version, a usage error, no command)."""
+    """The parsed arguments, or the exit code after argparse's help, version or error."""
     if parser is None:
         only = args_list[0] if args_list and args_list[0] in COMMANDS else None
         parser = build_parser(only)
@@ -228,9 +219,8 @@ def dispatch(run: Any, args: Any) -> int:
 
 
 def internal_error(exc: BaseException) -> int:
-    """The one internal-error rule: ``eidolons: internal error: <class>: <message>`` on
-    stderr (best-effort) and exit 70. ``bin/eidolons`` and ``__main__`` say the same line
-    when this module itself cannot be imported (``tests/test_broken_imports.py``)."""
+    """``eidolons: internal error: <class>: <message>`` on stderr and exit 70 (the line
+    ``bin/eidolons`` and ``__main__`` say when this module cannot be imported)."""
     if isinstance(exc, KeyboardInterrupt):
         _say("eidolons: interrupted")
         return 130
@@ -239,9 +229,8 @@ def internal_error(exc: BaseException) -> int:
 
 
 def hook_denied(exc: BaseException) -> int:
-    """The hook's answer when its own module cannot be loaded: the deny every host's
-    dialect blocks on (exit 2, the reason on stderr; ``eidolons.hosts.hook.fast.answer``),
-    never an exit 1, which Claude Code takes as a non-blocking error and runs the tool."""
+    """The hook's deny when its module cannot be loaded: exit 2, which every host blocks
+    on (an exit 1 would let Claude Code run the tool)."""
     _say(f"eidolons hook: denied (internal error: {exc.__class__.__name__}: {exc})")
     return EXIT_USAGE
 

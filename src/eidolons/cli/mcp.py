@@ -1,9 +1,5 @@
-"""``eidolons mcp serve``: the gates as an MCP server over stdio (ADR 0052, 0053).
-
-The ``mcp`` SDK is imported here only, inside :func:`run`, so no other command pays for it.
-Exit codes: 0 the client closed the connection; 2 usage error (bad ``--as`` or ``--root``,
-the SDK not installed); 70 internal error.
-"""
+"""``eidolons mcp serve``: the gates as an MCP server over stdio (ADRs 0052, 0053); the
+``mcp`` SDK is imported only here."""
 
 from __future__ import annotations
 
@@ -11,6 +7,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from eidolons.cli.common import error, project_root
 
 HELP = "Serve the gates as MCP tools over stdio (read_verified: the gate as the only reader)."
 
@@ -43,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import error, project_root
     from eidolons.ecl.grammar import is_slug
 
     bound = None

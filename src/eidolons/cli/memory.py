@@ -1,23 +1,6 @@
-"""``eidolons memory``: recall from, ingest into and describe the hand-off memory.
-
-- ``recall QUERY [--as RECEIVER] [--k N] [--layers a,b] [--explain] [--json] [--root DIR]``:
-  the CRYSTALIUM ``recall`` over the project's scope (and the receiver's class visibility
-  with ``--as``); all four layers unless ``--layers`` narrows them.
-- ``ingest ENVELOPE [--json] [--root DIR]``: the receiver gate (as the hand-off's
-  addressed recipient) with an "on pass" callback that ingests: the envelope is read and
-  parsed once, by the gate, and only the envelope it judged, with the exact payload bytes
-  it verified, is ingested, after the pass is on record. A FIFO or device is refused
-  before any read. When the gate cannot be imported the command fails closed.
-- ``stats [--json] [--root DIR]``: what the store holds (local) or which server and tools
-  answer (mcp).
-
-Exit codes: 0 done; 1 refused (the gate did not pass, or the memory refused the hand-off
-or the query with a reason code); 2 usage or unreadable input; 3 the receiver gate is
-unavailable or failed, so nothing was ingested; 4 the memory is off or unavailable (the
-call was skipped).
-
-Only the standard library is imported at module level (CLI start-up time).
-"""
+"""``eidolons memory recall|ingest|stats``: recall from, ingest into (only what the
+receiver gate passed, the exact bytes it verified, after the pass is on record: ADR 0011)
+and describe the hand-off memory. Exit codes: in ``_EPILOG``."""
 
 from __future__ import annotations
 
@@ -25,25 +8,20 @@ import argparse
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eidolons.cli.common import error as _error
-from eidolons.cli.common import fail, open_memory, print_json
+from eidolons.cli.common import fail, print_json
+from eidolons.errors import EidolonsError, InputError, UsageError
 from eidolons.io.config import find_root
-
-if TYPE_CHECKING:
-    from eidolons.memory import Memory
 
 HELP = "Recall from, ingest into (after the receiver gate) and describe the hand-off memory."
 
 EXIT_OK = 0
-# one vocabulary for every command (ADR 0027): what was not done is a refusal (3)
-EXIT_REFUSED = 3
 EXIT_USAGE = 2
-EXIT_GATE_UNAVAILABLE = 3
-EXIT_MEMORY_UNAVAILABLE = 3
+EXIT_NOT_DONE = 3  # refused, gate unavailable, memory off: one code (ADR 0027)
 
 _EPILOG = (
     "exit codes: 0 done, 2 usage or bad input, 3 not done (refused by the receiver gate, "
@@ -91,8 +69,6 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.errors import EidolonsError
-
     try:
         if args.memory_command == "recall":
             return _recall(args)
@@ -103,11 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(exc, EXIT_USAGE)
 
 
-# ---------------------------------------------------------------------------------------
-
-
 def _recall(args: argparse.Namespace) -> int:
-    from eidolons.errors import UsageError
     from eidolons.memory import is_error, is_skipped
     from eidolons.memory._common import parse_layers, skipped_recall
 
@@ -125,8 +97,9 @@ def _recall(args: argparse.Namespace) -> int:
 
         if not is_slug(receiver):
             raise UsageError(f"--as {args.receiver!r} is not an eidolon slug")
-    root = find_root(args.root)
-    memory = open_memory(root)
+    from eidolons.memory import open_memory
+
+    memory = open_memory(find_root(args.root))
     if memory is None:
         result = skipped_recall("memory is off (EIDOLONS_MEMORY=off)", args.k)
     else:
@@ -143,10 +116,10 @@ def _recall(args: argparse.Namespace) -> int:
         print_json(result)
     if is_skipped(result):
         _error(f"memory unavailable, recall skipped: {result.get('reason')}")
-        return EXIT_MEMORY_UNAVAILABLE
+        return EXIT_NOT_DONE
     if is_error(result):
         _error(f"recall refused: {result['error']}: {result.get('message', '')}")
-        return EXIT_REFUSED
+        return EXIT_NOT_DONE
     if not args.json:
         _print_records(result)
     return EXIT_OK
@@ -168,9 +141,6 @@ def _print_records(result: Mapping[str, Any]) -> None:
         print(f"        {record['summary']}")
 
 
-# ---------------------------------------------------------------------------------------
-
-
 @dataclass
 class IngestOutcome:
     """What ``eidolons memory ingest`` decided; ``exit_code`` is the command's."""
@@ -180,28 +150,16 @@ class IngestOutcome:
     gate: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "exit_code": self.exit_code,
-            "message": self.message,
-            "gate": self.gate,
-            "memory": self.memory,
-        }
 
-
-#: ``gate(envelope_path, root, on_pass) -> (passed, "PASS" or the refusal code)``. The gate
-#: reads the envelope once and calls ``on_pass(envelope, payload)`` only after its pass is
-#: on record, with the envelope it judged (an object with ``.data``) and the exact bytes
-#: it verified.
+#: ``gate(envelope_path, root, on_pass) -> (passed, "PASS" or the refusal code)``; it calls
+#: ``on_pass(envelope, payload)`` only after its pass is on record, with what it judged.
 IngestGate = Callable[[Path, Path, Callable[[Any, Any], Mapping[str, Any]]], tuple[bool, str]]
 
 
 def receiver_gate(
     envelope_path: Path, root: Path, on_pass: Callable[[Any, Any], Mapping[str, Any]]
 ) -> tuple[bool, str]:
-    """The receiver gate (``eidolons.gates.receiver``) as the hand-off's addressed
-    recipient, with ``on_pass`` as its callback: one read, one parse, and what is
-    ingested is what was judged."""
+    """The receiver gate as the hand-off's addressed recipient, ``on_pass`` its callback."""
     from eidolons.ecl.limits import Limits
     from eidolons.gates.receiver import verify_incoming
     from eidolons.io.config import hmac_key
@@ -225,17 +183,13 @@ def ingest_envelope(
     root: Path,
     *,
     gate: IngestGate | None = None,
-    memory_factory: Callable[[Path], Memory | None] | None = None,
 ) -> IngestOutcome:
-    """The receiver gate with an "on pass" callback that ingests (ADR 0011): the gate
-    reads and parses the envelope once, and only what it judged, with the bytes it
-    verified, reaches the memory. ``gate`` defaults to :func:`receiver_gate`,
-    ``memory_factory`` to the commands' one opener (``_common.open_memory``). A path that
-    is missing or not a regular file (a FIFO, a device) is bad input, refused before any read."""
+    """``gate`` (default :func:`receiver_gate`) with a callback that ingests what it
+    passed. Raises :class:`~eidolons.errors.InputError` for a path that is missing or not
+    a regular file (a FIFO, a device), before any read."""
     import stat
 
     import eidolons.memory as memory_api
-    from eidolons.errors import InputError
 
     try:
         st = os.lstat(envelope_path)
@@ -245,7 +199,7 @@ def ingest_envelope(
         raise InputError(f"{envelope_path}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
         raise InputError(f"{envelope_path}: not a regular file")
-    memory = (memory_factory or open_memory)(root)
+    memory = memory_api.open_memory(root)
     seen: dict[str, Any] = {}
 
     def on_pass(envelope: Any, payload: Any) -> Mapping[str, Any]:
@@ -261,10 +215,10 @@ def ingest_envelope(
             passed, code = (gate or receiver_gate)(envelope_path, root, on_pass)
         except ImportError:
             message = "receiver gate unavailable; refusing to ingest"
-            return IngestOutcome(EXIT_GATE_UNAVAILABLE, message, {"code": "GATE_UNAVAILABLE"})
+            return IngestOutcome(EXIT_NOT_DONE, message, {"code": "GATE_UNAVAILABLE"})
         except Exception as exc:  # a crashing gate is not a pass
             return IngestOutcome(
-                EXIT_GATE_UNAVAILABLE,
+                EXIT_NOT_DONE,
                 f"receiver gate failed ({type(exc).__name__}: {exc}); refusing to ingest",
                 {"code": "GATE_ERROR"},
             )
@@ -274,29 +228,29 @@ def ingest_envelope(
     gate_info = {"passed": bool(passed), "code": code}
     if not passed:
         return IngestOutcome(
-            EXIT_REFUSED, f"receiver gate refused the hand-off: {code}; not ingested", gate_info
+            EXIT_NOT_DONE, f"receiver gate refused the hand-off: {code}; not ingested", gate_info
         )
     if memory is None:
         return IngestOutcome(
-            EXIT_MEMORY_UNAVAILABLE, "memory is off (EIDOLONS_MEMORY=off); not ingested", gate_info
+            EXIT_NOT_DONE, "memory is off (EIDOLONS_MEMORY=off); not ingested", gate_info
         )
     result = seen.get("result")
     if not isinstance(result, dict):
         return IngestOutcome(
-            EXIT_GATE_UNAVAILABLE,
+            EXIT_NOT_DONE,
             "receiver gate passed without the verified payload bytes; refusing to ingest",
             gate_info,
         )
     if memory_api.is_skipped(result):
         return IngestOutcome(
-            EXIT_MEMORY_UNAVAILABLE,
+            EXIT_NOT_DONE,
             f"memory unavailable, ingest skipped: {result.get('reason')}",
             gate_info,
             result,
         )
     if memory_api.is_error(result):
         return IngestOutcome(
-            EXIT_REFUSED,
+            EXIT_NOT_DONE,
             f"memory refused the hand-off: {result['error']}: {result.get('message', '')}",
             gate_info,
             result,
@@ -316,7 +270,7 @@ def _ingest(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     outcome = ingest_envelope(Path(args.envelope), root)
     if args.json:
-        print_json(outcome.to_dict())
+        print_json(asdict(outcome))
     if outcome.exit_code == EXIT_OK:
         if not args.json:
             print(outcome.message)
@@ -325,12 +279,10 @@ def _ingest(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-# ---------------------------------------------------------------------------------------
-
-
 def _stats(args: argparse.Namespace) -> int:
-    root = find_root(args.root)
-    memory = open_memory(root)
+    from eidolons.memory import open_memory
+
+    memory = open_memory(find_root(args.root))
     if memory is None:
         stats: dict[str, Any] = {"backend": "off", "status": "off"}
     else:
@@ -349,5 +301,5 @@ def _stats(args: argparse.Namespace) -> int:
     if stats.get("status") in ("off", "unavailable"):
         if not args.json:
             _error(f"memory {stats['status']}")
-        return EXIT_MEMORY_UNAVAILABLE
+        return EXIT_NOT_DONE
     return EXIT_OK

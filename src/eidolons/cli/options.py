@@ -1,18 +1,12 @@
-"""A hot command's options, declared once: the argparse definition is built from the
-declaration (:func:`add_options`), and :func:`fast_parse` reads the simple, exact
-spellings of the same declaration without importing ``argparse`` (ADR 0081).
+"""The hot commands' options, declared once for argparse (:func:`add_options`) and for
+:func:`fast_parse`, which reads their simple argv without importing argparse (ADR 0081:
+``bench/bench_verify.py`` shows the start-up budget needs it).
 
-:func:`fast_parse` answers only what it is sure argparse would answer identically:
-positionals that do not start with ``-``, options spelled exactly as declared, an option's
-value in the next argument when that does not start with ``-``, each non-repeatable option
-at most once, the declared number of positionals and every required option present.
-Anything else (``-h``, ``--help``, ``--``, an abbreviation, ``--opt=value``, an unknown
-option, a missing value, a repeated option, a missing or extra positional) answers None,
-and the caller hands the whole argv to the one :class:`eidolons.cli.parser.Parser`, which
-says what argparse says (help, usage errors, exit codes) exactly as before.
-
-Imports nothing at module level (the hot commands start here).
-"""
+:func:`fast_parse` answers only when it is sure argparse would answer the same:
+positionals not starting with ``-``, options spelled exactly as declared with their
+value in the next argument, each non-repeatable option at most once, the declared
+positionals and every required option. Anything else (help, ``--``, abbreviations,
+``--opt=value``, errors) answers None and goes to the full parser."""
 
 from __future__ import annotations
 
@@ -27,9 +21,8 @@ ACTIONS = ("store", "store_true", "append")
 
 
 class Option:
-    """One argument of a command, in argparse's terms: ``names`` is one positional name
-    (``"envelope"``) or the option strings (``"--mode"``); the rest are
-    ``add_argument``'s keywords of the same name (only those set are passed on)."""
+    """One argument, in ``add_argument``'s terms: one positional name or the option
+    strings, and the keywords of the same name."""
 
     __slots__ = ("action", "default", "dest", "help", "metavar", "names", "required")
 
@@ -97,8 +90,7 @@ def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> N
 
 
 def fast_parse(argv: Sequence[str], options: Sequence[Option]) -> Args | None:
-    """``argv`` (after the command name) parsed as argparse would parse it, or None when
-    it is not one of the simple shapes this reader is sure about (the module docstring)."""
+    """``argv`` (after the command name) parsed as argparse would, or None."""
     by_name = {name: o for o in options if not o.positional for name in o.names}
     positionals = [o for o in options if o.positional]
     values: dict[str, Any] = {}

@@ -7,6 +7,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eidolons._text import printable
+from eidolons.cli.common import error, fail, print_json, say, speak
+from eidolons.errors import EnvelopeError, InputError, UsageError
+
 if TYPE_CHECKING:
     from eidolons.gates.orchestrator import GateOutcome
     from eidolons.io.config import Limits
@@ -30,11 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons._text import printable
-    from eidolons.cli.common import error, fail
     from eidolons.ecl.grammar import is_slug
     from eidolons.ecl.limits import Limits
-    from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate
     from eidolons.io.config import find_root, hmac_key, verify_mode
 
@@ -65,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
     envelope = Path(args.verify)
     from eidolons.ecl.envelope import parse_envelope
     from eidolons.ecl.receiver import edge_budget, sections_apply
-    from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.contracts import load_contracts
     from eidolons.io.payload import read_envelope_bytes
+    from eidolons.io.read import create, write_bytes
 
     contracts = load_contracts(root, args.contracts) if receiver is not None else None
     try:  # the route's one read of the envelope: both gates judge these bytes
@@ -85,15 +86,14 @@ def run(args: argparse.Namespace) -> int:
             pass
     with tempfile.TemporaryDirectory(prefix="eidolons-route-") as private:  # mode 0700
         snapshot = Path(private) / "payload"
-        with snapshot.open("wb") as sink:
+        with create(snapshot) as sink:
             outcome = run_gate(
                 envelope, root=root, mode=mode, key=key, limits=limits, sink=sink,
                 keep_payload=keep, envelope_bytes=data, command="run",
             )  # fmt: skip
         envelope_copy = Path(private) / "envelope.json"
         if data is not None:
-            envelope_copy.write_bytes(data)
-            envelope_copy.chmod(0o400)
+            write_bytes(envelope_copy, data, mode=0o400)
         return _route(
             args, command, receiver, root, key, limits, outcome, snapshot,
             envelope_copy if data is not None else None, data, contracts,
@@ -115,8 +115,6 @@ def _route(
 ) -> int:
     import subprocess
 
-    from eidolons._text import printable
-    from eidolons.cli.common import error, print_json, say, speak
     from eidolons.gates.orchestrator import text_line, warning_line
     from eidolons.gates.receiver import Snapshot, verify_incoming
     from eidolons.gates.route import RouteDecision

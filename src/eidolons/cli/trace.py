@@ -1,27 +1,17 @@
-"""``eidolons trace ACTION``: a thread's trace, and its hand-offs as a chain.
+"""``eidolons trace ACTION``: a thread's events, its hand-offs as a chain (show, graph,
+verify, cost, otel, report), the project's threads (list), OTLP export and the shared
+PostgreSQL store (store init, export, import).
 
-- ``show PATH...``: with thread ids or ``.jsonl`` traces, the events in order (``!!``
-  marks verify failures; ``--follow`` keeps printing new ones); with envelope files or
-  directories, the upstream nexus's hop table.
-- ``graph|verify|cost|otel PATH...``: the nexus's chain verbs (same JSON shapes, flags
-  and exit codes for envelope PATHs; see :mod:`eidolons.cli.trace_chain`).
-- ``list``: the project's threads, newest first, with hop count and refusals.
-- ``report PATH...``: one self-contained HTML page of the chain (``-o FILE``).
-- ``export --otlp URL [THREAD...]``: one OpenTelemetry span per hand-off over OTLP/HTTP
-  (:mod:`eidolons.cli.trace_export`).
-- ``store init``, ``export --to postgres``, ``import``: the shared PostgreSQL store
-  (:mod:`eidolons.cli.trace_store`).
-
-Exit codes: 0 done; 1 nothing found to read (``verify``: 2, a gate's vocabulary, ADR
-0097); 2 usage (no PATH, a bad option, only PATHs that are not valid thread ids); 3
-``verify`` failures in block mode, ``cost`` over ``--budget``. Problems with single
-PATHs (missing, malformed envelope, damaged trace line) are reported on stderr and
-skipped.
-"""
+Exit codes: 0 done; 1 nothing found to read (``verify``: 2, ADR 0097); 2 usage; 3
+``verify`` failures in block mode, ``cost`` over ``--budget``. A PATH that cannot be read
+is reported on stderr and skipped."""
 
 from __future__ import annotations
 
 import argparse
+
+from eidolons.cli.common import fail
+from eidolons.errors import EidolonsError
 
 HELP = "a thread's trace: events, the hand-off chain, its graph, cost and report"
 
@@ -129,9 +119,6 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import fail
-    from eidolons.errors import EidolonsError
-
     try:
         if args.trace_command == "export" and args.otlp is not None:
             from eidolons.cli.trace_export import run_export

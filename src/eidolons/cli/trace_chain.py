@@ -1,20 +1,18 @@
-"""The chain verbs of ``eidolons trace``: ``show``, ``graph``, ``verify``, ``cost``, ``otel``.
-
-For envelope PATHs, the upstream nexus's JSON shapes, flags and exit codes
-(``nexus-cli.md``), minus its bugs: a bad file is reported and skipped, hops are ordered
-by ``parent_id`` and time, ``otel`` ids are valid OpenTelemetry hex ids. ``show`` over
-thread ids or ``.jsonl`` traces keeps listing the events themselves.
-"""
+"""The chain verbs of ``eidolons trace``: ``show``, ``graph``, ``verify``, ``cost``, ``otel``,
+``report``. For envelope PATHs, the upstream nexus's JSON shapes, flags and exit codes;
+``show`` over thread ids or ``.jsonl`` traces lists the events themselves."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from eidolons._text import printable
+from eidolons.cli.common import error, print_json, project_root, use_color
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +30,6 @@ OK_VERDICTS = ("pass", "unverifiable")  # as upstream: anything else is a failur
 
 
 def run_chain(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import error, project_root
     from eidolons.io.config import Limits, verify_mode
     from eidolons.trace.chain import sources
 
@@ -41,31 +38,16 @@ def run_chain(args: argparse.Namespace) -> int:
     if isinstance(root, int):
         return root
     mode = verify_mode(getattr(args, "mode", None), block=getattr(args, "block", False))
-    if verb == "show":
-        if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
-            return error("--max-events and --idle-timeout go with --follow")
-        if args.max_events is not None and args.max_events < 1:
-            return error("--max-events must be at least 1")
-        if args.idle_timeout is not None and not args.idle_timeout >= 0:
-            return error("--idle-timeout must be a number of seconds, 0 or more")
-    if getattr(args, "budget", None) is not None and args.budget < 0:
-        return error("--budget must be 0 or more")
+    bad = _bad_option(args)
+    if bad is not None:
+        return error(bad)
     from eidolons.trace.store import open_store
 
     with open_store(root) as store:
         collected = sources.collect(args.paths, store, Limits.from_env(os.environ))
-        if verb == "show":
-            for path in collected.trace_files:
-                why = sources.not_a_trace(path)
-                if why is not None:
-                    return error(f"{path}: not a trace ({why}); nothing shown")
-            named = {a for a in args.paths if os.path.isfile(a)}
-            for env in collected.envelopes:  # a file named as such, not found in a directory
-                if env.path in named and env.error is not None:
-                    path = Path(env.path)
-                    is_trace = path.stat().st_size > 0 and sources.not_a_trace(path) is None
-                    why = "a trace is read from a .jsonl file" if is_trace else env.error
-                    return error(f"{env.path}: not a trace or an envelope ({why}); nothing shown")
+        unshown = _unshown(args.paths, collected) if verb == "show" else None
+        if unshown is not None:
+            return error(f"{unshown}; nothing shown")
         if verb == "show" and args.follow:
             if not collected.trace_only or len(collected.trace_files) + len(collected.threads) != 1:
                 _problems(collected)
@@ -93,7 +75,40 @@ def run_chain(args: argparse.Namespace) -> int:
         return _verify(collected, hops, root, mode, args.json, chains, trusted)
     if not hops:
         return error("no hand-off found in what was read", EXIT_NOTHING)
-    return _VIEWS[verb](hops, args)
+    return _report(hops, args, root) if verb == "report" else _view(hops, args)
+
+
+def _bad_option(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``show``'s ``--follow`` options or ``cost``'s ``--budget``."""
+    if args.trace_command == "show":
+        if not args.follow and (args.max_events is not None or args.idle_timeout is not None):
+            return "--max-events and --idle-timeout go with --follow"
+        if args.max_events is not None and args.max_events < 1:
+            return "--max-events must be at least 1"
+        if args.idle_timeout is not None and not args.idle_timeout >= 0:
+            return "--idle-timeout must be a number of seconds, 0 or more"
+    if getattr(args, "budget", None) is not None and args.budget < 0:
+        return "--budget must be 0 or more"
+    return None
+
+
+def _unshown(paths: list[str], collected: Collected) -> str | None:
+    """Why ``show`` shows nothing: a ``.jsonl`` that is not a trace, or a file named on
+    the command line that is neither a trace nor an envelope."""
+    from eidolons.trace.chain.sources import not_a_trace
+
+    for path in collected.trace_files:
+        why = not_a_trace(path)
+        if why is not None:
+            return f"{path}: not a trace ({why})"
+    named = {a for a in paths if os.path.isfile(a)}
+    for env in collected.envelopes:  # a file named as such, not found in a directory
+        if env.path in named and env.error is not None:
+            path = Path(env.path)
+            is_trace = path.stat().st_size > 0 and not_a_trace(path) is None
+            why = "a trace is read from a .jsonl file" if is_trace else env.error
+            return f"{env.path}: not a trace or an envelope ({why})"
+    return None
 
 
 def _deleted_traces(paths: list[str], collected: Collected, store: TraceStore) -> None:
@@ -169,7 +184,6 @@ def event_line(event: dict[str, Any], color: bool) -> str:
 
 
 def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
-    from eidolons.cli.common import print_json, use_color
     from eidolons.trace.chain.sources import trace_events
 
     events = trace_events(collected, store)
@@ -185,9 +199,6 @@ def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
 def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
     """Print the trace's events, then new ones as they are appended, until ``--max-events``
     events were printed, ``--idle-timeout`` seconds pass without one, or Ctrl-C."""
-    import json
-
-    from eidolons.cli.common import use_color
     from eidolons.trace.store import open_store
 
     path = collected.trace_files[0] if collected.trace_files else None
@@ -226,62 +237,40 @@ def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
 
 
 # -- the nexus's views
-def _show(hops: list[Hop], args: argparse.Namespace) -> int:
-    from eidolons.cli.common import print_json
-    from eidolons.trace.chain.views import show_doc, show_text
+def _view(hops: list[Hop], args: argparse.Namespace) -> int:
+    """``show``, ``graph``, ``cost`` or ``otel`` of the hops, as JSON or text."""
+    from eidolons.trace.chain import render, views
 
-    if args.json:
-        print_json(show_doc(hops))
-    else:
-        _out(show_text(hops))
-    return 0
-
-
-def _graph(hops: list[Hop], args: argparse.Namespace) -> int:
-    from eidolons.cli.common import print_json
-    from eidolons.trace.chain import render
-    from eidolons.trace.chain.views import graph_doc, graph_text
-
-    fmt = args.format or ("json" if args.json else "text")
-    if fmt == "json":
-        print_json(graph_doc(hops))
-    elif fmt == "text":
-        _out(graph_text(hops))
-    else:
+    verb = args.trace_command
+    fmt = getattr(args, "format", None) or ("json" if args.json or verb == "otel" else "text")
+    if fmt not in ("json", "text"):
         sys.stdout.write(render.RENDERERS[fmt](hops))
-    return 0
-
-
-def _cost(hops: list[Hop], args: argparse.Namespace) -> int:
-    from eidolons.cli.common import print_json
-    from eidolons.trace.chain.views import cost_doc, cost_text
-
-    doc = cost_doc(hops, args.budget)
-    if args.json:
+        return 0
+    doc: Any
+    text: list[str] = []
+    if verb == "otel":
+        doc = views.otel_doc(hops, args.otel_version)
+    elif verb == "cost":
+        doc = views.cost_doc(hops, args.budget)
+        text = views.cost_text(doc)
+    elif verb == "show":
+        doc, text = views.show_doc(hops), views.show_text(hops)
+    else:
+        doc, text = views.graph_doc(hops), views.graph_text(hops)
+    if fmt == "json":
         print_json(doc)
     else:
-        _out(cost_text(doc))
-    return EXIT_BLOCKED if doc["budget_exceeded"] else 0
+        _out(text)
+    return EXIT_BLOCKED if verb == "cost" and doc["budget_exceeded"] else 0
 
 
-def _otel(hops: list[Hop], args: argparse.Namespace) -> int:
-    from eidolons.cli.common import print_json
-    from eidolons.trace.chain.views import otel_doc
-
-    print_json(otel_doc(hops, args.otel_version))
-    return 0
-
-
-def _report(hops: list[Hop], args: argparse.Namespace) -> int:
-    from eidolons.cli.common import project_root
+def _report(hops: list[Hop], args: argparse.Namespace, root: Path) -> int:
     from eidolons.ecl.events import TOOL, utc_now
+    from eidolons.io.read import write_bytes
     from eidolons.trace.chain.evidence import check_receipts
     from eidolons.trace.chain.report import render_report
     from eidolons.trace.chain.views import thread_of
 
-    root = project_root(args.root)
-    if isinstance(root, int):
-        return root
     trusted, problem = check_receipts(hops, root)
     if problem:
         print(f"eidolons: {printable(problem)}", file=sys.stderr)
@@ -292,17 +281,11 @@ def _report(hops: list[Hop], args: argparse.Namespace) -> int:
         sys.stdout.write(page)
         return 0
     try:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(page)
+        write_bytes(args.output, page.encode("utf-8"))
     except OSError as exc:
-        from eidolons.cli.common import error
-
         return error(f"cannot write {args.output}: {exc.strerror or exc}")
     print(f"report: {printable(args.output)} ({len(hops)} hops)", file=sys.stderr)
     return 0
-
-
-_VIEWS = {"show": _show, "graph": _graph, "cost": _cost, "otel": _otel, "report": _report}
 
 
 # -- verify
@@ -341,28 +324,54 @@ def _verify(
     root: Path,
     mode: str,
     as_json: bool,
-    chains: list[dict[str, Any]] | None = None,
-    trusted: bool = False,
+    chains: list[dict[str, Any]],
+    trusted: bool,
 ) -> int:
-    """Envelopes: the orchestrator gate in warn mode (no trace written, no contracts).
-    Hops known only from a trace: the latest orchestrator verdict on record, and the
-    receipt of that line; in a project with a trust store only a ``valid`` receipt makes
-    it evidence (as for a receiver). Traces: their hash chain and receipts (a break or an
-    invalid receipt is a failure)."""
-    chains = chains or []
-    receipts: dict[str, str] = {}  # message id -> receipt of its latest verdict line
-    for c in chains:
-        for entry in c["receipts"]:
-            if entry["counted"]:  # a line the gate would not count is no verdict on record
-                receipts[str(entry["message_id"])] = str(entry["receipt"])
-    from eidolons.cli.common import print_json
+    """Envelopes: the orchestrator gate in warn mode (no trace written). Hops known only
+    from a trace: the latest orchestrator verdict on record and its line's receipt (with a
+    trust store, only a ``valid`` receipt is evidence). Traces: hash chain and receipts."""
+    results = _envelope_rows(collected, hops, root) + _recorded_rows(hops, chains, trusted)
+    for row in results:
+        row.setdefault("ok", row["verdict"] in OK_VERDICTS)
+    failed = sum(1 for r in results if not r["ok"])
+    broken = sum(1 for c in chains if not c["ok"])
+    if as_json:
+        print_json(
+            {
+                "mode": mode,
+                "total": len(results),
+                "failed": failed,
+                "all_pass": failed == 0 and broken == 0,
+                "results": results,
+                "chains": chains,
+            }
+        )
+    else:
+        lines = []
+        for r in results:
+            where = r["envelope"] or f"msg={r.get('message_id')}"
+            if r["envelope"] is None and r.get("evidence"):
+                where += f" (on record, evidence {r['evidence']}, receipt {r['receipt']})"
+            glyph = "✓" if r["ok"] else "✗"
+            lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
+        total = len(results)
+        lines.append(
+            f"{failed}/{total} envelopes failed integrity"
+            if failed
+            else f"all {total} envelopes verified"
+        )
+        _out([printable(line) for line in lines + _chain_lines(chains)])
+    return EXIT_BLOCKED if mode == "block" and (failed or broken) else 0
+
+
+def _envelope_rows(collected: Collected, hops: list[Hop], root: Path) -> list[dict[str, Any]]:
+    """Each envelope read, judged again: in chain order, those that did not parse last."""
     from eidolons.gates.verify import verify_parsed
     from eidolons.io.config import Limits, hmac_key
 
     limits, key = Limits.from_env(os.environ), hmac_key()
-    results: list[dict[str, Any]] = []
     place = {h.envelope: i for i, h in enumerate(hops) if h.envelope is not None}
-    # in chain order; envelopes that did not parse last, in path order
+    rows = []
     for env in sorted(collected.envelopes, key=lambda e: place.get(e.path, len(place))):
         row: dict[str, Any] = {"verdict": "malformed", "from": "?", "to": "?", "envelope": env.path}
         parsed = env.envelope
@@ -383,58 +392,43 @@ def _verify(
                 message_id=parsed.message_id,
                 message=result.message,
             )
-        results.append(row)
-    for hop in hops:
-        if hop.envelope is None:  # known from the trace only
-            latest = hop.latest("orchestrator")
-            receipt = receipts.get(hop.message_id) if latest else None
-            row = {
-                "verdict": latest.verdict if latest else "unrecorded",
-                "from": hop.sender or "?",
-                "to": hop.recipient or "?",
-                "envelope": None,
-                "message_id": hop.message_id,
-                "message": "latest orchestrator verdict on record"
-                if latest
-                else "no orchestrator verdict on record",
-                "evidence": (latest.evidence or "unsigned") if latest else None,
-                "receipt": receipt,
-            }
-            if trusted and latest and receipt != "valid":
-                row["ok"] = False
-                row["message"] = f"latest orchestrator verdict on record, receipt {receipt}"
-            results.append(row)
-    for row in results:
-        row.setdefault("ok", row["verdict"] in OK_VERDICTS)
-    failed = sum(1 for r in results if not r["ok"])
-    broken = sum(1 for c in chains if not c["ok"])
-    doc = {
-        "mode": mode,
-        "total": len(results),
-        "failed": failed,
-        "all_pass": failed == 0 and broken == 0,
-        "results": results,
-        "chains": chains,
+        rows.append(row)
+    return rows
+
+
+def _recorded_rows(
+    hops: list[Hop], chains: list[dict[str, Any]], trusted: bool
+) -> list[dict[str, Any]]:
+    """Each hop known from a trace only: its latest orchestrator verdict on record."""
+    receipts = {  # message id -> receipt of its latest counted verdict line
+        str(entry["message_id"]): str(entry["receipt"])
+        for c in chains
+        for entry in c["receipts"]
+        if entry["counted"]  # a line the gate would not count is no verdict on record
     }
-    if as_json:
-        print_json(doc)
-    else:
-        lines = []
-        for r in results:
-            glyph = "✓" if r["ok"] else "✗"
-            where = r["envelope"] or f"msg={r.get('message_id')}"
-            if r["envelope"] is None and r.get("evidence"):
-                where += f" (on record, evidence {r['evidence']}, receipt {r['receipt']})"
-            lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
-        total = len(results)
-        lines.append(
-            f"all {total} envelopes verified"
-            if not failed
-            else f"{failed}/{total} envelopes failed integrity"
-        )
-        lines += _chain_lines(chains)
-        _out([printable(line) for line in lines])
-    return EXIT_BLOCKED if mode == "block" and (failed or broken) else 0
+    rows = []
+    for hop in hops:
+        if hop.envelope is not None:
+            continue
+        latest = hop.latest("orchestrator")
+        receipt = receipts.get(hop.message_id) if latest else None
+        row: dict[str, Any] = {
+            "verdict": latest.verdict if latest else "unrecorded",
+            "from": hop.sender or "?",
+            "to": hop.recipient or "?",
+            "envelope": None,
+            "message_id": hop.message_id,
+            "message": "latest orchestrator verdict on record"
+            if latest
+            else "no orchestrator verdict on record",
+            "evidence": (latest.evidence or "unsigned") if latest else None,
+            "receipt": receipt,
+        }
+        if trusted and latest and receipt != "valid":
+            row["ok"] = False
+            row["message"] = f"latest orchestrator verdict on record, receipt {receipt}"
+        rows.append(row)
+    return rows
 
 
 def _chain_lines(chains: list[dict[str, Any]]) -> list[str]:

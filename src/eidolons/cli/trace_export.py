@@ -1,13 +1,6 @@
-"""``eidolons trace export --otlp URL [THREAD...]``: one span per hand-off, over OTLP/HTTP.
-
-THREAD... are read as the other chain verbs read their PATHs (thread ids, ``.jsonl``
-traces, envelope files or directories); none means every thread in the project's store.
-The OpenTelemetry SDK is imported here only (:mod:`eidolons.trace.chain.otlp`).
-
-Exit codes: 0 the collector accepted every span; 1 nothing to export; 2 usage (a URL
-that is not ``http(s)://``, the SDK not installed); 3 the collector refused the spans or
-could not be reached within ``--timeout``.
-"""
+"""``eidolons trace export --otlp URL [THREAD...]``: one span per hand-off over OTLP/HTTP
+(THREAD... read as the chain verbs read PATHs; none: every thread). Exit codes: 0
+accepted; 1 nothing to export; 2 usage or no SDK; 3 refused or unreachable."""
 
 from __future__ import annotations
 
@@ -16,6 +9,7 @@ import os
 import sys
 
 from eidolons._text import printable
+from eidolons.cli.common import error, project_root
 
 EXIT_NOTHING = 1
 EXIT_REFUSED = 3
@@ -23,7 +17,6 @@ EXIT_REFUSED = 3
 
 def run_export(args: argparse.Namespace) -> int:
     from eidolons import __version__
-    from eidolons.cli.common import error, project_root
     from eidolons.io.config import Limits
     from eidolons.trace.chain import sources
     from eidolons.trace.store import open_store

@@ -1,10 +1,5 @@
-"""``eidolons trace list``: the project's threads, newest first.
-
-Per thread: its hop count (distinct message ids), event count, first and last event
-times, and its refusals (``verify_fail`` events that refused: a receiver's, or the
-orchestrator's in block mode) with their codes; warned failures are counted apart.
-Newest means the latest event ``ts``; ties by thread id.
-"""
+"""``eidolons trace list``: the project's threads, newest (latest event) first, with hop
+and event counts and their refusals (warned failures counted apart)."""
 
 from __future__ import annotations
 
@@ -12,6 +7,7 @@ import argparse
 import sys
 
 from eidolons._text import printable
+from eidolons.cli.common import print_json, project_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +37,6 @@ def thread_summary(thread_id: str, events: list[dict[str, Any]], damaged: int) -
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import print_json, project_root
     from eidolons.trace.store import open_store
 
     root = project_root(args.root)

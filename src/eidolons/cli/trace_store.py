@@ -1,22 +1,17 @@
 """``eidolons trace store init``, ``trace export --to postgres``, ``trace import``: the
-shared PostgreSQL trace store (ADRs 0070-0074).
-
-Exit codes: 0 done; 2 usage (no DSN, a bad DSN or thread id; an upgrade of a store whose
-roles were cluster-wide, not told which logins to keep: the message gives the command); 3
-the store refused or failed (unreachable, permission, a login that does not exist, a
-target that diverged, a thread holding a verdict the store does not count), nothing or
-only whole threads copied."""
+shared PostgreSQL trace store (ADRs 0070-0074). Exit codes: 0 done; 2 usage; 3 the store
+refused or failed (nothing, or only whole threads, copied)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from eidolons.cli.common import error, fail, project_root
+from eidolons.errors import EidolonsError, UsageError
+
 
 def run_store(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import fail
-    from eidolons.errors import EidolonsError, UsageError
-
     try:
         if args.trace_command == "store":
             return _store_init(args)
@@ -30,7 +25,6 @@ def run_store(args: argparse.Namespace) -> int:
 def _dsn(args: argparse.Namespace) -> str:
     import os
 
-    from eidolons.errors import UsageError
     from eidolons.trace.store import DSN_ENV, check_dsn
 
     dsn = args.dsn or os.environ.get(DSN_ENV)
@@ -69,7 +63,6 @@ def _copy(args: argparse.Namespace) -> int:
     merge); a target that diverged is refused. An import refuses a thread holding a row
     that reads as an orchestrator verdict the store does not count (the one record rule):
     in a JSONL trace its bytes alone would make it evidence."""
-    from eidolons.cli.common import error, project_root
     from eidolons.trace.jsonl import JsonlStore
     from eidolons.trace.log import append_lines, thread_file_name
     from eidolons.trace.postgres import PostgresStore
