@@ -67,6 +67,7 @@ from eidolons.hosts.hook.events import (
     Layout,
     ToolCall,
 )
+from eidolons.io.paths import is_relative_to
 from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0129)
 from eidolons.io.project import IGNORE_LINES as IGNORE_LINES
 
@@ -381,7 +382,7 @@ class Decider:
             inside = [
                 d
                 for d in (*layout.key_dirs, layout.store_dir, layout.copies_dir)
-                if _under(real, d)
+                if is_relative_to(real, d)
             ]
             if inside:
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
@@ -411,15 +412,15 @@ class Decider:
         """Whether a search of the directory ``real`` would reach a signing-key directory
         outside the project (the user's config directory, where the keys, trace heads and
         indexes are: ``~/.config`` or ``~`` searched): no ignore file of ours hides it."""
-        return any(_under(d, real) and os.path.isdir(d) for d in self.layout.key_dirs[1:])
+        return any(is_relative_to(d, real) and os.path.isdir(d) for d in self.layout.key_dirs[1:])
 
     def _above_protected(self, real: str, honours_ignore: bool = True) -> bool:
         layout = self.layout
         protected = [*layout.handoff_dirs, layout.store_dir, layout.copies_dir, *layout.key_dirs]
-        above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
+        above = [d for d in protected if is_relative_to(d, real) and os.path.isdir(d)]
         if not above:
             return False
-        inside_state = all(_under(d, layout.state_dir) for d in above)
+        inside_state = all(is_relative_to(d, layout.state_dir) for d in above)
         return not (honours_ignore and inside_state and self._protected_by_ignore())
 
     # --- shell ----------------------------------------------------------------------
@@ -558,10 +559,6 @@ def plain_eidolons_command(command: str) -> list[str] | None:
     ):
         return words[3:]
     return None
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _gate_command(args: list[str], receiver: str | None) -> str | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 
+from eidolons.io.paths import is_relative_to
 from eidolons.io.project import COPIES_DIR, STATE_DIR
 
 # the project's state paths, spelled once (ADR 0129; os only), still importable from here
@@ -530,10 +531,6 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
 def find_root(cwd: str) -> str:
     """The root :func:`eidolons.io.config.find_root` finds from ``cwd`` (nearest ``.eidolons/``
     or ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and
@@ -660,11 +657,11 @@ class Layout:
         return self._key_dirs
 
     def handoff_dir(self, real: str) -> bool:
-        return any(_under(real, d) for d in self.handoff_dirs)
+        return any(is_relative_to(real, d) for d in self.handoff_dirs)
 
     def key_dir(self, real: str) -> bool:
         """Under a signing-key directory: no agent reads or writes there."""
-        return any(_under(real, d) for d in self.key_dirs)
+        return any(is_relative_to(real, d) for d in self.key_dirs)
 
     def classify_read(self, path: str) -> str | None:
         """HANDOFF, KEY, STORE, or None for a file that is none of ECL's business."""
@@ -673,7 +670,7 @@ class Layout:
             return KEY
         if self.handoff_dir(real):
             return HANDOFF
-        if _under(real, self.store_dir) or _under(real, self.copies_dir):
+        if is_relative_to(real, self.store_dir) or is_relative_to(real, self.copies_dir):
             return STORE
         if has_envelope(path) or (real != path and has_envelope(real)):
             return HANDOFF
@@ -743,9 +740,9 @@ class Layout:
             return KEY
         if self.handoff_dir(real):
             return HANDOFF  # sealed: only a new payload file may be created there
-        if _under(real, self.state_dir):
+        if is_relative_to(real, self.state_dir):
             return STATE
-        if any(_under(real, w) or _under(path, w) for w in self.wiring):
+        if any(is_relative_to(real, w) or is_relative_to(path, w) for w in self.wiring):
             return WIRING
         return None
 
