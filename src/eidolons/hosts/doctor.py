@@ -39,10 +39,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from eidolons.io.files import create_new, package_text, read_text
 from eidolons.io.project import HANDOFF_DIR, TRACE_DIR
 
 STATE_DIRS = frozenset(
@@ -136,9 +136,8 @@ def roster() -> tuple[dict[str, Any], dict[str, str]]:
     """``ecl.yaml`` (verbatim upstream) and member -> class (names and aliases)."""
     import yaml
 
-    base = resources.files("eidolons") / "data" / "roster"
-    ecl = yaml.safe_load((base / "ecl.yaml").read_text(encoding="utf-8"))
-    classes = json.loads((base / "classes.json").read_text(encoding="utf-8"))
+    ecl = yaml.safe_load(package_text("roster", "ecl.yaml"))
+    classes = json.loads(package_text("roster", "classes.json"))
     return ecl, classes
 
 
@@ -158,7 +157,7 @@ def lock_members(root: Path) -> tuple[list[str], str | None]:
     import yaml
 
     try:
-        doc = yaml.safe_load(lock.read_bytes().decode("utf-8"))
+        doc = yaml.safe_load(read_text(lock) or "")
     except OSError as exc:
         return [], f"cannot be read: {exc.strerror or exc}"
     except UnicodeDecodeError:
@@ -239,7 +238,7 @@ def check_d8(report: Report) -> None:
             report.fail("D8", name, "missing blocking verify-incoming skill")
             continue
         for path in files:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path, errors="replace") or ""
             where = report.rel(path)
             bad = False
             if not any(marker in text for marker in blocking):
@@ -292,7 +291,7 @@ def check_drift(report: Report) -> None:
         want_table = _section(expected, "inbound edges")
         line = _refuse_template(expected, receiver)
         for path in dict.fromkeys(paths):
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path, errors="replace") or ""
             where = report.rel(path)
             table = _section(text, "inbound edges")
             if table != want_table:
@@ -456,16 +455,12 @@ def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
     """Run the wired hook as Claude Code would, from this project's root: a Read of a
     plain file is allowed, a Read of a hand-off without its envelope is denied."""
     import subprocess
-    import tempfile
 
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "EIDOLONS_PYTHON": python}
-    handoffs = root / HANDOFF_DIR
     try:
-        handoffs.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".doctor-probe-", suffix=".md", dir=handoffs)
+        probe = create_new(root / HANDOFF_DIR, ".doctor-probe-", ".md")
     except OSError as exc:  # cannot probe: the hook is not shown to deny, which is a finding
         return [f"cannot place a probe hand-off in {HANDOFF_DIR} to run the hook: {exc.strerror}"]
-    os.close(fd)
     problems = []
     try:
         for path, want in ((root / ".claude" / "settings.json", 0), (Path(probe), 2)):

@@ -45,7 +45,13 @@ from eidolons.hosts.wiring import (
     plan,
     unmerge,
 )
-from eidolons.io.files import atomic_write
+from eidolons.io.files import (
+    FileContentError,
+    move_aside,
+    read_json_object,
+    read_text,
+    write_text,
+)
 from eidolons.io.project import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
 #: runs an eidolons command in-process: its exit code and what it printed
@@ -88,44 +94,23 @@ class Report:
 
 def _load_manifest(root: Path) -> dict[str, Any]:
     try:
-        doc = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {"format": "eidolons.init.v1", "created": [], "entries": {}, "ignore": []}
+        text = read_text(root / MANIFEST)
+        doc = None if text is None else json.loads(text)
     except (OSError, ValueError) as exc:
         raise InitError(f"{MANIFEST} cannot be read ({exc}); remove it to start over") from None
+    if doc is None:
+        return {"format": "eidolons.init.v1", "created": [], "entries": {}, "ignore": []}
     if not isinstance(doc, dict) or doc.get("format") != "eidolons.init.v1":
         raise InitError(f"{MANIFEST} is not an eidolons init record")
     return doc
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    atomic_write(path, text.encode("utf-8"), 0o644)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def load_json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when absent. Raises InitError when it is not one."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InitError(f"cannot read {path}: {exc}") from None
-    try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
-    except ValueError as exc:
-        raise InitError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise InitError(f"{path} is not a JSON object")
-    return doc
+        return read_json_object(path)
+    except FileContentError as exc:
+        raise InitError(str(exc)) from None
 
 
 def _dump(doc: dict[str, Any]) -> str:
@@ -177,17 +162,14 @@ def install(
     if "claude-code" in hosts:
         _install_sealed(root, manifest, report, dry_run)
     if not dry_run:
-        _write_atomic(root / MANIFEST, _dump(manifest))
+        write_text(root / MANIFEST, _dump(manifest))
     return report
 
 
 def _install_ignore(root: Path, manifest: dict[str, Any], report: Report, dry_run: bool) -> None:
     path = root / IGNORE
-    try:
-        text = path.read_text(encoding="utf-8")
-        exists = True
-    except FileNotFoundError:
-        text, exists = "", False
+    current = read_text(path)
+    text, exists = current or "", current is not None
     present = {line.strip() for line in text.splitlines()}
     missing = [line for line in IGNORE_LINES if line not in present]
     if not missing:
@@ -203,7 +185,7 @@ def _install_ignore(root: Path, manifest: dict[str, Any], report: Report, dry_ru
     )
     if text and not text.endswith("\n"):
         text += "\n"
-    _write_atomic(path, header + text + "".join(f"{line}\n" for line in missing))
+    write_text(path, header + text + "".join(f"{line}\n" for line in missing))
     manifest["ignore"] = sorted(set(manifest["ignore"]) | set(missing))
     if not exists:
         manifest["created"].append(IGNORE)
@@ -295,7 +277,7 @@ def _merge_file(
             raise
         report.add("moved", rel, f"to {rel}.bak (--force)")
         if not dry_run:
-            os.replace(path, str(path) + ".bak")
+            move_aside(path, str(path) + ".bak")
         doc = None
     exists = doc is not None
     doc = doc if doc is not None else {}
@@ -310,7 +292,7 @@ def _merge_file(
     report.add("merged" if exists else "created", rel, f"{host}: " + ", ".join(kinds))
     if dry_run:
         return
-    _write_atomic(path, _dump(doc))
+    write_text(path, _dump(doc))
     recorded = manifest["entries"].setdefault(rel, [])
     for entry in changed:
         if entry.to_dict() not in recorded:
@@ -332,8 +314,8 @@ def _install_sealed(root: Path, manifest: dict[str, Any], report: Report, dry_ru
     ):
         path = root / rel
         try:
-            current = path.read_text(encoding="utf-8")
-        except (FileNotFoundError, UnicodeDecodeError):
+            current = read_text(path)
+        except UnicodeDecodeError:
             current = None
         if current == text:
             report.add("unchanged", rel)
@@ -341,8 +323,7 @@ def _install_sealed(root: Path, manifest: dict[str, Any], report: Report, dry_ru
         report.add("created" if current is None else "merged", rel)
         if dry_run:
             continue
-        _write_atomic(path, text)
-        os.chmod(path, mode)
+        write_text(path, text, mode)
         if current is None and rel not in manifest["created"]:
             manifest["created"].append(rel)
     report.notes.extend([*sandbox_problems_here(), SANDBOX_EFFECT])
@@ -412,7 +393,7 @@ def undo(root: Path, *, dry_run: bool = False, run: Run) -> Report:
         else:
             report.add("merged", rel, f"removed {removed} entries of eidolons")
             if not dry_run:
-                _write_atomic(path, _dump(doc))
+                write_text(path, _dump(doc))
     _undo_ignore(root, manifest, created, report, dry_run)
     run(["skill", "uninstall", "--root", str(root), *(["--dry-run"] if dry_run else [])])
     report.add("removed", "receivers' skills", "eidolons skill uninstall")
@@ -435,10 +416,10 @@ def _undo_ignore(
 ) -> None:
     path = root / IGNORE
     ours = set(manifest.get("ignore") or [])
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    text = read_text(path)
+    if text is None:
         return
+    lines = text.splitlines()
     keep = [
         line
         for line in lines
@@ -451,7 +432,7 @@ def _undo_ignore(
         return
     report.add("merged", IGNORE, "removed the lines of eidolons")
     if not dry_run:
-        _write_atomic(path, "".join(f"{line}\n" for line in keep))
+        write_text(path, "".join(f"{line}\n" for line in keep))
 
 
 def detect_hosts(root: Path) -> list[str]:

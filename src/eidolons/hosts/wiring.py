@@ -33,6 +33,7 @@ import shlex
 from typing import Any
 
 from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
+from eidolons.io.files import read_text
 from eidolons.io.paths import is_relative_to
 from eidolons.io.project import (
     CONFIG_FILE,
@@ -496,11 +497,10 @@ def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, s
 
 def _front_matter(path: str) -> dict[str, Any] | None:
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(64 * 1024)
+        text = read_text(path, 64 * 1024)
     except (OSError, UnicodeDecodeError):
         return None
-    if not text.startswith("---"):
+    if text is None or not text.startswith("---"):
         return None
     end = text.find("\n---", 3)
     if end < 0:
@@ -520,12 +520,12 @@ def _front_matter(path: str) -> dict[str, Any] | None:
 def _settings(root: str, rel: str) -> tuple[dict[str, Any] | None, str | None]:
     path = os.path.join(root, rel)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.loads(fh.read(1024 * 1024))
-    except FileNotFoundError:
-        return None, None
+        text = read_text(path, 1024 * 1024)
+        doc = None if text is None else json.loads(text)
     except (OSError, ValueError) as exc:
         return None, f"{rel} cannot be read ({exc.__class__.__name__})"
+    if text is None:
+        return None, None
     if not isinstance(doc, dict):
         return None, f"{rel} is not a JSON object"
     return doc, None

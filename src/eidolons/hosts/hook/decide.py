@@ -67,6 +67,7 @@ from eidolons.hosts.hook.events import (
     Layout,
     ToolCall,
 )
+from eidolons.io.files import atomic_write, read_regular, read_text
 from eidolons.io.paths import is_relative_to
 from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0129)
 from eidolons.io.project import IGNORE_LINES as IGNORE_LINES
@@ -354,10 +355,10 @@ class Decider:
 
     def _protected_by_ignore(self) -> bool:
         try:
-            with open(os.path.join(self.layout.root, IGNORE_FILE), encoding="utf-8") as fh:
-                lines = {line.strip() for line in fh}
-        except OSError:
+            text = read_text(os.path.join(self.layout.root, IGNORE_FILE))
+        except (OSError, UnicodeDecodeError):
             return False
+        lines = {line.strip() for line in (text or "").splitlines()}
         return all(line in lines for line in IGNORE_LINES)
 
     def _search(self, call: ToolCall) -> Decision:
@@ -497,7 +498,6 @@ def verified_copy(directory: str, path: str, data: bytes) -> str:
     """The gate's copy of ``data`` (the bytes it judged for ``path``), written once under
     a name that is its digest, atomically; the host's Read is pointed at it."""
     import hashlib
-    import tempfile
 
     digest = hashlib.sha256(data).hexdigest()
     _, ext = os.path.splitext(os.path.basename(path))
@@ -505,16 +505,7 @@ def verified_copy(directory: str, path: str, data: bytes) -> str:
         ext = ""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     final = os.path.join(directory, digest + ext)
-    fd, tmp = tempfile.mkstemp(prefix=".copy-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o444)
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(final, data, 0o444)
     return final
 
 
@@ -526,9 +517,7 @@ def _read_verified(path: str, sha256: str) -> bytes | None:
     from eidolons.io.config import Limits
 
     limit = Limits.from_env(os.environ).max_payload_bytes
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(limit + 1)
+    data = read_regular(path, limit)
     if len(data) > limit or hashlib.sha256(data).hexdigest() != sha256:
         return None
     return data

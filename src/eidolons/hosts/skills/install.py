@@ -30,7 +30,6 @@ For a receiver ``R`` under the project root (ADR 0050):
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eidolons.hosts.skills.render import SkillError, generated_state, render_skill, skill_name
-from eidolons.io.files import atomic_write, readable_mode
+from eidolons.io.files import atomic_write, read_regular, read_text, readable_mode
 
 if TYPE_CHECKING:
     from eidolons.io.contracts import ContractSet
@@ -161,15 +160,14 @@ def _major(version: object) -> int | None:
 
 def _eiis_major(member: Path) -> int | None:
     try:
-        major = _major((member / "EIIS_VERSION").read_text(encoding="utf-8")[:64])
+        major = _major((read_text(member / "EIIS_VERSION") or "")[:64])
         if major is not None:
             return major
     except (OSError, UnicodeDecodeError):
         pass
     for name in ("install.manifest.json", "manifest.json"):
         try:
-            with open(member / name, "rb") as handle:
-                doc = json.loads(handle.read(MAX_SKILL_BYTES))
+            doc = json.loads(read_text(member / name, MAX_SKILL_BYTES) or "null")
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict):
@@ -213,24 +211,6 @@ def _inside(path: Path, root: Path) -> bool:
     return real == real_root or real_root in real.parents
 
 
-def _read_existing(path: Path) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        chunks, remaining = [], MAX_SKILL_BYTES + 1
-        while remaining > 0:
-            chunk = os.read(fd, remaining)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, str]:
     """(state, reason) of what is at ``target.path`` now: ``absent``, ``generated``,
     ``modified``, ``foreign``, ``linked`` (a link to a sibling target) or ``other``."""
@@ -248,7 +228,7 @@ def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, st
     if not stat.S_ISREG(st.st_mode):
         return "other", "not a regular file"
     try:
-        data = _read_existing(target.path)
+        data = read_regular(target.path, MAX_SKILL_BYTES)
     except OSError as exc:
         return "other", f"cannot read: {exc.strerror or exc}"
     state = generated_state(data)
@@ -280,7 +260,7 @@ def plan_install(
             actions.append(SkillAction(target, LINKED, reason))
         elif state == "generated":
             try:
-                same = _read_existing(target.path) == data
+                same = read_regular(target.path, MAX_SKILL_BYTES) == data
             except OSError:
                 same = False
             actions.append(SkillAction(target, UNCHANGED) if same else SkillAction(target, UPDATED))
