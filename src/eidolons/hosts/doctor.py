@@ -136,8 +136,8 @@ def roster() -> tuple[dict[str, Any], dict[str, str]]:
     """``ecl.yaml`` (verbatim upstream) and member -> class (names and aliases)."""
     import yaml
 
-    ecl = yaml.safe_load(package_text("roster", "ecl.yaml"))
-    classes = json.loads(package_text("roster", "classes.json"))
+    ecl = yaml.safe_load(package_text("data", "roster", "ecl.yaml"))
+    classes = json.loads(package_text("data", "roster", "classes.json"))
     return ecl, classes
 
 

@@ -135,10 +135,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def package_text(*parts: str) -> str:
-    """The text of the package data file ``eidolons/data/<parts>`` (as installed)."""
+    """The text of the package's file ``eidolons/<parts>`` (as installed)."""
     from importlib import resources
 
-    return resources.files("eidolons").joinpath("data", *parts).read_text(encoding="utf-8")
+    return resources.files("eidolons").joinpath(*parts).read_text(encoding="utf-8")
 
 
 def move_aside(path: StrPath, to: StrPath) -> None:
