@@ -1,24 +1,13 @@
-"""One hook event, strictly parsed and normalised; the project layout the hook protects.
+"""One hook event, strictly parsed into a :class:`ToolCall`; the :class:`Layout` the hook
+protects.
 
-Rules:
-
-- The event is at most :data:`MAX_EVENT_BYTES`, UTF-8 without a byte-order mark, one JSON
-  object with no duplicate keys and no ``NaN``/``Infinity``; anything else is
-  :class:`HookInputError` (the hook then denies). Parsed with the C scanner of the
-  standard library directly: ``import json`` costs more than half an interpreter start,
-  because ``json.decoder`` compiles regular expressions.
-- Each host's fields map onto one :class:`ToolCall`: the tool's kind (read, search,
-  list, shell, write, pass, other), the paths it names (absolute, joined to the event's
-  ``cwd`` when relative), the shell command, and the **receiver**: the host's own
-  identity of the calling agent (Claude Code's and Codex's ``agent_type``), never a field
-  of an envelope. No identity means the main loop, i.e. the orchestrator.
-- The layout (:class:`Layout`): the hand-off directories (``<root>/.eidolons/handoffs/``
-  always), the signing-key directories, the gate's state (everything else under
-  ``<root>/.eidolons/``: trace, trust store, contracts, memory) and the hook wiring
-  files (the project's, the user's in ``~``, and the managed policy's). Paths are
-  compared after resolving symlinks.
-
-Only ``os`` and ``_json`` are imported here: this module is on the fast path.
+- The event is at most :data:`MAX_EVENT_BYTES` of UTF-8 JSON, one object, no duplicate
+  keys, no ``NaN``, no byte-order mark; anything else is :class:`HookInputError` (deny).
+  Parsed with the C scanner directly: ``import json`` costs half an interpreter start.
+- The receiver is the host's identity of the calling agent (``agent_type``), never an
+  envelope's field; none means the main loop, the orchestrator.
+- Paths are compared after resolving symlinks. Only ``os`` and ``_json`` are imported:
+  this module is on the fast path.
 """
 
 from __future__ import annotations
@@ -141,19 +130,6 @@ def _check_tree(value: Any) -> None:
 class ToolCall:
     """One tool call, as every host's hook reports it."""
 
-    __slots__ = (
-        "command",
-        "cwd",
-        "host",
-        "kind",
-        "paths",
-        "patterns",
-        "receiver",
-        "target",
-        "tool",
-        "tool_input",
-    )
-
     def __init__(
         self,
         host: str,
@@ -231,19 +207,6 @@ def _receiver(doc: dict[str, Any], key: str = "agent_type") -> str | None:
     return value
 
 
-def _path_strings(value: Any, out: list[str]) -> None:
-    """Every string in a tool's arguments that could name a file (best effort)."""
-    if isinstance(value, str):
-        if value.startswith(("/", "~", "./", "../")) or ".eidolons" in value:
-            out.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _path_strings(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _path_strings(item, out)
-
-
 def _paths(tool_input: dict[str, Any], keys: tuple[str, ...], cwd: str) -> list[str]:
     out = []
     for key in keys:
@@ -270,12 +233,11 @@ def _strings(value: Any, out: list[str]) -> None:
 
 
 def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | None) -> ToolCall:
-    found: list[str] = []
-    _path_strings(tool_input, found)
-    # a relative name (``handoff.md``, ``sub/../x``) is a path too when it names a file
-    # from the working directory: an MCP file server resolves it there
     strings: list[str] = []
     _strings(tool_input, strings)
+    found = [s for s in strings if s.startswith(("/", "~", "./", "../")) or ".eidolons" in s]
+    # a relative name (``handoff.md``, ``sub/../x``) is a path too when it names a file
+    # from the working directory: an MCP file server resolves it there
     found.extend(
         s
         for s in strings
@@ -383,20 +345,13 @@ def patch_paths(patch: str) -> list[str]:
     return out
 
 
-def parse_claude_code(doc: dict[str, Any]) -> ToolCall:
+def _pre_tool_use(host: str, doc: dict[str, Any]) -> ToolCall:
+    """Claude Code's and Codex's ``PreToolUse`` event."""
     if doc.get("hook_event_name") != "PreToolUse":
         raise HookInputError("hook_event_name must be PreToolUse")
     tool = _str(doc, "tool_name")
     assert tool is not None
-    return claude_tool_call("claude-code", tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
-
-
-def parse_codex(doc: dict[str, Any]) -> ToolCall:
-    if doc.get("hook_event_name") != "PreToolUse":
-        raise HookInputError("hook_event_name must be PreToolUse")
-    tool = _str(doc, "tool_name")
-    assert tool is not None
-    return claude_tool_call("codex", tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
+    return claude_tool_call(host, tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
 
 
 _CURSOR_TOOLS = {"Shell": "Bash", "Read": "Read", "Write": "Write", "Grep": "Grep", "Task": "Task"}
@@ -516,8 +471,8 @@ def parse_copilot(doc: dict[str, Any]) -> ToolCall:
 
 
 PARSERS = {
-    "claude-code": parse_claude_code,
-    "codex": parse_codex,
+    "claude-code": lambda doc: _pre_tool_use("claude-code", doc),
+    "codex": lambda doc: _pre_tool_use("codex", doc),
     "cursor": parse_cursor,
     "gemini": parse_gemini,
     "copilot": parse_copilot,
@@ -527,24 +482,19 @@ PARSERS = {
 # --- the layout -------------------------------------------------------------------------
 
 
-def _real(path: str) -> str:
-    return os.path.realpath(path)
+_real = os.path.realpath
 
 
 def find_root(cwd: str) -> str:
-    """The root :func:`eidolons.io.config.find_root` finds from ``cwd`` (nearest ``.eidolons/``
-    or ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and
-    the host's project directory are read by :func:`eidolons.hosts.hook.fast.main` first). Both
-    call the one ancestor walk, :func:`eidolons.io.project.marked_root` (``os`` only:
-    importing :mod:`eidolons.io.config` costs pathlib on every tool call)."""
+    """The root :func:`eidolons.io.config.find_root` finds from ``cwd``: the one ancestor
+    walk, :func:`eidolons.io.project.marked_root`, without importing pathlib."""
     from eidolons.io.project import marked_root
 
     return marked_root(cwd) or _real(cwd)
 
 
 def user_key_dir() -> str:
-    """Where the signing keys live outside the project (``EIDOLONS_KEY_DIR``, else
-    ``$XDG_CONFIG_HOME/eidolons``, else ``~/.config/eidolons``)."""
+    """The signing keys outside the project: ``EIDOLONS_KEY_DIR``, else the config dir."""
     explicit = os.environ.get("EIDOLONS_KEY_DIR")
     if explicit:
         return explicit
@@ -554,9 +504,8 @@ def user_key_dir() -> str:
 
 
 def key_dirs(root: str) -> tuple[str, ...]:
-    """The signing-key directories: the project's ``.eidolons/keys`` and the user's; with
-    ``EIDOLONS_KEY_DIR``, the host's config directory too, where the trace heads, the
-    verdict and payload indexes stay (ADRs 0037, 0087, 0110): no agent may touch them."""
+    """The project's ``.eidolons/keys`` and the user's key directory; with
+    ``EIDOLONS_KEY_DIR``, the config directory too (heads and indexes, ADR 0110)."""
     dirs = (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
     if not os.environ.get("EIDOLONS_KEY_DIR"):
         return dirs
@@ -601,12 +550,8 @@ MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
 def gate_code() -> tuple[str, ...]:
-    """The code the hook itself runs: the ``eidolons`` package, the interpreter's
-    site-packages (a ``.pth`` file there runs at every start, ``-I`` or not), and the
-    interpreter with the directory it lies in (the hook is registered as this
-    interpreter by absolute path, and the ``eidolons`` launcher the orchestrator's shell
-    runs is beside it: a virtual environment in the project is a file an agent could
-    otherwise rewrite, ADR 0134). An agent that rewrites them rewrites the gate."""
+    """The code the hook runs (ADR 0134): the package, site-packages (a ``.pth`` there runs
+    at every start) and the interpreter with its directory. Rewriting them rewrites the gate."""
     import site  # already imported at start-up (no -S)
     import sys
 
@@ -650,8 +595,7 @@ class Layout:
 
     @property
     def key_dirs(self) -> tuple[str, ...]:
-        """The signing-key directories (:func:`key_dirs`), found on first use: a call that
-        touches no file never needs them (nor :mod:`eidolons.keys.files`)."""
+        """:func:`key_dirs`, found on first use (a call that touches no file needs none)."""
         if self._key_dirs is None:
             self._key_dirs = key_dirs(self.root)
         return self._key_dirs
@@ -681,11 +625,9 @@ class Layout:
         return None
 
     def trace_names(self, path: str) -> bool:
-        """Whether the trace may name ``path`` as a payload (its envelope deleted): looked
-        up in the host's payload index (:mod:`eidolons.io.payloadindex`, one small read and
-        a stat of each trace file per event) when it covers every trace file as it is
-        now; when it cannot tell, the full rule (:func:`eidolons.gates.trigger.find_handoff`)
-        answers. True sends the read to the receiver gate, which decides."""
+        """Whether the trace may name ``path`` as a payload (its envelope deleted): the host's
+        payload index answers when it covers every trace file, else the full rule
+        (:func:`eidolons.gates.trigger.find_handoff`). True sends the read to the gate."""
         from eidolons.io.payloadindex import names
         from eidolons.io.project import foreign_projects, payload_index, rules_out
 
@@ -704,9 +646,8 @@ class Layout:
         return find_handoff(path, self.root) is not None
 
     def links_to_handoff(self, real: str) -> bool:
-        """A hard link elsewhere to a file in a hand-off directory is that hand-off: the
-        same bytes under a name the rules above do not see (only a file with more than one
-        link is looked up; at most :data:`MAX_LINK_SCAN` entries)."""
+        """Whether ``real`` is a hard link to a file in a hand-off directory (looked up only
+        for a file of more than one link; past :data:`MAX_LINK_SCAN` entries: yes)."""
         try:
             st = os.stat(real)
         except OSError:
@@ -748,9 +689,8 @@ class Layout:
 
 
 def has_envelope(path: str) -> bool:
-    """The receiver gate's trigger (:func:`eidolons.io.payload.find_envelope`): the path is an
-    envelope, or ``${PATH%.*}.envelope.json`` or ``PATH.envelope.json`` exists
-    (:func:`eidolons.io.project.envelope_candidates`, the one spelling)."""
+    """The receiver gate's trigger: ``path`` is an envelope or one of its
+    :func:`eidolons.io.project.envelope_candidates` exists."""
     from eidolons.io.project import envelope_candidates
 
     if path.endswith(ENVELOPE_SUFFIX):
