@@ -1,37 +1,19 @@
-"""``eidolons doctor``: is this project set up so that no receiver can skip the gate?
+"""``eidolons doctor``: is this project set up so that no receiver can skip the gate? (ADR 0045)
 
-Checks, each finding reported once (ADR 0045):
+Checks, each finding reported once:
 
-- **root**: the project root holds ``.eidolons/`` (else every gate guesses the root).
-- **D8** (upstream's receiver conformance, ``shared/ecl/nexus-cli.md``, without its
-  holes): for every installed member (``eidolons.lock`` ``members``, and every member tree
-  under ``.eidolons/``; a lock that cannot be read is a finding, never "no members"), its
-  class from the roster; a member not in the roster, without a class, or with a class
-  ``ecl.yaml`` does not know is a finding (upstream exempts unknown classes). A receiver
-  class needs a verify-incoming skill, in the EIIS 3.x layout
-  (``skills/verify-incoming/SKILL.md``) or the flat one (``skills/verify-incoming.md``);
-  each file found must hold one blocking marker and no forbidden marker; each violation
-  counts once (upstream counts them twice).
-- **drift**: every installed verify-incoming skill (member trees, ``.claude/skills/``,
-  ``.agents/skills/``) is compared with the skill rendered from the effective contracts:
-  the inbound-edges section and the exact REFUSE line must match.
-- **hosts**: the Claude Code hook is registered through the launcher, its matcher covers
-  Read, Bash, Grep and Glob, it has ``"onFailure": "block"`` and a timeout; the launcher
-  and this machine's interpreter are there; the sandbox is enabled in strict mode, can
-  start here (``bwrap``, ``socat``) and hides every hand-off directory; no code the gate
-  runs lies where a sandboxed shell can write it; the MCP server is registered; and the
-  wired hook, run from this project's root, allows a plain Read and denies the read of a
-  hand-off without its envelope (ADR 0140). Cursor's hooks are ``failClosed``; a host whose
-  hook fails open, or whose shell cannot be sealed, is said in a note.
-- **keys**: a trust store exists and loads as the gates load it (parses, is the one this
-  host pinned); the signing-key directory is outside the project, mode 0700, its key
-  files 0600.
-- **trace-store** (only with ``EIDOLONS_TRACE_DSN`` set): what this host's login may do
-  in the shared store (:func:`eidolons.trace.pg_admin.authority_report`): a login
-  that can record orchestrator verdicts there without having been bound there, a
-  database open to every login of the cluster, a store that cannot be asked.
-- **agents**: receiver agent files (``.claude/agents/<receiver>.md``) whose tools include
-  a shell or write tools, or that name none.
+- **root**: the root holds ``.eidolons/``.
+- **D8**: every installed member (``eidolons.lock`` and the member trees under
+  ``.eidolons/``; an unreadable lock is a finding) has a roster class ``ecl.yaml`` knows;
+  a receiver class has a verify-incoming skill with a blocking marker and no forbidden one.
+- **drift**: each installed skill's inbound-edges table and REFUSE line match the contracts.
+- **hosts**: Claude Code's hook, launcher, interpreter, sandbox (strict, startable, hiding
+  every hand-off directory), gate code out of a shell's reach, MCP server, and the wired
+  hook run for real (ADR 0140); Cursor's hooks fail closed; other hosts get a note.
+- **keys**: the trust store loads as the gates load it; the key directory is outside the
+  project, 0700, its keys 0600.
+- **trace-store** (with ``EIDOLONS_TRACE_DSN``): what this host's login may do there.
+- **agents**: receiver agent files that name no tools or lack the gate's reader.
 """
 
 from __future__ import annotations

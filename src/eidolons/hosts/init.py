@@ -1,26 +1,15 @@
 """``eidolons init``: set a project up the documented way, and ``--undo`` it.
 
 Steps, each reported as one line (``created``, ``merged``, ``unchanged``; ``would ...``
-with ``dry_run``):
+in a dry run): ``.eidolons/`` and its hand-off directory; ``.eidolons/.ignore`` (Grep
+skips the hand-offs, keys and memory); ``keys init`` when there is no trust store; the
+skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
+merged without disturbing foreign entries (a file that is not a JSON object is replaced
+only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
+``.eidolons/sealed`` (ADR 0140); then notes on the sandbox.
 
-1. ``.eidolons/`` (so the root is found) and the hand-off directory ``.eidolons/handoffs/``.
-2. ``.eidolons/.ignore``: ripgrep's ignore file listing ``handoffs/``, ``keys/``,
-   ``memory/``, so a Grep of the project does not show hand-off bytes (ADR 0040).
-3. The signing key and trust store: ``eidolons keys init`` when this build has it and
-   the trust store does not exist yet.
-4. The skills of the receivers the project has (its agent definitions, or ``receivers``):
-   ``eidolons skill install R...``, never all of them into every prompt.
-5. Each host's configuration (:mod:`eidolons.hosts.wiring`), merged into its files
-   without disturbing foreign entries. A file that is not a JSON object is never
-   overwritten without ``force`` (then it is kept as ``FILE.bak``). For Claude Code also
-   the launcher ``.claude/hooks/eidolons``, the sandbox, the MCP server, and the marker
-   ``.eidolons/sealed``: hand-offs live only in the hand-off directories (ADR 0140).
-6. Notes: what the sandbox needs on this machine and changes for the user's own
-   commands, and advice for receiver agent files whose tools reach around the gate.
-
-What was created and merged is recorded in ``.eidolons/init.json``; ``undo`` removes
-exactly that (a file init created and nothing else uses is deleted; foreign entries stay).
-The signing key and trust store are never removed by ``undo``.
+``.eidolons/init.json`` records what was created and merged; ``undo`` removes exactly
+that, never the signing key or the trust store.
 """
 
 from __future__ import annotations

@@ -1,28 +1,19 @@
 """What ``eidolons init`` writes into each host's configuration, and how to find it again.
 
-Pure over JSON documents (dicts): :func:`plan` says, per host, which files hold the wiring
-and which entries go where; :func:`merge` adds them to a document without disturbing
-foreign entries (an entry of ours already there is replaced in place, so re-running is
-a no-op); :func:`unmerge` removes exactly what was added. An entry is ours when it runs
-the launcher or :data:`eidolons.hosts.hook.fast.BOOTSTRAP` (:func:`is_ours`). ``doctor`` and the
-hook read the same plan back (:func:`check_claude_settings`, :func:`sandbox_problems`).
+Pure over JSON documents: :func:`plan` gives each host's entries, :func:`merge` adds them
+without disturbing foreign entries (re-running is a no-op), :func:`unmerge` removes
+exactly them; an entry is ours when it runs the launcher or the bootstrap
+(:func:`is_ours`). ``doctor`` and the hook read it back (:func:`check_claude_settings`,
+:func:`sandbox_problems`).
 
-Per host (facts in ``shared/hosts/README.md``):
-
-- claude-code (ADR 0140): the shared ``.claude/settings.json`` names no machine path. Its
-  ``PreToolUse`` hook (matcher ``*``, exec form, ``onFailure: "block"``) runs the
-  launcher ``${CLAUDE_PROJECT_DIR}/.claude/hooks/eidolons`` (a protected path), which
-  starts this machine's interpreter; its ``sandbox`` is on in strict mode, with every
-  hand-off directory, the memory store, the gate's copies and the keys in ``denyRead`` and
-  the whole ``.eidolons/`` in ``denyWrite``. ``.mcp.json`` registers the MCP server through
-  the same launcher. What is per machine goes to ``.claude/settings.local.json``: the
-  interpreter (``env.EIDOLONS_PYTHON``), the approval of the MCP server, the key
-  directories and the gate's own code by absolute path.
-- cursor, ``.cursor/hooks.json``: ``beforeReadFile``, ``preToolUse``,
-  ``beforeShellExecution``, ``beforeMCPExecution``, each ``"failClosed": true``.
-- codex, ``.codex/hooks.json``: one ``PreToolUse`` group without matcher (every tool).
-- gemini, ``.gemini/settings.json``: ``BeforeTool`` with matcher ``.*``.
-- copilot, ``.github/hooks/eidolons.json``: ``preToolUse`` (a file of its own).
+- claude-code (ADR 0140): ``.claude/settings.json`` names no machine path: a
+  ``PreToolUse`` hook (``*``, ``onFailure: "block"``) runs the launcher
+  ``.claude/hooks/eidolons``; the sandbox is strict and hides the hand-offs, memory,
+  copies and keys and keeps ``.eidolons/`` unwritable; ``.mcp.json`` registers the MCP
+  server. Per machine, ``.claude/settings.local.json``: the interpreter, the MCP approval,
+  the key directories and the gate's code.
+- cursor ``.cursor/hooks.json`` (``failClosed``), codex ``.codex/hooks.json``, gemini
+  ``.gemini/settings.json``, copilot ``.github/hooks/eidolons.json``.
 """
 
 from __future__ import annotations

@@ -1,45 +1,28 @@
-"""The hook's full decision for a tool call that touches something of ECL's (ADR 0140).
+"""The hook's full decision for a call that touches something of ECL's (ADR 0140).
 
-The hook judges tools by their exact arguments; the shell is sealed by the host's sandbox
-(Claude Code: ``sandbox.filesystem`` masks the hand-off directories, the keys and the memory
-store, and keeps the gate's state and code unwritable), never by reading its commands.
-Rules, for the calling agent R (the host's identity; none = the main loop):
+The shell is sealed by the host's sandbox, never by reading its commands. For the calling
+agent R (none: the main loop):
 
-1. A signing key: never readable, never writable, by any agent. The memory store and the
-   gate's verified copies (both hold hand-off bytes) are not readable directly.
-2. A write (Write, Edit, a patch) to the gate's state (``.eidolons/`` outside the hand-off
-   directories) or to the host wiring and the gate's own code is denied for every agent.
-   In a hand-off directory an agent may only create a new payload file (the Write tool):
-   never change an existing file, and never write an envelope, a receipt or a signature,
-   or a payload beside an envelope.
-3. A hand-off (a file in a hand-off directory, an envelope, or a file with a sibling
-   envelope) read by a receiver R: allowed only when the receiver gate passes for R (on
-   hosts that name no agent: for the envelope's addressee); else denied with
-   ``[R-verify-incoming] REFUSE: <CODE> from <sender>``. On Claude Code the Read is then
-   pointed (``updatedInput``) at the gate's copy of exactly the bytes it judged, so a file
-   swapped after the check is never what the tool reads.
-4. The same read by the main loop: allowed only with an orchestrator ``verify_pass`` on
-   record for these exact envelope bytes and a digest recomputed now that matches; a
-   hand-off in a hand-off directory that no gate judged yet goes through the orchestrator
-   gate on this read (its shell cannot run it).
-   Envelopes themselves are readable by the main loop (it routes on them).
-5. Dispatch: the main loop's ``Agent``/``Task`` call runs the orchestrator gate over the
-   hand-offs addressed to that subagent that have no pass on record for their bytes; a
-   refusal denies the dispatch and hands its REFUSE lines back to the main loop.
-6. Grep of a hand-off directory (or of a directory above one, unless ripgrep's
-   ``.eidolons/.ignore`` hides it) is denied; Glob of a hand-off directory is denied to
-   receivers.
-7. Shell: on Claude Code a Bash call runs only while the project's sandbox seals the
-   shell (:func:`eidolons.hosts.wiring.sandbox_problems`). Of the command itself the hook
-   decides only what it can decide exactly: a plain ``eidolons`` command. The commands
-   that write the gate's state or wiring are no agent's; the orchestrator's gate
-   (``verify-envelope``, ``run``) is the main loop's; a subagent runs ``verify-incoming``
-   only ``--as`` itself and ``emit`` only ``--from`` itself.
-8. The MCP server's ``emit`` sends as the calling subagent only (the main loop as
-   ``orchestrator`` or ``human``, never as a subagent); a server bound to one
-   agent (``eidolons-<R>``, ``mcp serve --as R``: it tags with the host's HMAC key) is
-   called by subagent R only.
-9. Anything else is allowed.
+1. A signing key is no agent's to read or write; the memory store and the gate's copies
+   are not read directly.
+2. No agent writes the gate's state, the host wiring or the gate's code. In a hand-off
+   directory an agent only creates a new payload file (Write): no change in place, no
+   envelope, receipt or signature, no payload beside an envelope.
+3. R reads a hand-off only when the receiver gate passes for R (hosts that name no agent:
+   for the addressee), else the deny is ``[R-verify-incoming] REFUSE: <CODE> from <sender>``;
+   on Claude Code the Read is pointed at the gate's copy of the bytes it judged.
+4. The main loop reads a hand-off only with an orchestrator ``verify_pass`` on record for
+   those envelope bytes and a digest that matches now; one no gate judged yet goes
+   through the orchestrator gate on this read. Envelopes stay readable.
+5. Dispatch (``Agent``/``Task``) runs the orchestrator gate over the subagent's pending
+   hand-offs; a refusal denies it.
+6. Grep of or above a hand-off directory (unless ``.eidolons/.ignore`` hides it) is
+   denied; so is a receiver's Glob of one.
+7. Bash on Claude Code runs only while the sandbox seals the shell; of a plain
+   ``eidolons`` command the state-writing ones are no agent's, the orchestrator's gate is
+   the main loop's, and a subagent verifies ``--as`` and emits ``--from`` only itself.
+8. The MCP ``emit`` sends as the calling subagent only; a bound server (``eidolons-<R>``)
+   is called by subagent R only.
 """
 
 from __future__ import annotations

@@ -1,39 +1,20 @@
-"""What each tool of ``eidolons mcp serve`` does, without the MCP SDK (ADR 0052, 0053).
+"""What each tool of ``eidolons mcp serve`` does, without the MCP SDK (ADRs 0052, 0053).
 
-A :class:`Toolbox` is bound to one project root and, with ``--as``, to one receiver. Each
-public method takes the tool's arguments as the client sent them and returns a
-:class:`Reply`; none raises for bad input, and none ever returns payload bytes except
-:meth:`Toolbox.read_verified` on a pass. Rules:
+A :class:`Toolbox` serves one project root and, with ``--as``, one receiver. Each tool
+returns a :class:`Reply` and never raises. Rules:
 
-1. **Identity.** A bound toolbox decides for its receiver only: a call naming another
-   receiver (or, for ``emit``, another sender) is refused, and an omitted one is the bound
-   one. Unbound, the receiver must be named. The caller's word is never widened: the
-   receiver gate still requires ``to.eidolon`` to be that receiver.
-2. **Paths** are resolved against the root (relative) or taken as given (absolute) and
-   must resolve inside the root; NUL bytes, empty or over-long strings are refused. An
-   unbound toolbox takes only absolute artifact paths, the ones a host hook recognises
-   (and binds to the calling agent) in an MCP call's arguments.
-3. **The receiver gate** is the library's (:func:`eidolons.gates.receiver.verify_incoming`),
-   with the configuration the CLI uses: effective contracts (a set that fails to load
-   refuses every hand-off), ``ECL_HMAC_KEY``, caps from the environment, the configured
-   memory unless ``--no-memory``; the digest is always recomputed.
-4. **read_verified** returns exactly the bytes the gate hashed, only on a pass that is on
-   record, only for an ECL hand-off (a file without an envelope is refused: this tool is
-   not a general file reader), and at most :data:`MAX_READ_BYTES`. A refusal is an error
-   whose text starts with the gate's REFUSE line and contains none of the payload.
-5. **No evidence for the caller** (ADR 0053): verify_envelope computes the orchestrator
-   gate's verdict but never records it, so no agent can use this server to mint the
-   orchestrator's ``verify_pass`` (the orchestrator records with ``eidolons verify-envelope
-   --block``); emit tags with ``ECL_HMAC_KEY`` only when bound, as the bound sender; the
-   server signs nothing.
-6. **Errors are replies** (``is_error``), one line, never a traceback; an unexpected
-   exception is an error too (fail closed), logged on stderr.
-7. **Every reply can be sent** (:func:`wire_safe`, applied to every tool's reply by
-   :meth:`Toolbox.call`): every string of it, text and structured content alike (keys
-   too), passes through :func:`eidolons._text.encodable`, so a file name that is not
-   UTF-8 is escaped as the text spells it (``\\udcff``) instead of making a reply the
-   SDK cannot encode (which was never answered, and ended the server). Encodable text
-   is left exactly as it is: the verified payload is handed over unchanged.
+1. **Identity**: bound, it acts for its receiver only (an omitted one is the bound one);
+   unbound, the receiver is named and artifact paths are absolute.
+2. **Paths** resolve inside the root; NUL bytes, empty or over-long strings are refused.
+3. **The receiver gate** is the library's, configured as the CLI's.
+4. **read_verified** returns exactly the bytes the gate hashed, only on a recorded pass of
+   an ECL hand-off, at most :data:`MAX_READ_BYTES`; a refusal is an error starting with
+   the REFUSE line and holding none of the payload.
+5. **No evidence for the caller**: verify_envelope never records; emit tags with
+   ``ECL_HMAC_KEY`` only when bound, as the bound sender; nothing is signed.
+6. **Errors are replies**, one line; an unexpected exception is one too (fail closed).
+7. **Every reply can be sent** (:func:`wire_safe`): each string is escaped as
+   :func:`eidolons._text.encodable` does; encodable text is left exactly as it is.
 """
 
 from __future__ import annotations

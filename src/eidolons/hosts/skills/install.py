@@ -1,31 +1,18 @@
-"""Install (and remove) rendered verify-incoming skills where hosts and the nexus read them.
+"""Install (and remove) rendered verify-incoming skills where hosts and the nexus read them
+(ADR 0050). For a receiver ``R``:
 
-For a receiver ``R`` under the project root (ADR 0050):
-
-1. ``.claude/skills/R-verify-incoming/SKILL.md`` (Claude Code) and
-   ``.agents/skills/R-verify-incoming/SKILL.md`` (the shared layout Codex, Cursor and
-   Copilot read) always.
-2. The member tree, only when ``R`` is installed as a member, i.e. ``.eidolons/R/`` is a
-   real directory holding one of ``EIIS_VERSION``, ``install.manifest.json``,
-   ``manifest.json``, ``PERSONA.md``, ``SPEC.md`` or ``skills/``:
-   - an EIIS 3.x member (``EIIS_VERSION`` or the manifest's ``eiis_version`` has major
-     version 3 or more, or, with no version recorded, a ``skills/verify-incoming/``
-     directory exists) gets ``.eidolons/R/skills/verify-incoming/SKILL.md``;
-   - an older member (a version below 3, or none recorded) gets the flat
-     ``.eidolons/R/skills/verify-incoming.md`` that EIIS 1.x and the nexus's D8 read.
-3. Every target gets the same bytes (:func:`eidolons.hosts.skills.render.render_skill`), so the
-   SHA parity upstream expects between a member's skill and its host copy holds.
-4. A target is written only if it is absent, or a file this tool generated and nobody
-   changed since (:func:`~eidolons.hosts.skills.render.generated_state`). A hand-written file, an
-   edited generated file, a symbolic link or anything else is refused unless ``force``;
-   a symbolic link that already points at this receiver's member-tree target (what the
-   nexus creates) is left alone as ``linked``. Nothing is written outside the root:
-   a target whose directory resolves outside it is refused, even with ``force``.
-5. Writes are atomic (a temporary file in the same directory, then ``os.replace``); a
-   refused target never stops the others.
-6. Removal (:func:`uninstall_skills`, for ``init --undo``) deletes only files this tool
-   generated and nobody changed (``force`` also removes edited ones; never a foreign file),
-   then the ``R-verify-incoming``/``verify-incoming`` directories left empty.
+1. ``.claude/skills/R-verify-incoming/SKILL.md`` and ``.agents/skills/...`` always.
+2. The member tree, when ``.eidolons/R/`` is a real directory holding a member marker:
+   ``skills/verify-incoming/SKILL.md`` for EIIS 3.x (or no version and that directory
+   present), else the flat ``skills/verify-incoming.md``.
+3. Every target gets the same bytes (:func:`~eidolons.hosts.skills.render.render_skill`).
+4. A target is written only when absent or generated and unchanged
+   (:func:`~eidolons.hosts.skills.render.generated_state`); anything else is refused
+   unless ``force``; a link to the member-tree target is ``linked``; nothing is written
+   where the directory resolves outside the root, even with ``force``.
+5. Writes are atomic; a refused target never stops the others.
+6. Removal deletes only generated, unchanged files (``force``: edited ones too), then the
+   skill directories left empty.
 """
 
 from __future__ import annotations
