@@ -19,6 +19,7 @@ returns a :class:`Reply` and never raises. Rules:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -107,6 +108,16 @@ def _encodable(value: Any) -> Any:
     return value
 
 
+def _tool(body: Callable[..., Reply]) -> Callable[..., Reply]:
+    """A tool of :class:`Toolbox`: ``body``, run through :meth:`Toolbox.call`."""
+
+    @functools.wraps(body)
+    def tool(self: Toolbox, *args: Any, **kwargs: Any) -> Reply:
+        return self.call(body.__name__, lambda: body(self, *args, **kwargs))
+
+    return tool
+
+
 @dataclass
 class Toolbox:
     """The tools of one server: a project ``root``, an optional bound ``receiver``."""
@@ -119,15 +130,14 @@ class Toolbox:
 
     # ------------------------------------------------------------------ plumbing
 
-    def call(self, name: str, fn: Callable[..., Reply], **kwargs: Any) -> Reply:
-        """Run one tool body: input errors and library errors become error replies, and
-        anything unexpected is an error reply too (logged), never an exception. Every
-        reply leaves through :func:`wire_safe` (rule 7)."""
+    def call(self, name: str, run: Callable[[], Reply]) -> Reply:
+        """Run one tool body: every error is an error reply (an unexpected one logged), never
+        an exception; every reply leaves through :func:`wire_safe` (rule 7)."""
         from eidolons.errors import EidolonsError
         from eidolons.io.contracts import ContractError
 
         try:
-            return wire_safe(fn(**kwargs))
+            return wire_safe(run())
         except (ToolInputError, EidolonsError, ContractError) as exc:
             return wire_safe(_error(f"{name}: {printable(str(exc))}"))
         except Exception as exc:  # fail closed: a bug is an error, never a pass
@@ -250,10 +260,8 @@ class Toolbox:
 
     # ------------------------------------------------------------------ tools
 
+    @_tool
     def read_verified(self, artifact: str, receiver: str | None = None) -> Reply:
-        return self.call("read_verified", self._read_verified, artifact=artifact, receiver=receiver)
-
-    def _read_verified(self, artifact: str, receiver: str | None) -> Reply:
         from eidolons.io.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope
 
         name = self.receiver_for(receiver)
@@ -300,12 +308,8 @@ class Toolbox:
             )
         return Reply(text, structured)
 
+    @_tool
     def verify_incoming(self, artifact: str, receiver: str | None = None) -> Reply:
-        return self.call(
-            "verify_incoming", self._verify_incoming, artifact=artifact, receiver=receiver
-        )
-
-    def _verify_incoming(self, artifact: str, receiver: str | None) -> Reply:
         name = self.receiver_for(receiver)
         result = self._gate(self.artifact_path(artifact), name, want_payload=False)
         if result.status == "skipped":
@@ -316,10 +320,8 @@ class Toolbox:
         data = result.to_json()
         return Reply("\n".join([*result.status_lines(), *_recalled(data)]), data)
 
+    @_tool
     def verify_envelope(self, envelope: str, strict: bool = False) -> Reply:
-        return self.call("verify_envelope", self._verify_envelope, envelope=envelope, strict=strict)
-
-    def _verify_envelope(self, envelope: str, strict: bool) -> Reply:
         from eidolons.gates.verify import verify_envelope_file
         from eidolons.io.config import Limits, hmac_key
         from eidolons.io.payload import find_envelope
@@ -347,6 +349,7 @@ class Toolbox:
         )
         return Reply(line, data, is_error=not result)
 
+    @_tool
     def emit(
         self,
         payload: str,
@@ -364,26 +367,6 @@ class Toolbox:
         ise: dict[str, Any] | None = None,
         input_handles: list[str] | None = None,
     ) -> Reply:
-        return self.call(
-            "emit",
-            self._emit,
-            ise=ise,
-            input_handles=input_handles,
-            payload=payload,
-            to=to,
-            performative=performative,
-            kind=kind,
-            objective=objective,
-            sender=sender,
-            thread=thread,
-            parent=parent,
-            summary=summary,
-            tokens_used=tokens_used,
-            trust_level=trust_level,
-            hmac=hmac,
-        )
-
-    def _emit(self, payload: str, to: str, sender: str | None, hmac: bool, **rest: Any) -> Reply:
         from eidolons.gates.sender import emit, parse_agent
         from eidolons.io.config import Limits, hmac_key
 
@@ -413,17 +396,17 @@ class Toolbox:
             source,
             sender=agent,
             recipient=recipient,
-            performative=rest["performative"],
-            kind=rest["kind"],
-            objective=rest["objective"],
+            performative=performative,
+            kind=kind,
+            objective=objective,
             root=self.root,
-            thread_id=rest["thread"],
-            parent_id=rest["parent"],
-            summary=rest["summary"],
-            tokens_used=rest["tokens_used"],
-            trust_level=rest["trust_level"],
-            ise=rest["ise"],
-            input_handles=tuple(rest["input_handles"] or ()),
+            thread_id=thread,
+            parent_id=parent,
+            summary=summary,
+            tokens_used=tokens_used,
+            trust_level=trust_level,
+            ise=ise,
+            input_handles=tuple(input_handles or ()),
             key=key,
             limits=Limits.from_env(os.environ),
             contract_dirs=[Path(d) for d in self.contract_dirs],
@@ -436,10 +419,8 @@ class Toolbox:
         }
         return Reply(f"envelope: {result.envelope_path}", data)
 
+    @_tool
     def trace_show(self, thread: str, limit: int = 200) -> Reply:
-        return self.call("trace_show", self._trace_show, thread=thread, limit=limit)
-
-    def _trace_show(self, thread: str, limit: int) -> Reply:
         from eidolons.trace.store import has_thread, read_thread
 
         if not isinstance(limit, int) or not 1 <= limit <= MAX_TRACE_EVENTS:
@@ -473,10 +454,8 @@ class Toolbox:
         }
         return Reply("\n".join(printable(line) for line in lines) or "(no events)", data)
 
+    @_tool
     def check(self, paths: list[str], strict: bool = False) -> Reply:
-        return self.call("check", self._check, paths=paths, strict=strict)
-
-    def _check(self, paths: list[str], strict: bool) -> Reply:
         from eidolons.ecl.conformance import exit_code
         from eidolons.gates.checker import check_envelope
         from eidolons.io.config import Limits, hmac_key
@@ -516,10 +495,8 @@ class Toolbox:
         data = {"exit_code": overall, "envelopes": reports}
         return Reply("\n".join(lines) or "(no envelopes)", data, is_error=overall == 2)
 
+    @_tool
     def contracts_show(self, sender: str | None = None, receiver: str | None = None) -> Reply:
-        return self.call("contracts_show", self._contracts_show, sender=sender, receiver=receiver)
-
-    def _contracts_show(self, sender: str | None, receiver: str | None) -> Reply:
         contract_set = self._contracts_or_raise()
         chosen = [
             c
