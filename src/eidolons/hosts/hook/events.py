@@ -1,13 +1,12 @@
 """One hook event, strictly parsed into a :class:`ToolCall`; the :class:`Layout` the hook
 protects.
 
-- The event is at most :data:`MAX_EVENT_BYTES` of UTF-8 JSON, one object, no duplicate
-  keys, no ``NaN``, no byte-order mark; anything else is :class:`HookInputError` (deny).
-  Parsed with the C scanner directly: ``import json`` costs half an interpreter start.
+- The event is one JSON object read by the package's strict reader of untrusted JSON
+  (the C scanner, without ``import json``); anything else is :class:`HookInputError`.
 - The receiver is the host's identity of the calling agent (``agent_type``), never an
   envelope's field; none means the main loop, the orchestrator.
-- Paths are compared after resolving symlinks. Only ``os`` and ``_json`` are imported:
-  this module is on the fast path.
+- Paths are compared after resolving symlinks. This module is on the fast path: it
+  imports ``os`` and the package's ``os``-only modules.
 """
 
 from __future__ import annotations
@@ -49,82 +48,30 @@ class HookInputError(Exception):
     """The hook's input is not an event this hook can judge (the hook denies)."""
 
 
-class _Strict:
-    """The context the C JSON scanner reads its options from."""
-
-    strict = True
-    object_hook = None
-    parse_int = int
-
-    @staticmethod
-    def parse_float(text: str) -> float:
-        # the strict readers' one number rule (1e999 is not a number a double holds);
-        # imported only when the event holds a float
-        from eidolons.ecl.jsontext import finite_float
-
-        return finite_float(text)
-
-    @staticmethod
-    def object_pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"duplicate JSON key {key!r}")
-            out[key] = value
-        return out
-
-    @staticmethod
-    def parse_constant(name: str) -> Any:
-        raise ValueError(f"non-standard JSON constant {name}")
-
-
 def loads_event(data: bytes) -> dict[str, Any]:
-    """Strictly parse one hook event. Raises :class:`HookInputError`."""
-    import _json
+    """One hook event, parsed by the strict reader of untrusted JSON
+    (:func:`eidolons.ecl.strict_json.loads_strict`: no duplicate key, no ``NaN``, no
+    overflowing number, no lone surrogate, at most :data:`MAX_DEPTH` deep), at most
+    :data:`MAX_EVENT_BYTES`. Raises :class:`HookInputError`."""
+    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.errors import EnvelopeError
 
     if len(data) > MAX_EVENT_BYTES:
         raise HookInputError(f"hook input is larger than {MAX_EVENT_BYTES} bytes")
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
         raise HookInputError("hook input is not valid UTF-8") from None
-    if text.startswith("\ufeff"):
+    if data.startswith(b"\xef\xbb\xbf"):
         raise HookInputError("hook input starts with a byte-order mark")
-    start = len(text) - len(text.lstrip(" \t\n\r"))
     try:
-        value, end = _json.make_scanner(_Strict)(text, start)  # type: ignore[arg-type]
-    except RecursionError:
-        raise HookInputError("hook input nests too deeply") from None
-    except Exception as exc:  # StopIteration, JSONDecodeError, ValueError...
-        raise HookInputError(f"hook input is not strict JSON ({exc.__class__.__name__})") from None
-    if text[end:].strip(" \t\n\r"):
-        raise HookInputError("hook input has data after the JSON value")
+        value = loads_strict(data, Limits(MAX_EVENT_BYTES, MAX_DEPTH))
+    except EnvelopeError as exc:
+        raise HookInputError(f"hook input is not strict JSON ({exc})") from None
     if not isinstance(value, dict):
         raise HookInputError("hook input is not a JSON object")
-    _check_tree(value)
     return value
-
-
-def _check_tree(value: Any) -> None:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise HookInputError(f"hook input nests deeper than {MAX_DEPTH}")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-            items: Any = item.keys()
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-            items = ()
-        else:
-            items = (item,)
-        for text in items:
-            if isinstance(text, str):
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise HookInputError("hook input holds a lone surrogate escape") from None
 
 
 class ToolCall:
