@@ -24,6 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from eidolons.hosts.skills.install import MEMBER_MARKERS
 from eidolons.io.files import create_new, package_text, read_text
 from eidolons.io.project import HANDOFF_DIR, TRACE_DIR
 
@@ -33,7 +34,6 @@ STATE_DIRS = frozenset(
         *("keys", "memory", "contracts", "refusals", "skills", "harness"),
     }
 )
-MEMBER_MARKERS = ("EIIS_VERSION", "install.manifest.json", "manifest.json", "PERSONA.md", "SPEC.md")
 
 
 class Finding:
@@ -183,7 +183,7 @@ def installed_members(root: Path, listed: list[str]) -> tuple[list[str], str | N
         if entry.name in STATE_DIRS or entry.name.startswith(".") or not entry.is_dir():
             continue
         member = Path(entry.path)
-        if any((member / m).exists() for m in MEMBER_MARKERS) or (member / "skills").is_dir():
+        if any((member / m).exists() for m in MEMBER_MARKERS):
             names.add(entry.name)
     return sorted(names), problem
 

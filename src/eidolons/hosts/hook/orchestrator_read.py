@@ -43,11 +43,6 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[Refusal | None, Ver
     envelope); else ``(refusal, None)``."""
     if path.name.endswith(ENVELOPE_SUFFIX):
         return None, None
-    refusal, verified = _check(path, root)
-    return refusal, None if refusal is not None else verified
-
-
-def _check(path: Path, root: Path) -> tuple[Refusal | None, Verified | None]:
     try:
         envelope_path = find_envelope(path)
     except AmbiguousEnvelope as exc:

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 MAX_SKILL_BYTES = 1024 * 1024
-_MEMBER_MARKERS = (
+MEMBER_MARKERS = (
     "EIIS_VERSION",
     "install.manifest.json",
     "manifest.json",
@@ -133,7 +133,7 @@ def _member_dir(root: Path, receiver: str) -> Path | None:
             return None
     except OSError:
         return None
-    if any((member / marker).exists() for marker in _MEMBER_MARKERS):
+    if any((member / marker).exists() for marker in MEMBER_MARKERS):
         return member
     return None
 
