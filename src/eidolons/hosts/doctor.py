@@ -411,18 +411,10 @@ def _shell_writable_gate_code(
 ) -> list[str]:
     """The gate's code paths a sandboxed shell could write: inside the project or a
     temporary directory, and under no ``denyWrite`` path."""
-    from eidolons.hosts.wiring import resolve_setting_path
+    from eidolons.hosts.wiring import sandbox_paths
     from eidolons.io.paths import is_relative_to
 
-    denied: list[str] = []
-    for doc in docs.values():
-        sandbox = doc.get("sandbox")
-        filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
-        items = filesystem.get("denyWrite") if isinstance(filesystem, dict) else None
-        for item in items if isinstance(items, list) else []:
-            path = resolve_setting_path(item, root)
-            if path:
-                denied.append(path)
+    denied = sandbox_paths(docs.values(), "denyWrite", root)
     out = []
     for path in sorted({os.path.realpath(p) for p in code if p}):
         writable = is_relative_to(path, root) or path.startswith(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
@@ -537,33 +538,42 @@ def resolve_setting_path(entry: Any, root: str) -> str | None:
     return os.path.realpath(os.path.normpath(path))
 
 
+def sandbox_paths(docs: Iterable[dict[str, Any]], key: str, root: str) -> list[str]:
+    """Every ``sandbox.filesystem.<key>`` path of the settings ``docs``, resolved."""
+    out = []
+    for doc in docs:
+        sandbox = doc.get("sandbox")
+        filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
+        items = filesystem.get(key) if isinstance(filesystem, dict) else None
+        for item in items if isinstance(items, list) else []:
+            path = resolve_setting_path(item, root)
+            if path:
+                out.append(path)
+    return out
+
+
 def sandbox_problems(root: str, handoff_dirs: tuple[str, ...]) -> list[str]:
     """Why the project's Claude Code sandbox does not seal the shell, or ``[]``: it must be
     enabled in strict mode (``allowUnsandboxedCommands: false``), and every hand-off
     directory must lie under a ``denyRead`` path that no ``allowRead`` path re-opens. The
     shared and the local settings are read as Claude Code merges them (the local value of
     a key wins; lists add up)."""
+    docs: list[dict[str, Any]] = []
     merged: dict[str, Any] = {}
-    lists: dict[str, list[Any]] = {"denyRead": [], "allowRead": []}
     for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL):
         doc, problem = _settings(root, rel)
         if problem:
             return [problem]
-        sandbox = (doc or {}).get("sandbox")
-        if not isinstance(sandbox, dict):
-            continue
-        merged.update({k: v for k, v in sandbox.items() if k != "filesystem"})
-        filesystem = sandbox.get("filesystem")
-        if isinstance(filesystem, dict):
-            for key, items in lists.items():
-                value = filesystem.get(key)
-                items.extend(value if isinstance(value, list) else [])
+        docs.append(doc or {})
+        sandbox = docs[-1].get("sandbox")
+        if isinstance(sandbox, dict):
+            merged.update({k: v for k, v in sandbox.items() if k != "filesystem"})
     if merged.get("enabled") is not True:
         return ["the Claude Code sandbox is not enabled (sandbox.enabled)"]
     if merged.get("allowUnsandboxedCommands") is not False:
         return ["the sandbox lets a command run outside it (sandbox.allowUnsandboxedCommands)"]
-    denied = [p for p in (resolve_setting_path(e, root) for e in lists["denyRead"]) if p]
-    opened = [p for p in (resolve_setting_path(e, root) for e in lists["allowRead"]) if p]
+    denied = sandbox_paths(docs, "denyRead", root)
+    opened = sandbox_paths(docs, "allowRead", root)
     for directory in handoff_dirs:
         if not any(is_relative_to(directory, d) for d in denied):
             return [f"the sandbox does not hide {directory} from the shell (denyRead)"]
