@@ -1,4 +1,4 @@
-"""The MCP tools load contracts through the commands' one loader (issue 7 §7): a set that
+"""The MCP tools load contracts through the commands' one loader: a set that
 fails to load is the typed fail-closed value for the gate, and an error reply (never an
 exception, never an empty set) for the tools that show or check contracts."""
 

@@ -80,7 +80,7 @@ def test_tampered_payload_is_refused_without_a_byte_of_it(
     assert "Decision TARGET" not in everything and "Decision target" not in everything
     assert h.trace()[-1]["event"] == "verify_fail"
     assert h.trace()[-1]["verify_failure_code"] == "INTEGRITY_MISMATCH"
-    # the refusal names the hand-back the gate wrote for the orchestrator (issue 10 §7)
+    # the refusal names the hand-back the gate wrote for the orchestrator
     named = [line for line in text.splitlines() if line.startswith("hand-back for the")]
     assert len(named) == 1
     handback = Path(named[0].split(": ", 1)[1])

@@ -1,37 +1,19 @@
-"""``eidolons doctor``: is this project set up so that no receiver can skip the gate?
+"""``eidolons doctor``: is this project set up so that no receiver can skip the gate? (ADR 0045)
 
-Checks, each finding reported once (ADR 0045):
+Checks, each finding reported once:
 
-- **root**: the project root holds ``.eidolons/`` (else every gate guesses the root).
-- **D8** (upstream's receiver conformance, ``shared/ecl/nexus-cli.md``, without its
-  holes): for every installed member (``eidolons.lock`` ``members``, and every member tree
-  under ``.eidolons/``; a lock that cannot be read is a finding, never "no members"), its
-  class from the roster; a member not in the roster, without a class, or with a class
-  ``ecl.yaml`` does not know is a finding (upstream exempts unknown classes). A receiver
-  class needs a verify-incoming skill, in the EIIS 3.x layout
-  (``skills/verify-incoming/SKILL.md``) or the flat one (``skills/verify-incoming.md``);
-  each file found must hold one blocking marker and no forbidden marker; each violation
-  counts once (upstream counts them twice).
-- **drift**: every installed verify-incoming skill (member trees, ``.claude/skills/``,
-  ``.agents/skills/``) is compared with the skill rendered from the effective contracts:
-  the inbound-edges section and the exact REFUSE line must match.
-- **hosts**: the Claude Code hook is registered through the launcher, its matcher covers
-  Read, Bash, Grep and Glob, it has ``"onFailure": "block"`` and a timeout; the launcher
-  and this machine's interpreter are there; the sandbox is enabled in strict mode, can
-  start here (``bwrap``, ``socat``) and hides every hand-off directory; no code the gate
-  runs lies where a sandboxed shell can write it; the MCP server is registered; and the
-  wired hook, run from this project's root, allows a plain Read and denies the read of a
-  hand-off without its envelope (ADR 0140). Cursor's hooks are ``failClosed``; a host whose
-  hook fails open, or whose shell cannot be sealed, is said in a note.
-- **keys**: a trust store exists and loads as the gates load it (parses, is the one this
-  host pinned); the signing-key directory is outside the project, mode 0700, its key
-  files 0600.
-- **trace-store** (only with ``EIDOLONS_TRACE_DSN`` set): what this host's login may do
-  in the shared store (:func:`eidolons.trace.pg_admin.authority_report`): a login
-  that can record orchestrator verdicts there without having been bound there, a
-  database open to every login of the cluster, a store that cannot be asked.
-- **agents**: receiver agent files (``.claude/agents/<receiver>.md``) whose tools include
-  a shell or write tools, or that name none.
+- **root**: the root holds ``.eidolons/``.
+- **D8**: every installed member (``eidolons.lock`` and the member trees under
+  ``.eidolons/``; an unreadable lock is a finding) has a roster class ``ecl.yaml`` knows;
+  a receiver class has a verify-incoming skill with a blocking marker and no forbidden one.
+- **drift**: each installed skill's inbound-edges table and REFUSE line match the contracts.
+- **hosts**: Claude Code's hook, launcher, interpreter, sandbox (strict, startable, hiding
+  every hand-off directory), gate code out of a shell's reach, MCP server, and the wired
+  hook run for real (ADR 0140); Cursor's hooks fail closed; other hosts get a note.
+- **keys**: the trust store loads as the gates load it; the key directory is outside the
+  project, 0700, its keys 0600.
+- **trace-store** (with ``EIDOLONS_TRACE_DSN``): what this host's login may do there.
+- **agents**: receiver agent files that name no tools or lack the gate's reader.
 """
 
 from __future__ import annotations
@@ -39,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from eidolons.hosts.skills.install import MEMBER_MARKERS
+from eidolons.io.files import create_new, package_text, read_text
 from eidolons.io.project import HANDOFF_DIR, TRACE_DIR
 
 STATE_DIRS = frozenset(
@@ -51,7 +34,6 @@ STATE_DIRS = frozenset(
         *("keys", "memory", "contracts", "refusals", "skills", "harness"),
     }
 )
-MEMBER_MARKERS = ("EIIS_VERSION", "install.manifest.json", "manifest.json", "PERSONA.md", "SPEC.md")
 
 
 class Finding:
@@ -136,9 +118,8 @@ def roster() -> tuple[dict[str, Any], dict[str, str]]:
     """``ecl.yaml`` (verbatim upstream) and member -> class (names and aliases)."""
     import yaml
 
-    base = resources.files("eidolons") / "data" / "roster"
-    ecl = yaml.safe_load((base / "ecl.yaml").read_text(encoding="utf-8"))
-    classes = json.loads((base / "classes.json").read_text(encoding="utf-8"))
+    ecl = yaml.safe_load(package_text("data", "roster", "ecl.yaml"))
+    classes = json.loads(package_text("data", "roster", "classes.json"))
     return ecl, classes
 
 
@@ -158,7 +139,7 @@ def lock_members(root: Path) -> tuple[list[str], str | None]:
     import yaml
 
     try:
-        doc = yaml.safe_load(lock.read_bytes().decode("utf-8"))
+        doc = yaml.safe_load(read_text(lock) or "")
     except OSError as exc:
         return [], f"cannot be read: {exc.strerror or exc}"
     except UnicodeDecodeError:
@@ -202,7 +183,7 @@ def installed_members(root: Path, listed: list[str]) -> tuple[list[str], str | N
         if entry.name in STATE_DIRS or entry.name.startswith(".") or not entry.is_dir():
             continue
         member = Path(entry.path)
-        if any((member / m).exists() for m in MEMBER_MARKERS) or (member / "skills").is_dir():
+        if any((member / m).exists() for m in MEMBER_MARKERS):
             names.add(entry.name)
     return sorted(names), problem
 
@@ -239,7 +220,7 @@ def check_d8(report: Report) -> None:
             report.fail("D8", name, "missing blocking verify-incoming skill")
             continue
         for path in files:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path, errors="replace") or ""
             where = report.rel(path)
             bad = False
             if not any(marker in text for marker in blocking):
@@ -292,7 +273,7 @@ def check_drift(report: Report) -> None:
         want_table = _section(expected, "inbound edges")
         line = _refuse_template(expected, receiver)
         for path in dict.fromkeys(paths):
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path, errors="replace") or ""
             where = report.rel(path)
             table = _section(text, "inbound edges")
             if table != want_table:
@@ -430,18 +411,10 @@ def _shell_writable_gate_code(
 ) -> list[str]:
     """The gate's code paths a sandboxed shell could write: inside the project or a
     temporary directory, and under no ``denyWrite`` path."""
-    from eidolons.hosts.wiring import resolve_setting_path
+    from eidolons.hosts.wiring import sandbox_paths
     from eidolons.io.paths import is_relative_to
 
-    denied: list[str] = []
-    for doc in docs.values():
-        sandbox = doc.get("sandbox")
-        filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
-        items = filesystem.get("denyWrite") if isinstance(filesystem, dict) else None
-        for item in items if isinstance(items, list) else []:
-            path = resolve_setting_path(item, root)
-            if path:
-                denied.append(path)
+    denied = sandbox_paths(docs.values(), "denyWrite", root)
     out = []
     for path in sorted({os.path.realpath(p) for p in code if p}):
         writable = is_relative_to(path, root) or path.startswith(
@@ -456,16 +429,12 @@ def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
     """Run the wired hook as Claude Code would, from this project's root: a Read of a
     plain file is allowed, a Read of a hand-off without its envelope is denied."""
     import subprocess
-    import tempfile
 
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "EIDOLONS_PYTHON": python}
-    handoffs = root / HANDOFF_DIR
     try:
-        handoffs.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".doctor-probe-", suffix=".md", dir=handoffs)
+        probe = create_new(root / HANDOFF_DIR, ".doctor-probe-", ".md")
     except OSError as exc:  # cannot probe: the hook is not shown to deny, which is a finding
         return [f"cannot place a probe hand-off in {HANDOFF_DIR} to run the hook: {exc.strerror}"]
-    os.close(fd)
     problems = []
     try:
         for path, want in ((root / ".claude" / "settings.json", 0), (Path(probe), 2)):

@@ -1,26 +1,15 @@
 """``eidolons init``: set a project up the documented way, and ``--undo`` it.
 
 Steps, each reported as one line (``created``, ``merged``, ``unchanged``; ``would ...``
-with ``dry_run``):
+in a dry run): ``.eidolons/`` and its hand-off directory; ``.eidolons/.ignore`` (Grep
+skips the hand-offs, keys and memory); ``keys init`` when there is no trust store; the
+skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
+merged without disturbing foreign entries (a file that is not a JSON object is replaced
+only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
+``.eidolons/sealed`` (ADR 0140); then notes on the sandbox.
 
-1. ``.eidolons/`` (so the root is found) and the hand-off directory ``.eidolons/handoffs/``.
-2. ``.eidolons/.ignore``: ripgrep's ignore file listing ``handoffs/``, ``keys/``,
-   ``memory/``, so a Grep of the project does not show hand-off bytes (ADR 0040).
-3. The signing key and trust store: ``eidolons keys init`` when this build has it and
-   the trust store does not exist yet.
-4. The skills of the receivers the project has (its agent definitions, or ``receivers``):
-   ``eidolons skill install R...``, never all of them into every prompt.
-5. Each host's configuration (:mod:`eidolons.hosts.wiring`), merged into its files
-   without disturbing foreign entries. A file that is not a JSON object is never
-   overwritten without ``force`` (then it is kept as ``FILE.bak``). For Claude Code also
-   the launcher ``.claude/hooks/eidolons``, the sandbox, the MCP server, and the marker
-   ``.eidolons/sealed``: hand-offs live only in the hand-off directories (ADR 0140).
-6. Notes: what the sandbox needs on this machine and changes for the user's own
-   commands, and advice for receiver agent files whose tools reach around the gate.
-
-What was created and merged is recorded in ``.eidolons/init.json``; ``undo`` removes
-exactly that (a file init created and nothing else uses is deleted; foreign entries stay).
-The signing key and trust store are never removed by ``undo``.
+``.eidolons/init.json`` records what was created and merged; ``undo`` removes exactly
+that, never the signing key or the trust store.
 """
 
 from __future__ import annotations
@@ -45,7 +34,13 @@ from eidolons.hosts.wiring import (
     plan,
     unmerge,
 )
-from eidolons.io.files import atomic_write
+from eidolons.io.files import (
+    FileContentError,
+    move_aside,
+    read_json_object,
+    read_text,
+    write_text,
+)
 from eidolons.io.project import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
 #: runs an eidolons command in-process: its exit code and what it printed
@@ -88,44 +83,23 @@ class Report:
 
 def _load_manifest(root: Path) -> dict[str, Any]:
     try:
-        doc = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {"format": "eidolons.init.v1", "created": [], "entries": {}, "ignore": []}
+        text = read_text(root / MANIFEST)
+        doc = None if text is None else json.loads(text)
     except (OSError, ValueError) as exc:
         raise InitError(f"{MANIFEST} cannot be read ({exc}); remove it to start over") from None
+    if doc is None:
+        return {"format": "eidolons.init.v1", "created": [], "entries": {}, "ignore": []}
     if not isinstance(doc, dict) or doc.get("format") != "eidolons.init.v1":
         raise InitError(f"{MANIFEST} is not an eidolons init record")
     return doc
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    atomic_write(path, text.encode("utf-8"), 0o644)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def load_json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when absent. Raises InitError when it is not one."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InitError(f"cannot read {path}: {exc}") from None
-    try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
-    except ValueError as exc:
-        raise InitError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise InitError(f"{path} is not a JSON object")
-    return doc
+        return read_json_object(path)
+    except FileContentError as exc:
+        raise InitError(str(exc)) from None
 
 
 def _dump(doc: dict[str, Any]) -> str:
@@ -145,207 +119,175 @@ def install(
 ) -> Report:
     """Set the project up for ``hosts``; ``run`` runs another eidolons command (``keys
     init``, ``skill install``) in-process and returns its exit code and stdout."""
-    report = Report(dry_run)
-    manifest = _load_manifest(root)
-    created: list[str] = manifest["created"]
-    for rel in DIRS:
-        if (root / rel).is_dir():
-            report.add("unchanged", rel + "/")
-            continue
-        report.add("created", rel + "/")
-        if not dry_run:
-            (root / rel).mkdir(parents=True, exist_ok=True)
-            created.append(rel)
-    _install_ignore(root, manifest, report, dry_run)
-    _run_step(run, root, "keys", report, dry_run, force)
-    _run_step(run, root, "skill", report, dry_run, force, receivers)
+    setup = _Setup(root, Report(dry_run), _load_manifest(root), force)
+    setup.dirs()
+    setup.ignore()
+    setup.keys(run)
+    setup.skills(run, receivers)
     for host in hosts:
-        _install_host(root, host, manifest, report, dry_run=dry_run, force=force, python=python)
+        setup.host(host, python)
     if "claude-code" in hosts and domains:
         allowed = [Entry(("sandbox", "network", "allowedDomains"), d) for d in domains]
-        _merge_file(
-            root,
-            CONFIG_FILES["claude-code"],
-            "claude-code",
-            allowed,
-            {},
-            manifest,
-            report,
-            dry_run,
-            force,
-        )
+        setup.merge_file(CONFIG_FILES["claude-code"], "claude-code", allowed, {})
     if "claude-code" in hosts:
-        _install_sealed(root, manifest, report, dry_run)
+        setup.sealed()
     if not dry_run:
-        _write_atomic(root / MANIFEST, _dump(manifest))
-    return report
+        write_text(root / MANIFEST, _dump(setup.manifest))
+    return setup.report
 
 
-def _install_ignore(root: Path, manifest: dict[str, Any], report: Report, dry_run: bool) -> None:
-    path = root / IGNORE
-    try:
-        text = path.read_text(encoding="utf-8")
-        exists = True
-    except FileNotFoundError:
-        text, exists = "", False
-    present = {line.strip() for line in text.splitlines()}
-    missing = [line for line in IGNORE_LINES if line not in present]
-    if not missing:
-        report.add("unchanged", IGNORE)
-        return
-    report.add(
-        "merged" if exists else "created", IGNORE, "hides " + ", ".join(missing) + " from Grep"
-    )
-    if dry_run:
-        return
-    header = (
-        "" if exists else "# written by eidolons init: ripgrep (Claude Code's Grep) skips these\n"
-    )
-    if text and not text.endswith("\n"):
-        text += "\n"
-    _write_atomic(path, header + text + "".join(f"{line}\n" for line in missing))
-    manifest["ignore"] = sorted(set(manifest["ignore"]) | set(missing))
-    if not exists:
-        manifest["created"].append(IGNORE)
+class _Setup:
+    """One ``init`` run: each step adds its lines to the report and, unless a dry run,
+    writes and records what it created or merged in the manifest."""
 
+    def __init__(self, root: Path, report: Report, manifest: dict[str, Any], force: bool):
+        self.root = root
+        self.report = report
+        self.manifest = manifest
+        self.force = force
+        self.dry_run = report.dry_run
 
-def _run_step(
-    run: Run,
-    root: Path,
-    command: str,
-    report: Report,
-    dry_run: bool,
-    force: bool,
-    receivers: list[str] | None = None,
-) -> None:
-    """``keys init`` / ``skill install R...``, in-process, when this build has them."""
-    trust = os.path.join(".eidolons", "trust.json")
-    if command == "keys":
-        if (root / trust).exists():
-            report.add("unchanged", trust, "trust store present")
+    def _created(self, rel: str) -> None:
+        if rel not in self.manifest["created"]:
+            self.manifest["created"].append(rel)
+
+    def dirs(self) -> None:
+        for rel in DIRS:
+            if (self.root / rel).is_dir():
+                self.report.add("unchanged", rel + "/")
+                continue
+            self.report.add("created", rel + "/")
+            if not self.dry_run:
+                (self.root / rel).mkdir(parents=True, exist_ok=True)
+                self.manifest["created"].append(rel)
+
+    def ignore(self) -> None:
+        current = read_text(self.root / IGNORE)
+        text, exists = current or "", current is not None
+        present = {line.strip() for line in text.splitlines()}
+        missing = [line for line in IGNORE_LINES if line not in present]
+        if not missing:
+            self.report.add("unchanged", IGNORE)
             return
-        if not dry_run:
-            code, out = run(["keys", "init", "--root", str(root)])
+        hides = "hides " + ", ".join(missing) + " from Grep"
+        self.report.add("merged" if exists else "created", IGNORE, hides)
+        if self.dry_run:
+            return
+        header = (
+            ""
+            if exists
+            else "# written by eidolons init: ripgrep (Claude Code's Grep) skips these\n"
+        )
+        if text and not text.endswith("\n"):
+            text += "\n"
+        write_text(self.root / IGNORE, header + text + "".join(f"{line}\n" for line in missing))
+        self.manifest["ignore"] = sorted(set(self.manifest["ignore"]) | set(missing))
+        if not exists:
+            self._created(IGNORE)
+
+    def keys(self, run: Run) -> None:
+        """``keys init``, in-process, when there is no trust store yet."""
+        trust = os.path.join(".eidolons", "trust.json")
+        if (self.root / trust).exists():
+            self.report.add("unchanged", trust, "trust store present")
+            return
+        if not self.dry_run:
+            code, _ = run(["keys", "init", "--root", str(self.root)])
             if code != 0:
                 raise InitError(f"eidolons keys init failed (exit {code})")
-        report.add("created", trust, "eidolons keys init: a signing key outside the project")
-        return
-    found = project_agents(root)[0] if receivers is None else receivers
-    if not found:
-        report.notes.append(
-            "no receiver agents found (.claude/agents/*.md naming a contract's receiver): no "
-            "skills installed; name them with `eidolons init --receivers vigil,apivr`"
-        )
-        return
-    argv = ["skill", "install", *found, "--root", str(root)]
-    argv += ["--dry-run"] if dry_run else []
-    argv += ["--force"] if force else []
-    code, out = run(argv)
-    if code not in (0, 3):
-        raise InitError(f"eidolons skill install failed (exit {code})")
-    lines = out.splitlines()
-    changed = [line for line in lines if "unchanged" not in line.split(".", 1)[0]]
-    detail = (
-        f"eidolons skill install {' '.join(found)}: {len(changed)} of {len(lines)} files written"
-    )
-    if code == 3:
-        detail += "; some refused (not generated by eidolons: see eidolons skill install)"
-    report.add("merged" if changed else "unchanged", "receivers' skills", detail)
+        self.report.add("created", trust, "eidolons keys init: a signing key outside the project")
 
+    def skills(self, run: Run, receivers: list[str] | None) -> None:
+        """``skill install R...`` for the project's receivers, in-process."""
+        found = project_agents(self.root)[0] if receivers is None else receivers
+        if not found:
+            self.report.notes.append(
+                "no receiver agents found (.claude/agents/*.md naming a contract's receiver): "
+                "no skills installed; name them with `eidolons init --receivers vigil,apivr`"
+            )
+            return
+        argv = ["skill", "install", *found, "--root", str(self.root)]
+        argv += ["--dry-run"] if self.dry_run else []
+        argv += ["--force"] if self.force else []
+        code, out = run(argv)
+        if code not in (0, 3):
+            raise InitError(f"eidolons skill install failed (exit {code})")
+        lines = out.splitlines()
+        changed = [line for line in lines if "unchanged" not in line.split(".", 1)[0]]
+        written = f"{len(changed)} of {len(lines)} files written"
+        detail = f"eidolons skill install {' '.join(found)}: {written}"
+        if code == 3:
+            detail += "; some refused (not generated by eidolons: see eidolons skill install)"
+        self.report.add("merged" if changed else "unchanged", "receivers' skills", detail)
 
-def _install_host(
-    root: Path,
-    host: str,
-    manifest: dict[str, Any],
-    report: Report,
-    *,
-    dry_run: bool,
-    force: bool,
-    python: str | None,
-) -> None:
-    if host == "claude-code":
+    def host(self, host: str, python: str | None) -> None:
+        if host != "claude-code":
+            entries, scalars = plan(host, str(self.root), python)
+            self.merge_file(CONFIG_FILES[host], host, entries, scalars)
+            return
         from eidolons.hosts.hook.fast import configured_handoff_dirs
 
+        real_root = os.path.realpath(self.root)
         extra = tuple(
-            os.path.relpath(d, os.path.realpath(root)) for d in configured_handoff_dirs(str(root))
+            os.path.relpath(d, real_root) for d in configured_handoff_dirs(str(self.root))
         )
-        for rel, entries in claude_plan(str(root), python, extra, project_agents(root)[1]).items():
-            _merge_file(root, rel, host, entries, {}, manifest, report, dry_run, force)
-        return
-    entries, scalars = plan(host, str(root), python)
-    _merge_file(root, CONFIG_FILES[host], host, entries, scalars, manifest, report, dry_run, force)
+        bound = project_agents(self.root)[1]
+        for rel, entries in claude_plan(str(self.root), python, extra, bound).items():
+            self.merge_file(rel, host, entries, {})
 
-
-def _merge_file(
-    root: Path,
-    rel: str,
-    host: str,
-    entries: list[Entry],
-    scalars: dict[str, Any],
-    manifest: dict[str, Any],
-    report: Report,
-    dry_run: bool,
-    force: bool,
-) -> None:
-    path = root / rel
-    try:
-        doc = load_json_object(path)
-    except InitError:
-        if not force:
-            raise
-        report.add("moved", rel, f"to {rel}.bak (--force)")
-        if not dry_run:
-            os.replace(path, str(path) + ".bak")
-        doc = None
-    exists = doc is not None
-    doc = doc if doc is not None else {}
-    try:
-        changed = merge(doc, entries, scalars)
-    except WiringError as exc:
-        raise InitError(f"cannot merge {rel}: {exc}") from None
-    if not changed:
-        report.add("unchanged", rel, f"{host} wiring")
-        return
-    kinds = sorted({".".join(e.pointer) for e in changed})
-    report.add("merged" if exists else "created", rel, f"{host}: " + ", ".join(kinds))
-    if dry_run:
-        return
-    _write_atomic(path, _dump(doc))
-    recorded = manifest["entries"].setdefault(rel, [])
-    for entry in changed:
-        if entry.to_dict() not in recorded:
-            recorded.append(entry.to_dict())
-    if not exists and rel not in manifest["created"]:
-        manifest["created"].append(rel)
-
-
-def _install_sealed(root: Path, manifest: dict[str, Any], report: Report, dry_run: bool) -> None:
-    """The launcher, the marker of a sealed project, and what the sandbox means here."""
-    for rel, text, mode in (
-        (LAUNCHER, launcher_text(), 0o755),
-        (
-            SEALED_FILE,
-            "# written by eidolons init: hand-offs are received only from the hand-off "
-            "directories\n",
-            0o644,
-        ),
-    ):
-        path = root / rel
+    def merge_file(
+        self, rel: str, host: str, entries: list[Entry], scalars: dict[str, Any]
+    ) -> None:
+        path = self.root / rel
         try:
-            current = path.read_text(encoding="utf-8")
-        except (FileNotFoundError, UnicodeDecodeError):
-            current = None
-        if current == text:
-            report.add("unchanged", rel)
-            continue
-        report.add("created" if current is None else "merged", rel)
-        if dry_run:
-            continue
-        _write_atomic(path, text)
-        os.chmod(path, mode)
-        if current is None and rel not in manifest["created"]:
-            manifest["created"].append(rel)
-    report.notes.extend([*sandbox_problems_here(), SANDBOX_EFFECT])
+            doc = load_json_object(path)
+        except InitError:
+            if not self.force:
+                raise
+            self.report.add("moved", rel, f"to {rel}.bak (--force)")
+            if not self.dry_run:
+                move_aside(path, str(path) + ".bak")
+            doc = None
+        exists = doc is not None
+        doc = doc if doc is not None else {}
+        try:
+            changed = merge(doc, entries, scalars)
+        except WiringError as exc:
+            raise InitError(f"cannot merge {rel}: {exc}") from None
+        if not changed:
+            self.report.add("unchanged", rel, f"{host} wiring")
+            return
+        kinds = sorted({".".join(e.pointer) for e in changed})
+        self.report.add("merged" if exists else "created", rel, f"{host}: " + ", ".join(kinds))
+        if self.dry_run:
+            return
+        write_text(path, _dump(doc))
+        recorded = self.manifest["entries"].setdefault(rel, [])
+        for entry in changed:
+            if entry.to_dict() not in recorded:
+                recorded.append(entry.to_dict())
+        if not exists:
+            self._created(rel)
+
+    def sealed(self) -> None:
+        """The launcher, the marker of a sealed project, and what the sandbox means here."""
+        marker = "# written by eidolons init: hand-offs are received only from the hand-off "
+        marker += "directories\n"
+        for rel, text, mode in ((LAUNCHER, launcher_text(), 0o755), (SEALED_FILE, marker, 0o644)):
+            try:
+                current = read_text(self.root / rel)
+            except UnicodeDecodeError:
+                current = None
+            if current == text:
+                self.report.add("unchanged", rel)
+                continue
+            self.report.add("created" if current is None else "merged", rel)
+            if self.dry_run:
+                continue
+            write_text(self.root / rel, text, mode)
+            if current is None:
+                self._created(rel)
+        self.report.notes.extend([*sandbox_problems_here(), SANDBOX_EFFECT])
 
 
 #: what the sandbox changes for the user's own commands (init says it once)
@@ -412,7 +354,7 @@ def undo(root: Path, *, dry_run: bool = False, run: Run) -> Report:
         else:
             report.add("merged", rel, f"removed {removed} entries of eidolons")
             if not dry_run:
-                _write_atomic(path, _dump(doc))
+                write_text(path, _dump(doc))
     _undo_ignore(root, manifest, created, report, dry_run)
     run(["skill", "uninstall", "--root", str(root), *(["--dry-run"] if dry_run else [])])
     report.add("removed", "receivers' skills", "eidolons skill uninstall")
@@ -435,10 +377,10 @@ def _undo_ignore(
 ) -> None:
     path = root / IGNORE
     ours = set(manifest.get("ignore") or [])
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
+    text = read_text(path)
+    if text is None:
         return
+    lines = text.splitlines()
     keep = [
         line
         for line in lines
@@ -451,7 +393,7 @@ def _undo_ignore(
         return
     report.add("merged", IGNORE, "removed the lines of eidolons")
     if not dry_run:
-        _write_atomic(path, "".join(f"{line}\n" for line in keep))
+        write_text(path, "".join(f"{line}\n" for line in keep))
 
 
 def detect_hosts(root: Path) -> list[str]:

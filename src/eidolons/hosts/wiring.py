@@ -1,28 +1,19 @@
 """What ``eidolons init`` writes into each host's configuration, and how to find it again.
 
-Pure over JSON documents (dicts): :func:`plan` says, per host, which files hold the wiring
-and which entries go where; :func:`merge` adds them to a document without disturbing
-foreign entries (an entry of ours already there is replaced in place, so re-running is
-a no-op); :func:`unmerge` removes exactly what was added. An entry is ours when it runs
-the launcher or :data:`eidolons.hosts.hook.fast.BOOTSTRAP` (:func:`is_ours`). ``doctor`` and the
-hook read the same plan back (:func:`check_claude_settings`, :func:`sandbox_problems`).
+Pure over JSON documents: :func:`plan` gives each host's entries, :func:`merge` adds them
+without disturbing foreign entries (re-running is a no-op), :func:`unmerge` removes
+exactly them; an entry is ours when it runs the launcher or the bootstrap
+(:func:`is_ours`). ``doctor`` and the hook read it back (:func:`check_claude_settings`,
+:func:`sandbox_problems`).
 
-Per host (facts in ``shared/hosts/README.md``):
-
-- claude-code (ADR 0140): the shared ``.claude/settings.json`` names no machine path. Its
-  ``PreToolUse`` hook (matcher ``*``, exec form, ``onFailure: "block"``) runs the
-  launcher ``${CLAUDE_PROJECT_DIR}/.claude/hooks/eidolons`` (a protected path), which
-  starts this machine's interpreter; its ``sandbox`` is on in strict mode, with every
-  hand-off directory, the memory store, the gate's copies and the keys in ``denyRead`` and
-  the whole ``.eidolons/`` in ``denyWrite``. ``.mcp.json`` registers the MCP server through
-  the same launcher. What is per machine goes to ``.claude/settings.local.json``: the
-  interpreter (``env.EIDOLONS_PYTHON``), the approval of the MCP server, the key
-  directories and the gate's own code by absolute path.
-- cursor, ``.cursor/hooks.json``: ``beforeReadFile``, ``preToolUse``,
-  ``beforeShellExecution``, ``beforeMCPExecution``, each ``"failClosed": true``.
-- codex, ``.codex/hooks.json``: one ``PreToolUse`` group without matcher (every tool).
-- gemini, ``.gemini/settings.json``: ``BeforeTool`` with matcher ``.*``.
-- copilot, ``.github/hooks/eidolons.json``: ``preToolUse`` (a file of its own).
+- claude-code (ADR 0140): ``.claude/settings.json`` names no machine path: a
+  ``PreToolUse`` hook (``*``, ``onFailure: "block"``) runs the launcher
+  ``.claude/hooks/eidolons``; the sandbox is strict and hides the hand-offs, memory,
+  copies and keys and keeps ``.eidolons/`` unwritable; ``.mcp.json`` registers the MCP
+  server. Per machine, ``.claude/settings.local.json``: the interpreter, the MCP approval,
+  the key directories and the gate's code.
+- cursor ``.cursor/hooks.json`` (``failClosed``), codex ``.codex/hooks.json``, gemini
+  ``.gemini/settings.json``, copilot ``.github/hooks/eidolons.json``.
 """
 
 from __future__ import annotations
@@ -30,9 +21,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
+from eidolons.io.files import read_text
 from eidolons.io.paths import is_relative_to
 from eidolons.io.project import (
     CONFIG_FILE,
@@ -496,11 +489,10 @@ def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, s
 
 def _front_matter(path: str) -> dict[str, Any] | None:
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read(64 * 1024)
+        text = read_text(path, 64 * 1024)
     except (OSError, UnicodeDecodeError):
         return None
-    if not text.startswith("---"):
+    if text is None or not text.startswith("---"):
         return None
     end = text.find("\n---", 3)
     if end < 0:
@@ -520,12 +512,12 @@ def _front_matter(path: str) -> dict[str, Any] | None:
 def _settings(root: str, rel: str) -> tuple[dict[str, Any] | None, str | None]:
     path = os.path.join(root, rel)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.loads(fh.read(1024 * 1024))
-    except FileNotFoundError:
-        return None, None
+        text = read_text(path, 1024 * 1024)
+        doc = None if text is None else json.loads(text)
     except (OSError, ValueError) as exc:
         return None, f"{rel} cannot be read ({exc.__class__.__name__})"
+    if text is None:
+        return None, None
     if not isinstance(doc, dict):
         return None, f"{rel} is not a JSON object"
     return doc, None
@@ -546,33 +538,42 @@ def resolve_setting_path(entry: Any, root: str) -> str | None:
     return os.path.realpath(os.path.normpath(path))
 
 
+def sandbox_paths(docs: Iterable[dict[str, Any]], key: str, root: str) -> list[str]:
+    """Every ``sandbox.filesystem.<key>`` path of the settings ``docs``, resolved."""
+    out = []
+    for doc in docs:
+        sandbox = doc.get("sandbox")
+        filesystem = sandbox.get("filesystem") if isinstance(sandbox, dict) else None
+        items = filesystem.get(key) if isinstance(filesystem, dict) else None
+        for item in items if isinstance(items, list) else []:
+            path = resolve_setting_path(item, root)
+            if path:
+                out.append(path)
+    return out
+
+
 def sandbox_problems(root: str, handoff_dirs: tuple[str, ...]) -> list[str]:
     """Why the project's Claude Code sandbox does not seal the shell, or ``[]``: it must be
     enabled in strict mode (``allowUnsandboxedCommands: false``), and every hand-off
     directory must lie under a ``denyRead`` path that no ``allowRead`` path re-opens. The
     shared and the local settings are read as Claude Code merges them (the local value of
     a key wins; lists add up)."""
+    docs: list[dict[str, Any]] = []
     merged: dict[str, Any] = {}
-    lists: dict[str, list[Any]] = {"denyRead": [], "allowRead": []}
     for rel in (CLAUDE_SETTINGS, CLAUDE_LOCAL):
         doc, problem = _settings(root, rel)
         if problem:
             return [problem]
-        sandbox = (doc or {}).get("sandbox")
-        if not isinstance(sandbox, dict):
-            continue
-        merged.update({k: v for k, v in sandbox.items() if k != "filesystem"})
-        filesystem = sandbox.get("filesystem")
-        if isinstance(filesystem, dict):
-            for key, items in lists.items():
-                value = filesystem.get(key)
-                items.extend(value if isinstance(value, list) else [])
+        docs.append(doc or {})
+        sandbox = docs[-1].get("sandbox")
+        if isinstance(sandbox, dict):
+            merged.update({k: v for k, v in sandbox.items() if k != "filesystem"})
     if merged.get("enabled") is not True:
         return ["the Claude Code sandbox is not enabled (sandbox.enabled)"]
     if merged.get("allowUnsandboxedCommands") is not False:
         return ["the sandbox lets a command run outside it (sandbox.allowUnsandboxedCommands)"]
-    denied = [p for p in (resolve_setting_path(e, root) for e in lists["denyRead"]) if p]
-    opened = [p for p in (resolve_setting_path(e, root) for e in lists["allowRead"]) if p]
+    denied = sandbox_paths(docs, "denyRead", root)
+    opened = sandbox_paths(docs, "allowRead", root)
     for directory in handoff_dirs:
         if not any(is_relative_to(directory, d) for d in denied):
             return [f"the sandbox does not hide {directory} from the shell (denyRead)"]

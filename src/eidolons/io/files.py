@@ -1,17 +1,42 @@
-"""Writing a file whole: through a temporary file beside it and a rename, so a reader
-never sees half of it. The one place the package writes a file atomically."""
+"""Reading and writing whole files for the host adapters and the key stores.
+
+A write goes through a temporary file beside the target and a rename, so a reader never
+sees half of it: the one place the package writes a file atomically. Only ``os`` at import
+(``json`` is loaded by the JSON reader when it is called).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat  # loaded by os itself
 
 from eidolons.io import paths as pathstr
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from eidolons.io.paths import StrPath
 
-__all__ = ["atomic_write", "readable_mode"]
+__all__ = [
+    "FileContentError",
+    "atomic_write",
+    "create_new",
+    "move_aside",
+    "package_text",
+    "read_json_object",
+    "read_regular",
+    "read_text",
+    "readable_mode",
+    "write_text",
+]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileContentError(ValueError):
+    """A file that cannot be read as what it should hold; the message names the file."""
 
 
 def readable_mode() -> int:
@@ -39,14 +64,104 @@ def atomic_write(path: StrPath, data: bytes, mode: int) -> None:
             os.unlink(tmp_name)
 
 
-def _mkstemp(directory: str) -> tuple[int, str]:
-    """``tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=directory)``: a new file
-    (``O_EXCL``, no link followed, mode 0600) under a random name, without importing
-    :mod:`tempfile` (``shutil``, ``random``: a receipt is written on every signed gate)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0)
+def write_text(path: StrPath, text: str, mode: int = 0o644) -> None:
+    """:func:`atomic_write` of ``text`` as UTF-8."""
+    atomic_write(path, text.encode("utf-8"), mode)
+
+
+def read_text(path: StrPath, limit: int | None = None, errors: str = "strict") -> str | None:
+    """The text of ``path`` (UTF-8; with ``limit``, its first ``limit`` bytes, less a
+    character cut in two); None when it does not exist. Raises OSError, UnicodeDecodeError."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read() if limit is None else fh.read(limit)
+    except FileNotFoundError:
+        return None
+    try:
+        return data.decode("utf-8", errors)
+    except UnicodeDecodeError as exc:
+        if limit is None or len(data) < limit or exc.reason != "unexpected end of data":
+            raise
+        return data[: exc.start].decode("utf-8", errors)
+
+
+def read_regular(path: StrPath, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file ``path``, its last link not followed
+    (a caller sees a file over ``limit`` by its length). Raises OSError (ELOOP for a link,
+    EINVAL for anything but a regular file)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks, remaining = [], limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, remaining)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json_object(path: StrPath, limit: int | None = None) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (no duplicate keys); None when it does not exist.
+    Raises :class:`FileContentError` when it cannot be read or is not one."""
+    import json
+
+    try:
+        text = read_text(path, limit)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FileContentError(f"cannot read {path}: {exc}") from None
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except ValueError as exc:
+        raise FileContentError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise FileContentError(f"{path} is not a JSON object")
+    return doc
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def package_text(*parts: str) -> str:
+    """The text of the package's file ``eidolons/<parts>`` (as installed)."""
+    from importlib import resources
+
+    return resources.files("eidolons").joinpath(*parts).read_text(encoding="utf-8")
+
+
+def move_aside(path: StrPath, to: StrPath) -> None:
+    """Rename ``path`` to ``to`` (replacing it)."""
+    os.replace(path, to)
+
+
+def create_new(directory: StrPath, prefix: str, suffix: str) -> str:
+    """Create an empty new file (mode 0600) under a random name in ``directory``, made if
+    missing; return its path. Raises OSError."""
+    os.makedirs(directory, exist_ok=True)
+    fd, name = _mkstemp(os.fspath(directory), prefix, suffix)
+    os.close(fd)
+    return name
+
+
+def _mkstemp(directory: str, prefix: str = ".eidolons-", suffix: str = ".tmp") -> tuple[int, str]:
+    """``tempfile.mkstemp(prefix, suffix, dir=directory)``: a new file (``O_EXCL``, no link
+    followed, mode 0600) under a random name, without importing :mod:`tempfile`
+    (``shutil``, ``random``: a receipt is written on every signed gate)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
     for _ in range(10000):  # tempfile.TMP_MAX
-        name = os.path.join(directory, f".eidolons-{os.urandom(6).hex()}.tmp")
+        name = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
             return os.open(name, flags, 0o600), name
         except FileExistsError:

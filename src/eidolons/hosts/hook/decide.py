@@ -1,45 +1,28 @@
-"""The hook's full decision for a tool call that touches something of ECL's (ADR 0140).
+"""The hook's full decision for a call that touches something of ECL's (ADR 0140).
 
-The hook judges tools by their exact arguments; the shell is sealed by the host's sandbox
-(Claude Code: ``sandbox.filesystem`` masks the hand-off directories, the keys and the memory
-store, and keeps the gate's state and code unwritable), never by reading its commands.
-Rules, for the calling agent R (the host's identity; none = the main loop):
+The shell is sealed by the host's sandbox, never by reading its commands. For the calling
+agent R (none: the main loop):
 
-1. A signing key: never readable, never writable, by any agent. The memory store and the
-   gate's verified copies (both hold hand-off bytes) are not readable directly.
-2. A write (Write, Edit, a patch) to the gate's state (``.eidolons/`` outside the hand-off
-   directories) or to the host wiring and the gate's own code is denied for every agent.
-   In a hand-off directory an agent may only create a new payload file (the Write tool):
-   never change an existing file, and never write an envelope, a receipt or a signature,
-   or a payload beside an envelope.
-3. A hand-off (a file in a hand-off directory, an envelope, or a file with a sibling
-   envelope) read by a receiver R: allowed only when the receiver gate passes for R (on
-   hosts that name no agent: for the envelope's addressee); else denied with
-   ``[R-verify-incoming] REFUSE: <CODE> from <sender>``. On Claude Code the Read is then
-   pointed (``updatedInput``) at the gate's copy of exactly the bytes it judged, so a file
-   swapped after the check is never what the tool reads.
-4. The same read by the main loop: allowed only with an orchestrator ``verify_pass`` on
-   record for these exact envelope bytes and a digest recomputed now that matches; a
-   hand-off in a hand-off directory that no gate judged yet goes through the orchestrator
-   gate on this read (its shell cannot run it).
-   Envelopes themselves are readable by the main loop (it routes on them).
-5. Dispatch: the main loop's ``Agent``/``Task`` call runs the orchestrator gate over the
-   hand-offs addressed to that subagent that have no pass on record for their bytes; a
-   refusal denies the dispatch and hands its REFUSE lines back to the main loop.
-6. Grep of a hand-off directory (or of a directory above one, unless ripgrep's
-   ``.eidolons/.ignore`` hides it) is denied; Glob of a hand-off directory is denied to
-   receivers.
-7. Shell: on Claude Code a Bash call runs only while the project's sandbox seals the
-   shell (:func:`eidolons.hosts.wiring.sandbox_problems`). Of the command itself the hook
-   decides only what it can decide exactly: a plain ``eidolons`` command. The commands
-   that write the gate's state or wiring are no agent's; the orchestrator's gate
-   (``verify-envelope``, ``run``) is the main loop's; a subagent runs ``verify-incoming``
-   only ``--as`` itself and ``emit`` only ``--from`` itself.
-8. The MCP server's ``emit`` sends as the calling subagent only (the main loop as
-   ``orchestrator`` or ``human``, never as a subagent); a server bound to one
-   agent (``eidolons-<R>``, ``mcp serve --as R``: it tags with the host's HMAC key) is
-   called by subagent R only.
-9. Anything else is allowed.
+1. A signing key is no agent's to read or write; the memory store and the gate's copies
+   are not read directly.
+2. No agent writes the gate's state, the host wiring or the gate's code. In a hand-off
+   directory an agent only creates a new payload file (Write): no change in place, no
+   envelope, receipt or signature, no payload beside an envelope.
+3. R reads a hand-off only when the receiver gate passes for R (hosts that name no agent:
+   for the addressee), else the deny is ``[R-verify-incoming] REFUSE: <CODE> from <sender>``;
+   on Claude Code the Read is pointed at the gate's copy of the bytes it judged.
+4. The main loop reads a hand-off only with an orchestrator ``verify_pass`` on record for
+   those envelope bytes and a digest that matches now; one no gate judged yet goes
+   through the orchestrator gate on this read. Envelopes stay readable.
+5. Dispatch (``Agent``/``Task``) runs the orchestrator gate over the subagent's pending
+   hand-offs; a refusal denies it.
+6. Grep of or above a hand-off directory (unless ``.eidolons/.ignore`` hides it) is
+   denied; so is a receiver's Glob of one.
+7. Bash on Claude Code runs only while the sandbox seals the shell; of a plain
+   ``eidolons`` command the state-writing ones are no agent's, the orchestrator's gate is
+   the main loop's, and a subagent verifies ``--as`` and emits ``--from`` only itself.
+8. The MCP ``emit`` sends as the calling subagent only; a bound server (``eidolons-<R>``)
+   is called by subagent R only.
 """
 
 from __future__ import annotations
@@ -67,6 +50,8 @@ from eidolons.hosts.hook.events import (
     Layout,
     ToolCall,
 )
+from eidolons.io.files import atomic_write, read_regular, read_text
+from eidolons.io.paths import is_relative_to
 from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0129)
 from eidolons.io.project import IGNORE_LINES as IGNORE_LINES
 
@@ -353,10 +338,10 @@ class Decider:
 
     def _protected_by_ignore(self) -> bool:
         try:
-            with open(os.path.join(self.layout.root, IGNORE_FILE), encoding="utf-8") as fh:
-                lines = {line.strip() for line in fh}
-        except OSError:
+            text = read_text(os.path.join(self.layout.root, IGNORE_FILE))
+        except (OSError, UnicodeDecodeError):
             return False
+        lines = {line.strip() for line in (text or "").splitlines()}
         return all(line in lines for line in IGNORE_LINES)
 
     def _search(self, call: ToolCall) -> Decision:
@@ -381,7 +366,7 @@ class Decider:
             inside = [
                 d
                 for d in (*layout.key_dirs, layout.store_dir, layout.copies_dir)
-                if _under(real, d)
+                if is_relative_to(real, d)
             ]
             if inside:
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
@@ -411,15 +396,15 @@ class Decider:
         """Whether a search of the directory ``real`` would reach a signing-key directory
         outside the project (the user's config directory, where the keys, trace heads and
         indexes are: ``~/.config`` or ``~`` searched): no ignore file of ours hides it."""
-        return any(_under(d, real) and os.path.isdir(d) for d in self.layout.key_dirs[1:])
+        return any(is_relative_to(d, real) and os.path.isdir(d) for d in self.layout.key_dirs[1:])
 
     def _above_protected(self, real: str, honours_ignore: bool = True) -> bool:
         layout = self.layout
         protected = [*layout.handoff_dirs, layout.store_dir, layout.copies_dir, *layout.key_dirs]
-        above = [d for d in protected if _under(d, real) and os.path.isdir(d)]
+        above = [d for d in protected if is_relative_to(d, real) and os.path.isdir(d)]
         if not above:
             return False
-        inside_state = all(_under(d, layout.state_dir) for d in above)
+        inside_state = all(is_relative_to(d, layout.state_dir) for d in above)
         return not (honours_ignore and inside_state and self._protected_by_ignore())
 
     # --- shell ----------------------------------------------------------------------
@@ -496,7 +481,6 @@ def verified_copy(directory: str, path: str, data: bytes) -> str:
     """The gate's copy of ``data`` (the bytes it judged for ``path``), written once under
     a name that is its digest, atomically; the host's Read is pointed at it."""
     import hashlib
-    import tempfile
 
     digest = hashlib.sha256(data).hexdigest()
     _, ext = os.path.splitext(os.path.basename(path))
@@ -504,16 +488,7 @@ def verified_copy(directory: str, path: str, data: bytes) -> str:
         ext = ""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     final = os.path.join(directory, digest + ext)
-    fd, tmp = tempfile.mkstemp(prefix=".copy-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o444)
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(final, data, 0o444)
     return final
 
 
@@ -525,9 +500,7 @@ def _read_verified(path: str, sha256: str) -> bytes | None:
     from eidolons.io.config import Limits
 
     limit = Limits.from_env(os.environ).max_payload_bytes
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(limit + 1)
+    data = read_regular(path, limit)
     if len(data) > limit or hashlib.sha256(data).hexdigest() != sha256:
         return None
     return data
@@ -558,10 +531,6 @@ def plain_eidolons_command(command: str) -> list[str] | None:
     ):
         return words[3:]
     return None
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _gate_command(args: list[str], receiver: str | None) -> str | None:

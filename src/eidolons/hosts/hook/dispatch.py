@@ -1,14 +1,9 @@
-"""The orchestrator gate on dispatch and on the main loop's read (ADR 0140): when the main
-loop starts subagent R, the
-hand-offs addressed to R in the hand-off directories that have no orchestrator verdict on
-record for their exact envelope bytes go through ``verify-envelope --block`` now, in the
-hook's process (outside the sandbox, where the orchestrator's key is). A refusal denies
-the dispatch; its REFUSE line goes back to the main loop.
-
-Nothing here decides integrity: :func:`eidolons.gates.orchestrator.run_gate` does, and
-records the verdict (and signs its receipt) as the command would. The main loop's own
-Read of a hand-off with no verdict on record runs the same gate first (:func:`gate_one`):
-its shell cannot (the sandbox keeps the key and the trace from it).
+"""The orchestrator gate in the hook (ADR 0140): when the main loop starts subagent R, the
+hand-offs addressed to R with no orchestrator verdict on record for their envelope bytes
+go through ``verify-envelope --block`` in the hook's process (outside the sandbox, where
+the key is); a refusal denies the dispatch. The main loop's read of an unjudged hand-off
+runs the same gate first (:func:`gate_one`). :func:`eidolons.gates.orchestrator.run_gate`
+decides and records.
 """
 
 from __future__ import annotations

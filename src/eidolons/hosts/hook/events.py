@@ -1,30 +1,19 @@
-"""One hook event, strictly parsed and normalised; the project layout the hook protects.
+"""One hook event, strictly parsed into a :class:`ToolCall`; the :class:`Layout` the hook
+protects.
 
-Rules:
-
-- The event is at most :data:`MAX_EVENT_BYTES`, UTF-8 without a byte-order mark, one JSON
-  object with no duplicate keys and no ``NaN``/``Infinity``; anything else is
-  :class:`HookInputError` (the hook then denies). Parsed with the C scanner of the
-  standard library directly: ``import json`` costs more than half an interpreter start,
-  because ``json.decoder`` compiles regular expressions.
-- Each host's fields map onto one :class:`ToolCall`: the tool's kind (read, search,
-  list, shell, write, pass, other), the paths it names (absolute, joined to the event's
-  ``cwd`` when relative), the shell command, and the **receiver**: the host's own
-  identity of the calling agent (Claude Code's and Codex's ``agent_type``), never a field
-  of an envelope. No identity means the main loop, i.e. the orchestrator.
-- The layout (:class:`Layout`): the hand-off directories (``<root>/.eidolons/handoffs/``
-  always), the signing-key directories, the gate's state (everything else under
-  ``<root>/.eidolons/``: trace, trust store, contracts, memory) and the hook wiring
-  files (the project's, the user's in ``~``, and the managed policy's). Paths are
-  compared after resolving symlinks.
-
-Only ``os`` and ``_json`` are imported here: this module is on the fast path.
+- The event is one JSON object read by the package's strict reader of untrusted JSON
+  (the C scanner, without ``import json``); anything else is :class:`HookInputError`.
+- The receiver is the host's identity of the calling agent (``agent_type``), never an
+  envelope's field; none means the main loop, the orchestrator.
+- Paths are compared after resolving symlinks. This module is on the fast path: it
+  imports ``os`` and the package's ``os``-only modules.
 """
 
 from __future__ import annotations
 
 import os
 
+from eidolons.io.paths import is_relative_to
 from eidolons.io.project import COPIES_DIR, STATE_DIR
 
 # the project's state paths, spelled once (ADR 0129; os only), still importable from here
@@ -59,99 +48,34 @@ class HookInputError(Exception):
     """The hook's input is not an event this hook can judge (the hook denies)."""
 
 
-class _Strict:
-    """The context the C JSON scanner reads its options from."""
-
-    strict = True
-    object_hook = None
-    parse_int = int
-
-    @staticmethod
-    def parse_float(text: str) -> float:
-        # the strict readers' one number rule (1e999 is not a number a double holds);
-        # imported only when the event holds a float
-        from eidolons.ecl.jsontext import finite_float
-
-        return finite_float(text)
-
-    @staticmethod
-    def object_pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"duplicate JSON key {key!r}")
-            out[key] = value
-        return out
-
-    @staticmethod
-    def parse_constant(name: str) -> Any:
-        raise ValueError(f"non-standard JSON constant {name}")
-
-
 def loads_event(data: bytes) -> dict[str, Any]:
-    """Strictly parse one hook event. Raises :class:`HookInputError`."""
-    import _json
+    """One hook event, parsed by the strict reader of untrusted JSON
+    (:func:`eidolons.ecl.strict_json.loads_strict`: no duplicate key, no ``NaN``, no
+    overflowing number, no lone surrogate, at most :data:`MAX_DEPTH` deep), at most
+    :data:`MAX_EVENT_BYTES`. Raises :class:`HookInputError`."""
+    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.errors import EnvelopeError
 
     if len(data) > MAX_EVENT_BYTES:
         raise HookInputError(f"hook input is larger than {MAX_EVENT_BYTES} bytes")
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
         raise HookInputError("hook input is not valid UTF-8") from None
-    if text.startswith("\ufeff"):
+    if data.startswith(b"\xef\xbb\xbf"):
         raise HookInputError("hook input starts with a byte-order mark")
-    start = len(text) - len(text.lstrip(" \t\n\r"))
     try:
-        value, end = _json.make_scanner(_Strict)(text, start)  # type: ignore[arg-type]
-    except RecursionError:
-        raise HookInputError("hook input nests too deeply") from None
-    except Exception as exc:  # StopIteration, JSONDecodeError, ValueError...
-        raise HookInputError(f"hook input is not strict JSON ({exc.__class__.__name__})") from None
-    if text[end:].strip(" \t\n\r"):
-        raise HookInputError("hook input has data after the JSON value")
+        value = loads_strict(data, Limits(MAX_EVENT_BYTES, MAX_DEPTH))
+    except EnvelopeError as exc:
+        raise HookInputError(f"hook input is not strict JSON ({exc})") from None
     if not isinstance(value, dict):
         raise HookInputError("hook input is not a JSON object")
-    _check_tree(value)
     return value
-
-
-def _check_tree(value: Any) -> None:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise HookInputError(f"hook input nests deeper than {MAX_DEPTH}")
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-            items: Any = item.keys()
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-            items = ()
-        else:
-            items = (item,)
-        for text in items:
-            if isinstance(text, str):
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise HookInputError("hook input holds a lone surrogate escape") from None
 
 
 class ToolCall:
     """One tool call, as every host's hook reports it."""
-
-    __slots__ = (
-        "command",
-        "cwd",
-        "host",
-        "kind",
-        "paths",
-        "patterns",
-        "receiver",
-        "target",
-        "tool",
-        "tool_input",
-    )
 
     def __init__(
         self,
@@ -230,19 +154,6 @@ def _receiver(doc: dict[str, Any], key: str = "agent_type") -> str | None:
     return value
 
 
-def _path_strings(value: Any, out: list[str]) -> None:
-    """Every string in a tool's arguments that could name a file (best effort)."""
-    if isinstance(value, str):
-        if value.startswith(("/", "~", "./", "../")) or ".eidolons" in value:
-            out.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _path_strings(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _path_strings(item, out)
-
-
 def _paths(tool_input: dict[str, Any], keys: tuple[str, ...], cwd: str) -> list[str]:
     out = []
     for key in keys:
@@ -269,12 +180,11 @@ def _strings(value: Any, out: list[str]) -> None:
 
 
 def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | None) -> ToolCall:
-    found: list[str] = []
-    _path_strings(tool_input, found)
-    # a relative name (``handoff.md``, ``sub/../x``) is a path too when it names a file
-    # from the working directory: an MCP file server resolves it there
     strings: list[str] = []
     _strings(tool_input, strings)
+    found = [s for s in strings if s.startswith(("/", "~", "./", "../")) or ".eidolons" in s]
+    # a relative name (``handoff.md``, ``sub/../x``) is a path too when it names a file
+    # from the working directory: an MCP file server resolves it there
     found.extend(
         s
         for s in strings
@@ -382,20 +292,13 @@ def patch_paths(patch: str) -> list[str]:
     return out
 
 
-def parse_claude_code(doc: dict[str, Any]) -> ToolCall:
+def _pre_tool_use(host: str, doc: dict[str, Any]) -> ToolCall:
+    """Claude Code's and Codex's ``PreToolUse`` event."""
     if doc.get("hook_event_name") != "PreToolUse":
         raise HookInputError("hook_event_name must be PreToolUse")
     tool = _str(doc, "tool_name")
     assert tool is not None
-    return claude_tool_call("claude-code", tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
-
-
-def parse_codex(doc: dict[str, Any]) -> ToolCall:
-    if doc.get("hook_event_name") != "PreToolUse":
-        raise HookInputError("hook_event_name must be PreToolUse")
-    tool = _str(doc, "tool_name")
-    assert tool is not None
-    return claude_tool_call("codex", tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
+    return claude_tool_call(host, tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
 
 
 _CURSOR_TOOLS = {"Shell": "Bash", "Read": "Read", "Write": "Write", "Grep": "Grep", "Task": "Task"}
@@ -515,8 +418,8 @@ def parse_copilot(doc: dict[str, Any]) -> ToolCall:
 
 
 PARSERS = {
-    "claude-code": parse_claude_code,
-    "codex": parse_codex,
+    "claude-code": lambda doc: _pre_tool_use("claude-code", doc),
+    "codex": lambda doc: _pre_tool_use("codex", doc),
     "cursor": parse_cursor,
     "gemini": parse_gemini,
     "copilot": parse_copilot,
@@ -526,28 +429,19 @@ PARSERS = {
 # --- the layout -------------------------------------------------------------------------
 
 
-def _real(path: str) -> str:
-    return os.path.realpath(path)
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+_real = os.path.realpath
 
 
 def find_root(cwd: str) -> str:
-    """The root :func:`eidolons.io.config.find_root` finds from ``cwd`` (nearest ``.eidolons/``
-    or ``.git``, else ``cwd``), for a hook given no root (``--root``, ``EIDOLONS_ROOT`` and
-    the host's project directory are read by :func:`eidolons.hosts.hook.fast.main` first). Both
-    call the one ancestor walk, :func:`eidolons.io.project.marked_root` (``os`` only:
-    importing :mod:`eidolons.io.config` costs pathlib on every tool call)."""
+    """The root :func:`eidolons.io.config.find_root` finds from ``cwd``: the one ancestor
+    walk, :func:`eidolons.io.project.marked_root`, without importing pathlib."""
     from eidolons.io.project import marked_root
 
     return marked_root(cwd) or _real(cwd)
 
 
 def user_key_dir() -> str:
-    """Where the signing keys live outside the project (``EIDOLONS_KEY_DIR``, else
-    ``$XDG_CONFIG_HOME/eidolons``, else ``~/.config/eidolons``)."""
+    """The signing keys outside the project: ``EIDOLONS_KEY_DIR``, else the config dir."""
     explicit = os.environ.get("EIDOLONS_KEY_DIR")
     if explicit:
         return explicit
@@ -557,9 +451,8 @@ def user_key_dir() -> str:
 
 
 def key_dirs(root: str) -> tuple[str, ...]:
-    """The signing-key directories: the project's ``.eidolons/keys`` and the user's; with
-    ``EIDOLONS_KEY_DIR``, the host's config directory too, where the trace heads, the
-    verdict and payload indexes stay (ADRs 0037, 0087, 0110): no agent may touch them."""
+    """The project's ``.eidolons/keys`` and the user's key directory; with
+    ``EIDOLONS_KEY_DIR``, the config directory too (heads and indexes, ADR 0110)."""
     dirs = (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
     if not os.environ.get("EIDOLONS_KEY_DIR"):
         return dirs
@@ -604,12 +497,8 @@ MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
 def gate_code() -> tuple[str, ...]:
-    """The code the hook itself runs: the ``eidolons`` package, the interpreter's
-    site-packages (a ``.pth`` file there runs at every start, ``-I`` or not), and the
-    interpreter with the directory it lies in (the hook is registered as this
-    interpreter by absolute path, and the ``eidolons`` launcher the orchestrator's shell
-    runs is beside it: a virtual environment in the project is a file an agent could
-    otherwise rewrite, ADR 0134). An agent that rewrites them rewrites the gate."""
+    """The code the hook runs (ADR 0134): the package, site-packages (a ``.pth`` there runs
+    at every start) and the interpreter with its directory. Rewriting them rewrites the gate."""
     import site  # already imported at start-up (no -S)
     import sys
 
@@ -653,18 +542,17 @@ class Layout:
 
     @property
     def key_dirs(self) -> tuple[str, ...]:
-        """The signing-key directories (:func:`key_dirs`), found on first use: a call that
-        touches no file never needs them (nor :mod:`eidolons.keys.files`)."""
+        """:func:`key_dirs`, found on first use (a call that touches no file needs none)."""
         if self._key_dirs is None:
             self._key_dirs = key_dirs(self.root)
         return self._key_dirs
 
     def handoff_dir(self, real: str) -> bool:
-        return any(_under(real, d) for d in self.handoff_dirs)
+        return any(is_relative_to(real, d) for d in self.handoff_dirs)
 
     def key_dir(self, real: str) -> bool:
         """Under a signing-key directory: no agent reads or writes there."""
-        return any(_under(real, d) for d in self.key_dirs)
+        return any(is_relative_to(real, d) for d in self.key_dirs)
 
     def classify_read(self, path: str) -> str | None:
         """HANDOFF, KEY, STORE, or None for a file that is none of ECL's business."""
@@ -673,7 +561,7 @@ class Layout:
             return KEY
         if self.handoff_dir(real):
             return HANDOFF
-        if _under(real, self.store_dir) or _under(real, self.copies_dir):
+        if is_relative_to(real, self.store_dir) or is_relative_to(real, self.copies_dir):
             return STORE
         if has_envelope(path) or (real != path and has_envelope(real)):
             return HANDOFF
@@ -684,11 +572,9 @@ class Layout:
         return None
 
     def trace_names(self, path: str) -> bool:
-        """Whether the trace may name ``path`` as a payload (its envelope deleted): looked
-        up in the host's payload index (:mod:`eidolons.io.payloadindex`, one small read and
-        a stat of each trace file per event) when it covers every trace file as it is
-        now; when it cannot tell, the full rule (:func:`eidolons.gates.trigger.find_handoff`)
-        answers. True sends the read to the receiver gate, which decides."""
+        """Whether the trace may name ``path`` as a payload (its envelope deleted): the host's
+        payload index answers when it covers every trace file, else the full rule
+        (:func:`eidolons.gates.trigger.find_handoff`). True sends the read to the gate."""
         from eidolons.io.payloadindex import names
         from eidolons.io.project import foreign_projects, payload_index, rules_out
 
@@ -707,9 +593,8 @@ class Layout:
         return find_handoff(path, self.root) is not None
 
     def links_to_handoff(self, real: str) -> bool:
-        """A hard link elsewhere to a file in a hand-off directory is that hand-off: the
-        same bytes under a name the rules above do not see (only a file with more than one
-        link is looked up; at most :data:`MAX_LINK_SCAN` entries)."""
+        """Whether ``real`` is a hard link to a file in a hand-off directory (looked up only
+        for a file of more than one link; past :data:`MAX_LINK_SCAN` entries: yes)."""
         try:
             st = os.stat(real)
         except OSError:
@@ -743,17 +628,16 @@ class Layout:
             return KEY
         if self.handoff_dir(real):
             return HANDOFF  # sealed: only a new payload file may be created there
-        if _under(real, self.state_dir):
+        if is_relative_to(real, self.state_dir):
             return STATE
-        if any(_under(real, w) or _under(path, w) for w in self.wiring):
+        if any(is_relative_to(real, w) or is_relative_to(path, w) for w in self.wiring):
             return WIRING
         return None
 
 
 def has_envelope(path: str) -> bool:
-    """The receiver gate's trigger (:func:`eidolons.io.payload.find_envelope`): the path is an
-    envelope, or ``${PATH%.*}.envelope.json`` or ``PATH.envelope.json`` exists
-    (:func:`eidolons.io.project.envelope_candidates`, the one spelling)."""
+    """The receiver gate's trigger: ``path`` is an envelope or one of its
+    :func:`eidolons.io.project.envelope_candidates` exists."""
     from eidolons.io.project import envelope_candidates
 
     if path.endswith(ENVELOPE_SUFFIX):

@@ -1,30 +1,18 @@
 """``eidolons hook HOST [EVENT] [--root DIR] [--as RECEIVER]``: one hook event in, one
-decision out, in the host's dialect.
+decision out, in the host's dialect (ADR 0040).
 
-The path for a call that touches nothing of ECL's (most calls: a Read of a source file)
-imports only ``os``, ``sys`` and ``_json``; the rest loads only when a hand-off, a key or
-the gate's state is involved, or for a shell command, a search or an unknown tool.
+A call that touches nothing of ECL's imports only ``os``, ``sys`` and ``_json``. Answers:
 
-Answers (ADR 0040, facts in ``shared/hosts/README.md`` sections 7 and 8):
+- claude-code: allow = exit 0, silent; a verified read = exit 0 and JSON ``allow`` with
+  ``updatedInput`` pointing at the gate's copy; deny = exit 2, JSON ``deny`` on stdout and
+  the reason on stderr; under the host's 10,000-character cap.
+- codex, gemini: allow = exit 0; deny = exit 2, the reason on stderr.
+- cursor: exit 0, ``{"permission":"allow"}`` or ``deny`` with the messages.
+- copilot: allow = exit 0; deny = exit 0 with ``permissionDecision: deny``.
 
-- claude-code: allow = exit 0, no output; a verified hand-off = exit 0 and a JSON
-  ``allow`` whose ``updatedInput`` points the Read at the gate's copy of the bytes it
-  judged (``additionalContext`` says so); deny = exit 2 with a JSON ``deny`` on stdout
-  (the model sees its reason, not the hook's command line) and the reason on stderr.
-  The whole answer stays under the host's 10,000-character cap after JSON escaping.
-- codex, gemini: allow = exit 0, no output; deny = exit 2, the reason on stderr (Codex
-  blocks on exit 2 only with a non-empty stderr).
-- cursor: allow = exit 0, ``{"permission":"allow"}`` (``failClosed`` blocks on silence);
-  deny = exit 0, ``{"permission":"deny","user_message":…,"agent_message":…}``.
-- copilot: allow = exit 0, no output; deny = exit 0,
-  ``{"permissionDecision":"deny","permissionDecisionReason":…}``.
-
-Fail closed: malformed input, a usage error, an internal error or the time budget
-(``EIDOLONS_HOOK_TIMEOUT`` seconds, default 10, kept under the registered timeout) all
-answer deny, with the reason. The budget covers the decision only: it is stopped before
-the answer is written, so it can never interrupt a deny half-said (an exception out of
-the hook is exit 1, which Claude Code takes as a non-blocking error); the write is the
-last thing done, and an answer that cannot be written is exit 2 in every dialect.
+Fail closed: bad input, a usage error, an internal error or the time budget
+(``EIDOLONS_HOOK_TIMEOUT``, default 10 s) deny. The budget is stopped before the answer,
+which is written last; an answer that cannot be written is exit 2.
 """
 
 from __future__ import annotations

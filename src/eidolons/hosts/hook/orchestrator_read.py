@@ -1,14 +1,9 @@
-"""May the main loop (the orchestrator) read this hand-off? Only what the orchestrator gate
-passed: unverified content is never laundered into the orchestrator's prompt.
+"""May the main loop read this hand-off? Only what the orchestrator gate passed.
 
-The rules are the receiver gate's, called, not copied: the trigger
-(:func:`eidolons.io.payload.find_envelope`), the record (the trace store's ``latest_verdict``,
-:func:`judge_record`: the latest orchestrator event for the ``message_id`` is a
-``verify_pass`` for this method, tag and these exact envelope bytes; with a trust store,
-only a signed receipt counts, :func:`eidolons.keys.receipts.receiver_evidence`), the digest
-recomputed now (:func:`eidolons.gates.verify.verify_parsed`), and the file hashed is the file
-about to be read. Envelopes themselves are readable (the orchestrator routes on them).
-Nothing is written to the trace: reading is not a verification.
+The receiver gate's rules, called, not copied: the trigger, the record (the latest
+orchestrator event for the ``message_id`` is a ``verify_pass`` for this method, tag and
+envelope bytes; with a trust store, only a signed receipt), the digest recomputed now
+over the file about to be read. Envelopes are readable. Nothing is written to the trace.
 """
 
 from __future__ import annotations
@@ -48,11 +43,6 @@ def check_orchestrator_read(path: Path, root: Path) -> tuple[Refusal | None, Ver
     envelope); else ``(refusal, None)``."""
     if path.name.endswith(ENVELOPE_SUFFIX):
         return None, None
-    refusal, verified = _check(path, root)
-    return refusal, None if refusal is not None else verified
-
-
-def _check(path: Path, root: Path) -> tuple[Refusal | None, Verified | None]:
     try:
         envelope_path = find_envelope(path)
     except AmbiguousEnvelope as exc:

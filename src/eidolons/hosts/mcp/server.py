@@ -1,13 +1,10 @@
-"""The MCP server over stdio, with the official ``mcp`` SDK (the only module importing it).
+"""The MCP server over stdio (the only module importing the ``mcp`` SDK).
 
-Each tool is a thin wrapper over a :class:`eidolons.hosts.mcp.tools.Toolbox` method; the method's
-type hints are the input schema, and it returns a ``CallToolResult`` built from the
-toolbox's :class:`~eidolons.hosts.mcp.tools.Reply`, so ``isError``, text and structured
-content are exactly what the toolbox decided. Annotations say what each tool does to the
-project: the reading tools are ``readOnlyHint``; the gate tools append trace events (and
-memory records) and the sender's tool writes a new envelope, none of which destroys
-anything (``destructiveHint: false``); nothing reaches outside the project
-(``openWorldHint: false``).
+Each tool wraps a :class:`~eidolons.hosts.mcp.tools.Toolbox` method, whose type hints are
+the input schema, and returns the toolbox's :class:`~eidolons.hosts.mcp.tools.Reply` as a
+``CallToolResult``. Reading tools are ``readOnlyHint``; the others append trace events or
+write a new envelope, never destroy (``destructiveHint: false``); none reaches outside
+the project.
 """
 
 from __future__ import annotations

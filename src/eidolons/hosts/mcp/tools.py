@@ -1,43 +1,25 @@
-"""What each tool of ``eidolons mcp serve`` does, without the MCP SDK (ADR 0052, 0053).
+"""What each tool of ``eidolons mcp serve`` does, without the MCP SDK (ADRs 0052, 0053).
 
-A :class:`Toolbox` is bound to one project root and, with ``--as``, to one receiver. Each
-public method takes the tool's arguments as the client sent them and returns a
-:class:`Reply`; none raises for bad input, and none ever returns payload bytes except
-:meth:`Toolbox.read_verified` on a pass. Rules:
+A :class:`Toolbox` serves one project root and, with ``--as``, one receiver. Each tool
+returns a :class:`Reply` and never raises. Rules:
 
-1. **Identity.** A bound toolbox decides for its receiver only: a call naming another
-   receiver (or, for ``emit``, another sender) is refused, and an omitted one is the bound
-   one. Unbound, the receiver must be named. The caller's word is never widened: the
-   receiver gate still requires ``to.eidolon`` to be that receiver.
-2. **Paths** are resolved against the root (relative) or taken as given (absolute) and
-   must resolve inside the root; NUL bytes, empty or over-long strings are refused. An
-   unbound toolbox takes only absolute artifact paths, the ones a host hook recognises
-   (and binds to the calling agent) in an MCP call's arguments.
-3. **The receiver gate** is the library's (:func:`eidolons.gates.receiver.verify_incoming`),
-   with the configuration the CLI uses: effective contracts (a set that fails to load
-   refuses every hand-off), ``ECL_HMAC_KEY``, caps from the environment, the configured
-   memory unless ``--no-memory``; the digest is always recomputed.
-4. **read_verified** returns exactly the bytes the gate hashed, only on a pass that is on
-   record, only for an ECL hand-off (a file without an envelope is refused: this tool is
-   not a general file reader), and at most :data:`MAX_READ_BYTES`. A refusal is an error
-   whose text starts with the gate's REFUSE line and contains none of the payload.
-5. **No evidence for the caller** (ADR 0053): verify_envelope computes the orchestrator
-   gate's verdict but never records it, so no agent can use this server to mint the
-   orchestrator's ``verify_pass`` (the orchestrator records with ``eidolons verify-envelope
-   --block``); emit tags with ``ECL_HMAC_KEY`` only when bound, as the bound sender; the
-   server signs nothing.
-6. **Errors are replies** (``is_error``), one line, never a traceback; an unexpected
-   exception is an error too (fail closed), logged on stderr.
-7. **Every reply can be sent** (:func:`wire_safe`, applied to every tool's reply by
-   :meth:`Toolbox.call`): every string of it, text and structured content alike (keys
-   too), passes through :func:`eidolons._text.encodable`, so a file name that is not
-   UTF-8 is escaped as the text spells it (``\\udcff``) instead of making a reply the
-   SDK cannot encode (which was never answered, and ended the server). Encodable text
-   is left exactly as it is: the verified payload is handed over unchanged.
+1. **Identity**: bound, it acts for its receiver only (an omitted one is the bound one);
+   unbound, the receiver is named and artifact paths are absolute.
+2. **Paths** resolve inside the root; NUL bytes, empty or over-long strings are refused.
+3. **The receiver gate** is the library's, configured as the CLI's.
+4. **read_verified** returns exactly the bytes the gate hashed, only on a recorded pass of
+   an ECL hand-off, at most :data:`MAX_READ_BYTES`; a refusal is an error starting with
+   the REFUSE line and holding none of the payload.
+5. **No evidence for the caller**: verify_envelope never records; emit tags with
+   ``ECL_HMAC_KEY`` only when bound, as the bound sender; nothing is signed.
+6. **Errors are replies**, one line; an unexpected exception is one too (fail closed).
+7. **Every reply can be sent** (:func:`wire_safe`): each string is escaped as
+   :func:`eidolons._text.encodable` does; encodable text is left exactly as it is.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -126,6 +108,16 @@ def _encodable(value: Any) -> Any:
     return value
 
 
+def _tool(body: Callable[..., Reply]) -> Callable[..., Reply]:
+    """A tool of :class:`Toolbox`: ``body``, run through :meth:`Toolbox.call`."""
+
+    @functools.wraps(body)
+    def tool(self: Toolbox, *args: Any, **kwargs: Any) -> Reply:
+        return self.call(body.__name__, lambda: body(self, *args, **kwargs))
+
+    return tool
+
+
 @dataclass
 class Toolbox:
     """The tools of one server: a project ``root``, an optional bound ``receiver``."""
@@ -138,15 +130,14 @@ class Toolbox:
 
     # ------------------------------------------------------------------ plumbing
 
-    def call(self, name: str, fn: Callable[..., Reply], **kwargs: Any) -> Reply:
-        """Run one tool body: input errors and library errors become error replies, and
-        anything unexpected is an error reply too (logged), never an exception. Every
-        reply leaves through :func:`wire_safe` (rule 7)."""
+    def call(self, name: str, run: Callable[[], Reply]) -> Reply:
+        """Run one tool body: every error is an error reply (an unexpected one logged), never
+        an exception; every reply leaves through :func:`wire_safe` (rule 7)."""
         from eidolons.errors import EidolonsError
         from eidolons.io.contracts import ContractError
 
         try:
-            return wire_safe(fn(**kwargs))
+            return wire_safe(run())
         except (ToolInputError, EidolonsError, ContractError) as exc:
             return wire_safe(_error(f"{name}: {printable(str(exc))}"))
         except Exception as exc:  # fail closed: a bug is an error, never a pass
@@ -269,10 +260,8 @@ class Toolbox:
 
     # ------------------------------------------------------------------ tools
 
+    @_tool
     def read_verified(self, artifact: str, receiver: str | None = None) -> Reply:
-        return self.call("read_verified", self._read_verified, artifact=artifact, receiver=receiver)
-
-    def _read_verified(self, artifact: str, receiver: str | None) -> Reply:
         from eidolons.io.payload import ENVELOPE_SUFFIX, AmbiguousEnvelope, find_envelope
 
         name = self.receiver_for(receiver)
@@ -319,12 +308,8 @@ class Toolbox:
             )
         return Reply(text, structured)
 
+    @_tool
     def verify_incoming(self, artifact: str, receiver: str | None = None) -> Reply:
-        return self.call(
-            "verify_incoming", self._verify_incoming, artifact=artifact, receiver=receiver
-        )
-
-    def _verify_incoming(self, artifact: str, receiver: str | None) -> Reply:
         name = self.receiver_for(receiver)
         result = self._gate(self.artifact_path(artifact), name, want_payload=False)
         if result.status == "skipped":
@@ -335,10 +320,8 @@ class Toolbox:
         data = result.to_json()
         return Reply("\n".join([*result.status_lines(), *_recalled(data)]), data)
 
+    @_tool
     def verify_envelope(self, envelope: str, strict: bool = False) -> Reply:
-        return self.call("verify_envelope", self._verify_envelope, envelope=envelope, strict=strict)
-
-    def _verify_envelope(self, envelope: str, strict: bool) -> Reply:
         from eidolons.gates.verify import verify_envelope_file
         from eidolons.io.config import Limits, hmac_key
         from eidolons.io.payload import find_envelope
@@ -366,6 +349,7 @@ class Toolbox:
         )
         return Reply(line, data, is_error=not result)
 
+    @_tool
     def emit(
         self,
         payload: str,
@@ -383,26 +367,6 @@ class Toolbox:
         ise: dict[str, Any] | None = None,
         input_handles: list[str] | None = None,
     ) -> Reply:
-        return self.call(
-            "emit",
-            self._emit,
-            ise=ise,
-            input_handles=input_handles,
-            payload=payload,
-            to=to,
-            performative=performative,
-            kind=kind,
-            objective=objective,
-            sender=sender,
-            thread=thread,
-            parent=parent,
-            summary=summary,
-            tokens_used=tokens_used,
-            trust_level=trust_level,
-            hmac=hmac,
-        )
-
-    def _emit(self, payload: str, to: str, sender: str | None, hmac: bool, **rest: Any) -> Reply:
         from eidolons.gates.sender import emit, parse_agent
         from eidolons.io.config import Limits, hmac_key
 
@@ -432,17 +396,17 @@ class Toolbox:
             source,
             sender=agent,
             recipient=recipient,
-            performative=rest["performative"],
-            kind=rest["kind"],
-            objective=rest["objective"],
+            performative=performative,
+            kind=kind,
+            objective=objective,
             root=self.root,
-            thread_id=rest["thread"],
-            parent_id=rest["parent"],
-            summary=rest["summary"],
-            tokens_used=rest["tokens_used"],
-            trust_level=rest["trust_level"],
-            ise=rest["ise"],
-            input_handles=tuple(rest["input_handles"] or ()),
+            thread_id=thread,
+            parent_id=parent,
+            summary=summary,
+            tokens_used=tokens_used,
+            trust_level=trust_level,
+            ise=ise,
+            input_handles=tuple(input_handles or ()),
             key=key,
             limits=Limits.from_env(os.environ),
             contract_dirs=[Path(d) for d in self.contract_dirs],
@@ -455,10 +419,8 @@ class Toolbox:
         }
         return Reply(f"envelope: {result.envelope_path}", data)
 
+    @_tool
     def trace_show(self, thread: str, limit: int = 200) -> Reply:
-        return self.call("trace_show", self._trace_show, thread=thread, limit=limit)
-
-    def _trace_show(self, thread: str, limit: int) -> Reply:
         from eidolons.trace.store import has_thread, read_thread
 
         if not isinstance(limit, int) or not 1 <= limit <= MAX_TRACE_EVENTS:
@@ -492,10 +454,8 @@ class Toolbox:
         }
         return Reply("\n".join(printable(line) for line in lines) or "(no events)", data)
 
+    @_tool
     def check(self, paths: list[str], strict: bool = False) -> Reply:
-        return self.call("check", self._check, paths=paths, strict=strict)
-
-    def _check(self, paths: list[str], strict: bool) -> Reply:
         from eidolons.ecl.conformance import exit_code
         from eidolons.gates.checker import check_envelope
         from eidolons.io.config import Limits, hmac_key
@@ -535,10 +495,8 @@ class Toolbox:
         data = {"exit_code": overall, "envelopes": reports}
         return Reply("\n".join(lines) or "(no envelopes)", data, is_error=overall == 2)
 
+    @_tool
     def contracts_show(self, sender: str | None = None, receiver: str | None = None) -> Reply:
-        return self.call("contracts_show", self._contracts_show, sender=sender, receiver=receiver)
-
-    def _contracts_show(self, sender: str | None, receiver: str | None) -> Reply:
         contract_set = self._contracts_or_raise()
         chosen = [
             c

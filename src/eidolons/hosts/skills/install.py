@@ -1,36 +1,22 @@
-"""Install (and remove) rendered verify-incoming skills where hosts and the nexus read them.
+"""Install (and remove) rendered verify-incoming skills where hosts and the nexus read them
+(ADR 0050). For a receiver ``R``:
 
-For a receiver ``R`` under the project root (ADR 0050):
-
-1. ``.claude/skills/R-verify-incoming/SKILL.md`` (Claude Code) and
-   ``.agents/skills/R-verify-incoming/SKILL.md`` (the shared layout Codex, Cursor and
-   Copilot read) always.
-2. The member tree, only when ``R`` is installed as a member, i.e. ``.eidolons/R/`` is a
-   real directory holding one of ``EIIS_VERSION``, ``install.manifest.json``,
-   ``manifest.json``, ``PERSONA.md``, ``SPEC.md`` or ``skills/``:
-   - an EIIS 3.x member (``EIIS_VERSION`` or the manifest's ``eiis_version`` has major
-     version 3 or more, or, with no version recorded, a ``skills/verify-incoming/``
-     directory exists) gets ``.eidolons/R/skills/verify-incoming/SKILL.md``;
-   - an older member (a version below 3, or none recorded) gets the flat
-     ``.eidolons/R/skills/verify-incoming.md`` that EIIS 1.x and the nexus's D8 read.
-3. Every target gets the same bytes (:func:`eidolons.hosts.skills.render.render_skill`), so the
-   SHA parity upstream expects between a member's skill and its host copy holds.
-4. A target is written only if it is absent, or a file this tool generated and nobody
-   changed since (:func:`~eidolons.hosts.skills.render.generated_state`). A hand-written file, an
-   edited generated file, a symbolic link or anything else is refused unless ``force``;
-   a symbolic link that already points at this receiver's member-tree target (what the
-   nexus creates) is left alone as ``linked``. Nothing is written outside the root:
-   a target whose directory resolves outside it is refused, even with ``force``.
-5. Writes are atomic (a temporary file in the same directory, then ``os.replace``); a
-   refused target never stops the others.
-6. Removal (:func:`uninstall_skills`, for ``init --undo``) deletes only files this tool
-   generated and nobody changed (``force`` also removes edited ones; never a foreign file),
-   then the ``R-verify-incoming``/``verify-incoming`` directories left empty.
+1. ``.claude/skills/R-verify-incoming/SKILL.md`` and ``.agents/skills/...`` always.
+2. The member tree, when ``.eidolons/R/`` is a real directory holding a member marker:
+   ``skills/verify-incoming/SKILL.md`` for EIIS 3.x (or no version and that directory
+   present), else the flat ``skills/verify-incoming.md``.
+3. Every target gets the same bytes (:func:`~eidolons.hosts.skills.render.render_skill`).
+4. A target is written only when absent or generated and unchanged
+   (:func:`~eidolons.hosts.skills.render.generated_state`); anything else is refused
+   unless ``force``; a link to the member-tree target is ``linked``; nothing is written
+   where the directory resolves outside the root, even with ``force``.
+5. Writes are atomic; a refused target never stops the others.
+6. Removal deletes only generated, unchanged files (``force``: edited ones too), then the
+   skill directories left empty.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
@@ -40,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eidolons.hosts.skills.render import SkillError, generated_state, render_skill, skill_name
-from eidolons.io.files import atomic_write, readable_mode
+from eidolons.io.files import atomic_write, read_regular, read_text, readable_mode
 
 if TYPE_CHECKING:
     from eidolons.io.contracts import ContractSet
@@ -57,7 +43,7 @@ __all__ = [
 ]
 
 MAX_SKILL_BYTES = 1024 * 1024
-_MEMBER_MARKERS = (
+MEMBER_MARKERS = (
     "EIIS_VERSION",
     "install.manifest.json",
     "manifest.json",
@@ -147,7 +133,7 @@ def _member_dir(root: Path, receiver: str) -> Path | None:
             return None
     except OSError:
         return None
-    if any((member / marker).exists() for marker in _MEMBER_MARKERS):
+    if any((member / marker).exists() for marker in MEMBER_MARKERS):
         return member
     return None
 
@@ -161,15 +147,14 @@ def _major(version: object) -> int | None:
 
 def _eiis_major(member: Path) -> int | None:
     try:
-        major = _major((member / "EIIS_VERSION").read_text(encoding="utf-8")[:64])
+        major = _major((read_text(member / "EIIS_VERSION") or "")[:64])
         if major is not None:
             return major
     except (OSError, UnicodeDecodeError):
         pass
     for name in ("install.manifest.json", "manifest.json"):
         try:
-            with open(member / name, "rb") as handle:
-                doc = json.loads(handle.read(MAX_SKILL_BYTES))
+            doc = json.loads(read_text(member / name, MAX_SKILL_BYTES) or "null")
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict):
@@ -213,24 +198,6 @@ def _inside(path: Path, root: Path) -> bool:
     return real == real_root or real_root in real.parents
 
 
-def _read_existing(path: Path) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        chunks, remaining = [], MAX_SKILL_BYTES + 1
-        while remaining > 0:
-            chunk = os.read(fd, remaining)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, str]:
     """(state, reason) of what is at ``target.path`` now: ``absent``, ``generated``,
     ``modified``, ``foreign``, ``linked`` (a link to a sibling target) or ``other``."""
@@ -248,7 +215,7 @@ def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, st
     if not stat.S_ISREG(st.st_mode):
         return "other", "not a regular file"
     try:
-        data = _read_existing(target.path)
+        data = read_regular(target.path, MAX_SKILL_BYTES)
     except OSError as exc:
         return "other", f"cannot read: {exc.strerror or exc}"
     state = generated_state(data)
@@ -280,7 +247,7 @@ def plan_install(
             actions.append(SkillAction(target, LINKED, reason))
         elif state == "generated":
             try:
-                same = _read_existing(target.path) == data
+                same = read_regular(target.path, MAX_SKILL_BYTES) == data
             except OSError:
                 same = False
             actions.append(SkillAction(target, UNCHANGED) if same else SkillAction(target, UPDATED))

@@ -1,4 +1,4 @@
-"""Attacks on ``eidolons hook claude-code`` by an agent in the pipeline (red-team).
+"""Attacks on ``eidolons hook claude-code`` by an agent in the pipeline.
 
 Each test is an attack that once got through: the hook must deny it (exit 2). The shell
 runs in Claude Code's sandbox, which keeps it out of the hand-offs, the keys and the gate's
