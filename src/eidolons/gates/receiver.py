@@ -46,7 +46,7 @@ import os
 import time
 
 from eidolons._text import printable
-from eidolons.ecl.contract import as_contract_set
+from eidolons.ecl.contract import ContractSet, as_contract_set
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
     EventType,
@@ -481,6 +481,8 @@ def evaluate(
     elif env is not None:
         result.envelope = env
         result.receiver = check.as_receiver
+        if isinstance(contract_set, ContractSet):  # build the one edge asked (fail closed)
+            contract_set = contract_set.checked(env.sender.eidolon, check.as_receiver)
         if on_envelope is not None:
             result.extra.update(on_envelope(env))
         signed = _feed_record(check, env, envelope_path, root, store, result)
