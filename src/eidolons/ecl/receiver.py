@@ -282,6 +282,20 @@ def needs_payload(env: Envelope, contract: Contract | None) -> bool:
     return art is not None and bool(art.required_sections)
 
 
+def utf8_length(data: bytes | bytearray) -> int:
+    """``len(data.decode("utf-8", "replace"))``, decoded a slice at a time, so a large
+    payload is never held twice (as bytes and as one string)."""
+    if data.isascii():
+        return len(data)
+    from codecs import getincrementaldecoder
+
+    decode = getincrementaldecoder("utf-8")("replace").decode
+    view = memoryview(data)
+    step = 1 << 20
+    chars = sum(len(decode(view[at : at + step])) for at in range(0, len(data), step))
+    return chars + len(decode(b"", True))
+
+
 def budget_estimate(
     env: Envelope, payload: bytes | bytearray | None, payload_size: int | None
 ) -> int | None:
@@ -290,7 +304,7 @@ def budget_estimate(
     (rounded up). From the verified bytes when given, else from ``payload_size`` (bytes,
     an upper bound on characters); None when neither is known."""
     if payload is not None:
-        chars = len(payload.decode("utf-8", "replace"))
+        chars = utf8_length(payload)
     elif payload_size is not None:
         chars = payload_size
     else:
