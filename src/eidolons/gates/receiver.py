@@ -83,7 +83,6 @@ from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.gates.skip import skip_line
 from eidolons.gates.trigger import find_handoff
-from eidolons.gates.verify import verify_parsed
 from eidolons.io import paths as pathstr
 from eidolons.io.config import foreign_projects, payload_key
 from eidolons.io.payload import (
@@ -91,6 +90,7 @@ from eidolons.io.payload import (
     AmbiguousEnvelope,
     PayloadError,
     envelope_of,
+    hash_payload,
     locate_payload,
     read_envelope_bytes,
 )
@@ -665,26 +665,22 @@ def _feed_payload(
             return False
         keep = True
     name = "reverify" if reverify else "payload"
-    verified = verify_parsed(
-        env,
-        envelope_path,
-        envelope_sha256=check.envelope_sha256 or "",
-        root=root,
-        limits=limits,
-        key=key,
-        keep_payload=keep,
-    )
-    result.payload_path = verified.payload_path
-    if verified.verdict is not Verdict.PASS or verified.digest is None:
-        message = f"[{verified.verdict}] {verified.message}"
-        check.feed_payload(None, error=message, check=name)
-    else:
-        check.feed_payload(
-            verified.digest,
-            is_artifact=same(verified.payload_identity),
-            artifact=str(artifact),
-            check=name,
+    try:  # the one read: hashed here, judged by the check (judge_digest, once)
+        location = locate_payload(envelope_path, env.artifact_path, root)
+        result.payload_path = location.path_str
+        if env.integrity_method == "hmac-sha256" and key is None:
+            message = "integrity.method is hmac-sha256 but ECL_HMAC_KEY is unset"
+            check.feed_payload(None, error=f"[{Verdict.NO_KEY}] {message}", check=name)
+            return reverify
+        digest = hash_payload(
+            location, env.integrity_method, key, max_bytes=limits.max_payload_bytes, keep=keep
         )
+    except PayloadError as exc:
+        check.feed_payload(None, error=f"[{Verdict.MISSING_PAYLOAD}] {exc}", check=name)
+        return reverify
+    check.feed_payload(
+        digest, is_artifact=same(location.identity), artifact=str(artifact), check=name
+    )
     return reverify
 
 
