@@ -81,8 +81,6 @@ from eidolons.ecl.receiver import (
 )
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
-from eidolons.gates.skip import skip_line
-from eidolons.gates.trigger import find_handoff
 from eidolons.io import paths as pathstr
 from eidolons.io.config import foreign_projects, payload_key
 from eidolons.io.payload import (
@@ -240,6 +238,8 @@ class IncomingResult:
         or one line saying the artifact was skipped and why."""
         tag = f"[{self.receiver}-verify-incoming]"
         if self.status == "skipped":
+            from eidolons.gates.skip import skip_line
+
             return [skip_line(self.receiver, str(self.artifact))]
         if self.status == "pass" and self.envelope is not None:
             env = self.envelope
@@ -363,6 +363,9 @@ if TYPE_CHECKING:
     #: ``on_pass(envelope, payload bytes or None) -> fields``: called only after the pass
     #: is on record, with the exact bytes that were verified (memory ingest).
     OnPass: TypeAlias = Callable[[Envelope, bytes | bytearray | None], Mapping[str, Any]]
+    #: What :func:`eidolons.gates.trigger.find_handoff` answered (not None) for an
+    #: artifact with no envelope, when the caller has asked it already.
+    Known: TypeAlias = tuple[str, dict[str, object] | None]
 
 
 def _identity(path: StrPath) -> tuple[int, int] | None:
@@ -419,6 +422,7 @@ def evaluate(
     require_envelope: bool = False,
     snapshot: Snapshot | None = None,
     on_envelope: OnEnvelope | None = None,
+    known: Known | None = None,
 ) -> IncomingResult:
     """Rules 1-5, without writing anything: the shell around the stepwise checker
     (:class:`eidolons.ecl.receiver.ReceiverCheck`). It reads, in order, the envelope
@@ -427,8 +431,8 @@ def evaluate(
     feeds each to the checker; the contract set is the last step.
 
     An artifact without an envelope is skipped only when the project does not know it as
-    a hand-off (:func:`eidolons.gates.trigger.find_handoff`) and ``require_envelope`` is off;
-    otherwise it is refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the
+    a hand-off (:func:`eidolons.gates.trigger.find_handoff`, unless the caller's answer is
+    ``known``) and ``require_envelope`` is off; otherwise it is refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the
     verified bytes even with ``reverify=False``; the bytes are kept in memory only when
     they will be judged (required sections) or handed over. ``receiver`` None judges the
     hand-off as its addressed recipient."""
@@ -442,7 +446,10 @@ def evaluate(
         result.failures.append(Failure(SCHEMA_INVALID, "trigger", str(exc)))
         return result
     if envelope_path is None:
-        known = find_handoff(artifact, root)
+        if known is None:
+            from eidolons.gates.trigger import find_handoff
+
+            known = find_handoff(artifact, root)
         if known is None and not require_envelope:
             result.status = "skipped"
             return result
@@ -701,6 +708,7 @@ def verify_incoming(
     on_envelope: OnEnvelope | None = None,
     on_pass: OnPass | None = None,
     handback: bool = True,
+    known: Known | None = None,
 ) -> IncomingResult:
     """Rules 1-7: evaluate, then record the decision in the thread's trace (``store``,
     else the project's configured store). ``on_envelope`` runs before the verdict (memory
@@ -731,6 +739,7 @@ def verify_incoming(
             require_envelope=require_envelope,
             snapshot=snapshot,
             on_envelope=on_envelope,
+            known=known,
         )
         if result.status != "skipped" and write_trace:
             if not result and handback and result.failures:
