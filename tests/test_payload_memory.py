@@ -132,8 +132,8 @@ def peak_rss(argv: list[str], cwd: Path) -> tuple[int, int]:
 @pytest.mark.parametrize("edge", ["zeta", "eta"], ids=["no-budget", "budget"])
 def test_the_receiver_holds_one_copy_at_its_peak(tmp_path: Path, edge: str) -> None:
     """A 200 MiB payload handed over (``--print-payload``) costs the gate at most 1.5x its
-    size above the gate's own cost on a tiny payload, on an edge with a token budget too
-    (the budget is counted on characters without decoding the payload to one string)."""
+    size above the gate's own cost on a tiny payload, and one only judged costs no copy,
+    on an edge with a token budget too (its characters are counted while it is hashed)."""
     root = tmp_path / "proj"
     (root / ".eidolons" / "contracts").mkdir(parents=True)
     contract = EDGE if edge == "zeta" else BUDGET_EDGE
@@ -154,8 +154,15 @@ def test_the_receiver_holds_one_copy_at_its_peak(tmp_path: Path, edge: str) -> N
         assert code == 0
         peaks.append(peak)
     base, peak = peaks
-    print(f"peak RSS: {base / MiB:.1f} MiB on 1 KiB, {peak / MiB:.1f} MiB on 200 MiB")
+    code, judged = peak_rss(["verify-incoming", "big.txt", "--as", edge], root)
+    assert code == 0
+    print(
+        f"peak RSS: {base / MiB:.1f} MiB on 1 KiB, {peak / MiB:.1f} MiB on 200 MiB handed "
+        f"over, {judged / MiB:.1f} MiB on 200 MiB judged only"
+    )
     assert peak < base + 1.5 * size, f"{(peak - base) / MiB:.0f} MiB above the base on 200 MiB"
+    # not handed over: hashed (and its characters counted) through one small buffer
+    assert judged < base + 16 * MiB, f"{(judged - base) / MiB:.0f} MiB above the base"
 
 
 @pytest.mark.parametrize(
