@@ -106,7 +106,8 @@ def test_the_receiver_holds_no_copy_unless_it_hands_the_bytes_over(
 
 
 BUDGET_EDGE = EDGE.replace("atlas\nto: zeta", "atlas\nto: eta").replace(
-    "trust_level:", "context_delta:\n  token_budget_max: 1000000000\n  required_handles: []\ntrust_level:"
+    "trust_level:",
+    "context_delta:\n  token_budget_max: 1000000000\n  required_handles: []\ntrust_level:",
 )
 RSS_SCRIPT = """\
 import os, resource, subprocess, sys
@@ -147,7 +148,12 @@ def test_the_receiver_holds_one_copy_at_its_peak(tmp_path: Path, edge: str) -> N
             while fh.tell() + len(block) <= n:
                 fh.write(block)
             fh.write(b"x" * (n - fh.tell()))
-        assert run_cli(*emit_cmd(payload, sender="atlas", to=edge, kind="blob"), cwd=root, env=ENV).code == 0
+        assert (
+            run_cli(
+                *emit_cmd(payload, sender="atlas", to=edge, kind="blob"), cwd=root, env=ENV
+            ).code
+            == 0
+        )
         envelope = root / (payload.stem + ".envelope.json")
         assert run_cli("verify-envelope", envelope, cwd=root, env=ENV).code == 0
         code, peak = peak_rss(["verify-incoming", name, "--as", edge, "--print-payload"], root)

@@ -414,13 +414,9 @@ def evaluate(
     foreign = foreign_projects(envelope_path, root) if env is not None else []
     if env is not None and foreign:
         result.envelope = env
-        check.end(
-            UNVERIFIED,
-            "root",
-            f"the hand-off lies in the project at {foreign[0]}, not this root "
-            f"({os.path.realpath(root)}): it is judged there, with that project's "
-            "trust store and trace",
-        )
+        where = f"the hand-off lies in the project at {foreign[0]}, not this root"
+        why = "it is judged there, with that project's trust store and trace"
+        check.end(UNVERIFIED, "root", f"{where} ({os.path.realpath(root)}): {why}")
     elif env is not None and (unsealed := _unsealed(root, artifact, envelope_path)):
         result.envelope = env
         result.receiver = check.as_receiver
@@ -453,9 +449,8 @@ def evaluate(
     if decision:
         result.status = "pass"
         result.payload = decision.payload
-        record_kind = SIGNED_RECEIPT if signed else UNSIGNED
         result.evidence = combine(
-            record_kind,
+            SIGNED_RECEIPT if signed else UNSIGNED,
             SENDER_SIGNATURE if decision.sender_signed else "",
             HMAC if decision.hmac_checked else "",
         )
@@ -488,7 +483,7 @@ def _feed_record(
         problem = (UNVERIFIED, f"trust store unusable: {exc}")
         check.feed_record(None, receipt=ReceiptJudgement(problem))
         return False
-    sender: tuple[bool, tuple[str, str] | None] = (False, None)
+    signer: dict[str, Any] = {"sender_signed": False, "sender_problem": None}
     if trust is not None:  # senders' rules exist only with a trust store: imported then
         from eidolons.keys import senders
 
@@ -498,9 +493,9 @@ def _feed_record(
             found = senders.check(
                 envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
             )
-            sender = (found is None, found)
+            signer = {"sender_signed": found is None, "sender_problem": found}
     if not check.wants_record or env.message_id is None:
-        check.feed_record(None, sender_signed=sender[0], sender_problem=sender[1])
+        check.feed_record(None, **signer)
         return False
     lookup = store if store is not None else open_store(root)
     try:
@@ -508,9 +503,7 @@ def _feed_record(
     except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
         # not even a genuine receipt file beside the envelope stands in for a store that
         # cannot be read: it may be older than the verdict the store holds (ADR 0071)
-        check.feed_record(
-            None, unreadable=str(exc), sender_signed=sender[0], sender_problem=sender[1]
-        )
+        check.feed_record(None, unreadable=str(exc), **signer)
         return False
     finally:
         if lookup is not store:
@@ -524,28 +517,17 @@ def _feed_record(
 
             downgrade = signed_without_trust_store(envelope_path, record)
         judgement = ReceiptJudgement((UNVERIFIED, downgrade), check="record") if downgrade else None
-        check.feed_record(
-            record, receipt=judgement, sender_signed=sender[0], sender_problem=sender[1]
-        )
+        check.feed_record(record, receipt=judgement, **signer)
         return False
     from eidolons.keys.receipts import receiver_evidence
 
     receipt, judged, seen = receiver_evidence(
-        envelope_path,
-        record,
-        trust,
-        now,
-        message_id=env.message_id,
+        envelope_path, record, trust, now, message_id=env.message_id,
         envelope_sha256=check.envelope_sha256 or "",
-    )
+    )  # fmt: skip
     result.extra["receipts"] = [j.to_dict() for j in seen]
     subject = receipt.subject_sha256 if receipt is not None else None
-    check.feed_record(
-        record,
-        receipt=ReceiptJudgement(judged, subject),
-        sender_signed=sender[0],
-        sender_problem=sender[1],
-    )
+    check.feed_record(record, receipt=ReceiptJudgement(judged, subject), **signer)
     return receipt is not None and judged is None
 
 
@@ -658,22 +640,14 @@ def verify_incoming(
     store = open_store(root) if store is None else store
     start = time.monotonic_ns()
     try:
+        # ingest needs the verified bytes; with --no-reverify they are read only if needed
+        want_payload = want_payload or (on_pass is not None and reverify)
         result = evaluate(
-            artifact,
-            receiver,
-            root=root,
-            contracts=contracts,
-            key=key,
-            limits=limits,
-            reverify=reverify,
-            # ingest needs the verified bytes; with --no-reverify they are read only if needed
-            want_payload=want_payload or (on_pass is not None and reverify),
-            store=store,
-            require_envelope=require_envelope,
-            snapshot=snapshot,
-            on_envelope=on_envelope,
+            artifact, receiver, root=root, contracts=contracts, key=key, limits=limits,
+            reverify=reverify, want_payload=want_payload, store=store,
+            require_envelope=require_envelope, snapshot=snapshot, on_envelope=on_envelope,
             known=known,
-        )
+        )  # fmt: skip
         if result.status != "skipped" and write_trace:
             if not result and handback and result.failures:
                 # before the verify_fail event, which names it: the refusal stays the

@@ -342,7 +342,9 @@ def receiver_evidence(
     if sidecar is not None:
         trusted = trust_receipt(sidecar, store, now)
         judged.append(
-            judge_receipt(sidecar, "sidecar", store, now, payload_sha256=None, trusted=trusted, **kw)
+            judge_receipt(
+                sidecar, "sidecar", store, now, payload_sha256=None, trusted=trusted, **kw
+            )
         )
     if record is not None and record.get("receipt") is not None:
         doc = record["receipt"]
