@@ -111,7 +111,8 @@ BUDGET_EDGE = EDGE.replace("atlas\nto: zeta", "atlas\nto: eta").replace(
 )
 RSS_SCRIPT = """\
 import os, resource, subprocess, sys
-argv = [sys.executable, "-c", "import sys; from eidolons.cli.main import main; sys.exit(main(sys.argv[1:]))", *sys.argv[1:]]
+gate = "import sys; from eidolons.cli.main import main; sys.exit(main(sys.argv[1:]))"
+argv = [sys.executable, "-c", gate, *sys.argv[1:]]
 with open(os.devnull, "wb") as out:
     code = subprocess.run(argv, stdout=out, stderr=subprocess.DEVNULL).returncode
 print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)

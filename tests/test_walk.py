@@ -126,9 +126,9 @@ def test_each_question_is_asked_once(signed: tuple[Path, dict[str, str], str]) -
 
 
 def test_an_artifact_whose_envelope_is_gone_asks_the_trigger_once(
-    signed: tuple[Path, dict[str, str], str], tmp_path: Path
+    signed: tuple[Path, dict[str, str], str],
 ) -> None:
-    root, env, payload = signed
+    root, env, _ = signed
     handoffs = root / ".eidolons" / "handoffs"
     (root / "drafts" / "late.md").write_text("# Report\n\n## Decision target\ny\n")
     emit = emit_cmd("drafts/late.md", to="vigil", performative="PROPOSE", sender="atlas")
