@@ -220,7 +220,7 @@ def _plain(path: str) -> bool:
     parts = path.split("/")
     if parts[0] == "" and len(parts) > 1:  # absolute: one leading slash
         parts = parts[1:]
-    return all(part not in ("", ".") for part in parts)
+    return "" not in parts and "." not in parts
 
 
 def _root(explicit: str | None) -> str | None:
