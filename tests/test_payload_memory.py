@@ -1,5 +1,6 @@
-"""One copy of a payload in memory, and none when its bytes are not handed over (issue 7
-§6), measured with ``tracemalloc`` around the in-process ``main(argv)``.
+"""One copy of a payload in memory, and none when its bytes are not handed over, measured
+with ``tracemalloc`` around the in-process ``main(argv)`` and, for the peak resident size,
+in a child process.
 
 The edge is a project contract (``atlas -> zeta``) with no budget and no required
 sections, so nothing but ``--print-payload`` needs the bytes: every builtin edge has a
