@@ -1,5 +1,6 @@
-"""One copy of a payload in memory, and none when its bytes are not handed over (issue 7
-§6), measured with ``tracemalloc`` around the in-process ``main(argv)``.
+"""One copy of a payload in memory, and none when its bytes are not handed over, measured
+with ``tracemalloc`` around the in-process ``main(argv)`` and, for the peak resident size,
+in a child process.
 
 The edge is a project contract (``atlas -> zeta``) with no budget and no required
 sections, so nothing but ``--print-payload`` needs the bytes: every builtin edge has a
@@ -103,3 +104,81 @@ def test_the_receiver_holds_no_copy_unless_it_hands_the_bytes_over(
     assert code == 0
     assert out.read_bytes() == payload.read_bytes()
     assert peak < 1.5 * SIZE, f"--print-payload peaked at {peak / MiB:.1f} MiB on 32 MiB"
+
+
+BUDGET_EDGE = EDGE.replace("atlas\nto: zeta", "atlas\nto: eta").replace(
+    "trust_level:",
+    "context_delta:\n  token_budget_max: 1000000000\n  required_handles: []\ntrust_level:",
+)
+RSS_SCRIPT = """\
+import os, resource, subprocess, sys
+gate = "import sys; from eidolons.cli.main import main; sys.exit(main(sys.argv[1:]))"
+argv = [sys.executable, "-c", gate, *sys.argv[1:]]
+with open(os.devnull, "wb") as out:
+    code = subprocess.run(argv, stdout=out, stderr=subprocess.DEVNULL).returncode
+print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+"""
+
+
+def peak_rss(argv: list[str], cwd: Path) -> tuple[int, int]:
+    """``(exit code, peak resident bytes)`` of ``eidolons ARGV`` in a child process (each
+    measured in a fresh parent, so RUSAGE_CHILDREN holds that one child alone)."""
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-c", RSS_SCRIPT, *argv], cwd=cwd, env=ENV, capture_output=True, text=True
+    )
+    code, peak = r.stdout.split()
+    return int(code), int(peak)
+
+
+@pytest.mark.parametrize("edge", ["zeta", "eta"], ids=["no-budget", "budget"])
+def test_the_receiver_holds_one_copy_at_its_peak(tmp_path: Path, edge: str) -> None:
+    """A 200 MiB payload handed over (``--print-payload``) costs the gate at most 1.5x its
+    size above the gate's own cost on a tiny payload, and one only judged costs no copy,
+    on an edge with a token budget too (its characters are counted while it is hashed)."""
+    root = tmp_path / "proj"
+    (root / ".eidolons" / "contracts").mkdir(parents=True)
+    contract = EDGE if edge == "zeta" else BUDGET_EDGE
+    (root / ".eidolons" / "contracts" / f"atlas-to-{edge}.yaml").write_text(contract)
+    size = 200 * MiB
+    peaks = []
+    for name, n in (("tiny.txt", 1024), ("big.txt", size)):
+        payload = root / name
+        with payload.open("wb") as fh:
+            block = "0123456789abcdé\n".encode() * (MiB // 17)
+            while fh.tell() + len(block) <= n:
+                fh.write(block)
+            fh.write(b"x" * (n - fh.tell()))
+        assert (
+            run_cli(
+                *emit_cmd(payload, sender="atlas", to=edge, kind="blob"), cwd=root, env=ENV
+            ).code
+            == 0
+        )
+        envelope = root / (payload.stem + ".envelope.json")
+        assert run_cli("verify-envelope", envelope, cwd=root, env=ENV).code == 0
+        code, peak = peak_rss(["verify-incoming", name, "--as", edge, "--print-payload"], root)
+        assert code == 0
+        peaks.append(peak)
+    base, peak = peaks
+    code, judged = peak_rss(["verify-incoming", "big.txt", "--as", edge], root)
+    assert code == 0
+    print(
+        f"peak RSS: {base / MiB:.1f} MiB on 1 KiB, {peak / MiB:.1f} MiB on 200 MiB handed "
+        f"over, {judged / MiB:.1f} MiB on 200 MiB judged only"
+    )
+    assert peak < base + 1.5 * size, f"{(peak - base) / MiB:.0f} MiB above the base on 200 MiB"
+    # not handed over: hashed (and its characters counted) through one small buffer
+    assert judged < base + 16 * MiB, f"{(judged - base) / MiB:.0f} MiB above the base"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"plain", "é€".encode() * 3, b"\xff\xfe\xc3", ("é" * MiB).encode() + b"\xe2\x82"],
+    ids=["empty", "ascii", "utf8", "invalid", "split-across-slices"],
+)
+def test_the_budget_counts_characters_as_a_whole_decode_would(data: bytes) -> None:
+    from eidolons.ecl.receiver import utf8_length
+
+    assert utf8_length(data) == utf8_length(bytearray(data)) == len(data.decode("utf-8", "replace"))

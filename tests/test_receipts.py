@@ -1,5 +1,5 @@
 """Signed gate receipts (ADR 0032) and the receiver that accepts only evidence it can check
-(ADR 0033). Every attack of issue 9 that a receipt answers is here, refused."""
+(ADR 0033). Every attack a receipt answers is here, refused."""
 
 from __future__ import annotations
 

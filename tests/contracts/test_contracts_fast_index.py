@@ -97,3 +97,18 @@ def test_a_project_contract_is_still_validated_and_only_narrows(tmp_path: Path) 
     narrowed = ContractSet.load(tmp_path).get("atlas", "vigil")
     assert narrowed is not None
     assert narrowed.performatives_allowed == ("PROPOSE",)  # REQUEST is not added
+
+
+def test_the_lazy_set_builds_only_the_edge_asked_and_a_damaged_one_is_unavailable() -> None:
+    from eidolons.ecl.contract import ContractSetUnavailable, index_entries
+
+    entries = index_entries(INDEX.read_bytes(), "index")
+    lazy = ContractSet((), [BUILTIN_SOURCE], index=entries)
+    assert lazy.get("atlas", "vigil") == ContractSet(load_builtin_contracts()).get("atlas", "vigil")
+    assert lazy.get("atlas", "nobody") is None
+    assert lazy.edges() == ContractSet(load_builtin_contracts()).edges()
+    damaged = dict(entries)
+    damaged["atlas->vigil"] = {"file": "atlas-to-vigil.yaml", "contract": None}
+    unavailable = ContractSet((), [BUILTIN_SOURCE], index=damaged).checked("atlas", "vigil")
+    assert isinstance(unavailable, ContractSetUnavailable)
+    assert "damaged index entry 'atlas->vigil'" in unavailable.reason

@@ -69,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.cli.common import error, fail, gate_memory, print_json, say, speak
     from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
-    from eidolons.gates.trigger import find_handoff
     from eidolons.io import paths as pathstr
     from eidolons.io.config import Limits, hmac_key, root_dir
     from eidolons.io.contracts import load_contracts
@@ -88,11 +87,15 @@ def run(args: argparse.Namespace) -> int:
     artifact = pathstr.pure(args.artifact)  # spelled as a Path prints it, without pathlib
     if os.path.isdir(artifact):
         return error(f"{artifact} is a directory, not a hand-off artifact")
+    known = None  # the one trigger decision, handed to the gate
     try:  # most artifacts an agent reads are not hand-offs: decide that before any loading
         if envelope_of(artifact) is None:
             if not os.path.lexists(artifact):
                 return error(f"{artifact} does not exist")
-            if not args.require_envelope and find_handoff(artifact, root) is None:
+            from eidolons.gates.trigger import find_handoff
+
+            known = None if args.require_envelope else find_handoff(artifact, root)
+            if not args.require_envelope and known is None:
                 from eidolons.gates.receiver import IncomingResult
 
                 skipped = IncomingResult("skipped", receiver, artifact)
@@ -129,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
             require_envelope=args.require_envelope,
             on_envelope=on_envelope,
             on_pass=on_pass,
+            known=known,
         )
     finally:
         if memory is not None:
@@ -216,7 +220,7 @@ def _plain(path: str) -> bool:
     parts = path.split("/")
     if parts[0] == "" and len(parts) > 1:  # absolute: one leading slash
         parts = parts[1:]
-    return all(part not in ("", ".") for part in parts)
+    return "" not in parts and "." not in parts
 
 
 def _root(explicit: str | None) -> str | None:

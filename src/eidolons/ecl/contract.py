@@ -28,6 +28,8 @@ __all__ = [
     "ContractSetUnavailable",
     "contracts_from_index",
     "edge_key",
+    "index_contract",
+    "index_entries",
     "parse_contract_bytes",
 ]
 
@@ -452,46 +454,51 @@ def edge_key(from_: str, to: str) -> str:
     return f"{from_}->{to}"
 
 
-def contracts_from_index(raw: bytes, source: str, *, validate: bool = True) -> tuple[Contract, ...]:
-    """The contracts of a shipped ``index.json`` (bytes).
-
-    With ``validate``, each entry is validated as a file would be. Without it (the
-    package's own index, on every gate call), the entries are built as they are: they were
-    validated when ``scripts/build_contracts.py`` wrote the index, and
-    ``tests/contracts/test_contracts_fast_index.py`` proves that building them so gives
-    exactly the contracts validating them gives (ADR 0083). A damaged index still fails
-    closed: anything that does not build is a :class:`ContractError`."""
-    from eidolons.ecl.limits import Limits
-    from eidolons.ecl.strict_json import loads_strict
-    from eidolons.errors import EnvelopeError
+def index_entries(raw: bytes, source: str) -> dict[str, Any]:
+    """The ``contracts`` object of a shipped ``index.json`` (bytes), edge key to entry,
+    each entry not yet built (:func:`index_contract` builds one). Raises
+    :class:`ContractError` for bytes that are not such an index."""
+    from eidolons.ecl.jsontext import loads  # the package's own file, not untrusted input
 
     try:
-        index = loads_strict(raw, Limits(max_envelope_bytes=max(len(raw), 1)))
-    except EnvelopeError as exc:
+        index = loads(raw)
+    except (ValueError, RecursionError) as exc:
         raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT:
         raise ContractError(source, f"not a contract index of format {INDEX_FORMAT!r}")
     entries = index.get("contracts")
     if not isinstance(entries, dict):
         raise ContractError(source, "'contracts' must be an object")
-    contracts: list[Contract] = []
-    for key, entry in entries.items():
-        if not isinstance(entry, dict):
-            raise ContractError(source, f"entry {key!r} must be an object")
-        file_name = entry.get("file")
-        where = f"{BUILTIN_SOURCE} ({file_name})"
-        document = entry.get("contract")
-        if validate:
-            contract = Contract.from_dict(document, BUILTIN_SOURCE)
-        else:
-            try:
-                contract = Contract._build(document, BUILTIN_SOURCE)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise ContractError(where, f"damaged index entry {key!r}: {exc!r}") from None
-        if key != edge_key(contract.from_, contract.to) or file_name != contract.file_name:
-            raise ContractError(where, f"index entry {key!r} does not match its contract")
-        contracts.append(contract)
-    return tuple(contracts)
+    return entries
+
+
+def index_contract(key: str, entry: Any, *, validate: bool = False) -> Contract:
+    """The contract of one index entry. Without ``validate`` it is built as it is (the
+    index was validated when ``scripts/build_contracts.py`` wrote it: ADR 0083); a damaged
+    entry, or one whose key or file name is not its contract's, is a :class:`ContractError`."""
+    if not isinstance(entry, dict):
+        raise ContractError(BUILTIN_SOURCE, f"entry {key!r} must be an object")
+    file_name = entry.get("file")
+    where = f"{BUILTIN_SOURCE} ({file_name})"
+    document = entry.get("contract")
+    if validate:
+        contract = Contract.from_dict(document, BUILTIN_SOURCE)
+    else:
+        try:
+            contract = Contract._build(document, BUILTIN_SOURCE)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ContractError(where, f"damaged index entry {key!r}: {exc!r}") from None
+    if key != edge_key(contract.from_, contract.to) or file_name != contract.file_name:
+        raise ContractError(where, f"index entry {key!r} does not match its contract")
+    return contract
+
+
+def contracts_from_index(raw: bytes, source: str, *, validate: bool = True) -> tuple[Contract, ...]:
+    """Every contract of a shipped ``index.json`` (bytes), built at once; with
+    ``validate``, each entry is validated as a file would be
+    (``tests/contracts/test_contracts_fast_index.py`` proves both agree)."""
+    entries = index_entries(raw, source)
+    return tuple(index_contract(key, entry, validate=validate) for key, entry in entries.items())
 
 
 # --------------------------------------------------------------------------- sets
@@ -525,36 +532,68 @@ class ContractSetUnavailable:
 class ContractSet:
     """The effective contracts: one per edge. The first source to declare an edge defines
     it; every later contract for that edge can only narrow it (:meth:`Contract.narrowed_by`),
-    so a project file can add edges and tighten edges, never loosen one (ADR 0022)."""
+    so a project file can add edges and tighten edges, never loosen one (ADR 0022).
 
-    def __init__(self, contracts: Iterable[Contract] = (), sources: Sequence[str] = ()) -> None:
+    ``index`` (the shipped index's entries, :func:`index_entries`) is the lowest source,
+    built one edge at a time when first asked for: a gate asks for one edge, so it builds
+    one contract, not the whole set. A damaged entry raises :class:`ContractError` when
+    built (:meth:`checked` turns that into the unavailable set)."""
+
+    def __init__(
+        self,
+        contracts: Iterable[Contract] = (),
+        sources: Sequence[str] = (),
+        *,
+        index: dict[str, Any] | None = None,
+    ) -> None:
         self._by_edge: dict[tuple[str, str], Contract] = {}
+        self._unbuilt: dict[str, Any] = dict(index) if index else {}
         for contract in contracts:
-            known = self._by_edge.get(contract.key)
+            known = self.get(*contract.key)
             self._by_edge[contract.key] = contract if known is None else known.narrowed_by(contract)
         #: The sources read, in precedence order (lowest first): "builtin" and directories.
         self.sources: tuple[str, ...] = tuple(sources)
 
     def get(self, from_: str, to: str) -> Contract | None:
         """The contract of edge ``from_ -> to``, or None: an undeclared edge."""
-        return self._by_edge.get((from_, to))
+        found = self._by_edge.get((from_, to))
+        if found is None and self._unbuilt:
+            key = edge_key(from_, to)
+            if key in self._unbuilt:
+                found = self._by_edge[(from_, to)] = index_contract(key, self._unbuilt.pop(key))
+        return found
+
+    def checked(self, from_: str, to: str) -> ContractSet | ContractSetUnavailable:
+        """This set once edge ``from_ -> to`` is built, or the unavailable set if its
+        index entry is damaged (fail closed)."""
+        try:
+            self.get(from_, to)
+        except ContractError as exc:
+            return ContractSetUnavailable(exc)
+        return self
+
+    def _built(self) -> dict[tuple[str, str], Contract]:
+        for key in list(self._unbuilt):  # no later source names these edges (see __init__)
+            contract = index_contract(key, self._unbuilt.pop(key))
+            self._by_edge[contract.key] = contract
+        return self._by_edge
 
     def inbound(self, to: str) -> list[Contract]:
         """Every contract whose receiver is ``to``, sorted by sender."""
-        return sorted((c for c in self._by_edge.values() if c.to == to), key=lambda c: c.key)
+        return sorted((c for c in self._built().values() if c.to == to), key=lambda c: c.key)
 
     def edges(self) -> list[Contract]:
         """Every contract, sorted by ``(from, to)``."""
-        return sorted(self._by_edge.values(), key=lambda c: c.key)
+        return sorted(self._built().values(), key=lambda c: c.key)
 
     def __len__(self) -> int:
-        return len(self._by_edge)
+        return len(self._built())
 
     def __iter__(self) -> Iterator[Contract]:
         return iter(self.edges())
 
     def __contains__(self, edge: object) -> bool:
-        return edge in self._by_edge
+        return edge in self._built()
 
 
 def as_contract_set(contracts: object) -> ContractSet | ContractSetUnavailable:

@@ -282,15 +282,46 @@ def needs_payload(env: Envelope, contract: Contract | None) -> bool:
     return art is not None and bool(art.required_sections)
 
 
+class CharCount:
+    """A sink (``write(chunk)``) counting the characters of UTF-8 bytes fed in slices,
+    as one ``decode("utf-8", "replace")`` of the whole would; :meth:`total` ends it."""
+
+    __slots__ = ("_chars", "_decode")
+
+    def __init__(self) -> None:
+        from codecs import getincrementaldecoder
+
+        self._decode = getincrementaldecoder("utf-8")("replace").decode
+        self._chars = 0
+
+    def write(self, chunk: bytes | bytearray | memoryview) -> None:
+        self._chars += len(self._decode(chunk))
+
+    def total(self) -> int:
+        return self._chars + len(self._decode(b"", True))
+
+
+def utf8_length(data: bytes | bytearray) -> int:
+    """``len(data.decode("utf-8", "replace"))``, decoded a slice at a time, so a large
+    payload is never held twice (as bytes and as one string)."""
+    if data.isascii():
+        return len(data)
+    count, view, step = CharCount(), memoryview(data), 1 << 20
+    for at in range(0, len(data), step):
+        count.write(view[at : at + step])
+    return count.total()
+
+
 def budget_estimate(
     env: Envelope, payload: bytes | bytearray | None, payload_size: int | None
 ) -> int | None:
     """The receiver's own figure for what a hand-off puts in its context (ADR 0025): the
     payload and the context summary, at the spec's heuristic of 4 characters a token
-    (rounded up). From the verified bytes when given, else from ``payload_size`` (bytes,
-    an upper bound on characters); None when neither is known."""
+    (rounded up). From the verified bytes when given, else from ``payload_size`` (the
+    characters counted while hashing, or the bytes: an upper bound); None when neither
+    is known."""
     if payload is not None:
-        chars = len(payload.decode("utf-8", "replace"))
+        chars = utf8_length(payload)
     elif payload_size is not None:
         chars = payload_size
     else:
@@ -422,7 +453,7 @@ class ReceiverCheck:
         self.contract_source: str | None = None
         self.receipt_sha256: str | None = None  # the payload digest a signed receipt vouches for
         self.sender_signed = False  # a verified sender signature (stands in for HMAC)
-        self.payload_size: int | None = None  # bytes hashed (an upper bound on characters)
+        self.payload_size: int | None = None  # characters, or bytes hashed (an upper bound)
 
     def _advance(self, step: Step) -> None:
         if self.done:
@@ -536,12 +567,14 @@ class ReceiverCheck:
         artifact: str = "",
         check: str = "reverify",
         size: int | None = None,
+        chars: int | None = None,
     ) -> None:
         """Step 3: the digest of the one read of the payload (``digest.data`` holds the
         bytes when the shell kept them), or ``error`` (not located, not readable, no
         key...). ``is_artifact`` False: the file read is not the artifact asked about.
         With no digest and no error, only the identity was checked (no re-verification);
-        ``size`` is then the file's size, an upper bound on its characters (B-1)."""
+        ``size`` is then the file's size, an upper bound on its characters (B-1).
+        ``chars``: the digest's characters, counted while hashing (bytes not kept)."""
         self._advance(Step.PAYLOAD)
         self.payload_size = size
         env = self.envelope
@@ -565,7 +598,7 @@ class ReceiverCheck:
                 return
             self.payload_sha256 = digest.sha256
             self.payload = digest.data
-            self.payload_size = digest.size
+            self.payload_size = digest.size if chars is None else chars
             self.hmac_checked = env.integrity_method == "hmac-sha256"
         if not is_artifact:
             self._fail(

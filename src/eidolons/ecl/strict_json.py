@@ -120,21 +120,15 @@ def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
                 f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
             ) from None
         raise EnvelopeError(f"not valid JSON: {exc}") from None
-    if _may_break_the_tree_rules(text, limits.max_json_depth):
-        _check_tree(value, limits.max_json_depth)
+    escapes = "\\ud" in text or "\\uD" in text  # a lone surrogate needs one (UTF-8 has none)
+    if escapes or text.count("{") + text.count("[") > limits.max_json_depth:
+        _check_tree(value, limits.max_json_depth, surrogates=escapes)
     return value
 
 
-def _may_break_the_tree_rules(text: str, max_depth: int) -> bool:
-    """False only when the text cannot hold what :func:`_check_tree` refuses: a lone
-    surrogate needs a ``\\uD...`` escape (valid UTF-8 decodes to none), and nesting
-    deeper than ``max_depth`` needs more than ``max_depth`` brackets (counted in strings
-    too: an upper bound)."""
-    return "\\ud" in text or "\\uD" in text or text.count("{") + text.count("[") > max_depth
-
-
-def _check_tree(value: Any, max_depth: int) -> None:
-    """Bound the nesting depth and refuse lone surrogates, iteratively."""
+def _check_tree(value: Any, max_depth: int, *, surrogates: bool = True) -> None:
+    """Bound the nesting depth and (``surrogates``) refuse lone surrogates, iteratively,
+    in one frame: only a non-ASCII string costs a call."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -142,19 +136,19 @@ def _check_tree(value: Any, max_depth: int) -> None:
             if depth > max_depth:
                 raise EnvelopeError(f"JSON nesting deeper than {max_depth}")
             for key, child in node.items():
-                _check_text(key)
+                if surrogates and not key.isascii():
+                    _check_text(key)
                 stack.append((child, depth + 1))
         elif isinstance(node, list):
             if depth > max_depth:
                 raise EnvelopeError(f"JSON nesting deeper than {max_depth}")
-            stack.extend((child, depth + 1) for child in node)
-        elif isinstance(node, str):
+            for child in node:
+                stack.append((child, depth + 1))
+        elif surrogates and isinstance(node, str) and not node.isascii():
             _check_text(node)
 
 
 def _check_text(text: str) -> None:
-    if text.isascii():
-        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

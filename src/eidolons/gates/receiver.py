@@ -1,43 +1,19 @@
-"""The receiver gate (``eidolons verify-incoming ARTIFACT --as RECEIVER``).
+"""The receiver gate (``eidolons verify-incoming ARTIFACT --as RECEIVER``): the shell that
+reads, once each, what the pure check (:class:`eidolons.ecl.receiver.ReceiverCheck`, whose
+docstring lists the rules) decides on, then records the decision (ADR 0005, 0009).
 
-Blocking and symmetric: every receiver runs this same code; only the inbound contracts
-differ. What the VIGIL and Gilgamesh verify-incoming skills describe, made mechanical.
-Checks, in order (``--json`` reports every failed check; the refusal line names the first):
-
-1. Trigger: the envelope is ``${ARTIFACT%.*}.envelope.json``, else
-   ``ARTIFACT.envelope.json`` (an ARTIFACT that is itself ``*.envelope.json`` is taken as
-   the envelope). Neither: not an ECL hand-off, skipped (exit 0). Both: ambiguous,
-   refused as SCHEMA_INVALID.
-2. The envelope parses strictly and meets the schema -> else SCHEMA_INVALID. Its own
-   integrity fields are judged first: an unsupported method is SCHEMA_INVALID, a
-   placeholder digest UNVERIFIED, ``artifact.sha256`` differing from the tag
-   INTEGRITY_MISMATCH.
-3. Integrity on record: the latest ``verify_pass``/``verify_fail`` event for the
-   envelope's ``message_id`` written by the orchestrator gate (``gate: "orchestrator"``)
-   in the thread's trace, read from the end. Confirmed only by a ``verify_pass`` whose
-   ``integrity_method`` and ``integrity_value`` equal the envelope's (a pass for another
-   digest under the same ``message_id`` is a swapped envelope: INTEGRITY_MISMATCH). A
-   ``verify_fail`` on record -> INTEGRITY_MISMATCH; nothing on record -> UNVERIFIED.
-   Events written by receivers (``gate: "receiver"``), by hand without a gate, or by other
-   tools are never integrity evidence.
-4. Defense in depth (default): the digest is recomputed now, with the orchestrator's
-   resolution and limits; any non-pass -> INTEGRITY_MISMATCH, whatever the trace says.
-   With ``reverify=False`` the decision rests on the record, and the payload is read only
-   when its bytes are needed (required sections, handing it over); bytes the gate reads
-   are always hashed, and bytes that do not match the tag are refused, never judged or
-   handed on.
-5. Contract conformance for ``from.eidolon -> RECEIVER`` (rules in
-   :mod:`eidolons.ecl.conformance`): ``to.eidolon`` is not the receiver or no contract ->
-   UNDECLARED_EDGE; C-2 -> PERFORMATIVE_NOT_ALLOWED; C-3 -> ARTIFACT_KIND_NOT_ALLOWED;
-   D-1/D-2 -> CONTEXT_OVER_BUDGET; a Markdown payload missing a required section ->
-   MISSING_REQUIRED_SECTION. A contract set that fails to load refuses (UNDECLARED_EDGE):
-   a broken contract is never an allow.
-6. Refusal: a ``verify_fail`` event (``gate: "receiver"``, ``decision: "refused"``) is
-   appended, ``[<receiver>-verify-incoming] REFUSE: <CODE> from <sender>`` is printed,
-   exit 3, and the payload is never printed.
-7. Pass: ``verify_pass`` and ``receive`` events are appended; only then may the payload be
-   handed on, and only the exact bytes that were hashed. If the pass cannot be recorded,
-   the gate refuses to hand the payload over (exit 3).
+1. Trigger: the envelope is ``${ARTIFACT%.*}.envelope.json``, else ``ARTIFACT.envelope.json``
+   (an ARTIFACT ``*.envelope.json`` is the envelope). Neither: skipped (exit 0) unless the
+   project knows it as a hand-off (:mod:`eidolons.gates.trigger`: UNVERIFIED). Both:
+   SCHEMA_INVALID.
+2. The envelope's bytes, read once; the evidence on record (a signed receipt with a trust
+   store, else the orchestrator's latest verdict in the trace: ADR 0033); the payload,
+   read once by descriptor and hashed (``reverify=False``: only when its bytes are needed);
+   the effective contract for ``from -> RECEIVER``.
+3. Refusal: a ``verify_fail`` event, ``[<receiver>-verify-incoming] REFUSE: <CODE> from
+   <sender>``, exit 3, the payload never handed on. Pass: ``verify_pass`` and ``receive``
+   events; only then the exact bytes hashed may be handed on, and a pass that cannot be
+   recorded is refused (exit 3).
 """
 
 from __future__ import annotations
@@ -46,7 +22,7 @@ import os
 import time
 
 from eidolons._text import printable
-from eidolons.ecl.contract import as_contract_set
+from eidolons.ecl.contract import ContractSet, as_contract_set
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
     EventType,
@@ -67,6 +43,7 @@ from eidolons.ecl.evidence import (
 from eidolons.ecl.integrity import Digest
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.receiver import (
+    CharCount,
     Failure,
     ReceiptJudgement,
     ReceiverCheck,
@@ -75,15 +52,11 @@ from eidolons.ecl.receiver import (
     edge_budget,
     envelope_failures,
     judge_record,
-    needs_payload,
     reason_line,
     sections_apply,
 )
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
-from eidolons.gates.skip import skip_line
-from eidolons.gates.trigger import find_handoff
-from eidolons.gates.verify import verify_parsed
 from eidolons.io import paths as pathstr
 from eidolons.io.config import foreign_projects, payload_key
 from eidolons.io.payload import (
@@ -91,20 +64,16 @@ from eidolons.io.payload import (
     AmbiguousEnvelope,
     PayloadError,
     envelope_of,
+    hash_payload,
     locate_payload,
     read_envelope_bytes,
 )
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.trace.store import TraceStore, open_store
 
-GATE = GateName.RECEIVER
-
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 UNVERIFIED = RefusalCode.UNVERIFIED
 SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
-UNDECLARED_EDGE = RefusalCode.UNDECLARED_EDGE
-MISSING_REQUIRED_SECTION = RefusalCode.MISSING_REQUIRED_SECTION
-CONTEXT_OVER_BUDGET = RefusalCode.CONTEXT_OVER_BUDGET
 REFUSAL_CODES = tuple(RefusalCode)
 
 
@@ -118,17 +87,14 @@ __all__ = [
     "envelope_failures",
     "evaluate",
     "judge_record",
-    "needs_payload",
     "receiver_event",
     "verify_incoming",
 ]
 
 
 class OnPassError(EidolonsError):
-    """A library caller's ``on_pass`` callback raised after the receiver gate's pass was
-    recorded (ADR 0125, part 2): the record stands, ``result`` is the recorded (passing)
-    result, the callback's exception is the ``__cause__``. Never a silent pass: the caller
-    learns its callback failed; never a lost record: nothing is undone in the trace."""
+    """``on_pass`` raised after the pass was recorded: the record stands; ``result`` is
+    the recorded result, the callback's exception the ``__cause__`` (ADR 0125)."""
 
     code = "ON_PASS_FAILED"
 
@@ -138,8 +104,7 @@ class OnPassError(EidolonsError):
 
 
 class IncomingResult:
-    """The receiver gate's decision. Truthy only on pass. (A ``__slots__`` class, not a
-    dataclass: :mod:`dataclasses` imports :mod:`inspect` on every gate's start-up.)"""
+    """The receiver gate's decision. Truthy only on pass. (Not a dataclass: ADR 0085.)"""
 
     __slots__ = (
         "artifact",
@@ -163,47 +128,26 @@ class IncomingResult:
         "trace_path",
     )
 
-    def __init__(
-        self,
-        status: str,  # "pass" | "refused" | "skipped"
-        receiver: str,
-        artifact: StrPath,
-        envelope_path: StrPath | None = None,
-        envelope: Envelope | None = None,
-        failures: list[Failure] | None = None,
-        record: dict[str, Any] | None = None,
-        reverified: bool = False,
-        payload: bytes | bytearray | None = None,  # the exact bytes hashed; only on pass
-        payload_path: StrPath | None = None,
-        trace_path: str | None = None,  # where the decision was recorded (file or store)
-        trace_error: str | None = None,
-        contract_source: str | None = None,
-        envelope_sha256: str | None = None,  # of the envelope bytes judged
-        payload_sha256: str | None = None,  # of the payload bytes judged (when read)
-        known_handoff: dict[str, Any] | None = None,  # the event naming an envelope-less payload
-        evidence: str | None = None,  # what the pass rested on (ADR 0030); None unless pass
-        notes: list[str] | None = None,  # warnings about the evidence
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        self.status = status
+    def __init__(self, status: str, receiver: str, artifact: StrPath) -> None:
+        self.status = status  # "pass" | "refused" | "skipped"
         self.receiver = receiver
         self.artifact = artifact
-        self.envelope_path = envelope_path
-        self.envelope = envelope
-        self.failures = failures if failures is not None else []
-        self.record = record
-        self.reverified = reverified
-        self.payload = payload
-        self.payload_path = payload_path
-        self.trace_path = trace_path
-        self.trace_error = trace_error
-        self.contract_source = contract_source
-        self.envelope_sha256 = envelope_sha256
-        self.payload_sha256 = payload_sha256
-        self.known_handoff = known_handoff
-        self.evidence = evidence
-        self.notes = notes if notes is not None else []
-        self.extra = extra if extra is not None else {}
+        self.envelope_path: StrPath | None = None
+        self.envelope: Envelope | None = None
+        self.failures: list[Failure] = []
+        self.record: dict[str, Any] | None = None
+        self.reverified = False
+        self.payload: bytes | bytearray | None = None  # the exact bytes hashed; only on pass
+        self.payload_path: StrPath | None = None
+        self.trace_path: str | None = None  # where the decision was recorded (file or store)
+        self.trace_error: str | None = None
+        self.contract_source: str | None = None
+        self.envelope_sha256: str | None = None  # of the envelope bytes judged
+        self.payload_sha256: str | None = None  # of the payload bytes judged (when read)
+        self.known_handoff: dict[str, Any] | None = None  # the event naming a payload
+        self.evidence: str | None = None  # what the pass rested on (ADR 0030), on pass only
+        self.notes: list[str] = []  # warnings about the evidence
+        self.extra: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return (
@@ -240,6 +184,8 @@ class IncomingResult:
         or one line saying the artifact was skipped and why."""
         tag = f"[{self.receiver}-verify-incoming]"
         if self.status == "skipped":
+            from eidolons.gates.skip import skip_line
+
             return [skip_line(self.receiver, str(self.artifact))]
         if self.status == "pass" and self.envelope is not None:
             env = self.envelope
@@ -363,6 +309,9 @@ if TYPE_CHECKING:
     #: ``on_pass(envelope, payload bytes or None) -> fields``: called only after the pass
     #: is on record, with the exact bytes that were verified (memory ingest).
     OnPass: TypeAlias = Callable[[Envelope, bytes | bytearray | None], Mapping[str, Any]]
+    #: What :func:`eidolons.gates.trigger.find_handoff` answered (not None) for an
+    #: artifact with no envelope, when the caller has asked it already.
+    Known: TypeAlias = tuple[str, dict[str, object] | None]
 
 
 def _identity(path: StrPath) -> tuple[int, int] | None:
@@ -419,19 +368,14 @@ def evaluate(
     require_envelope: bool = False,
     snapshot: Snapshot | None = None,
     on_envelope: OnEnvelope | None = None,
+    known: Known | None = None,
 ) -> IncomingResult:
-    """Rules 1-5, without writing anything: the shell around the stepwise checker
-    (:class:`eidolons.ecl.receiver.ReceiverCheck`). It reads, in order, the envelope
-    (once: ``snapshot.envelope_bytes`` when the route gate hands them over), the record
-    in the trace, the payload (once, by descriptor; or the route's ``snapshot``), and
-    feeds each to the checker; the contract set is the last step.
-
-    An artifact without an envelope is skipped only when the project does not know it as
-    a hand-off (:func:`eidolons.gates.trigger.find_handoff`) and ``require_envelope`` is off;
-    otherwise it is refused UNVERIFIED. ``want_payload``: on pass, ``payload`` holds the
-    verified bytes even with ``reverify=False``; the bytes are kept in memory only when
-    they will be judged (required sections) or handed over. ``receiver`` None judges the
-    hand-off as its addressed recipient."""
+    """The decision, without writing anything: reads the envelope (once, or the route's
+    ``snapshot``), the evidence, the payload, and feeds each to the check. An artifact
+    with no envelope is skipped unless the project knows it as a hand-off (``known``: the
+    caller's :func:`~eidolons.gates.trigger.find_handoff` answer) or ``require_envelope``.
+    ``want_payload``: on pass, ``payload`` holds the verified bytes; ``receiver`` None
+    judges as the addressed recipient."""
     limits = limits or Limits()
     contract_set = as_contract_set(contracts)
     artifact = pathstr.pure(artifact)  # spelled as a Path prints it, without pathlib
@@ -442,7 +386,10 @@ def evaluate(
         result.failures.append(Failure(SCHEMA_INVALID, "trigger", str(exc)))
         return result
     if envelope_path is None:
-        known = find_handoff(artifact, root)
+        if known is None:
+            from eidolons.gates.trigger import find_handoff
+
+            known = find_handoff(artifact, root)
         if known is None and not require_envelope:
             result.status = "skipped"
             return result
@@ -467,13 +414,9 @@ def evaluate(
     foreign = foreign_projects(envelope_path, root) if env is not None else []
     if env is not None and foreign:
         result.envelope = env
-        check.end(
-            UNVERIFIED,
-            "root",
-            f"the hand-off lies in the project at {foreign[0]}, not this root "
-            f"({os.path.realpath(root)}): it is judged there, with that project's "
-            "trust store and trace",
-        )
+        where = f"the hand-off lies in the project at {foreign[0]}, not this root"
+        why = "it is judged there, with that project's trust store and trace"
+        check.end(UNVERIFIED, "root", f"{where} ({os.path.realpath(root)}): {why}")
     elif env is not None and (unsealed := _unsealed(root, artifact, envelope_path)):
         result.envelope = env
         result.receiver = check.as_receiver
@@ -481,6 +424,8 @@ def evaluate(
     elif env is not None:
         result.envelope = env
         result.receiver = check.as_receiver
+        if isinstance(contract_set, ContractSet):  # build the one edge asked (fail closed)
+            contract_set = contract_set.checked(env.sender.eidolon, check.as_receiver)
         if on_envelope is not None:
             result.extra.update(on_envelope(env))
         signed = _feed_record(check, env, envelope_path, root, store, result)
@@ -504,9 +449,8 @@ def evaluate(
     if decision:
         result.status = "pass"
         result.payload = decision.payload
-        record_kind = SIGNED_RECEIPT if signed else UNSIGNED
         result.evidence = combine(
-            record_kind,
+            SIGNED_RECEIPT if signed else UNSIGNED,
             SENDER_SIGNATURE if decision.sender_signed else "",
             HMAC if decision.hmac_checked else "",
         )
@@ -529,10 +473,9 @@ def _feed_record(
     store: TraceStore | None,
     result: IncomingResult,
 ) -> bool:
-    """Step 2: the integrity evidence. With a trust store, a signed receipt for this
-    envelope (:mod:`eidolons.keys.receipts`); else the latest orchestrator verdict in the
-    configured store only (an unreadable one refuses, never a fallback). Returns
-    whether the decision rests on a signed receipt."""
+    """Step 2: a signed receipt with a trust store (:mod:`eidolons.keys.receipts`), else
+    the latest orchestrator verdict in the configured store (unreadable: refused, never a
+    fallback, ADR 0071). Returns whether the decision rests on a signed receipt."""
     now = utc_now()
     try:
         trust = load_trust_store(root)
@@ -540,7 +483,7 @@ def _feed_record(
         problem = (UNVERIFIED, f"trust store unusable: {exc}")
         check.feed_record(None, receipt=ReceiptJudgement(problem))
         return False
-    sender: tuple[bool, tuple[str, str] | None] = (False, None)
+    signer: dict[str, Any] = {"sender_signed": False, "sender_problem": None}
     if trust is not None:  # senders' rules exist only with a trust store: imported then
         from eidolons.keys import senders
 
@@ -550,9 +493,9 @@ def _feed_record(
             found = senders.check(
                 envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
             )
-            sender = (found is None, found)
+            signer = {"sender_signed": found is None, "sender_problem": found}
     if not check.wants_record or env.message_id is None:
-        check.feed_record(None, sender_signed=sender[0], sender_problem=sender[1])
+        check.feed_record(None, **signer)
         return False
     lookup = store if store is not None else open_store(root)
     try:
@@ -560,9 +503,7 @@ def _feed_record(
     except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
         # not even a genuine receipt file beside the envelope stands in for a store that
         # cannot be read: it may be older than the verdict the store holds (ADR 0071)
-        check.feed_record(
-            None, unreadable=str(exc), sender_signed=sender[0], sender_problem=sender[1]
-        )
+        check.feed_record(None, unreadable=str(exc), **signer)
         return False
     finally:
         if lookup is not store:
@@ -576,28 +517,17 @@ def _feed_record(
 
             downgrade = signed_without_trust_store(envelope_path, record)
         judgement = ReceiptJudgement((UNVERIFIED, downgrade), check="record") if downgrade else None
-        check.feed_record(
-            record, receipt=judgement, sender_signed=sender[0], sender_problem=sender[1]
-        )
+        check.feed_record(record, receipt=judgement, **signer)
         return False
     from eidolons.keys.receipts import receiver_evidence
 
     receipt, judged, seen = receiver_evidence(
-        envelope_path,
-        record,
-        trust,
-        now,
-        message_id=env.message_id,
+        envelope_path, record, trust, now, message_id=env.message_id,
         envelope_sha256=check.envelope_sha256 or "",
-    )
+    )  # fmt: skip
     result.extra["receipts"] = [j.to_dict() for j in seen]
     subject = receipt.subject_sha256 if receipt is not None else None
-    check.feed_record(
-        record,
-        receipt=ReceiptJudgement(judged, subject),
-        sender_signed=sender[0],
-        sender_problem=sender[1],
-    )
+    check.feed_record(record, receipt=ReceiptJudgement(judged, subject), **signer)
     return receipt is not None and judged is None
 
 
@@ -616,12 +546,10 @@ def _feed_payload(
     snapshot: Snapshot | None,
     result: IncomingResult,
 ) -> bool:
-    """Step 3. Whatever bytes the gate reads it hashes, and only bytes that match the tag
-    are judged or handed on: with ``reverify`` off the payload is read only when its bytes
-    are needed (``keep``), and still verified. The file hashed must be ARTIFACT itself
-    (same device and inode): an envelope copied beside other bytes, or an
-    ``artifact.path`` pointed at a copy of the good bytes, must not vouch for the file
-    the receiver is about to read. Returns whether the payload was re-verified."""
+    """Step 3: whatever bytes the gate reads it hashes, and only bytes matching the tag
+    are judged or handed on (``reverify`` off: read only when ``keep`` or the budget needs
+    them). The file hashed must be ARTIFACT itself (same device and inode). Returns
+    whether the payload was re-verified."""
     names_artifact = not pathstr.name(artifact).endswith(ENVELOPE_SUFFIX)
     wanted = _identity(artifact) if names_artifact else None
 
@@ -642,10 +570,9 @@ def _feed_payload(
                 snapshot.digest, is_artifact=same(snapshot.identity), artifact=str(artifact)
             )
         return True
-    # the edge's budget (B-1) is judged on characters: the bytes are kept when they are
-    # read anyway; without re-verification the file's size is an upper bound, and only
-    # a size over the budget makes the gate read (and verify) the bytes to count exactly
-    keep = keep or (budget is not None and reverify)
+    # the edge's budget (B-1) is judged on characters, counted while hashing; without
+    # re-verification the file's size is an upper bound, and only a size over the budget
+    # makes the gate read (and verify) the bytes to count exactly
     if not reverify and not keep:
         located = None
         if names_artifact or budget is not None:
@@ -661,28 +588,26 @@ def _feed_payload(
             is_artifact = same(located.identity) if names_artifact and located else True
             check.feed_payload(None, is_artifact=is_artifact, artifact=str(artifact), size=size)
             return False
-        keep = True
     name = "reverify" if reverify else "payload"
-    verified = verify_parsed(
-        env,
-        envelope_path,
-        envelope_sha256=check.envelope_sha256 or "",
-        root=root,
-        limits=limits,
-        key=key,
-        keep_payload=keep,
-    )
-    result.payload_path = verified.payload_path
-    if verified.verdict is not Verdict.PASS or verified.digest is None:
-        message = f"[{verified.verdict}] {verified.message}"
-        check.feed_payload(None, error=message, check=name)
-    else:
-        check.feed_payload(
-            verified.digest,
-            is_artifact=same(verified.payload_identity),
-            artifact=str(artifact),
-            check=name,
-        )
+    try:  # the one read: hashed here, judged by the check (judge_digest, once)
+        location = locate_payload(envelope_path, env.artifact_path, root)
+        result.payload_path = location.path_str
+        if env.integrity_method == "hmac-sha256" and key is None:
+            message = "integrity.method is hmac-sha256 but ECL_HMAC_KEY is unset"
+            check.feed_payload(None, error=f"[{Verdict.NO_KEY}] {message}", check=name)
+            return reverify
+        count = CharCount() if budget is not None and not keep else None
+        digest = hash_payload(
+            location, env.integrity_method, key, max_bytes=limits.max_payload_bytes, keep=keep,
+            sink=count,
+        )  # fmt: skip
+    except PayloadError as exc:
+        check.feed_payload(None, error=f"[{Verdict.MISSING_PAYLOAD}] {exc}", check=name)
+        return reverify
+    check.feed_payload(
+        digest, is_artifact=same(location.identity), artifact=str(artifact), check=name,
+        chars=count.total() if count is not None else None,
+    )  # fmt: skip
     return reverify
 
 
@@ -703,37 +628,26 @@ def verify_incoming(
     on_envelope: OnEnvelope | None = None,
     on_pass: OnPass | None = None,
     handback: bool = True,
+    known: Known | None = None,
 ) -> IncomingResult:
-    """Rules 1-7: evaluate, then record the decision in the thread's trace (``store``,
-    else the project's configured store). ``on_envelope`` runs before the verdict (memory
-    recall); ``on_pass`` only after the pass is on record, with the exact bytes verified
-    (memory ingest): a refused, skipped or unrecorded hand-off never reaches it. The gate
-    never imports memory; the command wires the callbacks (ADR 0011). An ``on_pass`` that
-    raises leaves the record as it is and raises :class:`OnPassError`,
-    which carries this result (ADR 0125, part 2).
-    ``require_envelope``: an artifact without an envelope is refused (UNVERIFIED), not
-    skipped (the hook: a file in the hand-off directory whose envelope was deleted).
-    ``handback``: a refusal also writes the hand-back for the orchestrator
-    (:mod:`eidolons.gates.handback`), whose envelope path is ``extra["handback"]``."""
+    """:func:`evaluate`, then the decision recorded in the thread's trace (``store``, else
+    the project's). ``on_envelope`` runs before the verdict (recall), ``on_pass`` only
+    after a pass is on record, with the bytes verified (ingest: ADR 0011); an ``on_pass``
+    that raises raises :class:`OnPassError`. ``require_envelope``: no envelope is
+    UNVERIFIED, not skipped. ``handback``: a refusal writes the orchestrator's hand-back
+    (its path in ``extra["handback"]``)."""
     own = store is None
     store = open_store(root) if store is None else store
     start = time.monotonic_ns()
     try:
+        # ingest needs the verified bytes; with --no-reverify they are read only if needed
+        want_payload = want_payload or (on_pass is not None and reverify)
         result = evaluate(
-            artifact,
-            receiver,
-            root=root,
-            contracts=contracts,
-            key=key,
-            limits=limits,
-            reverify=reverify,
-            # ingest needs the verified bytes; with --no-reverify they are read only if needed
-            want_payload=want_payload or (on_pass is not None and reverify),
-            store=store,
-            require_envelope=require_envelope,
-            snapshot=snapshot,
-            on_envelope=on_envelope,
-        )
+            artifact, receiver, root=root, contracts=contracts, key=key, limits=limits,
+            reverify=reverify, want_payload=want_payload, store=store,
+            require_envelope=require_envelope, snapshot=snapshot, on_envelope=on_envelope,
+            known=known,
+        )  # fmt: skip
         if result.status != "skipped" and write_trace:
             if not result and handback and result.failures:
                 # before the verify_fail event, which names it: the refusal stays the

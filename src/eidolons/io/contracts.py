@@ -55,8 +55,9 @@ from eidolons.ecl.contract import (
     ContractArtifact,
     ContractError,
     ContractSetUnavailable,
-    contracts_from_index,
     edge_key,
+    index_contract,
+    index_entries,
     parse_contract_bytes,
 )
 from eidolons.ecl.contract import ContractSet as _PureContractSet
@@ -66,6 +67,7 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
+    from typing import Any
 
     from eidolons.io.paths import StrPath
 
@@ -189,25 +191,27 @@ def _project_dir(root: StrPath) -> str:
 # --------------------------------------------------------------------------- builtin
 
 
-_BUILTIN: list[tuple[Contract, ...]] = []  # the shipped set, read once per process
+_INDEX: list[dict[str, Any]] = []  # the shipped index's entries, read once per process
+
+
+def _builtin_index() -> dict[str, Any]:
+    """The shipped index's entries (``data/contracts/index.json``: no YAML import needed),
+    read beside this module (``importlib.resources`` costs more than the read: a package
+    that is not on a file system, a zip, falls back to it). Raises :class:`ContractError`."""
+    if not _INDEX:
+        source = f"{BUILTIN_SOURCE} ({'/'.join(_INDEX_PATH)})"
+        try:
+            raw = _read_index()
+        except OSError as exc:
+            raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
+        _INDEX.append(index_entries(raw, source))
+    return _INDEX[0]
 
 
 def load_builtin_contracts() -> tuple[Contract, ...]:
-    """The shipped set, from ``data/contracts/index.json`` (no YAML import needed), read
-    beside this module (``importlib.resources`` costs more than the read: a package
-    that is not on a file system, a zip, falls back to it) and built without validating
-    each entry again (ADR 0083: they were validated when the index was built, and the
-    tests prove the two agree)."""
-    if _BUILTIN:
-        return _BUILTIN[0]
-    source = f"{BUILTIN_SOURCE} ({'/'.join(_INDEX_PATH)})"
-    try:
-        raw = _read_index()
-    except OSError as exc:
-        raise ContractError(source, f"cannot read the shipped contract index: {exc}") from None
-    contracts = contracts_from_index(raw, source, validate=False)
-    _BUILTIN.append(contracts)
-    return contracts
+    """Every shipped contract, built without validating each entry again (ADR 0083: they
+    were validated when the index was built, and the tests prove the two agree)."""
+    return tuple(index_contract(key, entry) for key, entry in _builtin_index().items())
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # eidolons/
@@ -236,7 +240,7 @@ class ContractSet(_PureContractSet):
     @classmethod
     def builtin(cls) -> ContractSet:
         """Only the shipped contracts."""
-        return cls(load_builtin_contracts(), [BUILTIN_SOURCE])
+        return cls((), [BUILTIN_SOURCE], index=_builtin_index())
 
     @classmethod
     def load(cls, root: StrPath | None = None, extra_dirs: Sequence[StrPath] = ()) -> ContractSet:
@@ -246,7 +250,7 @@ class ContractSet(_PureContractSet):
         entry of ``extra_dirs`` does not exist. A missing project directory is fine: most
         projects have none.
         """
-        contracts: list[Contract] = list(load_builtin_contracts())
+        contracts: list[Contract] = []
         sources = [BUILTIN_SOURCE]
         directories: list[StrPath] = []
         if root is not None:
@@ -260,7 +264,7 @@ class ContractSet(_PureContractSet):
             for directory in directories:
                 contracts.extend(load_contract_dir(Path(directory)))
                 sources.append(str(Path(directory)))
-        return cls(contracts, sources)
+        return cls(contracts, sources, index=_builtin_index())
 
 
 def load_contracts(root: StrPath, dirs: Sequence[StrPath]) -> ContractSet | ContractSetUnavailable:

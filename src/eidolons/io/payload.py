@@ -359,7 +359,7 @@ def envelope_of(artifact: str) -> str | None:
     name = pathstr.name(artifact)
     if name.endswith(ENVELOPE_SUFFIX):
         return artifact
-    sibling, appended = (pathstr.pure(p) for p in envelope_candidates(artifact))
+    sibling, appended = map(pathstr.pure, envelope_candidates(artifact))
     found = [p for p in (sibling, appended) if os.path.lexists(p)]
     if len(found) == 2 and sibling != appended:
         raise AmbiguousEnvelope(

@@ -227,9 +227,11 @@ def judge_receipt(
     message_id: str | None,
     envelope_sha256: str,
     payload_sha256: str | None,
+    trusted: Trusted | None = None,
 ) -> Judged:
-    """Trust one receipt (:func:`trust_receipt`) and judge its statement."""
-    trusted = trust_receipt(doc, store, now)
+    """Trust one receipt (:func:`trust_receipt`, unless ``trusted`` is its result for
+    this very document) and judge its statement."""
+    trusted = trusted if trusted is not None else trust_receipt(doc, store, now)
     doc_stmt = trusted.statement
     if doc_stmt is None:
         why = f"the {source} receipt {trusted.why}"
@@ -336,11 +338,19 @@ def receiver_evidence(
     if problem is not None:
         judged.append(Judged("sidecar", (UNVERIFIED, problem)))
     kw: dict[str, Any] = {"message_id": message_id, "envelope_sha256": envelope_sha256}
+    trusted = None
     if sidecar is not None:
-        judged.append(judge_receipt(sidecar, "sidecar", store, now, payload_sha256=None, **kw))
-    if record is not None and record.get("receipt") is not None:
+        trusted = trust_receipt(sidecar, store, now)
         judged.append(
-            judge_receipt(record["receipt"], "trace", store, now, payload_sha256=None, **kw)
+            judge_receipt(
+                sidecar, "sidecar", store, now, payload_sha256=None, trusted=trusted, **kw
+            )
+        )
+    if record is not None and record.get("receipt") is not None:
+        doc = record["receipt"]
+        same = trusted if sidecar is not None and doc == sidecar else None  # verified once
+        judged.append(
+            judge_receipt(doc, "trace", store, now, payload_sha256=None, trusted=same, **kw)
         )
     elif record is not None and not judged:
         why = "the verify_pass on record is unsigned (hand-written, or minted without the key)"
