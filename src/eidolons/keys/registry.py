@@ -74,23 +74,36 @@ def registered_root(keyid: str, project: str) -> str | None:
     return root
 
 
-def register(keyid: str, project: str, root: StrPath, now: str) -> str:
-    """Register ``project`` at ``root``'s real path for ``keyid`` (replacing a registration
-    of the project at another path); returns the registry's path."""
+def register(
+    keyid: str, project: str, root: StrPath, now: str, *, move: bool = True
+) -> dict[str, Any]:
+    """The one registration rule: register ``project`` at ``root``'s real path for
+    ``keyid``. A registration at another path is moved with ``move`` (``keys register``,
+    ``keys rotate``), else kept (``keys init``: ``registered`` False and a ``note``).
+    Returns ``{registered, root, moved_from, registry[, note]}``."""
     import json
 
     from eidolons.io import paths as pathstr
     from eidolons.io.files import atomic_write
 
+    here, before, path = os.path.realpath(root), registered_root(keyid, project), registry_path()
+    doc: dict[str, Any] = {"registered": True, "root": here, "moved_from": None, "registry": path}
+    if before not in (None, here):
+        if not move:
+            note = (
+                f"this project ({project}) is registered for key {keyid[:16]} at {before}; "
+                f"if it moved here, {REGISTER}"
+            )
+            return {**doc, "registered": False, "note": note}
+        doc["moved_from"] = before
+    elif before == here and not move:
+        return doc
     keys = dict(read_registry())
-    projects = dict(keys.get(keyid, {}))
-    projects[project] = {"root": os.path.realpath(root), "registered": now}
-    keys[keyid] = projects
-    path = registry_path()
+    keys[keyid] = {**keys.get(keyid, {}), project: {"root": here, "registered": now}}
     os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
     body = json.dumps({"version": 1, "keys": keys}, indent=2, sort_keys=True) + "\n"
     atomic_write(path, body.encode("utf-8"), 0o600)
-    return path
+    return doc
 
 
 def signing_refusal(store: TrustStore, keyid: str, root: StrPath) -> str | None:
