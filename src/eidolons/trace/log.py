@@ -369,7 +369,7 @@ def _raw_of(fh: Iterable[bytes]) -> Iterator[bytes]:
             yield line
 
 
-def read_snapshot(path: Path) -> tuple[list[bytes], list[TraceLine]]:
+def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes], list[TraceLine]]:
     """The trace read once: its raw lines (as :func:`read_raw_lines`: what the hash chain
     covers) and its lines decoded (as :func:`read_events`: what readers judge), both from
     the same bytes, so a writer swapping the file between two reads cannot pair the events
@@ -383,7 +383,9 @@ def read_snapshot(path: Path) -> tuple[list[bytes], list[TraceLine]]:
         return [], []
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
-    return list(_raw_of(io.BytesIO(data))), list(_events_of(io.BytesIO(data), decode_line))
+    return list(_raw_of(io.BytesIO(data))), list(
+        _events_of(io.BytesIO(data), decode or decode_line)
+    )
 
 
 def iter_reverse(

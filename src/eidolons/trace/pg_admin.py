@@ -39,7 +39,6 @@ from eidolons.trace.pg_schema import (
     ORCHESTRATOR,
     SCHEMA,
 )
-from eidolons.trace.pg_watchdog import Watchdog
 from eidolons.trace.postgres import connect, payload_key, reason, redact, timeout_s
 from eidolons.trace.store import TraceReadError
 
@@ -247,6 +246,8 @@ def authority_report(dsn: str) -> Authority:
     """What the login of ``dsn`` may do in its database (module docstring). Raises
     :class:`TraceReadError` when the store cannot be asked."""
     import psycopg
+
+    from eidolons.trace.pg_watchdog import Watchdog
 
     conn = connect(dsn)
     watch = Watchdog(conn, timeout_s())

@@ -33,7 +33,6 @@ from eidolons.errors import TraceWriteError
 from eidolons.io.settings import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
 from eidolons.trace.log import TraceLine, decode_line, encode_event, thread_file_name
 from eidolons.trace.pg_schema import CURRENT_VERSION, SCHEMA
-from eidolons.trace.pg_watchdog import Watchdog
 from eidolons.trace.store import (
     Appended,
     TraceReadError,
@@ -51,6 +50,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     import psycopg
+
+    from eidolons.trace.pg_watchdog import Watchdog
 
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
 
@@ -165,6 +166,8 @@ class PostgresStore(TraceStore):
         if self._stuck is not None:
             raise TraceReadError(self._stuck)
         if self._conn is None or self._conn.closed:
+            from eidolons.trace.pg_watchdog import Watchdog
+
             conn = connect(self.dsn)
             watch = Watchdog(conn, timeout_s())
             try:
