@@ -11,8 +11,8 @@ from eidolons.io.settings import TRACE_DIR, trace_scan_bound
 from eidolons.trace.log import (
     TraceLine,
     append_event,
-    find_payload_event,
     open_trace,
+    payload_search_lines,
     read_events,
     read_new_events,
     read_raw_lines,
@@ -24,10 +24,10 @@ from eidolons.trace.store import (
     Appended,
     TraceReadError,
     TraceStore,
-    is_orchestrator_verdict,
+    first_payload_event,
     is_payload_event,
     judged_line,
-    payload_needle,
+    latest_counted,
     verdict_needle,
 )
 
@@ -116,9 +116,7 @@ class JsonlStore(TraceStore):
             pass
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
-        # the verdict index answers in O(1) when it checks out, scanning only the tail it
-        # does not cover (ADR 0087); else the full backward scan. Both pre-filter lines
-        # on the id as this tool writes it and judge the decoded event by the one rule
+        # the verdict index answers in O(1) when it checks out (ADR 0087), else the scan
         from eidolons.trace.verdictindex import lookup
 
         path = self._file(thread_id)
@@ -134,11 +132,10 @@ class JsonlStore(TraceStore):
                 if found is not None:
                     return found.event
                 needle = verdict_needle(message_id)
-                for line in reverse_lines(
-                    fd, st.st_size, contains=needle, max_bytes=bound, name=path
-                ):
-                    if is_orchestrator_verdict(line.event, message_id):
-                        return line.event
+                lines = reverse_lines(
+                    fd, st.st_size, contains=needle, max_bytes=bound, name=path, decode=judged_line
+                )
+                return latest_counted(lines, message_id)
             finally:
                 os.close(fd)
         except InputError as exc:
@@ -168,7 +165,7 @@ class JsonlStore(TraceStore):
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         try:  # checks each file's size before reading it: a sparse hole is never read
-            return find_payload_event(self.root, keys, payload_needle, is_payload_event)
+            return first_payload_event(payload_search_lines(self.root), keys)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 

@@ -37,11 +37,11 @@ from eidolons.trace.store import (
     Appended,
     TraceReadError,
     TraceStore,
-    is_orchestrator_verdict,
+    first_payload_event,
     is_payload_event,
     judged_line,
+    looks_like_verdict,
     message_key,
-    payload_needle,
     record_from_line,
 )
 
@@ -81,7 +81,7 @@ def redact(dsn: str) -> str:
 def verdict_key(event: Mapping[str, Any]) -> bytes | None:
     """The index key of an event: its message id when it is an orchestrator verdict."""
     mid = event.get("message_id")
-    if isinstance(mid, str) and is_orchestrator_verdict(event, mid):
+    if isinstance(mid, str) and looks_like_verdict(event):
         return message_key(mid)
     return None
 
@@ -346,15 +346,8 @@ class PostgresStore(TraceStore):
         """As the JSONL store (threads in order, first line first), by one index."""
         if not keys:
             return None
-        needles = [payload_needle(k) for k in keys]
         params = ([k.encode("utf-8", "surrogatepass") for k in keys],)
-        for (line,) in self._read(PAYLOADS, params):
-            raw = bytes(line)
-            if any(n in raw for n in needles):
-                event = decode_line(raw, 0).event
-                if is_payload_event(event, keys):
-                    return event
-        return None
+        return first_payload_event((bytes(line) for (line,) in self._read(PAYLOADS, params)), keys)
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         sql = (

@@ -43,11 +43,12 @@ from __future__ import annotations
 import os
 
 from eidolons.ecl.integrity import sha256 as _sha256
-from eidolons.trace.log import MAX_LINE_BYTES, decode_line, reverse_lines
+from eidolons.trace.log import MAX_LINE_BYTES, reverse_lines
 from eidolons.trace.store import (
-    is_orchestrator_verdict,
+    counted_for,
+    judged_line,
+    latest_counted,
     record_from_line,
-    uncounted_reason,
     verdict_needle,
 )
 
@@ -262,11 +263,17 @@ def lookup(
         needle = verdict_needle(message_id)
         if st.st_size > header.covered:  # past the index: the full scan's rule, latest first
             tail = reverse_lines(
-                fd, st.st_size, header.covered, contains=needle, max_bytes=bound, name=name
+                fd,
+                st.st_size,
+                header.covered,
+                contains=needle,
+                max_bytes=bound,
+                name=name,
+                decode=judged_line,
             )
-            for line in tail:
-                if is_orchestrator_verdict(line.event, message_id):
-                    return Found(line.event)
+            event = latest_counted(tail, message_id)
+            if event is not None:
+                return Found(event)
         slot = probe(ifd, key, header.capacity, id_hash(needle))
         if slot is None:
             return None
@@ -288,14 +295,10 @@ def lookup(
 
 
 def judge(raw: bytes) -> bytes | None:
-    """The id hash of the message ``raw`` is an orchestrator verdict for, by the record
-    rule the lookup applies (the id as this tool writes it, the decoded event), or None.
-    A line is indexed under a message exactly when the full scan would accept it for it."""
-    event = decode_line(raw, 0).event
-    mid = event.get("message_id") if event is not None else None
-    if not isinstance(mid, str) or uncounted_reason(raw, event, mid) is not None:
-        return None
-    return id_hash(verdict_needle(mid))
+    """The id hash of the message ``raw`` is a counted verdict for (the lookup's rule), or
+    None: a line is indexed under a message exactly when the full scan would accept it."""
+    mid = counted_for(judged_line(raw, 0))
+    return None if mid is None else id_hash(verdict_needle(mid))
 
 
 Entry = tuple[bytes, int, int, bytes]  # id hash, offset, length, line SHA-256
