@@ -1,16 +1,8 @@
 """Bringing this host's payload index (:mod:`eidolons.io.payloadindex`, ADR 0110) up to the
-project's trace files: the writer, called by the JSONL store after each append (under the
-trace's append lock) and by ``trace import``.
-
-Under the index's lock file (waited for until a deadline, :mod:`eidolons.io.filelock`) it
-lists and opens the trace files, reads each one the index does not cover as it is now
-(from where it stopped when it is the same file and the bytes before that point are
-unchanged, else from the start) by the full search's rule on the same pieces, and writes
-in place what follows the entries it has (the new entries and the coverage: the entries
-stay where they are, so an append costs what it reads, not what the index holds;
-:func:`eidolons.io.payloadindex.snapshot` says how readers see a whole one). What it
-records as covered is what ``fstat`` said before the bytes were read: a line appended
-meanwhile is not covered.
+project's trace files: called by the JSONL store after each append and by ``trace
+import``. Under the index's lock it reads what the index does not cover, by the full
+search's rule on the same pieces, and writes the new entries in place; what it records as
+covered is what ``fstat`` said before the read.
 """
 
 from __future__ import annotations

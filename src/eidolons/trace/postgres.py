@@ -1,25 +1,10 @@
 """The shared store: one append-only table on PostgreSQL (ADRs 0070, 0072, 0073).
 
-Each append runs in one transaction holding a per-thread advisory lock: it reads the
-thread's last line, links the event to it with :mod:`eidolons.ecl.tracechain`, and
-inserts the exact line bytes. The insert trigger checks the link again (so a writer using SQL
-directly cannot break the chain), lets only a login this database lists as its
-orchestrator record orchestrator verdicts (``eidolons.writers``, bound by
-:mod:`eidolons.trace.pg_admin`), and UPDATE/DELETE/TRUNCATE are revoked and refused by
-triggers.
-
-The receiver's lookup reads one index (``thread, verdict_for, seq DESC``) and judges the
-candidate line with the same rule as the JSONL store (:func:`record_from_line`).
-Reads run in autocommit, so every lookup sees every verdict committed before it began.
-Any connection or server error is a :class:`TraceReadError` / :class:`TraceWriteError`:
-a receiver refuses, it never falls back to a file.
-
-Every wait for the server is bounded by ``EIDOLONS_TRACE_TIMEOUT_S`` twice over: on the
-server (``statement_timeout``, ``lock_timeout``: a lock held by another writer, a slow
-statement) and on the client (:mod:`eidolons.trace.pg_watchdog`: a server that
-stops answering, whose backend is stopped, which no server-side timer and no keepalive
-can notice). The connection itself is bounded by ``connect_timeout``; a store whose
-server once did not answer is not asked again.
+An append is one transaction under a per-thread advisory lock; the insert trigger checks
+the chain link and lets only a login bound as orchestrator stamp a verdict. Reads run in
+autocommit. Every wait is bounded by ``EIDOLONS_TRACE_TIMEOUT_S`` on the server and on the
+client (:mod:`eidolons.trace.pg_watchdog`); any failure is a read or write error, never a
+fall back to a file.
 """
 
 from __future__ import annotations
