@@ -1,20 +1,9 @@
 """The sender's side: build an envelope for a payload and write it beside the payload.
 
-Rules:
-
-- The envelope is written to ``${PAYLOAD%.*}.envelope.json`` (the seeds' naming) or
-  ``--out``, atomically (temporary file in the same directory, then link or rename), and
-  never over an existing file unless ``force``.
-- Ids are UUIDv7; the thread id is the message id when no thread is given.
-- ``artifact.sha256`` is always the plain SHA-256 of the payload; ``integrity.value`` is
-  the SHA-256 or, with a key, the HMAC-SHA-256. Both come from one read of the payload.
-- ``artifact.path`` is relative to the envelope's directory when the payload lies under
-  it, else relative to the project root; a payload outside both is refused.
-- The envelope is put in place, then one ``emit`` event is appended to the thread's
-  trace: no event names an envelope that never appeared (a link that fails records
-  nothing); if the trace cannot be written the envelope is taken back (a replaced one
-  restored), so nothing is written at all (ADR 0127).
-- :func:`build_envelope` (:mod:`eidolons.ecl.builder`) is pure; :func:`emit` does the I/O.
+Written atomically, never over a file unless ``force``; ids are UUIDv7; digest and HMAC
+from one read of the payload; the envelope is placed, then its ``emit`` event recorded,
+and taken back if the record fails (ADR 0127). :func:`build_envelope` is pure;
+:func:`emit` does the I/O.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Opening files beneath a boundary directory, by descriptor (ADR 0008).
 
-A path check made on a name, followed by an open of the same name, can be raced: swap a
-directory component for a symbolic link in between and the open lands outside the
-project. So nothing here opens a path by name. The boundary directory is opened once;
-every component below it is opened relative to its parent's descriptor (``dir_fd``),
-with ``O_NOFOLLOW`` (and ``O_DIRECTORY`` for directories), the way ``openat2`` with
-``RESOLVE_BENEATH`` would, portably:
-
-- A symbolic link met on the way is read (``readlinkat``) and resolved by this code,
-  never by the kernel: a relative target continues from the link's directory, an
-  absolute one is accepted only when it names a path under the boundary, and a ``..``
-  never climbs above the boundary. At most :data:`MAX_SYMLINKS` links are followed.
-- A component swapped for a link between the ``lstat`` and the ``open`` makes the open
-  fail (``O_NOFOLLOW``): the swap is refused, never followed.
-- Only a regular file is ever opened for reading, with ``O_NONBLOCK``, and checked again
-  with ``fstat`` on the descriptor: a FIFO, a device or a directory is never read and
-  never blocks. The descriptor returned is the one that was checked; callers hash and
-  hand over what they read from it.
-
-:func:`open_state_path` is stricter, for the tool's own state (``.eidolons/.trace/``):
-no link at all below the project root, directories created one by one with
-``mkdirat``.
+Every component is opened relative to its parent's descriptor with ``O_NOFOLLOW``; a link
+is resolved here, never above the boundary, at most :data:`MAX_SYMLINKS`; only a regular
+file is opened for reading (``O_NONBLOCK``, checked by ``fstat``). :func:`open_state_path`
+follows no link at all, for the tool's own state.
 """
 
 from __future__ import annotations

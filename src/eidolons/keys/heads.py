@@ -1,16 +1,10 @@
 """Host anchors of trace heads (ADR 0037): a cut or rewritten trace tail must show.
 
-The hash chain (:mod:`eidolons.ecl.tracechain`) links every line to the one before it,
-so nothing inside the file notices its last lines being removed, or its tail rewritten
-with a recomputed chain. Each append by this tool therefore records the thread's head
-(``seq`` and the SHA-256 of the line just written) on this host, under the append lock,
-in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/heads/<sha256 of the trace's real path>.head``
--- beside the keys and the trust-store pins (ADR 0036), where the host rules deny agents.
+Each append records the thread's ``seq`` and line hash in the host's ``heads/``; ``trace
+verify`` reports a trace shorter than its head, or other bytes at that ``seq``, as a break,
+and a trace with no head as unanchored.
 
-``trace verify`` then compares the trace with its head: fewer lines than the head's
-``seq``, or a line at that ``seq`` with other bytes, is a break. A trace with no head on
-this host (written by upstream tools, copied from another host, a moved project) is
-reported as unanchored, never as intact-and-complete.
+See ADR 0036.
 """
 
 from __future__ import annotations

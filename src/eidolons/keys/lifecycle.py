@@ -1,13 +1,6 @@
 """A key's life, as library calls (``eidolons keys`` and ``eidolons init`` call these).
-
-:func:`init_role` is idempotent: a reachable key for the role is reused; on a host whose
-trust store lists the orchestrator's key without holding its private half (a receiver's
-host) nothing is minted; otherwise a key is created outside the project and trusted (the
-store saved and pinned on this host, ADR 0036). A new store gets the project's id; an
-older store is upgraded to one. The orchestrator's key is registered for the project at
-this root on this host (:mod:`eidolons.keys.registry`), unless the project is already
-registered at another path: moving the registration is :func:`register_root`'s, a
-deliberate ``eidolons keys register``.
+:func:`init_role` is idempotent and never mints a rival orchestrator key on a receiver's
+host; :func:`register_root` moves a registration (a moved project). ADR 0036 for pins.
 """
 
 from __future__ import annotations

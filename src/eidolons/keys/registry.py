@@ -1,22 +1,10 @@
 """Which projects an orchestrator key signs for on this host (ADR 0031).
 
-A private key on this host is reachable from any directory, and whoever can write a
-directory can copy a project's ``trust.json`` into it. So the key signs only for a
-project its operator registered: ``eidolons keys init`` (and ``eidolons keys register``,
-for a moved project) records, for the key, the project's id (``project`` of its trust
-store) and the real path of its root, in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/
-projects.json`` (mode 0600) -- beside the keys and the trust-store pins, where the host's
-rules keep agents out (hosts README section 1.6).
-
-Rules (:func:`signing_refusal`, the gate's one check before it signs):
-
-- the trust store names its project (an older store names none: ``keys init``);
-- the store pins that project for the signing key (else receivers would refuse);
-- this host registered that project for the key at exactly this root's real path. One
-  root per (key, project): registering at a new path moves the registration, so an old
-  path, where anyone might make a directory again, no longer signs.
-
-A registry that exists but cannot be read or parsed fails closed: nothing is signed.
+A key signs only for a project its operator registered (``keys init``, ``keys register``,
+``keys rotate``: :func:`register`, the one rule) at exactly this root's real path, recorded
+in the host's ``projects.json`` (mode 0600), beside the keys, where agents are kept out.
+:func:`signing_refusal` is the gate's one check before it signs; a registry that cannot be
+read fails closed.
 """
 
 from __future__ import annotations
