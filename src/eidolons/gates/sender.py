@@ -219,17 +219,13 @@ def emit(
     contract_dirs: Sequence[Path] = (),
     check: bool = True,
 ) -> EmitResult:
-    """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``,
-    else ``trace_file``, else the project's configured store). With ``signer`` (the
-    sender's key), ``<stem>.envelope.sig`` signs the exact envelope bytes (ADR 0034).
-
-    The edge's effective contract (``contracts``: a ContractSet, a ContractSetUnavailable or
-    ContractError, or None to load the project's with ``contract_dirs`` through
-    :func:`eidolons.io.contracts.load_contracts`) gives the defaults: ``edge_origin``,
-    ``token_budget`` (else 4000) and ``trust_level``. With ``check`` (the default), every
-    receiver rule that needs no trace record is run before anything is written, and a
-    hand-off the receiver would refuse raises :class:`HandoffRefused` (ADR 0024);
-    without it the refusals are returned in ``EmitResult.refusals``."""
+    """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``, else
+    ``trace_file``, else the project's store); with ``signer``, ``<stem>.envelope.sig`` signs
+    the envelope bytes (ADR 0034). The edge's contract (``contracts``, else loaded with
+    ``contract_dirs``) gives ``edge_origin``, ``token_budget`` (else 4000) and
+    ``trust_level``. With ``check``, a hand-off the receiver would refuse raises
+    :class:`HandoffRefused` before anything is written (ADR 0024); else its refusals are in
+    ``EmitResult.refusals``."""
     env = os.environ if env is None else env
     limits = limits or Limits()
     if payload.name.endswith(ENVELOPE_SUFFIX):

@@ -85,15 +85,10 @@ def _under(boundary: str, path: str) -> str | None:
 
 
 def open_beneath(boundary: StrPath, rel: str, *, resolved: bool = False) -> Opened | None:
-    """Open the regular file ``rel`` (a relative path) beneath ``boundary``.
-
-    Returns None when nothing exists at ``rel`` (a missing component that is not a
-    link). Raises :class:`BeneathError` when something exists but may not be read: it
-    resolves outside the boundary, is a dangling or looping link, is not a regular file,
-    or was swapped while being opened. ``boundary`` is taken as given (the caller
-    resolves it once); ``resolved`` says it already is a real path (``os.path.realpath``'s
-    answer), which is then not asked again. What is opened is opened by descriptor from
-    the boundary down either way."""
+    """Open the regular file ``rel`` beneath ``boundary`` (taken as given; ``resolved``: it
+    is a real path already), by descriptor from the boundary down. None when nothing is
+    there; :class:`BeneathError` when what is there resolves outside, is a dangling or
+    looping link, is not a regular file, or was swapped while being opened."""
     base = os.fspath(boundary) if resolved else os.path.realpath(boundary)
     aliases = {base, os.path.normpath(os.path.abspath(boundary))}
     root_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)

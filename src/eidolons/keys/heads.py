@@ -60,18 +60,11 @@ def _slot(key: str, seq: int, sha256: str) -> bytes:
 
 
 def record(trace: StrPath, seq: int, sha256: str, prev: str) -> bool:
-    """Record ``(seq, sha256)`` as the head of ``trace`` on this host. The caller holds
-    the trace's append lock, so writers of one thread never race. The file holds two
-    fixed-size slots, each checksummed with the trace's real path; the head at ``seq``
-    overwrites slot ``seq % 2`` with one ``pwrite``, so a torn write leaves the other slot
-    (the previous head, still true) valid: atomic without a rename, which costs several
-    times the append itself (ADR 0037). Durable only with ``EIDOLONS_TRACE_FSYNC=1``, as
-    the trace line.
-
-    The head moves only from the line this append follows (``seq - 1``, ``prev``), or
-    when there is no head yet: a tail cut or rewritten before this append keeps the old
-    head, so the tool's next append never re-anchors a rewritten history; returns False
-    then. Raises ``OSError``."""
+    """Record ``(seq, sha256)`` as the head of ``trace`` on this host (under the trace's
+    append lock): two checksummed slots, slot ``seq % 2`` overwritten by one ``pwrite``, so
+    a torn write leaves the previous head valid (ADR 0037). The head moves only from the
+    line this append follows, or when there is none: a tail cut or rewritten before keeps
+    the old head (returns False). Raises ``OSError``."""
     key = _trace_key(trace)
     path = _head_file(trace, key)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -85,11 +85,9 @@ class JsonlStore(TraceStore):
         return Appended(loads(line), line, str(path))
 
     def _own_key(self, event: Mapping[str, Any]) -> list[str]:
-        """The payload key of the payload event this append writes: the index names it
-        (evidence in the refusing direction) whether or not its writer gets to read the
-        line back: a ``--trace FILE`` (which the full search does not read), or a trace
-        file past what is left of the scan bound (an agent may pad the trace just before
-        an emit so that the emit's own file is left unread)."""
+        """The payload key of the payload event this append writes: the index names it even when
+        the full search would not read the line back (``--trace FILE``, a trace padded past the
+        scan bound)."""
         key = event.get("payload_path")
         if not isinstance(key, str) or not is_payload_event(event, [key]):
             return []
@@ -101,13 +99,10 @@ class JsonlStore(TraceStore):
         appended: os.stat_result | None = None,
         until: float | None = None,
     ) -> None:
-        """Bring this host's payload index (:mod:`eidolons.io.payloadindex`, ADR 0110) up to
-        the project's trace files: after a line is written, under the trace's append
-        lock (``appended``: the trace file's ``fstat`` just before the line; ``until``:
-        the append's lock deadline, which the index's lock shares). Never raises: an
-        index left behind (its lock held past the deadline included) covers less than
-        the traces, and the hook and the early SKIP then take the full rule (the line is
-        the record)."""
+        """Bring this host's payload index (ADR 0110) up to the project's trace files, under the
+        trace's append lock (``appended``: the trace's ``fstat`` before the line; ``until``: the
+        lock deadline it shares). Never raises: an index left behind covers less, and its
+        readers take the full rule."""
         from eidolons.trace.payloadfill import refresh
 
         try:

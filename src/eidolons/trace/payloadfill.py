@@ -43,18 +43,12 @@ def refresh(
     appended: os.stat_result | None = None,
     until: float | None = None,
 ) -> None:
-    """Bring the index of the project at ``root`` up to every trace file on disk, adding
-    the keys of ``extra`` (a payload event appended to a trace outside the trace
-    directory, ``--trace FILE``). ``is_payload`` is the store's rule for an event naming
-    a payload (:func:`eidolons.trace.store.is_payload_event`, passed in: no import of the
-    package's ``__init__``). A file that cannot be read within the scan bound is left
-    uncovered (readers then take the full rule). Raises :class:`OSError` when the index
-    cannot be written (the caller decides: an append stands without it). ``appended`` is
-    the ``fstat`` of the trace file this process just appended to, taken under the
-    trace's lock before its line: the one changed file read on from where the index
-    stopped (ADR 0138). The index's lock is waited for until the monotonic time
-    ``until`` (default: the trace timeout from now); past it :class:`OSError`
-    (:class:`eidolons.io.filelock.LockTimeout`)."""
+    """Bring the index of the project at ``root`` up to every trace file on disk, adding the
+    keys of ``extra`` (a payload event appended outside the trace directory). ``is_payload``:
+    the store's rule, passed in. ``appended``: the ``fstat``, before its line, of the trace
+    this process just appended to, the one file read on from where the index stopped (ADR
+    0138). A file past the scan bound is left uncovered. The lock is waited for until
+    ``until``. Raises :class:`OSError` when the index cannot be written."""
     from eidolons.io.filelock import deadline, flock_until
 
     until = deadline() if until is None else until
@@ -228,13 +222,9 @@ def _state(st: os.stat_result) -> list[bytes]:
 def _resume(
     fd: int, st: os.stat_result, prev: list[bytes] | None, appended: os.stat_result | None
 ) -> int:
-    """Where to read the file from: where the index stopped when it is the same file
-    (device, inode), not shorter, and still holds the bytes before that point, and it is
-    the file this process just appended to, as the index covered it until then
-    (``appended``, its state before the line: ctime cannot be set back, so nothing else
-    wrote it since it was read); else 0. A file changed otherwise may have been rewritten
-    in place before that point (a line the index never read moved there, its last
-    :data:`TAIL` bytes kept): it is read again whole (ADR 0138)."""
+    """Where to read the file from: where the index stopped when it is the file this process
+    just appended to, as the index covered it (``appended``: ctime cannot be set back), and
+    the bytes before that point are unchanged; else 0: read whole again (ADR 0138)."""
     if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
         return 0
     if appended is None or _state(appended) != prev[:4]:
