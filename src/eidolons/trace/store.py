@@ -169,6 +169,10 @@ class TraceStore:
 
     kind = "abstract"
 
+    def _unreadable(self) -> Exception:
+        """What a read this store does not implement raises."""
+        return NotImplementedError()
+
     def describe(self) -> str:
         """Where the trace lives, for humans (never a password)."""
         raise NotImplementedError
@@ -181,15 +185,15 @@ class TraceStore:
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         """The latest counted orchestrator verdict for ``message_id`` in the thread."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         """The thread's lines in order, judged (:func:`judged_line`), damage reported."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         """The thread's exact line bytes (no newline) in order, damaged ones included."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, Stamp]]:
         """As :meth:`iter_raw`, each line with what the store keeps beside it."""
@@ -198,19 +202,19 @@ class TraceStore:
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         """The lines appended after ``cursor`` (0: all) and the next cursor (``--follow``)."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def has_thread(self, thread_id: str) -> bool:
-        raise NotImplementedError
+        raise self._unreadable()
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         """A payload event of any thread naming one of ``keys`` (ADR 0021), or None;
         raises :class:`TraceReadError` past the trace scan bound (the caller cannot tell)."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def threads(self) -> list[str]:
         """The thread names in the store, sorted."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def close(self) -> None:
         return None
@@ -240,11 +244,8 @@ class UnavailableStore(TraceStore):
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         raise TraceWriteError(f"trace store unavailable: {self.reason}")
 
-    def _fail(self, *args: object) -> Any:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    latest_verdict = iter_thread = iter_raw = read_new = has_thread = _fail
-    threads = find_payload = _fail
+    def _unreadable(self) -> Exception:
+        return TraceReadError(f"trace store unavailable: {self.reason}")
 
 
 def check_dsn(dsn: str) -> str:
