@@ -170,3 +170,16 @@ def read_host_json(path: str, error: type[Exception], what: str) -> object:
         return loads(raw)
     except ValueError:
         raise error(f"{what} {path} are not JSON") from None
+
+
+def write_host_json(path: str, doc: object) -> None:
+    """Write the host's JSON file ``path`` (pins, registrations) atomically, mode 0600 in
+    a 0700 directory."""
+    import json
+
+    from eidolons.io import paths as pathstr
+    from eidolons.io.files import atomic_write
+
+    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
+    body = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    atomic_write(path, body.encode("utf-8"), 0o600)

@@ -58,18 +58,12 @@ def pinned(root: StrPath) -> str | None:
 
 def pin(root: StrPath, data: bytes, now: str) -> str:
     """Record ``data`` (the trust store's exact bytes) as this project's trust store."""
-    import json
-
     from eidolons.ecl.integrity import sha256_hex
-    from eidolons.io import paths as pathstr
-    from eidolons.io.files import atomic_write
+    from eidolons.keys.files import write_host_json
 
     projects = dict(read_pins())
     projects[_project_key(root)] = {"trust_sha256": sha256_hex(data), "pinned": now}
-    path = pins_path()
-    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
-    body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
-    atomic_write(path, body.encode("utf-8"), 0o600)
+    write_host_json(path := pins_path(), {"version": 1, "projects": projects})
     return path
 
 

@@ -69,10 +69,7 @@ def register(
     ``keyid``. A registration at another path is moved with ``move`` (``keys register``,
     ``keys rotate``), else kept (``keys init``: ``registered`` False and a ``note``).
     Returns ``{registered, root, moved_from, registry[, note]}``."""
-    import json
-
-    from eidolons.io import paths as pathstr
-    from eidolons.io.files import atomic_write
+    from eidolons.keys.files import write_host_json
 
     here, before, path = os.path.realpath(root), registered_root(keyid, project), registry_path()
     doc: dict[str, Any] = {"registered": True, "root": here, "moved_from": None, "registry": path}
@@ -88,9 +85,7 @@ def register(
         return doc
     keys = dict(read_registry())
     keys[keyid] = {**keys.get(keyid, {}), project: {"root": here, "registered": now}}
-    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
-    body = json.dumps({"version": 1, "keys": keys}, indent=2, sort_keys=True) + "\n"
-    atomic_write(path, body.encode("utf-8"), 0o600)
+    write_host_json(path, {"version": 1, "keys": keys})
     return doc
 
 
