@@ -231,3 +231,18 @@ def open_state_path(
             raise
     finally:
         os.close(fd)
+
+
+def read_state_file(anchor: StrPath, rel: str, size: int, name: str | None = None) -> bytes:
+    """At most ``size`` bytes of the regular state file ``rel`` below ``anchor``
+    (:func:`open_state_path`; a FIFO never blocks). Raises :class:`FileNotFoundError`,
+    :class:`BeneathError` (a link, or not a regular file: ``name`` in the message) or
+    :class:`OSError`."""
+    fd = open_state_path(anchor, pathstr.parts(rel), os.O_RDONLY | os.O_NONBLOCK, create=False)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BeneathError(f"{name or rel} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(size)
+    finally:
+        os.close(fd)

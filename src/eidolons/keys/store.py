@@ -377,15 +377,12 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
     """The project's trust store, or None when the project has none. Anything else that
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
-    from eidolons.io.beneath import BeneathError, open_state_path
-
-    path = trust_store_path(root)
+    from eidolons.io.beneath import BeneathError, read_state_file
     from eidolons.keys.pins import check as check_pin
 
+    path = trust_store_path(root)
     try:  # beneath the root, no link followed: a swapped .eidolons/ never redirects it
-        fd = open_state_path(
-            root, pathstr.parts(TRUST_FILE), os.O_RDONLY | os.O_NONBLOCK, create=False
-        )
+        data = read_state_file(root, TRUST_FILE, MAX_TRUST_BYTES + 1, name=path)
     except FileNotFoundError:
         problem = check_pin(root, None)  # a signed project is never downgraded by a delete
         if problem is not None:
@@ -395,17 +392,6 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
         raise TrustStoreError(str(exc)) from None
     except OSError as exc:
         raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise TrustStoreError(f"{path} is not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_TRUST_BYTES + 1)
-    except OSError as exc:
-        raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
     if len(data) > MAX_TRUST_BYTES:
         raise TrustStoreError(f"{path} is larger than {MAX_TRUST_BYTES} bytes")
     problem = check_pin(root, data)

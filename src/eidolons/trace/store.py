@@ -258,21 +258,10 @@ def check_dsn(dsn: str) -> str:
 def project_requirement(root: StrPath) -> str | None:
     """What ``.eidolons/trace-store.json`` requires: None (no file), ``"postgresql"``, or
     ``"invalid: <why>"`` (a file that cannot be read or is not understood fails closed)."""
-    import stat
-
-    from eidolons.io.beneath import BeneathError, open_state_path
+    from eidolons.io.beneath import BeneathError, read_state_file
 
     try:  # never through a link, never blocking on a FIFO planted under that name
-        fd = open_state_path(
-            root, tuple(PROJECT_FILE.split(os.sep)), os.O_RDONLY | os.O_NONBLOCK, create=False
-        )
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return f"invalid: {PROJECT_FILE} is not a regular file"
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                raw = fh.read(1024 * 1024)
-        finally:
-            os.close(fd)
+        raw = read_state_file(root, PROJECT_FILE, 1024 * 1024)
     except FileNotFoundError:
         return None
     except BeneathError as exc:
