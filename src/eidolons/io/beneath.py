@@ -238,7 +238,8 @@ def read_state_file(anchor: StrPath, rel: str, size: int, name: str | None = Non
     (:func:`open_state_path`; a FIFO never blocks). Raises :class:`FileNotFoundError`,
     :class:`BeneathError` (a link, or not a regular file: ``name`` in the message) or
     :class:`OSError`."""
-    fd = open_state_path(anchor, pathstr.parts(rel), os.O_RDONLY | os.O_NONBLOCK, create=False)
+    parts = tuple(rel.split(os.sep))  # a constant relative path: no normalising
+    fd = open_state_path(anchor, parts, os.O_RDONLY | os.O_NONBLOCK, create=False)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise BeneathError(f"{name or rel} is not a regular file")

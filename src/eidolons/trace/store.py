@@ -130,7 +130,8 @@ def record_from_line(raw: bytes, message_id: str, stamp: Stamp = NO_STAMP) -> di
     """The event of ``raw`` when the gate counts it for ``message_id``, else None."""
     if verdict_needle(message_id) not in raw:
         return None
-    return latest_counted([judged_line(raw, 0, stamp)], message_id)
+    line = judged_line(raw, 0, stamp)
+    return line.event if counted_for(line) == message_id else None
 
 
 def payload_needle(key: str) -> bytes:
