@@ -1,4 +1,4 @@
-"""The route gate reads the envelope once (issue 7 §3): both gates judge the same
+"""The route gate reads the envelope once: both gates judge the same
 envelope bytes and the same payload read, COMMAND gets a snapshot of both, and the route
 refuses unless both gates judged the same message."""
 

@@ -182,7 +182,7 @@ def test_the_latest_verdict_wins_through_the_index(
 def test_the_thousandth_reception_decodes_what_the_first_does(
     store: JsonlStore, thread: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Goal 4: each reception appends lines holding the id; the lookup does not read them."""
+    """Each reception appends lines holding the id; the lookup does not read them."""
     decoded: list[bytes] = []
     real = eidolons.trace.log.decode_line
 
