@@ -168,15 +168,15 @@ def trace_events(
     A trace in ``read`` is taken from there, not read again (``trace verify`` judges the
     events and the hash chain of one read). Damaged lines are reported in
     ``collected.problems``."""
-    from eidolons.trace.log import read_events
-    from eidolons.trace.store import judged_line  # a view reads what the gate would count
+    from eidolons.trace.jsonl import JsonlStore  # a file is read as the store reads one
 
     read = read or {}
     problems = collected.problems
     events: list[dict[str, Any]] = []
     for path in collected.trace_files:
         pre = read.get(("file", str(path)))
-        events += _read(str(path), read_events(path, judged_line) if pre is None else pre, problems)
+        found = JsonlStore(path.parent, file=path).iter_thread(None) if pre is None else pre
+        events += _read(str(path), found, problems)
     for thread in collected.threads:
         lines = read.get(("thread", thread))
         events += _read(thread, store.iter_thread(thread) if lines is None else lines, problems)
