@@ -1,4 +1,4 @@
-"""The sender checks its own hand-off (issue 8 §5): emit runs the receiver's own rules
+"""The sender checks its own hand-off: emit runs the receiver's own rules
 before writing, refuses with the receiver's code and reason line, asks for the flags a
 high-trust edge needs, refuses an unsafe --thread and an unresolvable --out; the library
 does the same; a four-hop pipeline passes end to end with what emit asks for."""
@@ -133,7 +133,7 @@ def test_four_hop_pipeline_passes_with_what_emit_asks_for(cli: Cli, project: Pat
 def test_a_contract_set_that_fails_to_load_refuses_through_the_one_loader(
     cli: Cli, project: Path
 ) -> None:
-    """emit loads contracts through :func:`eidolons.io.contracts.load_contracts` (issue 7 §7):
+    """emit loads contracts through :func:`eidolons.io.contracts.load_contracts`:
     a broken --contracts DIR is the typed fail-closed set, refused as the receiver would,
     nothing written; the library's older spelling (a ContractError) still refuses."""
     from eidolons.ecl.contract import ContractError, ContractSetUnavailable

@@ -1,4 +1,4 @@
-"""The refusal hand-back (issue 10 section 7, ADR 0044): every refusal of the receiver
+"""The refusal hand-back (ADR 0044): every refusal of the receiver
 gate leaves a REFUSE envelope for the orchestrator, beside a short report."""
 
 from __future__ import annotations

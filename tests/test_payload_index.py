@@ -20,9 +20,9 @@ from eidolons.io.payloadindex import entry, index_path
 from eidolons.io.project import payload_index, trace_states
 from eidolons.trace import store as tracestore
 from eidolons.trace.jsonl import JsonlStore
-from eidolons.trace.log import MAX_LINE_BYTES, find_payload_event
+from eidolons.trace.log import MAX_LINE_BYTES, payload_search_lines
 from eidolons.trace.payloadfill import refresh
-from eidolons.trace.store import is_payload_event, payload_needle
+from eidolons.trace.store import first_payload_event, is_payload_event
 
 
 def emit_line(path: str, **extra: Any) -> bytes:
@@ -31,7 +31,7 @@ def emit_line(path: str, **extra: Any) -> bytes:
 
 
 def full_search_names(root: Path, key: str) -> bool:
-    return find_payload_event(root, [key], payload_needle, is_payload_event) is not None
+    return first_payload_event(payload_search_lines(root), [key]) is not None
 
 
 def entries(root: Path) -> bytes | None:

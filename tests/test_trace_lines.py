@@ -1,4 +1,4 @@
-"""One line-length rule for every reader of a trace (issue 7): a line is at most
+"""One line-length rule for every reader of a trace : a line is at most
 ``MAX_LINE_BYTES`` bytes, its newline not counted. A line of exactly 1 MiB was evidence
 for the receiver (read backwards) but "damaged" for ``trace show`` (read forwards)."""
 

@@ -132,8 +132,8 @@ def test_an_honest_append_during_verify_is_no_cut(
     _trace(project)
     real = read_snapshot  # what traceverify imports and calls
 
-    def read_then_append(file: Path) -> tuple[list[bytes], list[object]]:
-        out = real(file)
+    def read_then_append(file: Path, decode: object = None) -> tuple[list[bytes], list[object]]:
+        out = real(file, decode)  # type: ignore[arg-type]
         append_event(file, {"event": "emit", "thread_id": "t1", "n": 99})  # a gate, meanwhile
         return out  # type: ignore[return-value]
 

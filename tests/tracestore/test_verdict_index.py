@@ -78,12 +78,13 @@ def full_scan(store: JsonlStore, thread: str, mid: str = MID) -> dict[str, Any] 
     """The answer without the index (the lookup as it was before it): what the lookup
     must always give."""
     from eidolons.io.settings import trace_scan_bound
-    from eidolons.trace.store import TraceReadError, is_orchestrator_verdict, verdict_needle
+    from eidolons.trace.store import TraceReadError, counted_for, judged_line, verdict_needle
 
     needle, bound = verdict_needle(mid), trace_scan_bound()
     try:
-        for line in iter_reverse(store.path(thread), contains=needle, max_bytes=bound):
-            if is_orchestrator_verdict(line.event, mid):
+        path = store.path(thread)
+        for line in iter_reverse(path, contains=needle, max_bytes=bound, decode=judged_line):
+            if counted_for(line) == mid:
                 return line.event
     except InputError as exc:
         raise TraceReadError(str(exc)) from None
@@ -181,7 +182,7 @@ def test_the_latest_verdict_wins_through_the_index(
 def test_the_thousandth_reception_decodes_what_the_first_does(
     store: JsonlStore, thread: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Goal 4: each reception appends lines holding the id; the lookup does not read them."""
+    """Each reception appends lines holding the id; the lookup does not read them."""
     decoded: list[bytes] = []
     real = eidolons.trace.log.decode_line
 

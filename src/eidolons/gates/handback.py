@@ -1,24 +1,8 @@
-"""The refusal hand-back: what a receiver's refusal leaves for the orchestrator.
-
-The seeds: a refusal is "never a silent retry, never a silent process-anyway"; the
-orchestrator routes it to VIGIL or to the human. So every refusal of the receiver gate
-writes, beside nothing of the refused payload:
-
-- a short Markdown **refusal report** (receiver, sender, message and thread ids, the
-  REFUSE line, each failed check), and
-- its **ECL envelope** from the receiver to ``orchestrator``: performative ``REFUSE``,
-  ``assumptions: ["refused: <CODE>"]`` (the spec's "refused: <capability>"; the capability
-  refused is processing this hand-off, named by its refusal code),
-  ``expected_response.performative: DECIDE``, ``parent_id`` the refused message, a
-  SHA-256 integrity tag, and an ``emit`` event in its own thread (the hand-back's
-  message id), so the refused thread's record ends with the receiver's ``verify_fail``,
-  which names the hand-back.
-
-Location (ADR 0044): ``<root>/.eidolons/refusals/<receiver>-<message_id>-<code>.md``
-and ``….envelope.json``: in the gate's own state, which no agent may write (the hook
-denies it), so a hand-back there was written by a gate; the orchestrator may read it
-(it quotes no payload byte) and verifies it like any envelope. One hand-back per
-(receiver, message, code): a repeated refusal reports the existing one and writes nothing.
+"""The refusal hand-back: what a receiver's refusal leaves for the orchestrator (never a
+silent retry). A Markdown refusal report and its ECL envelope (``REFUSE`` to
+``orchestrator``, ``parent_id`` the refused message, an ``emit`` event in its own
+thread), in ``<root>/.eidolons/refusals/`` where only a gate writes (ADR 0044); one per
+(receiver, message, code).
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """The orchestrator's route gate (``eidolons run --verify ENVELOPE [-- COMMAND ...]``).
 
-Rules:
-
-- The mechanical gate runs on ENVELOPE first (block mode with ``--verify-block``, else the
-  configured mode) and records its trace event.
-- The route is blocked when that gate does not exit 0: in block mode a tamper or any
-  other blocking verdict; in every mode a missing, unreadable or malformed envelope
-  (fail closed). With ``--as RECEIVER`` the receiver gate runs next, and a refusal blocks.
-- In block mode only a ``pass`` is routed (a placeholder digest, which the bare gate lets
-  through in block mode, is not dispatched).
-- The envelope is read once; both gates judge those bytes and the orchestrator's one
-  read of the payload (the receiver gate is handed them, it reads neither again). The
-  route is blocked unless both judged the same ``message_id``, envelope bytes and
-  payload bytes.
-- A blocked route never runs COMMAND and exits 3. Otherwise COMMAND runs with
-  ``ECL_ENVELOPE`` (a read-only snapshot of the envelope bytes judged),
-  ``ECL_ENVELOPE_SOURCE``, ``ECL_PAYLOAD``, ``ECL_PAYLOAD_SOURCE``, ``ECL_MESSAGE_ID``,
-  ``ECL_THREAD_ID``, ``ECL_FROM``, ``ECL_TO`` in its environment and the route exits with
-  COMMAND's exit code. ``ECL_PAYLOAD`` is a read-only snapshot of the exact bytes the gate
-  hashed, in a private temporary directory removed when COMMAND ends: a payload rewritten
-  after the check is never what COMMAND reads. ``ECL_PAYLOAD_SOURCE`` names the original.
+The orchestrator gate (then with ``--as`` the receiver gate) judges one read of the
+envelope and payload; anything but exit 0 blocks the route (exit 3, COMMAND not run), and
+in block mode only a ``pass`` is routed. COMMAND gets ``ECL_*`` variables naming
+read-only snapshots of the bytes judged, and the route exits with its code.
 """
 
 from __future__ import annotations

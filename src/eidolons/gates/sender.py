@@ -1,20 +1,9 @@
 """The sender's side: build an envelope for a payload and write it beside the payload.
 
-Rules:
-
-- The envelope is written to ``${PAYLOAD%.*}.envelope.json`` (the seeds' naming) or
-  ``--out``, atomically (temporary file in the same directory, then link or rename), and
-  never over an existing file unless ``force``.
-- Ids are UUIDv7; the thread id is the message id when no thread is given.
-- ``artifact.sha256`` is always the plain SHA-256 of the payload; ``integrity.value`` is
-  the SHA-256 or, with a key, the HMAC-SHA-256. Both come from one read of the payload.
-- ``artifact.path`` is relative to the envelope's directory when the payload lies under
-  it, else relative to the project root; a payload outside both is refused.
-- The envelope is put in place, then one ``emit`` event is appended to the thread's
-  trace: no event names an envelope that never appeared (a link that fails records
-  nothing); if the trace cannot be written the envelope is taken back (a replaced one
-  restored), so nothing is written at all (ADR 0127).
-- :func:`build_envelope` (:mod:`eidolons.ecl.builder`) is pure; :func:`emit` does the I/O.
+Written atomically, never over a file unless ``force``; ids are UUIDv7; digest and HMAC
+from one read of the payload; the envelope is placed, then its ``emit`` event recorded,
+and taken back if the record fails (ADR 0127). :func:`build_envelope` is pure;
+:func:`emit` does the I/O.
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import os
 import secrets
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +38,7 @@ from eidolons.io.payload import (
     hash_payload,
     locate_payload,
 )
-from eidolons.trace.store import TraceStore
+from eidolons.trace.store import TraceStore, open_store
 
 __all__ = [
     "ContextDelta",
@@ -230,17 +219,13 @@ def emit(
     contract_dirs: Sequence[Path] = (),
     check: bool = True,
 ) -> EmitResult:
-    """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``,
-    else ``trace_file``, else the project's configured store). With ``signer`` (the
-    sender's key), ``<stem>.envelope.sig`` signs the exact envelope bytes (ADR 0034).
-
-    The edge's effective contract (``contracts``: a ContractSet, a ContractSetUnavailable or
-    ContractError, or None to load the project's with ``contract_dirs`` through
-    :func:`eidolons.io.contracts.load_contracts`) gives the defaults: ``edge_origin``,
-    ``token_budget`` (else 4000) and ``trust_level``. With ``check`` (the default), every
-    receiver rule that needs no trace record is run before anything is written, and a
-    hand-off the receiver would refuse raises :class:`HandoffRefused` (ADR 0024);
-    without it the refusals are returned in ``EmitResult.refusals``."""
+    """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``, else
+    ``trace_file``, else the project's store); with ``signer``, ``<stem>.envelope.sig`` signs
+    the envelope bytes (ADR 0034). The edge's contract (``contracts``, else loaded with
+    ``contract_dirs``) gives ``edge_origin``, ``token_budget`` (else 4000) and
+    ``trust_level``. With ``check``, a hand-off the receiver would refuse raises
+    :class:`HandoffRefused` before anything is written (ADR 0024); else its refusals are in
+    ``EmitResult.refusals``."""
     env = os.environ if env is None else env
     limits = limits or Limits()
     if payload.name.endswith(ENVELOPE_SUFFIX):
@@ -334,59 +319,82 @@ def emit(
         )
         if refusals and check:
             raise HandoffRefused(recipient.eidolon, sender.eidolon, refusals)
-        import json
-
-        data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-        directory = envelope_path.parent
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            tmp = _written(directory, data)
-        except OSError as exc:
-            raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
-        trace_path: str | None = None
-        # each file is put in place (the signature before the envelope), then the emit event is
-        # recorded: no event ever names an envelope that never appeared, and a record that
-        # fails takes back what was placed, a replaced file restored (ADR 0127)
-        temps = [tmp]
-        placed: list[tuple[tuple[int, int], Path, Path | None]] = []
-        try:
-            try:
-                if signer is not None:  # the signature is in place before the envelope appears
-                    from eidolons.keys.senders import sign_bytes, signature_path
-
-                    sidecar = Path(signature_path(envelope_path))
-                    temps.append(_written(directory, sign_bytes(data, signer)))
-                    ident = _identity(temps[-1])
-                    placed.append((ident, sidecar, _place(temps[-1], sidecar, replace=True)))
-                ident = _identity(tmp)
-                placed.append((ident, envelope_path, _place(tmp, envelope_path, replace=force)))
-                if write_trace:
-                    from eidolons.trace.store import open_store
-
-                    target = store if store is not None else open_store(root, env, file=trace_file)
-                    try:
-                        event = emit_event(envelope, digest, payload_key(payload, root))
-                        trace_path = target.append(envelope["thread_id"], event).location
-                    finally:
-                        if store is None:
-                            target.close()
-            except BaseException:
-                for done in reversed(placed):
-                    _take_back(*done)
-                raise
-            for _, _, kept in placed:
-                if kept is not None:
-                    kept.unlink(missing_ok=True)
-        except OSError as exc:
-            raise InputError(f"cannot write {envelope_path}: {exc.strerror or exc}") from None
-        finally:
-            for written in temps:
-                written.unlink(missing_ok=True)
+        target = store if store is not None else lambda: open_store(root, env, file=trace_file)
+        trace_path = _write_and_record(
+            envelope,
+            envelope_path,
+            digest,
+            payload_key(payload, root) if write_trace else None,
+            signer=signer,
+            force=force,
+            target=target if write_trace else None,
+        )
         return EmitResult(envelope_path, envelope, trace_path, refusals, copied)
     except BaseException:
         if copied is not None:  # nothing of a refused emit stays behind
             copied.unlink(missing_ok=True)
         raise
+
+
+def _write_and_record(
+    envelope: dict[str, Any],
+    envelope_path: Path,
+    digest: Digest,
+    payload_path: str | None,
+    *,
+    signer: Any,
+    force: bool,
+    target: TraceStore | Callable[[], TraceStore] | None,
+) -> str | None:
+    """Place the signature (with ``signer``), then the envelope, then record the ``emit``
+    event in ``target`` (a store, or a function opening one to close after; None: no
+    event), so no event names an envelope that never appeared; returns where the event
+    went. A record that fails takes back what was placed, a replaced file restored (ADR
+    0127). Raises :class:`InputError` on a write failure."""
+    import json
+
+    data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    directory = envelope_path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = _written(directory, data)
+    except OSError as exc:
+        raise InputError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+    trace_path: str | None = None
+    temps = [tmp]
+    placed: list[tuple[tuple[int, int], Path, Path | None]] = []
+    try:
+        try:
+            if signer is not None:  # the signature is in place before the envelope appears
+                from eidolons.keys.senders import sign_bytes, signature_path
+
+                sidecar = Path(signature_path(envelope_path))
+                temps.append(_written(directory, sign_bytes(data, signer)))
+                ident = _identity(temps[-1])
+                placed.append((ident, sidecar, _place(temps[-1], sidecar, replace=True)))
+            ident = _identity(tmp)
+            placed.append((ident, envelope_path, _place(tmp, envelope_path, replace=force)))
+            if target is not None:
+                opened = target() if callable(target) else target
+                try:
+                    event = emit_event(envelope, digest, payload_path)
+                    trace_path = opened.append(envelope["thread_id"], event).location
+                finally:
+                    if opened is not target:
+                        opened.close()
+        except BaseException:
+            for done in reversed(placed):
+                _take_back(*done)
+            raise
+        for _, _, kept in placed:
+            if kept is not None:
+                kept.unlink(missing_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot write {envelope_path}: {exc.strerror or exc}") from None
+    finally:
+        for written in temps:
+            written.unlink(missing_ok=True)
+    return trace_path
 
 
 def _written(directory: Path, data: bytes) -> Path:

@@ -1,26 +1,9 @@
 """Opening files beneath a boundary directory, by descriptor (ADR 0008).
 
-A path check made on a name, followed by an open of the same name, can be raced: swap a
-directory component for a symbolic link in between and the open lands outside the
-project. So nothing here opens a path by name. The boundary directory is opened once;
-every component below it is opened relative to its parent's descriptor (``dir_fd``),
-with ``O_NOFOLLOW`` (and ``O_DIRECTORY`` for directories), the way ``openat2`` with
-``RESOLVE_BENEATH`` would, portably:
-
-- A symbolic link met on the way is read (``readlinkat``) and resolved by this code,
-  never by the kernel: a relative target continues from the link's directory, an
-  absolute one is accepted only when it names a path under the boundary, and a ``..``
-  never climbs above the boundary. At most :data:`MAX_SYMLINKS` links are followed.
-- A component swapped for a link between the ``lstat`` and the ``open`` makes the open
-  fail (``O_NOFOLLOW``): the swap is refused, never followed.
-- Only a regular file is ever opened for reading, with ``O_NONBLOCK``, and checked again
-  with ``fstat`` on the descriptor: a FIFO, a device or a directory is never read and
-  never blocks. The descriptor returned is the one that was checked; callers hash and
-  hand over what they read from it.
-
-:func:`open_state_path` is stricter, for the tool's own state (``.eidolons/.trace/``):
-no link at all below the project root, directories created one by one with
-``mkdirat``.
+Every component is opened relative to its parent's descriptor with ``O_NOFOLLOW``; a link
+is resolved here, never above the boundary, at most :data:`MAX_SYMLINKS`; only a regular
+file is opened for reading (``O_NONBLOCK``, checked by ``fstat``). :func:`open_state_path`
+follows no link at all, for the tool's own state.
 """
 
 from __future__ import annotations
@@ -102,15 +85,10 @@ def _under(boundary: str, path: str) -> str | None:
 
 
 def open_beneath(boundary: StrPath, rel: str, *, resolved: bool = False) -> Opened | None:
-    """Open the regular file ``rel`` (a relative path) beneath ``boundary``.
-
-    Returns None when nothing exists at ``rel`` (a missing component that is not a
-    link). Raises :class:`BeneathError` when something exists but may not be read: it
-    resolves outside the boundary, is a dangling or looping link, is not a regular file,
-    or was swapped while being opened. ``boundary`` is taken as given (the caller
-    resolves it once); ``resolved`` says it already is a real path (``os.path.realpath``'s
-    answer), which is then not asked again. What is opened is opened by descriptor from
-    the boundary down either way."""
+    """Open the regular file ``rel`` beneath ``boundary`` (taken as given; ``resolved``: it
+    is a real path already), by descriptor from the boundary down. None when nothing is
+    there; :class:`BeneathError` when what is there resolves outside, is a dangling or
+    looping link, is not a regular file, or was swapped while being opened."""
     base = os.fspath(boundary) if resolved else os.path.realpath(boundary)
     aliases = {base, os.path.normpath(os.path.abspath(boundary))}
     root_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
@@ -251,5 +229,21 @@ def open_state_path(
                     "the gates' state is never reached through a link"
                 ) from None
             raise
+    finally:
+        os.close(fd)
+
+
+def read_state_file(anchor: StrPath, rel: str, size: int, name: str | None = None) -> bytes:
+    """At most ``size`` bytes of the regular state file ``rel`` below ``anchor``
+    (:func:`open_state_path`; a FIFO never blocks). Raises :class:`FileNotFoundError`,
+    :class:`BeneathError` (a link, or not a regular file: ``name`` in the message) or
+    :class:`OSError`."""
+    parts = tuple(rel.split(os.sep))  # a constant relative path: no normalising
+    fd = open_state_path(anchor, parts, os.O_RDONLY | os.O_NONBLOCK, create=False)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BeneathError(f"{name or rel} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(size)
     finally:
         os.close(fd)

@@ -1,21 +1,7 @@
-"""File locks taken with a deadline: the one way a gate waits for a ``flock``.
-
-An agent in the pipeline can write any file of the project, and the trace's files, this
-host's payload index and the memory store are files it can open too: it can take a
-``flock`` on one and keep it. A blocking ``flock`` would then hold the gate for as long as
-the agent likes (failing closed, but forever). Rules:
-
-- Every exclusive lock is tried without blocking (``LOCK_NB``), retried after a short
-  sleep that grows to :data:`MAX_SLEEP_S`, until a deadline on the monotonic clock.
-- The deadline is the trace timeout (:func:`eidolons.io.settings.trace_timeout_s`,
-  ``EIDOLONS_TRACE_TIMEOUT_S``, default 5 s, inside the hook's own 10 s budget), unless
-  the caller computed one already (the JSONL append waits for the trace and then for the
-  payload index within one deadline).
-- Past it, :class:`LockTimeout`: an :class:`OSError` (``ETIMEDOUT``), so every caller's
-  handling of a file it cannot open covers it too. The trace's append then fails
-  (:class:`~eidolons.errors.TraceWriteError`: the gate refuses, nothing passes
-  unrecorded); the payload index is left behind (a hint: readers take the full rule);
-  memory is skipped, as its other failures are (the verdict does not change).
+"""File locks taken with a deadline: the one way a gate waits for a ``flock`` (an agent
+can hold a lock on any project file forever). Tried with ``LOCK_NB`` and retried until
+the trace timeout (``EIDOLONS_TRACE_TIMEOUT_S``); past it :class:`LockTimeout`, an
+:class:`OSError`, so every caller's handling of a file it cannot open covers it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Paths as ``str``, spelled exactly as :mod:`pathlib` spells them, ``os`` only.
-
-The gates' hot paths (``verify-envelope``, the in-process verifier) name files in their
-output, traces and errors as ``str(Path(...))`` always did; importing :mod:`pathlib`
-costs ``re``, ``fnmatch``, ``urllib.parse`` and ``ntpath`` (about a third of an
-interpreter start), so they build those spellings here instead (ADR 0082).
-``tests/test_pathstr.py`` checks each function against :class:`pathlib.PurePosixPath`
-on generated paths.
+"""Paths as ``str``, spelled exactly as :mod:`pathlib` spells them, ``os`` only: the hot
+paths avoid importing :mod:`pathlib` (ADR 0082); ``tests/test_pathstr.py`` checks each
+function against :class:`pathlib.PurePosixPath`.
 """
 
 from __future__ import annotations

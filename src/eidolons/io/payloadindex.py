@@ -1,33 +1,7 @@
-"""The index of payload paths the trace names, held on the host (ADR 0110).
-
-Where: ``${XDG_CONFIG_HOME:-~/.config}/eidolons/payloads/<dev>-<ino>.idx``, keyed by the
-device and inode of the project root, beside the verdict indexes (ADR 0087), the trace
-heads (ADR 0037) and the keys, which the host rules deny to agents. (Until ADR 0110 it was
-``<root>/.eidolons/payloads.idx``, which any agent could rewrite; that file is ignored.)
-
-What it says, and to whom:
-
-- Its entries (each ``payload_path`` an ``emit`` or verification event named,
-  project-relative, JSON-string encoded, one a line; never removed) are **evidence** in
-  the refusing direction: :func:`eidolons.gates.trigger.find_handoff` takes a path the index
-  names for a hand-off even when the trace no longer names it (a trace an agent
-  rewrote, cut or deleted: :func:`named_on_host`).
-- It says "not named" (the allowing direction: the hook, the early SKIP) only for the
-  traces it **covers**: per trace file (``*.jsonl`` of the trace directory), the device,
-  inode, size and ctime it had when its bytes were read into the index. When any trace
-  file on disk is not covered exactly (appended to by another tool, rewritten, replaced,
-  new), or a PostgreSQL store is configured,
-  :func:`eidolons.io.project.payload_index` answers None ("cannot tell") and the
-  caller takes the full rule.
-
-Written by :func:`eidolons.trace.payloadfill.refresh` (under the trace's append lock,
-after the line, holding ``flock`` on the index), which reads the bytes of each trace
-file the index does not cover yet (from where it stopped, when the file is the one it
-read, else from the start) by the full search's own rule
-(:func:`eidolons.trace.log.payload_search_lines`: pieces of at most a line) and rewrites the
-index in place: readers take no lock. An append whose index cannot be written
-leaves an index covering less than the trace: readers then take
-the full rule. Format (rewritten in place: a rename cost about 1.3 ms here, a ``pwrite`` 2 us)::
+"""The index of payload paths the trace names, held on the host (ADR 0110): its entries
+are evidence in the refusing direction (never removed); it says "not named" only for the
+trace files it covers exactly (device, inode, size, ctime), else "cannot tell". Written
+in place by :mod:`eidolons.trace.payloadfill`; readers take no lock. Format::
 
     eidolons-payload-index v3 <gen> <length>        (padded to 64 bytes)
     root <dev> <ino>
@@ -36,20 +10,12 @@ the full rule. Format (rewritten in place: a rename cost about 1.3 ms here, a ``
     covers
     trace <dev> <ino> <size> <ctime_ns> <clean> <tail-sha256> <"name">   (one per file)
 
-A writer (holding ``flock`` on the file) writes the header with an odd generation, the
-body, then the header with the next even one; a reader (no lock) reads the whole file,
-then the header again, and takes the body only when both headers are the same even one
-(:func:`snapshot`). The entries come first, old ones first, so a rewrite writes the
-bytes of every entry it already had where they were: a writer that stops half-way (killed,
-a file-size limit, a full disk) leaves them whole, and the evidence direction
-(:func:`named_on_host`, the next writer) reads them from any body of this root
-(:func:`recovered_entries`).
+A writer writes the header with an odd generation, the body, then the next even one; a
+reader takes the body only between two equal even headers (:func:`snapshot`). Entries
+come first, old ones first, so a writer that stops half-way leaves them whole
+(:func:`recovered_entries`). Imports only ``os`` and ``_json`` (the hook's fast path).
 
-This module (the format and its readers: :func:`covered_entries`, :func:`names`,
-:func:`named_on_host`) imports only ``os`` and ``_json`` (the hook's fast path reads it)
-and no other module of the package but :mod:`eidolons.keys.files` (where the host's
-directory is); the rules of where the traces are and which store holds them are
-:mod:`eidolons.io.project`'s, the writer is :mod:`eidolons.trace.payloadfill`.
+See ADRs 0037, 0087.
 """
 
 from __future__ import annotations

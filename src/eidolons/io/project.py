@@ -132,15 +132,10 @@ def _kind(path: str) -> int | None:
 
 
 def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int, int]] | None:
-    """``(name, dev, ino, size, ctime_ns)`` of each ``*.jsonl`` of the project's trace
-    directory (``lstat``: a link is not followed), or None when the full search
-    (:func:`eidolons.trace.log.find_payload_event`) would refuse to read them: the state or
-    trace directory is not a real directory or cannot be listed, a trace file is not a
-    regular file (a link, a FIFO, a directory), or together they are past ``bound``
-    (None: no bound). What the payload index must cover exactly to say "not named"
-    (:func:`eidolons.io.payloadindex.covered_entries`): the index covers only what its
-    writer opened and read, and any later change to a file (a ``chmod`` that would make
-    the search fail to open it included) moves its ctime."""
+    """``(name, dev, ino, size, ctime_ns)`` of each ``*.jsonl`` of the trace directory
+    (``lstat``), or None when the full payload search would refuse to read them (a
+    directory that is not a real one or cannot be listed, a file that is not regular, past
+    ``bound``): what the payload index must cover exactly to say "not named"."""
     trace_dir = os.path.join(root, TRACE_DIR)
     for directory in (os.path.join(root, STATE_DIR), trace_dir):
         kind = _kind(directory)
@@ -186,16 +181,12 @@ def foreign_projects(path: str, root: str) -> list[str]:
 
 
 def rules_out(path: str, root: str) -> bool:
-    """True only when :func:`eidolons.gates.trigger.find_handoff` ``(path, root)`` (with the
-    process environment) would certainly answer None: no hand-off directory from
-    configuration (no ``.eidolons/config.toml``, no ``EIDOLONS_HANDOFF_DIRS``), ``path``
-    not under ``<root>/.eidolons/handoffs/`` in any spelling, the JSONL store (no
-    PostgreSQL configured), every trace file readable within the default scan bound, and
-    the host's payload index (:mod:`eidolons.io.payloadindex`) covering every trace file as
-    it is now and not naming ``path`` (its entries are evidence for ``find_handoff`` too).
-    ``root`` is the resolved project root. False means "cannot tell here". A ``path``
-    that another project holds (:func:`foreign_projects`) must be ruled out by that
-    project's rules too, as :func:`eidolons.gates.trigger.find_handoff` judges it."""
+    """True only when :func:`eidolons.gates.trigger.find_handoff` ``(path, root)`` would
+    certainly answer None (ADR 0084): no configured hand-off directory, ``path`` under
+    ``.eidolons/handoffs/`` in no spelling, the JSONL store, and the host's payload index
+    covering every trace file and not naming ``path``; a project holding ``path``
+    (:func:`foreign_projects`) must rule it out too. ``root`` is resolved. False: cannot
+    tell."""
 
     if any(os.environ.get(name) for name in ENV_DOUBTS):
         return False
@@ -222,13 +213,10 @@ def _rules_out_in(path: str, root: str) -> bool:
 
 
 def payload_index(root: str, bound: int | None = None) -> bytes | None:
-    """The host's payload index of the project at ``root`` (resolved) when it can say
-    "not named": its entries when it covers every trace file on disk exactly
-    (:func:`eidolons.io.payloadindex.covered_entries`), ``b""`` when there is neither an
-    index nor a trace; None (cannot tell: take the full rule) when a PostgreSQL store
-    is configured (``EIDOLONS_TRACE_DSN``, ``.eidolons/trace-store.json``: the events
-    are not in the JSONL files), or the trace files are not what the full search reads
-    within ``bound`` (:func:`trace_states`), or the index does not cover them."""
+    """The host's payload index of the project at ``root`` (resolved) when it can say "not
+    named": its entries (:func:`eidolons.io.payloadindex.covered_entries`), ``b""`` for
+    neither index nor trace; None (cannot tell) with a PostgreSQL store, trace files the full
+    search would not read within ``bound``, or an index that does not cover them."""
     if os.environ.get(TRACE_DSN_ENV) or _kind(os.path.join(root, STORE_FILE)) != 0:
         return None
     states = trace_states(root, bound)

@@ -1,9 +1,6 @@
-"""Where the gates keep their state in a project, and the bound on reading it.
-
-A leaf module (it imports only the core's limits, the exception tree and the names' one
-spelling, :mod:`eidolons.io.project`, ``os`` only): the trace, the trace stores and the
-configuration all read these names, so none of them has to import another to know where
-the trace lives (no import cycle, ADR 0007). :mod:`eidolons.io.config` re-exports them.
+"""Where the gates keep their state in a project, and the bound on reading it: a leaf
+module, so the trace, the stores and the configuration need not import one another
+(ADR 0007).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Ed25519 through the ``cryptography`` library: the one module that imports it.
-
-Only the paths that sign or verify import this module (receipts, sender signatures,
-``keys``); every other command runs without loading ``cryptography`` (a test checks it).
-``serialization`` (PEM, and through it SSH keys, bcrypt and the ciphers: ~13 ms) is
-imported only where a key file is read or written, never on the verifying path.
+"""Ed25519 through ``cryptography``: the one module that imports it, and only where a
+signature is made or checked (a test checks other commands never load it); PEM
+serialization is imported only where a key file is read or written.
 """
 
 from __future__ import annotations

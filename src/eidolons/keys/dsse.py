@@ -1,16 +1,8 @@
 """DSSE envelopes (https://github.com/secure-systems-lab/dsse, protocol v1.0.0).
 
-Rules:
-
-- A signature is ``Sign(PAE(UTF8(payloadType), body))`` with
-  ``PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`` (lengths in
-  bytes, ASCII decimal). :func:`pae` is the only encoder; the spec's vectors are pinned in
-  the tests.
-- The JSON form is ``{"payloadType", "payload" (base64), "signatures": [{"keyid", "sig"}]}``;
-  standard and URL-safe base64 are both accepted, as the spec requires.
-- ``keyid`` is a hint only: every trusted key of the role is tried, never chosen by the
-  hint alone. The payload type is checked after the signature, and the body handed back is
-  the exact bytes that were verified (the caller parses those, never a re-encoding).
+A signature is over ``PAE(payloadType, body)`` (:func:`pae`, the one encoder; the spec's
+vectors are pinned in the tests). ``keyid`` is a hint: every trusted key is tried. The
+body handed back is the exact bytes verified.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Where private keys live, and which key files are refused (ADR 0031). No cryptography.
 
-Rules:
-
-- Default directory ``${XDG_CONFIG_HOME:-~/.config}/eidolons/keys/`` (mode 0700), one
-  PEM file per key, named ``<keyid>.pem``, mode 0600. ``EIDOLONS_SIGNING_KEY_FILE`` names
-  the orchestrator's key file instead; ``EIDOLONS_SENDER_KEY_FILE`` a sender's.
-- A private key file is refused (:class:`KeyFileError`) when it is not a regular file,
-  when group or others have any permission on it, when another user owns it, or when it
-  (symlinks resolved) lies inside the project tree, where every agent can read it.
+Default ``${XDG_CONFIG_HOME:-~/.config}/eidolons/keys/<keyid>.pem`` (0600, directory 0700),
+or the role's ``EIDOLONS_SIGNING_KEY_FILE`` / ``EIDOLONS_SENDER_KEY_FILE``. A key file is
+refused (:class:`KeyFileError`) unless it is a regular file of this user with no group or
+other permission, outside the project tree.
 """
 
 from __future__ import annotations
@@ -174,3 +170,16 @@ def read_host_json(path: str, error: type[Exception], what: str) -> object:
         return loads(raw)
     except ValueError:
         raise error(f"{what} {path} are not JSON") from None
+
+
+def write_host_json(path: str, doc: object) -> None:
+    """Write the host's JSON file ``path`` (pins, registrations) atomically, mode 0600 in
+    a 0700 directory."""
+    import json
+
+    from eidolons.io import paths as pathstr
+    from eidolons.io.files import atomic_write
+
+    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
+    body = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    atomic_write(path, body.encode("utf-8"), 0o600)

@@ -1,16 +1,10 @@
 """Host anchors of trace heads (ADR 0037): a cut or rewritten trace tail must show.
 
-The hash chain (:mod:`eidolons.ecl.tracechain`) links every line to the one before it,
-so nothing inside the file notices its last lines being removed, or its tail rewritten
-with a recomputed chain. Each append by this tool therefore records the thread's head
-(``seq`` and the SHA-256 of the line just written) on this host, under the append lock,
-in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/heads/<sha256 of the trace's real path>.head``
--- beside the keys and the trust-store pins (ADR 0036), where the host rules deny agents.
+Each append records the thread's ``seq`` and line hash in the host's ``heads/``; ``trace
+verify`` reports a trace shorter than its head, or other bytes at that ``seq``, as a break,
+and a trace with no head as unanchored.
 
-``trace verify`` then compares the trace with its head: fewer lines than the head's
-``seq``, or a line at that ``seq`` with other bytes, is a break. A trace with no head on
-this host (written by upstream tools, copied from another host, a moved project) is
-reported as unanchored, never as intact-and-complete.
+See ADR 0036.
 """
 
 from __future__ import annotations
@@ -66,18 +60,11 @@ def _slot(key: str, seq: int, sha256: str) -> bytes:
 
 
 def record(trace: StrPath, seq: int, sha256: str, prev: str) -> bool:
-    """Record ``(seq, sha256)`` as the head of ``trace`` on this host. The caller holds
-    the trace's append lock, so writers of one thread never race. The file holds two
-    fixed-size slots, each checksummed with the trace's real path; the head at ``seq``
-    overwrites slot ``seq % 2`` with one ``pwrite``, so a torn write leaves the other slot
-    (the previous head, still true) valid: atomic without a rename, which costs several
-    times the append itself (ADR 0037). Durable only with ``EIDOLONS_TRACE_FSYNC=1``, as
-    the trace line.
-
-    The head moves only from the line this append follows (``seq - 1``, ``prev``), or
-    when there is no head yet: a tail cut or rewritten before this append keeps the old
-    head, so the tool's next append never re-anchors a rewritten history; returns False
-    then. Raises ``OSError``."""
+    """Record ``(seq, sha256)`` as the head of ``trace`` on this host (under the trace's
+    append lock): two checksummed slots, slot ``seq % 2`` overwritten by one ``pwrite``, so
+    a torn write leaves the previous head valid (ADR 0037). The head moves only from the
+    line this append follows, or when there is none: a tail cut or rewritten before keeps
+    the old head (returns False). Raises ``OSError``."""
     key = _trace_key(trace)
     path = _head_file(trace, key)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -1,13 +1,6 @@
 """A key's life, as library calls (``eidolons keys`` and ``eidolons init`` call these).
-
-:func:`init_role` is idempotent: a reachable key for the role is reused; on a host whose
-trust store lists the orchestrator's key without holding its private half (a receiver's
-host) nothing is minted; otherwise a key is created outside the project and trusted (the
-store saved and pinned on this host, ADR 0036). A new store gets the project's id; an
-older store is upgraded to one. The orchestrator's key is registered for the project at
-this root on this host (:mod:`eidolons.keys.registry`), unless the project is already
-registered at another path: moving the registration is :func:`register_root`'s, a
-deliberate ``eidolons keys register``.
+:func:`init_role` is idempotent and never mints a rival orchestrator key on a receiver's
+host; :func:`register_root` moves a registration (a moved project). ADR 0036 for pins.
 """
 
 from __future__ import annotations
@@ -64,26 +57,6 @@ def new_key(store: TrustStore, role: str, root: Path, not_after: str | None, now
     return signer, path
 
 
-def _registration(store: TrustStore, keyid: str, root: Path, now: str) -> dict[str, Any]:
-    """Register the project at ``root`` for ``keyid`` unless it is registered elsewhere:
-    ``{registered: bool[, note]}``."""
-    import os
-
-    from eidolons.keys.registry import REGISTER, register, registered_root
-
-    assert store.project is not None
-    where = registered_root(keyid, store.project)
-    if where is None:
-        register(keyid, store.project, root, now)
-    elif where != os.path.realpath(root):
-        return {
-            "registered": False,
-            "note": f"this project ({store.project}) is registered for key {keyid[:16]} at "
-            f"{where}; if it moved here, {REGISTER}",
-        }
-    return {"registered": True}
-
-
 def init_role(
     root: Path, role: str = ORCHESTRATOR, *, not_after: str | None = None, now: str | None = None
 ) -> dict[str, Any]:
@@ -124,7 +97,11 @@ def init_role(
     if upgraded:
         doc["upgraded"] = True
     if role == ORCHESTRATOR:
-        doc.update(_registration(store, signer.keyid, root, now))
+        from eidolons.keys.registry import register
+
+        assert store.project is not None
+        reg = register(signer.keyid, store.project, root, now, move=False)
+        doc.update((k, reg[k]) for k in ("registered", "note") if k in reg)
     return doc
 
 
@@ -133,10 +110,8 @@ def register_root(root: Path, now: str | None = None) -> dict[str, Any]:
     orchestrator key this host holds, moving a registration of it at another path (a
     moved project). Raises ``RegistrationRefused`` (no key here, an older store, a key
     the store does not pin for the project), ``TrustStoreError``, ``RegistryError``."""
-    import os
-
     from eidolons.ecl.events import utc_now
-    from eidolons.keys.registry import register, registered_root
+    from eidolons.keys.registry import register
     from eidolons.keys.signer import NoSigner, find_signer
     from eidolons.keys.store import UPGRADE
 
@@ -158,13 +133,6 @@ def register_root(root: Path, now: str | None = None) -> dict[str, Any]:
             f"the trust store does not pin orchestrator key {signer.keyid[:16]} for this "
             f"project ({store.project}): `eidolons keys add PUBLIC_KEY --role orchestrator`"
         )
-    before = registered_root(signer.keyid, store.project)
-    where = register(signer.keyid, store.project, root, now)
-    here = os.path.realpath(root)
-    return {
-        "keyid": signer.keyid,
-        "project": store.project,
-        "root": here,
-        "moved_from": before if before not in (None, here) else None,
-        "registry": where,
-    }
+    reg = register(signer.keyid, store.project, root, now)
+    doc = {"keyid": signer.keyid, "project": store.project}
+    return doc | {k: reg[k] for k in ("root", "moved_from", "registry")}

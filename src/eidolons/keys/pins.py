@@ -1,18 +1,7 @@
 """Host pins of project trust stores (ADR 0036): deleting or rewriting ``trust.json``
-must not downgrade a signed project.
-
-Every change this tool makes to a project's trust store (``eidolons keys ...``) records
-the store's SHA-256 in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/pins.json`` under the
-project's real path, beside the private keys and behind the same host rules (agents
-can neither read nor write there, hosts README section 1.6). ``eidolons keys pin`` pins a
-trust store copied in by hand (a receiver's host). When a pin exists for a project:
-
-- no ``trust.json`` any more -> refused: the project was signed on this host, and an
-  agent that deletes the store must not get the unsigned mode back;
-- a ``trust.json`` whose SHA-256 is not the pinned one -> refused: the store was changed
-  outside ``eidolons keys`` (a key added by an agent, a revocation undone).
-
-A pins file that exists but cannot be read or parsed fails closed the same way.
+must not downgrade a signed project. Every change by ``eidolons keys`` (or ``keys pin``)
+records the store's SHA-256 in the host's ``pins.json``; with a pin, a missing store or
+one of other bytes is refused, and so is a pins file that cannot be read.
 """
 
 from __future__ import annotations
@@ -69,18 +58,12 @@ def pinned(root: StrPath) -> str | None:
 
 def pin(root: StrPath, data: bytes, now: str) -> str:
     """Record ``data`` (the trust store's exact bytes) as this project's trust store."""
-    import json
-
     from eidolons.ecl.integrity import sha256_hex
-    from eidolons.io import paths as pathstr
-    from eidolons.io.files import atomic_write
+    from eidolons.keys.files import write_host_json
 
     projects = dict(read_pins())
     projects[_project_key(root)] = {"trust_sha256": sha256_hex(data), "pinned": now}
-    path = pins_path()
-    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
-    body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
-    atomic_write(path, body.encode("utf-8"), 0o600)
+    write_host_json(path := pins_path(), {"version": 1, "projects": projects})
     return path
 
 

@@ -1,22 +1,10 @@
 """Which projects an orchestrator key signs for on this host (ADR 0031).
 
-A private key on this host is reachable from any directory, and whoever can write a
-directory can copy a project's ``trust.json`` into it. So the key signs only for a
-project its operator registered: ``eidolons keys init`` (and ``eidolons keys register``,
-for a moved project) records, for the key, the project's id (``project`` of its trust
-store) and the real path of its root, in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/
-projects.json`` (mode 0600) -- beside the keys and the trust-store pins, where the host's
-rules keep agents out (hosts README section 1.6).
-
-Rules (:func:`signing_refusal`, the gate's one check before it signs):
-
-- the trust store names its project (an older store names none: ``keys init``);
-- the store pins that project for the signing key (else receivers would refuse);
-- this host registered that project for the key at exactly this root's real path. One
-  root per (key, project): registering at a new path moves the registration, so an old
-  path, where anyone might make a directory again, no longer signs.
-
-A registry that exists but cannot be read or parsed fails closed: nothing is signed.
+A key signs only for a project its operator registered (``keys init``, ``keys register``,
+``keys rotate``: :func:`register`, the one rule) at exactly this root's real path, recorded
+in the host's ``projects.json`` (mode 0600), beside the keys, where agents are kept out.
+:func:`signing_refusal` is the gate's one check before it signs; a registry that cannot be
+read fails closed.
 """
 
 from __future__ import annotations
@@ -74,23 +62,31 @@ def registered_root(keyid: str, project: str) -> str | None:
     return root
 
 
-def register(keyid: str, project: str, root: StrPath, now: str) -> str:
-    """Register ``project`` at ``root``'s real path for ``keyid`` (replacing a registration
-    of the project at another path); returns the registry's path."""
-    import json
+def register(
+    keyid: str, project: str, root: StrPath, now: str, *, move: bool = True
+) -> dict[str, Any]:
+    """The one registration rule: register ``project`` at ``root``'s real path for
+    ``keyid``. A registration at another path is moved with ``move`` (``keys register``,
+    ``keys rotate``), else kept (``keys init``: ``registered`` False and a ``note``).
+    Returns ``{registered, root, moved_from, registry[, note]}``."""
+    from eidolons.keys.files import write_host_json
 
-    from eidolons.io import paths as pathstr
-    from eidolons.io.files import atomic_write
-
+    here, before, path = os.path.realpath(root), registered_root(keyid, project), registry_path()
+    doc: dict[str, Any] = {"registered": True, "root": here, "moved_from": None, "registry": path}
+    if before not in (None, here):
+        if not move:
+            note = (
+                f"this project ({project}) is registered for key {keyid[:16]} at {before}; "
+                f"if it moved here, {REGISTER}"
+            )
+            return {**doc, "registered": False, "note": note}
+        doc["moved_from"] = before
+    elif before == here and not move:
+        return doc
     keys = dict(read_registry())
-    projects = dict(keys.get(keyid, {}))
-    projects[project] = {"root": os.path.realpath(root), "registered": now}
-    keys[keyid] = projects
-    path = registry_path()
-    os.makedirs(pathstr.parent(path), mode=0o700, exist_ok=True)
-    body = json.dumps({"version": 1, "keys": keys}, indent=2, sort_keys=True) + "\n"
-    atomic_write(path, body.encode("utf-8"), 0o600)
-    return path
+    keys[keyid] = {**keys.get(keyid, {}), project: {"root": here, "registered": now}}
+    write_host_json(path, {"version": 1, "keys": keys})
+    return doc
 
 
 def signing_refusal(store: TrustStore, keyid: str, root: StrPath) -> str | None:

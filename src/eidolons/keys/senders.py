@@ -1,19 +1,9 @@
 """Sender signatures (ADR 0034): ``emit --sign`` and the check both gates make.
 
-Rules:
-
-- ``emit --sign`` signs the exact envelope bytes with the sender's own Ed25519 key and
-  writes ``<stem>.envelope.sig`` beside ``<stem>.envelope.json``: a DSSE envelope,
-  ``payloadType`` :data:`PAYLOAD_TYPE`, whose body *is* the envelope's bytes. The ECL
-  envelope is unchanged, so ECL-only tools still read it.
-- A hand-off needs a valid sender signature when the trust store holds a key for the
-  sender (role ``sender:<eidolon>``, whatever its status: revoking the key must not turn
-  the check off) or when the trust store requires one on the edge
-  (``require_sender_signature``). Valid: a DSSE signature by a ``sender:<eidolon>`` key
-  of the trust store that is active now, whose body is byte for byte the envelope judged.
-- No signature where one is needed is UNVERIFIED; a signature by no trusted key of that
-  sender is UNVERIFIED; a trusted signature over other bytes (an envelope rewritten and
-  re-emitted by another agent) is INTEGRITY_MISMATCH.
+``<stem>.envelope.sig`` is a DSSE envelope whose body is the envelope's exact bytes. A
+signature is needed when the trust store holds a key for the sender (whatever its
+status) or requires one on the edge; none, or one by no trusted key, is UNVERIFIED; a
+trusted signature over other bytes is INTEGRITY_MISMATCH.
 """
 
 from __future__ import annotations

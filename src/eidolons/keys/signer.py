@@ -1,11 +1,6 @@
-"""Finding the private key a role signs with (imports ``cryptography``).
-
-The signer for a role is, in order: the file named by the role's environment variable
-(``EIDOLONS_SIGNING_KEY_FILE`` for the orchestrator, ``EIDOLONS_SENDER_KEY_FILE`` for a
-sender), else ``<key dir>/<keyid>.pem`` of the newest active key of that role in the
-trust store. A key file is refused on any rule of :mod:`eidolons.keys.files`, and a key
-that is not an active key of that role in the trust store signs nothing: receivers would
-refuse what it signs.
+"""Finding the private key a role signs with: the role's environment file, else the key
+file of the newest active key of the role in the trust store; a key the store does not
+list as active signs nothing.
 """
 
 from __future__ import annotations

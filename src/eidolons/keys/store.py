@@ -1,27 +1,10 @@
-"""The trust store: ``<root>/.eidolons/trust.json`` (ADR 0031).
+"""The trust store: ``<root>/.eidolons/trust.json`` (ADR 0031), public keys only.
 
-Rules:
-
-- It is the project's trust anchor: only keys listed here count, for the role listed
-  (``orchestrator`` signs gate receipts; ``sender:<eidolon>`` signs that eidolon's
-  envelopes). It holds public keys only.
-- A key counts at time ``now`` only if ``created <= now``, it is not expired
-  (``not_after`` unset or ``now < not_after``) and not revoked (``revoked`` unset or
-  ``now < revoked``): a revoked key's signatures are refused from the moment of revocation,
-  whenever they were made.
-- The file is parsed strictly (duplicate keys, unknown fields, bad values are errors): a
-  trust store that does not parse is :class:`TrustStoreError`, and every gate fails closed
-  on it (never "no trust store").
-- ``require_sender_signature`` lists edges ``FROM->TO`` (either side may be ``*``) on which
-  a hand-off needs a valid sender signature.
-- ``project`` (version 2) is this project's id, made once by ``eidolons keys init``; every
-  orchestrator key lists the ``projects`` whose receipts it is trusted for. A receipt
-  counts only when the pair (its key, its project) is pinned here
-  (:meth:`TrustStore.project_refusal`, the one rule): a key shared by two projects, or
-  used in a scratch copy, vouches in each project only for what was signed for it. A
-  version-1 store (no projects) pins no pair: its receipts are refused until ``keys
-  init`` upgrades it.
-- Saved atomically (temporary file, fsync, rename), so a reader never sees half a store.
+Only keys listed count, for their role (``orchestrator`` signs receipts, ``sender:<eidolon>``
+that eidolon's envelopes), from ``created`` until ``not_after`` or ``revoked``. Parsed
+strictly: a store that does not parse is :class:`TrustStoreError` and every gate fails
+closed. An orchestrator key counts only for the ``projects`` pinned for it
+(:meth:`TrustStore.project_refusal`, the one rule). Saved atomically.
 """
 
 from __future__ import annotations
@@ -394,15 +377,12 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
     """The project's trust store, or None when the project has none. Anything else that
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
-    from eidolons.io.beneath import BeneathError, open_state_path
-
-    path = trust_store_path(root)
+    from eidolons.io.beneath import BeneathError, read_state_file
     from eidolons.keys.pins import check as check_pin
 
+    path = trust_store_path(root)
     try:  # beneath the root, no link followed: a swapped .eidolons/ never redirects it
-        fd = open_state_path(
-            root, pathstr.parts(TRUST_FILE), os.O_RDONLY | os.O_NONBLOCK, create=False
-        )
+        data = read_state_file(root, TRUST_FILE, MAX_TRUST_BYTES + 1, name=path)
     except FileNotFoundError:
         problem = check_pin(root, None)  # a signed project is never downgraded by a delete
         if problem is not None:
@@ -412,17 +392,6 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
         raise TrustStoreError(str(exc)) from None
     except OSError as exc:
         raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise TrustStoreError(f"{path} is not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_TRUST_BYTES + 1)
-    except OSError as exc:
-        raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
     if len(data) > MAX_TRUST_BYTES:
         raise TrustStoreError(f"{path} is larger than {MAX_TRUST_BYTES} bytes")
     problem = check_pin(root, data)

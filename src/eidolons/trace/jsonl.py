@@ -11,8 +11,8 @@ from eidolons.io.settings import TRACE_DIR, trace_scan_bound
 from eidolons.trace.log import (
     TraceLine,
     append_event,
-    find_payload_event,
     open_trace,
+    payload_search_lines,
     read_events,
     read_new_events,
     read_raw_lines,
@@ -24,10 +24,10 @@ from eidolons.trace.store import (
     Appended,
     TraceReadError,
     TraceStore,
-    is_orchestrator_verdict,
+    first_payload_event,
     is_payload_event,
     judged_line,
-    payload_needle,
+    latest_counted,
     verdict_needle,
 )
 
@@ -85,11 +85,9 @@ class JsonlStore(TraceStore):
         return Appended(loads(line), line, str(path))
 
     def _own_key(self, event: Mapping[str, Any]) -> list[str]:
-        """The payload key of the payload event this append writes: the index names it
-        (evidence in the refusing direction) whether or not its writer gets to read the
-        line back: a ``--trace FILE`` (which the full search does not read), or a trace
-        file past what is left of the scan bound (an agent may pad the trace just before
-        an emit so that the emit's own file is left unread)."""
+        """The payload key of the payload event this append writes: the index names it even when
+        the full search would not read the line back (``--trace FILE``, a trace padded past the
+        scan bound)."""
         key = event.get("payload_path")
         if not isinstance(key, str) or not is_payload_event(event, [key]):
             return []
@@ -101,13 +99,10 @@ class JsonlStore(TraceStore):
         appended: os.stat_result | None = None,
         until: float | None = None,
     ) -> None:
-        """Bring this host's payload index (:mod:`eidolons.io.payloadindex`, ADR 0110) up to
-        the project's trace files: after a line is written, under the trace's append
-        lock (``appended``: the trace file's ``fstat`` just before the line; ``until``:
-        the append's lock deadline, which the index's lock shares). Never raises: an
-        index left behind (its lock held past the deadline included) covers less than
-        the traces, and the hook and the early SKIP then take the full rule (the line is
-        the record)."""
+        """Bring this host's payload index (ADR 0110) up to the project's trace files, under the
+        trace's append lock (``appended``: the trace's ``fstat`` before the line; ``until``: the
+        lock deadline it shares). Never raises: an index left behind covers less, and its
+        readers take the full rule."""
         from eidolons.trace.payloadfill import refresh
 
         try:
@@ -116,9 +111,7 @@ class JsonlStore(TraceStore):
             pass
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
-        # the verdict index answers in O(1) when it checks out, scanning only the tail it
-        # does not cover (ADR 0087); else the full backward scan. Both pre-filter lines
-        # on the id as this tool writes it and judge the decoded event by the one rule
+        # the verdict index answers in O(1) when it checks out (ADR 0087), else the scan
         from eidolons.trace.verdictindex import lookup
 
         path = self._file(thread_id)
@@ -134,11 +127,10 @@ class JsonlStore(TraceStore):
                 if found is not None:
                     return found.event
                 needle = verdict_needle(message_id)
-                for line in reverse_lines(
-                    fd, st.st_size, contains=needle, max_bytes=bound, name=path
-                ):
-                    if is_orchestrator_verdict(line.event, message_id):
-                        return line.event
+                lines = reverse_lines(
+                    fd, st.st_size, contains=needle, max_bytes=bound, name=path, decode=judged_line
+                )
+                return latest_counted(lines, message_id)
             finally:
                 os.close(fd)
         except InputError as exc:
@@ -168,7 +160,7 @@ class JsonlStore(TraceStore):
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         try:  # checks each file's size before reading it: a sparse hole is never read
-            return find_payload_event(self.root, keys, payload_needle, is_payload_event)
+            return first_payload_event(payload_search_lines(self.root), keys)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 

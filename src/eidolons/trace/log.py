@@ -1,23 +1,10 @@
 """The thread trace: ``<root>/.eidolons/.trace/<thread_id>.jsonl``, one JSON event per line.
 
-Rules:
-
-- Append-only. A line is written with one ``write`` of the whole line under an exclusive
-  ``flock`` on an ``O_APPEND`` descriptor, so concurrent writers (several agents and
-  gates on one thread) never interleave, tear or lose lines. The file is never rewritten
-  or truncated. The lock is waited for until a deadline (:mod:`eidolons.io.filelock`, the
-  trace timeout): a lock an agent keeps fails the append, it never holds the gate. If
-  the file does not end in a newline (a writer died mid-line), the new line is preceded
-  by one, so it is never glued to the torn one.
-- A thread id becomes a file name only if it is a safe name (letters, digits, ``.``,
-  ``_``, ``-``; not starting with ``.``; at most 200 characters); any other id, or none,
-  is traced under ``unknown``, which no honest envelope's thread can reach.
-- Reading tolerates damage: a line that is not a JSON object is reported and skipped.
-- :func:`iter_reverse` reads from the end in blocks, so finding a recent event costs the
-  same on a 10-line trace and a 1,000,000-line one; the record lookup of the store finds
-  an old or absent one through the verdict index (:mod:`eidolons.trace.verdictindex`,
-  which ``append_event``'s ``after`` keeps under the lock) and reads only the lines past
-  what it covers with :func:`reverse_lines`.
+Append-only: each line is one ``write`` under an exclusive ``flock`` (waited for until the
+trace timeout) on an ``O_APPEND`` descriptor, after a newline if a writer died mid-line.
+An unsafe thread id is traced under ``unknown``. Readers report damage, never raise on it;
+:func:`iter_reverse` reads from the end in blocks, so a recent event costs the same on any
+trace length (old ones: the verdict index, :mod:`eidolons.trace.verdictindex`).
 """
 
 from __future__ import annotations
@@ -26,7 +13,6 @@ import fcntl
 import os
 import stat
 
-from eidolons.ecl.events import TOOL, agent_label, utc_now
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
 from eidolons.ecl.grammar import is_safe_file_name
 from eidolons.ecl.jsontext import dumps as dumps_json
@@ -40,30 +26,14 @@ from eidolons.io.settings import TRACE_DIR, trace_scan_bound
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-
-    Decode = Callable[[bytes, int], "TraceLine"]
     from typing import Any, BinaryIO
 
     from eidolons.io.paths import StrPath
 
+    Decode = Callable[[bytes, int], "TraceLine"]
     Path = StrPath  # a trace path: a str or any os.PathLike
 
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is damage (our events are well under 4 KiB)
-__all__ = [
-    "MAX_LINE_BYTES",
-    "TOOL",
-    "UNKNOWN_THREAD",
-    "TraceLine",
-    "agent_label",
-    "append_event",
-    "encode_event",
-    "find_payload_event",
-    "iter_reverse",
-    "read_events",
-    "thread_file_name",
-    "thread_trace_path",
-    "utc_now",
-]
 
 
 def thread_file_name(thread_id: str | None) -> str:
@@ -84,8 +54,8 @@ _TRACE_PARTS = pathstr.parts(TRACE_DIR)
 
 
 def _state_parts(path: StrPath) -> tuple[str, tuple[str, ...]]:
-    """Where the link-free part of a trace path starts: below the project root for a path
-    through ``.eidolons/.trace/`` (the default), else only the file itself."""
+    """Where the link-free part of a trace path starts: the project root for a path
+    through ``.eidolons/.trace/``, else the file's directory."""
     parts = pathstr.parts(path)
     for i in range(len(parts) - 3, -1, -1):
         if parts[i : i + 2] == _TRACE_PARTS:
@@ -94,12 +64,9 @@ def _state_parts(path: StrPath) -> tuple[str, tuple[str, ...]]:
 
 
 def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
-    """Open a trace file by descriptor: a path through ``<root>/.eidolons/.trace/`` is
-    opened component by component below the root with no link followed (a symlinked
-    ``.eidolons/``, trace directory or trace file is refused, never followed out of the
-    project); an explicit ``--trace FILE`` is opened without following a final link.
-    ``create`` makes missing directories and the file. Raises :class:`BeneathError` or
-    :class:`OSError`."""
+    """A trace file's descriptor, no link followed below the project root (only the final
+    component for a ``--trace FILE``); ``create`` makes what is missing. Raises
+    :class:`BeneathError` or :class:`OSError`."""
     anchor, parts = _state_parts(path)
     if create and len(parts) == 1:
         os.makedirs(anchor, exist_ok=True)
@@ -113,16 +80,11 @@ def append_event(
     after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
     until: float | None = None,
 ) -> bytes:
-    """Append one event as one line, linked into the thread's hash chain (``seq``,
-    ``prev``: :mod:`eidolons.ecl.tracechain`) under the append lock; returns the line's
-    bytes (without the newline). ``before`` runs under the lock before the line is written;
-    ``after(fd, start, line, before_st)`` runs under the lock once it is written, with the
-    trace's descriptor, the byte offset the line starts at and the file's ``fstat`` just
-    before it was written (the verdict index,
-    :mod:`eidolons.trace.verdictindex`, then the payload index,
-    :mod:`eidolons.trace.payloadfill`). ``until``: the monotonic deadline of the
-    wait for the lock (:func:`append_lines`).
-    Raises :class:`TraceWriteError` on any failure."""
+    """Append one event as one line linked into the thread's hash chain
+    (:mod:`eidolons.ecl.tracechain`); returns the line's bytes (no newline). Under the
+    lock, ``before()`` runs before the write, ``after(fd, start, line, fstat_before)``
+    after it (the indexes). ``until``: the lock's deadline. Raises
+    :class:`TraceWriteError`."""
     from eidolons.ecl.tracechain import chained, next_link
 
     written: list[bytes] = []
@@ -151,10 +113,8 @@ def append_event(
 
 
 def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
-    """Record the thread's new head on this host (ADR 0037). Silent on purpose: the gates'
-    stderr is a contract (the refusal line comes first). A head that cannot be written (a
-    sandbox without the config directory) leaves the line appended and the head behind,
-    and a tail cut before this append keeps the old head: ``trace verify`` reports both."""
+    """Record the thread's new head on this host (ADR 0037); silent when it cannot (the
+    gates' stderr is a contract): ``trace verify`` reports a head left behind."""
     from eidolons.ecl.tracechain import line_hash
     from eidolons.keys.heads import record
 
@@ -165,14 +125,9 @@ def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
 
 
 def _last_link(fd: int, size: int) -> tuple[bytes | None, int]:
-    """The file's last non-blank line (exact bytes, no newline) and its position: the
-    ``seq`` it carries when it is a chained line of ours, else the count of non-blank
-    lines (a trace begun by an upstream tool, or a torn or hand-written last line).
-
-    Bounded: at most one line's worth is read back; a last line longer than
-    :data:`MAX_LINE_BYTES` is damage, and so is a file past the trace scan bound whose
-    last line is unchained: the new line then starts a new segment (``seq`` 1), which
-    ``trace verify`` reports as the break it is."""
+    """The file's last non-blank line (exact bytes) and its position: its ``seq`` when
+    chained, else the count of non-blank lines. An overlong last line, or an unchained one
+    in a file past the scan bound, gives position 0 (a new segment: a reported break)."""
     end, block, limit = size, 64 * 1024, MAX_LINE_BYTES + 64 * 1024
     tail = b""
     last: bytes | None = None
@@ -215,12 +170,10 @@ def append_lines(
     after_write: Callable[[], None] | None = None,
     until: float | None = None,
 ) -> None:
-    """Append exact line bytes (each without its newline) in one ``write`` under the lock;
-    with ``under_lock(fd, size)``, the lines it returns, computed while the lock is held;
-    ``after_write()`` runs once they are written, before the lock is released. The lock
-    is waited for until the monotonic time ``until`` (default: the trace timeout from
-    now, :mod:`eidolons.io.filelock`). Raises :class:`TraceWriteError` on any failure,
-    a lock held past the deadline included."""
+    """Append exact line bytes (no newlines) in one ``write`` under the lock, or the lines
+    ``under_lock(fd, size)`` returns while it is held; ``after_write()`` runs before it is
+    released. The lock is waited for until ``until`` (default: the trace timeout). Raises
+    :class:`TraceWriteError` on any failure."""
     line = b"".join(raw + b"\n" for raw in lines)
     try:
         until = deadline() if until is None else until
@@ -259,9 +212,8 @@ def append_lines(
 
 
 class TraceLine:
-    """One line of a trace. ``event`` is None when the line is damaged (``error`` says why).
-    ``lineno`` is 1-based when reading forwards, and counts back from the end (-1 is the
-    last line) when reading in reverse."""
+    """One line of a trace; ``event`` None when damaged (``error`` says why). ``lineno``:
+    1-based forwards, -1 for the last line in reverse."""
 
     __slots__ = ("error", "event", "lineno")
 
@@ -275,9 +227,8 @@ class TraceLine:
 
 
 def decode_line(raw: bytes, lineno: int) -> TraceLine:
-    """One line's bytes, without its newline, as a :class:`TraceLine` (damage reported,
-    never raised). At most :data:`MAX_LINE_BYTES` bytes: the one length rule of every
-    reader, forwards and backwards."""
+    """One line's bytes (no newline) as a :class:`TraceLine`, damage reported; longer than
+    :data:`MAX_LINE_BYTES` is damage, for every reader."""
     if len(raw) > MAX_LINE_BYTES:
         return TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
@@ -286,8 +237,7 @@ def decode_line(raw: bytes, lineno: int) -> TraceLine:
         return TraceLine(lineno, None, f"not JSON ({exc.__class__.__name__})")
     if not isinstance(value, dict):
         return TraceLine(lineno, None, "not a JSON object")
-    # a lone surrogate would crash whoever prints or re-encodes the event; it can only
-    # come from a \\u escape or from bytes beyond ASCII
+    # a lone surrogate (from a \\u escape or bytes beyond ASCII) crashes a printer
     if b"\\u" in raw or not raw.isascii():
         import json
 
@@ -299,12 +249,8 @@ def decode_line(raw: bytes, lineno: int) -> TraceLine:
 
 
 def open_trace(path: Path) -> int:
-    """A trace opened for reading (a regular file, no link followed: :func:`open_trace_fd`).
-    Raises :class:`FileNotFoundError` when there is none, :class:`InputError` else."""
-    return _open_trace(path)
-
-
-def _open_trace(path: Path) -> int:
+    """A trace opened for reading (a regular file, no link followed). Raises
+    :class:`FileNotFoundError` when there is none, :class:`InputError` else."""
     try:
         fd = open_trace_fd(path, os.O_RDONLY, create=False)
     except FileNotFoundError:
@@ -320,12 +266,11 @@ def _open_trace(path: Path) -> int:
 
 
 def read_events(path: Path, decode: Decode | None = None) -> Iterator[TraceLine]:
-    """Every line of the trace, in order. A missing file yields nothing. A line longer than
-    :data:`MAX_LINE_BYTES` is reported as damaged without being held in memory. ``decode``
-    (default :func:`decode_line`): how a line becomes a :class:`TraceLine` (the store's
-    views pass :func:`eidolons.trace.store.judged_line`)."""
+    """Every line of the trace in order (none for a missing file), an overlong one
+    reported without being held; ``decode``: :func:`decode_line` or the store's
+    :func:`~eidolons.trace.store.judged_line`."""
     try:
-        fd = _open_trace(path)
+        fd = open_trace(path)
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
@@ -352,10 +297,9 @@ def _events_of(fh: BinaryIO, decode: Decode) -> Iterator[TraceLine]:
 
 
 def read_raw_lines(path: Path) -> Iterator[bytes]:
-    """Every non-blank line's exact bytes (without the newline), damaged lines included,
-    in order: what an export moves. A missing file yields nothing."""
+    """Every non-blank line's exact bytes (no newline), damaged ones included, in order."""
     try:
-        fd = _open_trace(path)
+        fd = open_trace(path)
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
@@ -369,21 +313,21 @@ def _raw_of(fh: Iterable[bytes]) -> Iterator[bytes]:
             yield line
 
 
-def read_snapshot(path: Path) -> tuple[list[bytes], list[TraceLine]]:
-    """The trace read once: its raw lines (as :func:`read_raw_lines`: what the hash chain
-    covers) and its lines decoded (as :func:`read_events`: what readers judge), both from
-    the same bytes, so a writer swapping the file between two reads cannot pair the events
-    of one version with the chain of another. A missing file is empty. Raises
-    :class:`InputError` when it cannot be read."""
+def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes], list[TraceLine]]:
+    """The trace read once: its raw lines (:func:`read_raw_lines`) and the same bytes
+    decoded (:func:`read_events`), so the chain and the events are of one version.
+    Raises :class:`InputError`."""
     import io
 
     try:
-        fd = _open_trace(path)
+        fd = open_trace(path)
     except FileNotFoundError:
         return [], []
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
-    return list(_raw_of(io.BytesIO(data))), list(_events_of(io.BytesIO(data), decode_line))
+    return list(_raw_of(io.BytesIO(data))), list(
+        _events_of(io.BytesIO(data), decode or decode_line)
+    )
 
 
 def iter_reverse(
@@ -391,21 +335,19 @@ def iter_reverse(
     block: int = 64 * 1024,
     contains: bytes | None = None,
     max_bytes: int | None = None,
+    decode: Decode = decode_line,
 ) -> Iterator[TraceLine]:
-    """The trace's lines from last to first, reading backwards in blocks. With
-    ``contains``, lines whose raw bytes lack it are skipped without being decoded (and
-    are not reported even if damaged): a cheap filter for a search by id. The cost is
-    linear in the bytes read; a line longer than :data:`MAX_LINE_BYTES` is reported as
-    damaged and its bytes are not accumulated. With ``max_bytes``, reading further back
-    than that raises :class:`InputError` instead of going on."""
+    """The trace's lines from last to first, read backwards in blocks. ``contains``: lines
+    lacking those bytes are skipped undecoded; ``max_bytes``: reading further back raises
+    :class:`InputError`."""
     try:
-        fd = _open_trace(path)
+        fd = open_trace(path)
     except FileNotFoundError:
         return
     try:
         size = os.fstat(fd).st_size
         yield from reverse_lines(
-            fd, size, block=block, contains=contains, max_bytes=max_bytes, name=path
+            fd, size, block=block, contains=contains, max_bytes=max_bytes, name=path, decode=decode
         )
     finally:
         os.close(fd)
@@ -420,10 +362,10 @@ def reverse_lines(
     contains: bytes | None = None,
     max_bytes: int | None = None,
     name: object = "",
+    decode: Decode = decode_line,
 ) -> Iterator[TraceLine]:
-    """:func:`iter_reverse` over the bytes ``[start, size)`` of an open trace (``start``
-    is a line start: the verdict index reads only the tail it does not cover this way).
-    ``max_bytes`` bounds the bytes read back from ``size``; ``name`` is for the error."""
+    """:func:`iter_reverse` over the bytes ``[start, size)`` of an open trace (``start`` a
+    line start); ``name`` is for the error; ``decode`` as :func:`read_events`'."""
     pos = size
     floor = start if max_bytes is None else max(start, pos - max_bytes)
     parts: list[bytes] = []  # pieces of the current (partial) line, last piece first
@@ -448,7 +390,7 @@ def reverse_lines(
             return TraceLine(lineno, None, "torn line (no newline at end of file)")
         if contains is not None and contains not in raw:
             return None
-        return decode_line(raw, lineno)
+        return decode(raw, lineno)
 
     while pos > start:
         if pos <= floor:
@@ -471,7 +413,7 @@ def reverse_lines(
                     continue
                 if raw.strip():
                     lineno -= 1
-                    yield decode_line(raw, lineno)
+                    yield decode(raw, lineno)
         head = pieces[0]
         if not overlong:
             parts.append(head)
@@ -486,11 +428,10 @@ def reverse_lines(
 def read_new_events(
     path: Path, offset: int, decode: Decode | None = None
 ) -> tuple[list[TraceLine], int]:
-    """The complete lines appended at or after byte ``offset``, and the offset to read
-    from next time (``trace show --follow``). A last line still being written (no newline
-    yet) is left for the next call; a missing file yields nothing."""
+    """The complete lines at or after byte ``offset`` and the offset to read from next
+    (``--follow``); a last line without its newline yet is left for the next call."""
     try:
-        fd = _open_trace(path)
+        fd = open_trace(path)
     except FileNotFoundError:
         return [], offset
     out: list[TraceLine] = []
@@ -512,42 +453,14 @@ def read_new_events(
     return out, offset
 
 
-def find_payload_event(
-    root: Path,
-    keys: list[str],
-    payload_needle: Callable[[str], bytes],
-    is_payload_event: Callable[[dict[str, Any] | None, list[str]], bool],
-) -> dict[str, Any] | None:
-    """The JSONL search behind :meth:`TraceStore.find_payload`: every thread file of
-    ``root``, each file's size checked before it is read, at most
-    :func:`eidolons.io.config.trace_scan_bound` bytes in all; past that raises
-    :class:`InputError`. The store passes its two matching rules (this module never
-    imports the stores: no import cycle)."""
-
-    if not keys:
-        return None
-    needles = [payload_needle(k) for k in keys]
-    for raw in payload_search_lines(root):
-        if any(n in raw for n in needles):
-            event = decode_line(raw, 0).event
-            if is_payload_event(event, keys):
-                return event
-    return None
-
-
 #: what every line a payload search can match holds (the needle's key, compact JSON)
 PAYLOAD_FIELD = b'"payload_path":'
 
 
 def payload_search_lines(root: Path) -> Iterator[bytes]:
-    """The raw pieces the payload search (:func:`find_payload_event`) judges, in its
-    order: every ``*.jsonl`` of the trace directory (whatever its name), read by
-    ``readline`` of at most :data:`MAX_LINE_BYTES` + 1 bytes, a torn last line included,
-    each file's size checked against the scan bound before it is read (past it raises
-    :class:`InputError`). The one list of what the search reads; the host's payload
-    index reads the same pieces (:func:`search_pieces`, from a line start:
-    :mod:`eidolons.trace.payloadfill`), so that it can never lack a payload the
-    search would find."""
+    """What the payload search reads, in order: :func:`search_pieces` of every ``*.jsonl``
+    of the trace directory, each file's size checked against the scan bound first (past
+    it raises :class:`InputError`). The payload index reads the same pieces."""
     try:
         from pathlib import Path as _Path
 
@@ -558,7 +471,7 @@ def payload_search_lines(root: Path) -> Iterator[bytes]:
     budget = bound
     for path in files:
         try:
-            fd = _open_trace(path)
+            fd = open_trace(path)
         except FileNotFoundError:
             continue
         with os.fdopen(fd, "rb") as fh:
@@ -570,9 +483,7 @@ def payload_search_lines(root: Path) -> Iterator[bytes]:
 
 
 def search_pieces(fh: BinaryIO) -> Iterator[bytes]:
-    """The pieces the payload search judges, from ``fh``'s position on: lines read by
-    ``readline`` of at most :data:`MAX_LINE_BYTES` + 1 bytes (an overlong line is cut
-    into pieces, each judged on its own), a torn last line included. From a line start,
-    the pieces are those a read from the file's start makes there."""
+    """``fh``'s lines from its position, by ``readline`` of at most :data:`MAX_LINE_BYTES`
+    + 1 bytes (an overlong line is several pieces), a torn last line included."""
     while raw := fh.readline(MAX_LINE_BYTES + 1):
         yield raw

@@ -1,16 +1,8 @@
 """Bringing this host's payload index (:mod:`eidolons.io.payloadindex`, ADR 0110) up to the
-project's trace files: the writer, called by the JSONL store after each append (under the
-trace's append lock) and by ``trace import``.
-
-Under the index's lock file (waited for until a deadline, :mod:`eidolons.io.filelock`) it
-lists and opens the trace files, reads each one the index does not cover as it is now
-(from where it stopped when it is the same file and the bytes before that point are
-unchanged, else from the start) by the full search's rule on the same pieces, and writes
-in place what follows the entries it has (the new entries and the coverage: the entries
-stay where they are, so an append costs what it reads, not what the index holds;
-:func:`eidolons.io.payloadindex.snapshot` says how readers see a whole one). What it
-records as covered is what ``fstat`` said before the bytes were read: a line appended
-meanwhile is not covered.
+project's trace files: called by the JSONL store after each append and by ``trace
+import``. Under the index's lock it reads what the index does not cover, by the full
+search's rule on the same pieces, and writes the new entries in place; what it records as
+covered is what ``fstat`` said before the read.
 """
 
 from __future__ import annotations
@@ -51,18 +43,12 @@ def refresh(
     appended: os.stat_result | None = None,
     until: float | None = None,
 ) -> None:
-    """Bring the index of the project at ``root`` up to every trace file on disk, adding
-    the keys of ``extra`` (a payload event appended to a trace outside the trace
-    directory, ``--trace FILE``). ``is_payload`` is the store's rule for an event naming
-    a payload (:func:`eidolons.trace.store.is_payload_event`, passed in: no import of the
-    package's ``__init__``). A file that cannot be read within the scan bound is left
-    uncovered (readers then take the full rule). Raises :class:`OSError` when the index
-    cannot be written (the caller decides: an append stands without it). ``appended`` is
-    the ``fstat`` of the trace file this process just appended to, taken under the
-    trace's lock before its line: the one changed file read on from where the index
-    stopped (ADR 0138). The index's lock is waited for until the monotonic time
-    ``until`` (default: the trace timeout from now); past it :class:`OSError`
-    (:class:`eidolons.io.filelock.LockTimeout`)."""
+    """Bring the index of the project at ``root`` up to every trace file on disk, adding the
+    keys of ``extra`` (a payload event appended outside the trace directory). ``is_payload``:
+    the store's rule, passed in. ``appended``: the ``fstat``, before its line, of the trace
+    this process just appended to, the one file read on from where the index stopped (ADR
+    0138). A file past the scan bound is left uncovered. The lock is waited for until
+    ``until``. Raises :class:`OSError` when the index cannot be written."""
     from eidolons.io.filelock import deadline, flock_until
 
     until = deadline() if until is None else until
@@ -236,13 +222,9 @@ def _state(st: os.stat_result) -> list[bytes]:
 def _resume(
     fd: int, st: os.stat_result, prev: list[bytes] | None, appended: os.stat_result | None
 ) -> int:
-    """Where to read the file from: where the index stopped when it is the same file
-    (device, inode), not shorter, and still holds the bytes before that point, and it is
-    the file this process just appended to, as the index covered it until then
-    (``appended``, its state before the line: ctime cannot be set back, so nothing else
-    wrote it since it was read); else 0. A file changed otherwise may have been rewritten
-    in place before that point (a line the index never read moved there, its last
-    :data:`TAIL` bytes kept): it is read again whole (ADR 0138)."""
+    """Where to read the file from: where the index stopped when it is the file this process
+    just appended to, as the index covered it (``appended``: ctime cannot be set back), and
+    the bytes before that point are unchanged; else 0: read whole again (ADR 0138)."""
     if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
         return 0
     if appended is None or _state(appended) != prev[:4]:

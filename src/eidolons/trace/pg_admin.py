@@ -1,25 +1,9 @@
-"""``eidolons trace store init``, and what a login may do in a store (ADR 0072).
+"""``eidolons trace store init`` and ``doctor``'s report of what a login may do (ADR 0072).
 
-Rules:
-
-- Authority is bound to the database init runs on, never to the cluster. Each login
-  named by ``--grant-gate`` / ``--grant-orchestrator`` is a row of ``eidolons.writers``
-  (an orchestrator named again as a gate stays an orchestrator) and gets CONNECT on this
-  database, USAGE on the schema, SELECT and INSERT on the trace; on every run, every
-  login bound here gets them again and CONNECT is revoked from PUBLIC, so a login of
-  another project's database on the same cluster can neither connect nor, past CONNECT,
-  read a row or record a verdict.
-- An upgrade of a store whose authority was cluster-wide (versions before
-  :data:`~eidolons.trace.pg_schema.BOUND_VERSION`) is told which logins are this
-  database's: without a ``--grant`` option while the old roles have members, it refuses
-  (:class:`UsageError`) with the exact command that would keep them all; with ``--grant``
-  options, exactly those logins are bound and the old members left out are named. Either
-  way the old roles keep no privilege here (migration 4).
-- Everything in one transaction, serialised with a concurrent init by an advisory lock.
-- :func:`authority_report` (``eidolons doctor``) names a login that can record
-  orchestrator verdicts here without having been bound here as orchestrator: a member of
-  the old cluster-wide role on a store not yet upgraded, a superuser or the trace's
-  owner (they can lift the triggers), a member of another login bound as orchestrator.
+Authority is bound to this database: each ``--grant-*`` login is a row of
+``eidolons.writers`` with CONNECT, USAGE, SELECT and INSERT here, and CONNECT is revoked
+from PUBLIC. An upgrade from the cluster-wide roles must be told which logins to keep.
+One transaction, serialised by an advisory lock.
 """
 
 from __future__ import annotations
@@ -39,7 +23,6 @@ from eidolons.trace.pg_schema import (
     ORCHESTRATOR,
     SCHEMA,
 )
-from eidolons.trace.pg_watchdog import Watchdog
 from eidolons.trace.postgres import connect, payload_key, reason, redact, timeout_s
 from eidolons.trace.store import TraceReadError
 
@@ -247,6 +230,8 @@ def authority_report(dsn: str) -> Authority:
     """What the login of ``dsn`` may do in its database (module docstring). Raises
     :class:`TraceReadError` when the store cannot be asked."""
     import psycopg
+
+    from eidolons.trace.pg_watchdog import Watchdog
 
     conn = connect(dsn)
     watch = Watchdog(conn, timeout_s())

@@ -1,13 +1,8 @@
-"""The PostgreSQL trace schema and its migrations (ADR 0072), applied by
-``eidolons trace store init``. Each migration runs once, in order, recorded in
-``eidolons.schema_version``; init is idempotent and safe to run concurrently.
-
-Authority is the database's own (migration 4): ``eidolons.writers`` names the logins init
-bound to this database, each as ``gate`` or ``orchestrator``, and the insert trigger lets
-only a login listed as ``orchestrator`` record orchestrator verdicts. Nothing is
-cluster-wide: two projects' databases on one cluster share no role, and a database copied,
-renamed or dropped takes its writers with it. Stores made before version 4 had cluster-wide
-NOLOGIN roles (:data:`LEGACY_ROLES`); migration 4 takes every privilege they held here."""
+"""The PostgreSQL trace schema and its migrations (ADR 0072), applied once each, in order,
+by ``eidolons trace store init``. ``eidolons.writers`` names the logins bound to this
+database; only an ``orchestrator`` may record orchestrator verdicts (migration 4 took
+every privilege of the old cluster-wide roles, :data:`LEGACY_ROLES`).
+"""
 
 from __future__ import annotations
 

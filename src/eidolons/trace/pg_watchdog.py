@@ -1,18 +1,8 @@
 """The client's own bound on a PostgreSQL connection (ADR 0072): a server that stops
-answering after the connection is made fails the gate within the timeout.
-
-Server-side timeouts (``statement_timeout``, ``lock_timeout``) need a backend that runs,
-and TCP keepalives a peer whose kernel no longer answers; a backend that is stopped
-(SIGSTOP, a frozen container, a host under swap) defeats both, over a Unix socket as over
-TCP. So every wait for the server is armed with a deadline (:meth:`Watchdog.bound`); past
-it, the connection's socket is shut down, which makes the blocked wait return at once
-with an error, and the server is asked to cancel the backend's statement (a stopped
-backend takes the cancel when it runs again). The connection is never used again.
-
-One daemon thread serves every deadline of the process (arming one is a heap push under
-a lock, a few microseconds; a thread per wait cost ~90 us each); the cancel request runs
-in a thread of its own, so a server that does not answer it holds nobody. After a fork
-the child starts its own thread on its first deadline.
+answering (a stopped backend, which no server timeout or keepalive notices) fails the
+gate within the timeout. Past a wait's deadline the socket is shut down and the backend's
+statement cancelled; the connection is never used again. One daemon thread serves every
+deadline of the process.
 """
 
 from __future__ import annotations

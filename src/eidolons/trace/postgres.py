@@ -1,25 +1,10 @@
 """The shared store: one append-only table on PostgreSQL (ADRs 0070, 0072, 0073).
 
-Each append runs in one transaction holding a per-thread advisory lock: it reads the
-thread's last line, links the event to it with :mod:`eidolons.ecl.tracechain`, and
-inserts the exact line bytes. The insert trigger checks the link again (so a writer using SQL
-directly cannot break the chain), lets only a login this database lists as its
-orchestrator record orchestrator verdicts (``eidolons.writers``, bound by
-:mod:`eidolons.trace.pg_admin`), and UPDATE/DELETE/TRUNCATE are revoked and refused by
-triggers.
-
-The receiver's lookup reads one index (``thread, verdict_for, seq DESC``) and judges the
-candidate line with the same rule as the JSONL store (:func:`record_from_line`).
-Reads run in autocommit, so every lookup sees every verdict committed before it began.
-Any connection or server error is a :class:`TraceReadError` / :class:`TraceWriteError`:
-a receiver refuses, it never falls back to a file.
-
-Every wait for the server is bounded by ``EIDOLONS_TRACE_TIMEOUT_S`` twice over: on the
-server (``statement_timeout``, ``lock_timeout``: a lock held by another writer, a slow
-statement) and on the client (:mod:`eidolons.trace.pg_watchdog`: a server that
-stops answering, whose backend is stopped, which no server-side timer and no keepalive
-can notice). The connection itself is bounded by ``connect_timeout``; a store whose
-server once did not answer is not asked again.
+An append is one transaction under a per-thread advisory lock; the insert trigger checks
+the chain link and lets only a login bound as orchestrator stamp a verdict. Reads run in
+autocommit. Every wait is bounded by ``EIDOLONS_TRACE_TIMEOUT_S`` on the server and on the
+client (:mod:`eidolons.trace.pg_watchdog`); any failure is a read or write error, never a
+fall back to a file.
 """
 
 from __future__ import annotations
@@ -33,16 +18,15 @@ from eidolons.errors import TraceWriteError
 from eidolons.io.settings import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
 from eidolons.trace.log import TraceLine, decode_line, encode_event, thread_file_name
 from eidolons.trace.pg_schema import CURRENT_VERSION, SCHEMA
-from eidolons.trace.pg_watchdog import Watchdog
 from eidolons.trace.store import (
     Appended,
     TraceReadError,
     TraceStore,
-    is_orchestrator_verdict,
+    first_payload_event,
     is_payload_event,
     judged_line,
+    looks_like_verdict,
     message_key,
-    payload_needle,
     record_from_line,
 )
 
@@ -51,6 +35,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     import psycopg
+
+    from eidolons.trace.pg_watchdog import Watchdog
 
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
 
@@ -80,7 +66,7 @@ def redact(dsn: str) -> str:
 def verdict_key(event: Mapping[str, Any]) -> bytes | None:
     """The index key of an event: its message id when it is an orchestrator verdict."""
     mid = event.get("message_id")
-    if isinstance(mid, str) and is_orchestrator_verdict(event, mid):
+    if isinstance(mid, str) and looks_like_verdict(event):
         return message_key(mid)
     return None
 
@@ -165,6 +151,8 @@ class PostgresStore(TraceStore):
         if self._stuck is not None:
             raise TraceReadError(self._stuck)
         if self._conn is None or self._conn.closed:
+            from eidolons.trace.pg_watchdog import Watchdog
+
             conn = connect(self.dsn)
             watch = Watchdog(conn, timeout_s())
             try:
@@ -343,15 +331,8 @@ class PostgresStore(TraceStore):
         """As the JSONL store (threads in order, first line first), by one index."""
         if not keys:
             return None
-        needles = [payload_needle(k) for k in keys]
         params = ([k.encode("utf-8", "surrogatepass") for k in keys],)
-        for (line,) in self._read(PAYLOADS, params):
-            raw = bytes(line)
-            if any(n in raw for n in needles):
-                event = decode_line(raw, 0).event
-                if is_payload_event(event, keys):
-                    return event
-        return None
+        return first_payload_event((bytes(line) for (line,) in self._read(PAYLOADS, params)), keys)
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         sql = (

@@ -1,23 +1,9 @@
 """The trace store: the one way the gates, the ``trace`` verbs and memory reach a trace.
 
-Two implementations behind :class:`TraceStore`:
-
-- :class:`~eidolons.trace.jsonl.JsonlStore` (the default): the ECL JSONL files
-  ``<root>/.eidolons/.trace/<thread>.jsonl``, unchanged on disk (:mod:`eidolons.trace.log`).
-- :class:`~eidolons.trace.postgres.PostgresStore`: a shared, append-only table on
-  PostgreSQL, for pipelines whose agents run on several machines (ADR 0070).
-
-Which one is chosen by :func:`open_store` (ADR 0071):
-
-- ``EIDOLONS_TRACE_DSN=postgresql://...`` in the environment selects PostgreSQL. The DSN
-  (server, database, credentials) comes only from the environment, never from a project
-  file: an agent can write project files, and a store it chose could hold its own passes.
-- A project may record ``{"store": "postgresql"}`` in ``.eidolons/trace-store.json``. That
-  file can only make the choice stricter: with it and no DSN (or with a file that cannot
-  be read or parsed) every operation fails (a receiver refuses UNVERIFIED); it never
-  selects JSONL over a DSN, and never falls back to a file.
-
-psycopg is imported only when a DSN is set.
+:class:`~eidolons.trace.jsonl.JsonlStore` (the default: one ECL JSONL file per thread) or
+:class:`~eidolons.trace.postgres.PostgresStore` (a shared append-only table, ADR 0070),
+chosen by :func:`open_store` (ADR 0071). The verdict rule (ADR 0005) is
+:func:`judged_line`'s; every reader and lookup applies it through this module.
 """
 
 from __future__ import annotations
@@ -30,7 +16,7 @@ from eidolons.io.project import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from typing import Any, Self
 
     from eidolons.io.paths import StrPath
@@ -38,8 +24,8 @@ if TYPE_CHECKING:
 
 DSN_ENV = TRACE_DSN_ENV
 PROJECT_FILE = STORE_FILE
-ORCHESTRATOR_GATE = GateName.ORCHESTRATOR
 VERDICT_EVENTS = (EventType.VERIFY_PASS, EventType.VERIFY_FAIL)
+NOT_COUNTED = "not_counted"  # the key the readers set on a verdict-looking event
 
 
 class TraceReadError(InputError):
@@ -49,8 +35,8 @@ class TraceReadError(InputError):
 
 
 class Appended:
-    """What :meth:`TraceStore.append` wrote: the event as stored (with any link the store
-    added), its exact line bytes (no newline) and where it went."""
+    """What :meth:`TraceStore.append` wrote: the event as stored (with its chain link),
+    its exact line bytes (no newline) and where it went."""
 
     __slots__ = ("event", "line", "location")
 
@@ -73,7 +59,7 @@ def message_key(message_id: str) -> bytes:
 
 
 class _NoStamp:
-    """A store that keeps nothing beside a line's bytes (the JSONL files)."""
+    """What a store of line bytes alone (the JSONL files) keeps beside a line: nothing."""
 
     __slots__ = ()
 
@@ -81,42 +67,11 @@ class _NoStamp:
         return "NO_STAMP"
 
 
-#: what a store keeps beside a line: PostgreSQL's ``verdict_for`` column (the message id
-#: the row was stamped a verdict for, or None), or this: nothing
+#: what a store keeps beside a line: PostgreSQL's ``verdict_for`` (the message id the row
+#: was stamped a verdict for, or None), or this
 NO_STAMP = _NoStamp()
-NOT_COUNTED = "not_counted"  # the key the readers set on a verdict-looking event
-
-
-def is_orchestrator_verdict(event: Mapping[str, Any] | None, message_id: str) -> bool:
-    """What a verdict line says (ADR 0005): a ``verify_pass``/``verify_fail`` for
-    ``message_id`` written by the orchestrator gate. Events by receivers, senders, other
-    tools or by hand without ``gate: "orchestrator"`` are never integrity evidence. Whether
-    the gate counts such a line is :func:`uncounted_reason`."""
-    return looks_like_verdict(event) and event is not None and event.get("message_id") == message_id
-
-
-def uncounted_reason(
-    raw: bytes,
-    event: Mapping[str, Any] | None,
-    message_id: str,
-    stamp: bytes | _NoStamp | None = NO_STAMP,
-) -> str | None:
-    """THE record rule, for the gate and for every view and copy of a trace: None when
-    the line ``raw`` (decoded as ``event``) is an orchestrator verdict for ``message_id``
-    that the receiver gate counts, else why not. Counted: its bytes say so
-    (:func:`is_orchestrator_verdict`), they spell the id as this tool writes it (a line
-    spelling it another way was not written by this tool), and where the store keeps a
-    stamp beside the bytes (PostgreSQL's ``verdict_for``, set only for a login bound as
-    the database's orchestrator), the row is stamped for that id."""
-    if not is_orchestrator_verdict(event, message_id):
-        return "not an orchestrator verdict for this message"
-    if verdict_needle(message_id) not in raw:
-        return "its message id is not spelled as eidolons writes it"
-    if not isinstance(stamp, _NoStamp) and (
-        stamp is None or bytes(stamp) != message_key(message_id)
-    ):
-        return "no verdict stamp on its row: its writer is not the database's orchestrator"
-    return None
+if TYPE_CHECKING:
+    Stamp = bytes | _NoStamp | None
 
 
 def looks_like_verdict(event: Mapping[str, Any] | None) -> bool:
@@ -124,38 +79,59 @@ def looks_like_verdict(event: Mapping[str, Any] | None) -> bool:
     return (
         event is not None
         and event.get("event") in VERDICT_EVENTS
-        and event.get("gate") == ORCHESTRATOR_GATE
+        and event.get("gate") == GateName.ORCHESTRATOR
     )
 
 
-def not_counted(
-    raw: bytes, event: Mapping[str, Any] | None, stamp: bytes | _NoStamp | None = NO_STAMP
-) -> str | None:
-    """For views and copies: why a line that reads as an orchestrator verdict is one the
-    gate would not count (by :func:`uncounted_reason`), or None (a counted verdict, or a
-    line that is no verdict at all)."""
-    if event is None or not looks_like_verdict(event):  # (None: for the type checker)
-        return None
+def _uncounted(raw: bytes, event: Mapping[str, Any], stamp: Stamp) -> str | None:
+    """Why the verdict-looking ``event`` (decoded from ``raw``) is not counted, or None.
+    Counted: it names a message id, spelled in ``raw`` as this tool writes it, and where
+    the store keeps a stamp (set only for a login bound as the database's orchestrator),
+    the row is stamped for that id."""
     mid = event.get("message_id")
     if not isinstance(mid, str):
         return "it names no message id"
-    return uncounted_reason(raw, event, mid, stamp)
+    if verdict_needle(mid) not in raw:
+        return "its message id is not spelled as eidolons writes it"
+    if not isinstance(stamp, _NoStamp) and (stamp is None or bytes(stamp) != message_key(mid)):
+        return "no verdict stamp on its row: its writer is not the database's orchestrator"
+    return None
 
 
-def judged_line(raw: bytes, lineno: int, stamp: bytes | _NoStamp | None = NO_STAMP) -> TraceLine:
-    """``raw`` decoded, as a reader hands it to the views: a verdict-looking event the
-    gate would not count carries ``not_counted: <why>`` (set by the reader, never taken
-    from the bytes)."""
+def judged_line(raw: bytes, lineno: int, stamp: Stamp = NO_STAMP) -> TraceLine:
+    """THE verdict rule (ADR 0005), for the gate and every view and copy: ``raw`` decoded,
+    a verdict-looking event the gate would not count marked ``not_counted: <why>`` (set
+    by the reader, never taken from the bytes)."""
     from eidolons.trace.log import decode_line
 
     line = decode_line(raw, lineno)
     event = line.event
     if event is not None:
-        why = not_counted(raw, event, stamp)
-        event.pop(NOT_COUNTED, None)  # the reader's word, whatever the bytes say
-        if why is not None:
+        event.pop(NOT_COUNTED, None)
+        if looks_like_verdict(event) and (why := _uncounted(raw, event, stamp)) is not None:
             event[NOT_COUNTED] = why
     return line
+
+
+def counted_for(line: TraceLine) -> str | None:
+    """The message id a judged line is a counted orchestrator verdict for, or None."""
+    event = line.event
+    if not looks_like_verdict(event) or event is None or NOT_COUNTED in event:
+        return None
+    return str(event["message_id"])
+
+
+def latest_counted(lines: Iterable[TraceLine], message_id: str) -> dict[str, Any] | None:
+    """The first of judged ``lines`` (read latest first) counted for ``message_id``."""
+    return next((ln.event for ln in lines if counted_for(ln) == message_id), None)
+
+
+def record_from_line(raw: bytes, message_id: str, stamp: Stamp = NO_STAMP) -> dict[str, Any] | None:
+    """The event of ``raw`` when the gate counts it for ``message_id``, else None."""
+    if verdict_needle(message_id) not in raw:
+        return None
+    line = judged_line(raw, 0, stamp)
+    return line.event if counted_for(line) == message_id else None
 
 
 def payload_needle(key: str) -> bytes:
@@ -174,94 +150,72 @@ def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
     )
 
 
-def record_from_line(
-    raw: bytes, message_id: str, stamp: bytes | _NoStamp | None = NO_STAMP
-) -> dict[str, Any] | None:
-    """The event of ``raw`` when the gate counts it as an orchestrator verdict for
-    ``message_id`` (:func:`uncounted_reason`), else None."""
+def first_payload_event(lines: Iterable[bytes], keys: list[str]) -> dict[str, Any] | None:
+    """The first of raw ``lines`` that is a payload event for one of ``keys``, or None."""
     from eidolons.trace.log import decode_line
 
-    if verdict_needle(message_id) not in raw:
-        return None
-    event = decode_line(raw, 0).event
-    return event if uncounted_reason(raw, event, message_id, stamp) is None else None
+    needles = [payload_needle(k) for k in keys]
+    for raw in lines if keys else ():
+        if any(n in raw for n in needles):
+            event = decode_line(raw, 0).event
+            if is_payload_event(event, keys):
+                return event
+    return None
 
 
 class TraceStore:
     """The interface. Thread ids are mapped as the JSONL files name them
-    (:func:`eidolons.trace.log.thread_file_name`): any unsafe id is the thread ``unknown``."""
+    (:func:`eidolons.trace.log.thread_file_name`): any unsafe id is the thread ``unknown``.
+    Reads raise :class:`TraceReadError`, appends :class:`TraceWriteError`."""
 
     kind = "abstract"
+
+    def _unreadable(self) -> Exception:
+        """What a read this store does not implement raises."""
+        return NotImplementedError()
 
     def describe(self) -> str:
         """Where the trace lives, for humans (never a password)."""
         raise NotImplementedError
 
     def location(self, thread_id: str | None) -> str:
-        """Where ``thread_id``'s events live (a path, or the store and thread)."""
         raise NotImplementedError
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
-        """Append one event to the thread. Raises :class:`TraceWriteError` on any failure."""
         raise NotImplementedError
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
-        """The latest orchestrator verdict for ``message_id`` in the thread (see
-        :func:`record_from_line`), or None. Raises :class:`TraceReadError`."""
-        raise NotImplementedError
+        """The latest counted orchestrator verdict for ``message_id`` in the thread."""
+        raise self._unreadable()
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
-        """The thread's lines in order, damaged ones reported (``event`` None)."""
-        raise NotImplementedError
+        """The thread's lines in order, judged (:func:`judged_line`), damage reported."""
+        raise self._unreadable()
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         """The thread's exact line bytes (no newline) in order, damaged ones included."""
-        raise NotImplementedError
+        raise self._unreadable()
 
-    def iter_stamped(
-        self, thread_id: str | None
-    ) -> Iterator[tuple[bytes, bytes | _NoStamp | None]]:
-        """As :meth:`iter_raw`, each line with what the store keeps beside it (see
-        :func:`uncounted_reason`): :data:`NO_STAMP` for a store of bytes alone."""
+    def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, Stamp]]:
+        """As :meth:`iter_raw`, each line with what the store keeps beside it."""
         for raw in self.iter_raw(thread_id):
             yield raw, NO_STAMP
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
-        """The complete lines appended after ``cursor`` (0: from the start) and the cursor
-        to pass next time (``trace show --follow``)."""
-        raise NotImplementedError
+        """The lines appended after ``cursor`` (0: all) and the next cursor (``--follow``)."""
+        raise self._unreadable()
 
     def has_thread(self, thread_id: str) -> bool:
-        raise NotImplementedError
+        raise self._unreadable()
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
-        """An ``emit``/``verify_pass``/``verify_fail`` event of any thread whose
-        ``payload_path`` is one of ``keys`` (ADR 0021), or None. Reads at most
-        :func:`eidolons.io.config.trace_scan_bound` bytes; past that raises
-        :class:`TraceReadError` (the caller cannot tell, so must not conclude "no")."""
-        from eidolons.io.settings import trace_scan_bound
-        from eidolons.trace.log import decode_line
-
-        if not keys:
-            return None
-        needles = [payload_needle(k) for k in keys]
-        budget = trace_scan_bound()
-        for thread in self.threads():
-            for raw in self.iter_raw(thread):
-                budget -= len(raw) + 1
-                if budget < 0:
-                    raise TraceReadError(
-                        f"the traces exceed the {trace_scan_bound()}-byte scan bound"
-                    )
-                if any(n in raw for n in needles):
-                    event = decode_line(raw, 0).event
-                    if is_payload_event(event, keys):
-                        return event
-        return None
+        """A payload event of any thread naming one of ``keys`` (ADR 0021), or None;
+        raises :class:`TraceReadError` past the trace scan bound (the caller cannot tell)."""
+        raise self._unreadable()
 
     def threads(self) -> list[str]:
         """The thread names in the store, sorted."""
-        raise NotImplementedError
+        raise self._unreadable()
 
     def close(self) -> None:
         return None
@@ -275,7 +229,7 @@ class TraceStore:
 
 class UnavailableStore(TraceStore):
     """The store a configuration asked for but cannot give: every operation fails with
-    ``reason``. It exists so that a misconfiguration refuses instead of falling back."""
+    ``reason`` (a misconfiguration refuses, it never falls back)."""
 
     kind = "unavailable"
 
@@ -291,26 +245,8 @@ class UnavailableStore(TraceStore):
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         raise TraceWriteError(f"trace store unavailable: {self.reason}")
 
-    def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    def has_thread(self, thread_id: str) -> bool:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    def threads(self) -> list[str]:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
-
-    def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
-        raise TraceReadError(f"trace store unavailable: {self.reason}")
+    def _unreadable(self) -> Exception:
+        return TraceReadError(f"trace store unavailable: {self.reason}")
 
 
 def check_dsn(dsn: str) -> str:
@@ -323,21 +259,10 @@ def check_dsn(dsn: str) -> str:
 def project_requirement(root: StrPath) -> str | None:
     """What ``.eidolons/trace-store.json`` requires: None (no file), ``"postgresql"``, or
     ``"invalid: <why>"`` (a file that cannot be read or is not understood fails closed)."""
-    import stat
-
-    from eidolons.io.beneath import BeneathError, open_state_path
+    from eidolons.io.beneath import BeneathError, read_state_file
 
     try:  # never through a link, never blocking on a FIFO planted under that name
-        fd = open_state_path(
-            root, tuple(PROJECT_FILE.split(os.sep)), os.O_RDONLY | os.O_NONBLOCK, create=False
-        )
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return f"invalid: {PROJECT_FILE} is not a regular file"
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                raw = fh.read(1024 * 1024)
-        finally:
-            os.close(fd)
+        raw = read_state_file(root, PROJECT_FILE, 1024 * 1024)
     except FileNotFoundError:
         return None
     except BeneathError as exc:
@@ -360,9 +285,11 @@ def project_requirement(root: StrPath) -> str | None:
 def open_store(
     root: StrPath, env: Mapping[str, str] | None = None, *, file: StrPath | None = None
 ) -> TraceStore:
-    """The project's configured store (module docstring); with ``file`` (``--trace
-    FILE``), that one JSONL file. Never raises: a configuration that cannot be honoured
-    gives an :class:`UnavailableStore`."""
+    """The project's configured store (ADR 0071): PostgreSQL when ``EIDOLONS_TRACE_DSN``
+    is set (the DSN comes only from the environment, never from a project file), else
+    the JSONL files; ``.eidolons/trace-store.json`` can only require PostgreSQL. With
+    ``file`` (``--trace FILE``), that one JSONL file. Never raises: a configuration that
+    cannot be honoured gives an :class:`UnavailableStore`."""
     if file is not None:
         from eidolons.trace.jsonl import JsonlStore
 
@@ -385,12 +312,6 @@ def open_store(
     from eidolons.trace.jsonl import JsonlStore
 
     return JsonlStore(root)
-
-
-def list_threads(root: StrPath) -> list[str]:
-    """The ids of the threads with a trace in the project's configured store, sorted."""
-    with open_store(root) as store:
-        return store.threads()
 
 
 def read_thread(root: StrPath, thread_id: str) -> Iterator[TraceLine]:

@@ -1,41 +1,15 @@
-"""The verdict index: where each message's latest orchestrator verdict sits in a JSONL
-trace, so the record lookup costs the same on a 10-line trace and a 1,000,000-line one,
-for an old message, an absent one, a thread's root hand-off, and after the thousandth
-reception (ADR 0087).
+"""The verdict index (ADR 0087): where each message's latest orchestrator verdict sits in a
+JSONL trace, so the record lookup costs the same on any trace length.
 
-It is a hint, never evidence:
+A hint, never evidence: the line it points to is re-read and must match byte for byte,
+then is judged by the store's rule; lines past what it covers are scanned backwards; any
+damage makes the lookup answer "cannot tell" (the caller scans). It lives in the host's
+config directory (``verdicts/<dev>-<ino>.idx``), written only under the trace's append
+lock. Format: two checksummed 256-byte header slots, then an open-addressing table of
+64-byte checksummed slots (id hash, offset, length, line SHA-256, check), rebuilt twice
+as large when half full.
 
-- The line it points to is re-read from the trace and must be, byte for byte, the line
-  the index recorded (offset, length, SHA-256, a line start, a newline after it); it is
-  then judged by the one record rule (:func:`eidolons.trace.store.record_from_line`).
-- It covers the trace up to an offset (``covered``) whose last line it names by offset
-  and hash: the bytes past it (lines appended by the upstream tools, ``trace import``, a
-  hand edit, or an append whose index update failed) are scanned backwards with the same
-  rule as the full scan, and a verdict found there wins (it is later).
-- Anything that does not check out (no index, another file's, a truncated or corrupt
-  one, a header or slot whose checksum fails, a covered line that is gone or changed, a
-  pointed line that is not the recorded one, or is not a verdict for the message) makes
-  the lookup answer "cannot tell", and the caller does the full scan.
-
-Where: ``${XDG_CONFIG_HOME:-~/.config}/eidolons/verdicts/<dev>-<ino>.idx``, beside the
-trace heads (ADR 0037) and the keys, which the host rules deny to agents: an index in
-the project could be rewritten by any agent to hide a later ``verify_fail``, which no
-O(1) check can notice (ADR 0087). Keyed by the trace file's device and inode.
-
-Written only by :func:`update`, under the trace's append lock, after the line (an index
-is never ahead of its trace). Readers take no lock: a slot is written before the header
-that covers it, and each is checksummed, so a reader sees either the old coverage (and
-scans the newer lines as tail) or a torn record (cannot tell).
-
-Format: two 256-byte ASCII header slots (the valid one with the higher ``gen`` is the
-header; slot ``gen % 2`` is written), then ``capacity`` (a power of two) 64-byte slots of
-an open-addressing table: 16 bytes of the message's id hash, the line's offset (8) and
-length (4), the line's SHA-256 (32), a 4-byte checksum bound to the file and the slot
-number. An empty slot has a zero id hash and its checksum too (bytes a crash left as zeros
-are damage, never "no verdict"). The table is rebuilt twice as large (a new file, renamed
-over the old one) when it would be more than half full. The checksums catch damage and
-misplaced files, not forgery: the rules are public, and the directory is what keeps
-agents out (ADR 0087).
+See ADR 0037.
 """
 
 from __future__ import annotations
@@ -43,11 +17,12 @@ from __future__ import annotations
 import os
 
 from eidolons.ecl.integrity import sha256 as _sha256
-from eidolons.trace.log import MAX_LINE_BYTES, decode_line, reverse_lines
+from eidolons.trace.log import MAX_LINE_BYTES, reverse_lines
 from eidolons.trace.store import (
-    is_orchestrator_verdict,
+    counted_for,
+    judged_line,
+    latest_counted,
     record_from_line,
-    uncounted_reason,
     verdict_needle,
 )
 
@@ -262,11 +237,17 @@ def lookup(
         needle = verdict_needle(message_id)
         if st.st_size > header.covered:  # past the index: the full scan's rule, latest first
             tail = reverse_lines(
-                fd, st.st_size, header.covered, contains=needle, max_bytes=bound, name=name
+                fd,
+                st.st_size,
+                header.covered,
+                contains=needle,
+                max_bytes=bound,
+                name=name,
+                decode=judged_line,
             )
-            for line in tail:
-                if is_orchestrator_verdict(line.event, message_id):
-                    return Found(line.event)
+            event = latest_counted(tail, message_id)
+            if event is not None:
+                return Found(event)
         slot = probe(ifd, key, header.capacity, id_hash(needle))
         if slot is None:
             return None
@@ -288,14 +269,10 @@ def lookup(
 
 
 def judge(raw: bytes) -> bytes | None:
-    """The id hash of the message ``raw`` is an orchestrator verdict for, by the record
-    rule the lookup applies (the id as this tool writes it, the decoded event), or None.
-    A line is indexed under a message exactly when the full scan would accept it for it."""
-    event = decode_line(raw, 0).event
-    mid = event.get("message_id") if event is not None else None
-    if not isinstance(mid, str) or uncounted_reason(raw, event, mid) is not None:
-        return None
-    return id_hash(verdict_needle(mid))
+    """The id hash of the message ``raw`` is a counted verdict for (the lookup's rule), or
+    None: a line is indexed under a message exactly when the full scan would accept it."""
+    mid = counted_for(judged_line(raw, 0))
+    return None if mid is None else id_hash(verdict_needle(mid))
 
 
 Entry = tuple[bytes, int, int, bytes]  # id hash, offset, length, line SHA-256

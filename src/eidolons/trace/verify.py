@@ -1,23 +1,9 @@
-"""``trace verify`` over traces: the hash chain and each verdict's receipt (ADR 0035).
-
-For each trace (a ``.jsonl`` file or a thread of the configured store):
-
-- the chain, by :func:`eidolons.ecl.tracechain.verify_chain` over the exact line bytes;
-- for each line that reads as an orchestrator verdict, whether the receiver gate counts
-  it (the one record rule, :func:`eidolons.trace.store.uncounted_reason`: on PostgreSQL a
-  row the store did not stamp as a verdict is marked ``counted: false`` with the reason,
-  and is no verdict on record for any hop); for each counted one, its receipt: ``valid``
-  (trusted by the one receipt rule, :func:`eidolons.keys.receipts.trust_receipt`: an
-  orchestrator key of the trust store active now, for a project the store pins for that
-  key; and its statement says what the line says: message, verdict, envelope bytes,
-  payload digest), ``none`` (no receipt), or ``invalid: <why>``. Without a trust store
-  every receipt is ``unchecked``.
-
-- for a JSONL file, its tail against the head this host recorded at the last append
-  (:mod:`eidolons.keys.heads`, ADR 0037): a cut or rewritten tail is a break; no head is
-  reported as "no head anchor on this host", not as complete.
-
-A broken chain or an invalid receipt is a failure (exit 3 in block mode).
+"""``trace verify`` (ADR 0035): for each trace, the hash chain over the exact line bytes;
+for each orchestrator verdict line, whether the gate counts it (the store's readers judge
+it) and, if so, its receipt (``valid``, ``none``, ``invalid: <why>``, or ``unchecked``
+without a trust store); for a JSONL file, its tail against this host's head anchor (ADR
+0037). A broken chain, an invalid receipt or a cut tail is a failure (exit 3 in block
+mode).
 """
 
 from __future__ import annotations
@@ -37,12 +23,12 @@ if TYPE_CHECKING:
 
 class TraceSnapshot:
     """One trace read once (ADR 0096): ``raw``, its non-blank lines' exact bytes (what the
-    hash chain covers), and ``lines``, the same bytes decoded (the events whose verdicts
-    are judged); ``file``, the JSONL file it was read from (None for PostgreSQL), and
-    ``head``, this host's head anchor for it (ADR 0037), read *before* the bytes: a gate
-    appending meanwhile leaves the head at or behind what was read, never past it."""
+    hash chain covers), and ``lines``, the same bytes as the store's readers judge them
+    (:func:`eidolons.trace.store.judged_line`); ``file``, the JSONL file (None for
+    PostgreSQL); ``head``, this host's head anchor for it (ADR 0037), read before the
+    bytes, so a concurrent append leaves it at or behind what was read."""
 
-    __slots__ = ("file", "head", "kind", "lines", "name", "raw", "stamps")
+    __slots__ = ("file", "head", "kind", "lines", "name", "raw")
 
     def __init__(
         self,
@@ -52,7 +38,6 @@ class TraceSnapshot:
         lines: list[TraceLine],
         file: Path | None,
         head: Any = None,
-        stamps: list[Any] | None = None,
     ) -> None:
         self.kind = kind  # "file" (a .jsonl PATH) or "thread" (a thread id of the store)
         self.name = name
@@ -60,7 +45,6 @@ class TraceSnapshot:
         self.lines = lines
         self.file = file
         self.head = head  # what keys.heads.recorded gave, or the HeadError it raised
-        self.stamps = stamps  # beside each raw line, what the store keeps (None: files)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,8 +63,10 @@ def _head_of(file: Path) -> Any:
 def snapshot_file(path: Path, kind: str = "file", name: str | None = None) -> TraceSnapshot:
     """A ``.jsonl`` trace: this host's head for it, then its bytes in one read. Raises
     :class:`InputError`."""
+    from eidolons.trace.store import judged_line
+
     head = _head_of(path)
-    raw, lines = read_snapshot(path)
+    raw, lines = read_snapshot(path, judged_line)
     return TraceSnapshot(kind, str(path) if name is None else name, raw, lines, path, head)
 
 
@@ -98,7 +84,7 @@ def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
     rows = list(store.iter_stamped(thread))
     raw = [r for r, _ in rows]
     lines = [judged_line(r, n, stamp) for n, (r, stamp) in enumerate(rows, 1)]
-    return TraceSnapshot("thread", thread, raw, lines, None, stamps=[s for _, s in rows])
+    return TraceSnapshot("thread", thread, raw, lines, None)
 
 
 def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) -> str:
@@ -136,35 +122,28 @@ def head_status(snap: TraceSnapshot) -> dict[str, Any] | None:
 
 
 def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dict[str, Any]:
-    """The chain and receipts of one trace, as ``trace verify --json`` reports them; for a
-    JSONL trace, its tail against this host's head anchor too: a cut or rewritten tail
-    fails the trace (``head``), whatever the links say."""
-    import json
+    """The chain and receipts of one trace, as ``trace verify --json`` reports them; a
+    JSONL trace's tail is checked against this host's head anchor too (``head``)."""
+    from eidolons.trace.store import NOT_COUNTED, looks_like_verdict
 
-    from eidolons.trace.store import NO_STAMP, looks_like_verdict, not_counted
-
-    lines = snap.raw
-    chain = verify_chain(lines)
+    chain = verify_chain(snap.raw)
     head = head_status(snap)
     receipts: list[dict[str, Any]] = []
-    for n, raw in enumerate(lines, start=1):
-        try:
-            event = json.loads(raw)
-        except (ValueError, RecursionError):
+    for n, line in enumerate(snap.lines, start=1):
+        event = line.event
+        if event is None or not looks_like_verdict(event):
             continue
-        if isinstance(event, dict) and looks_like_verdict(event):
-            stamp = snap.stamps[n - 1] if snap.stamps is not None else NO_STAMP
-            why = not_counted(raw, event, stamp)
-            entry = {
-                "line": n,
-                "message_id": event.get("message_id"),
-                "verdict": event.get("verdict"),
-                "counted": why is None,
-                "receipt": receipt_status(event, trust, now) if why is None else "not checked",
-            }
-            if why is not None:
-                entry["not_counted"] = why
-            receipts.append(entry)
+        why = event.get(NOT_COUNTED)  # the reader's judgement (store.judged_line)
+        entry = {
+            "line": n,
+            "message_id": event.get("message_id"),
+            "verdict": event.get("verdict"),
+            "counted": why is None,
+            "receipt": receipt_status(event, trust, now) if why is None else "not checked",
+        }
+        if why is not None:
+            entry["not_counted"] = why
+        receipts.append(entry)
     invalid = sum(1 for r in receipts if r["receipt"].startswith("invalid"))
     return {
         "trace": snap.name,

@@ -1,22 +1,9 @@
 """A thread's hand-offs as a chain of hops: the model behind ``eidolons trace``'s views.
 
-Rules:
-
-- A :class:`Hop` is one hand-off, keyed by its ``message_id``. It is described by its
-  envelope when one was read, else by the trace events recorded for it (the ``emit``
-  event first, then any gate event); older events lack ``parent_id``, ``artifact_kind``
-  and ``artifact_path`` and those fields are then unknown (``None``), never invented.
-- The decisions recorded for a hop (orchestrator and receiver ``verify_pass`` /
-  ``verify_fail``) are attached to it in trace order, whatever the source of its
-  description. A line that reads as an orchestrator verdict but that the store's reader
-  marked ``not_counted`` (the one record rule,
-  :func:`eidolons.trace.store.uncounted_reason`) is no decision: it is kept apart, in
-  ``Hop.uncounted``, so no view takes it for the verdict on record.
-- Hops are ordered by ``parent_id`` and time (:func:`order_hops`): a parent comes
-  before its children, siblings and roots by ``ts`` then ``message_id``. A parent that is
-  not in the set makes the hop a root; a cycle cannot hide hops (each hop is emitted
-  once, the rest in time order).
-- Everything here is pure: sources are read in :mod:`eidolons.trace.chain.sources`.
+A :class:`Hop` is one hand-off (by ``message_id``), described by its envelope or else by
+its trace events (unknown fields stay None); its decisions are attached in trace order.
+A verdict line the store's reader marked ``not_counted`` is no decision: it is kept in
+``Hop.uncounted``.
 """
 
 from __future__ import annotations

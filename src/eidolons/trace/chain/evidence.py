@@ -1,10 +1,5 @@
-"""What a recorded verdict is worth: its receipt checked, not its line believed.
-
-A trace line's ``evidence`` field is what the writer of the line *claims*; anyone who can
-append to the trace can write ``"evidence": "signed-receipt"``. The views that show
-evidence (``trace report``, ``trace export --otlp``) therefore check each orchestrator
-verdict's receipt against the project's trust store with the one receipt rule
-(:func:`eidolons.trace.verify.receipt_status`) and show that status beside the claim.
+"""What a recorded verdict is worth: its receipt checked, never the line's ``evidence``
+claim (anyone who can append can write one).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""OpenTelemetry ids derived from ECL ids, deterministically.
-
-- trace id (16 bytes) of a thread: the thread id's own 128 bits when it is a UUID (so the
-  trace id *is* the thread id without dashes), else the first 16 bytes of
-  ``SHA-256("ecl.thread_id:" + thread_id)``;
-- span id (8 bytes) of a hand-off: the first 8 bytes of
-  ``SHA-256("ecl.message_id:" + message_id)`` (a UUIDv7's first 8 bytes are its
-  timestamp, shared by messages minted in the same millisecond).
-
-OpenTelemetry forbids all-zero ids; the one input that would give one (the nil UUID, or a
-hash prefix of zeros) is mapped through the hash, then its last byte set to 1.
+"""OpenTelemetry ids derived from ECL ids: a thread's trace id is its UUID's bits (else a
+SHA-256 prefix), a hand-off's span id a SHA-256 prefix of its ``message_id``; an all-zero
+id is mapped through the hash with its last byte set to 1.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""Hops as OpenTelemetry spans, sent over OTLP/HTTP with the OpenTelemetry SDK.
-
-Imported only by ``eidolons trace export --otlp`` (the SDK is a heavy import and an
-optional dependency, ``pip install 'eidolons[otel]'``).
-
-One span per hand-off, built by the SDK's tracer:
-
-- ids derived deterministically from the ECL ids (:mod:`eidolons.trace.chain.ids`): the trace
-  id from the thread, the span id from the ``message_id``, the parent from ``parent_id``
-  (a hop whose parent is not exported still names it, so a later export links up); they
-  are fed to the SDK through its ``IdGenerator`` extension point;
-- name ``invoke_agent <sender>``, kind INTERNAL, start at the hop's ``ts``, end at its
-  last decision (or its start);
-- GenAI semantic-convention attributes (``gen_ai.operation.name = invoke_agent``,
-  ``gen_ai.agent.name``, ``gen_ai.conversation.id`` = thread id, model and output tokens
-  when known) and ``ecl.*`` attributes (``ecl.message_id``, ``ecl.verdict`` = the latest
-  orchestrator verdict or ``unrecorded``, ``ecl.failure_code``, ``ecl.evidence`` as the
-  line claims it and ``ecl.receipt`` as its receipt checked out)...;
-- each gate decision (orchestrator verdict, receiver decision) a span event at its time;
-  status ERROR when the hop's latest decision refused or failed it.
-
-The finished spans are exported in one request and the exporter's result is returned, so
-the command can say whether the collector took them.
+"""Hops as OpenTelemetry spans over OTLP/HTTP (``trace export --otlp``; the SDK is the
+optional ``eidolons[otel]``). One span per hand-off, ids from the ECL ids
+(:mod:`eidolons.trace.chain.ids`), GenAI semantic-convention attributes, each decision a
+span event.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""Pictures of a chain: Mermaid and Graphviz DOT source, and an SVG drawn here.
+"""Pictures of a chain: Mermaid and Graphviz DOT source, and a swim-lane SVG drawn here.
 
-Every label is untrusted text (agent names, performatives, kinds and refusal reasons come
-from envelopes and trace lines anyone in the pipeline can write), so each format escapes
-it for its own syntax: Mermaid labels keep only plain characters and write the rest as
-``#<code>;`` entities, DOT strings escape ``\\`` and ``"``, SVG escapes XML. Control
-characters are escaped first (:func:`eidolons._text.printable`).
-
-One edge per hop (not per pair of agents as ``graph --json``): a chain is read in order,
-so each edge says its place (``1.``), performative and artifact kind, and a refused
-hop is drawn red with the refusal code.
-
-The SVG is a swim-lane (sequence) layout, which needs no graph-layout engine: one column
-per agent in order of first appearance, one row per hop in chain order, an arrow from the
-sender's lane to the receiver's. It is self-contained (no fonts, scripts or links).
+Every label is untrusted, so each format escapes it for its own syntax after control
+characters are made printable. One edge per hop, a refused hop drawn red with its code.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""``eidolons trace report``: one self-contained HTML page of a chain. Pure: hops in, text out.
+"""``eidolons trace report``: one self-contained HTML page of a chain (hops in, text out).
 
-Rules:
-
-- Self-contained: inline CSS and an inline SVG, no script, no font, no image, no link or
-  URL of any kind, so the page needs no network when viewed. A Content-Security-Policy
-  ``default-src 'none'`` (inline styles only) stops the browser loading or running
-  anything even if some text were not escaped.
-- Every field comes from envelopes and trace lines an agent can write, so every one is
-  HTML-escaped (:func:`html.escape`, quotes included) after its control characters are
-  made visible (:func:`eidolons._text.printable`).
-- It shows who handed what to whom (the swim-lane picture and a table: performative,
-  artifact kind and path), each hop's orchestrator and receiver decisions (refusals in
-  red with code and reason), the tokens each sender reported (estimates), how long each
-  gate took, and what each pass rested on (``evidence``; ``unsigned`` when absent) beside
-  what its receipt turned out to be: a line's ``evidence`` is only its writer's claim.
+No script, font, image or URL, and a ``default-src 'none'`` CSP; every field is untrusted,
+so each is made printable then HTML-escaped.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""Reading the PATH arguments of ``eidolons trace show|graph|verify|cost|otel``.
-
-A PATH is, in this order of precedence:
-
-1. a directory: every regular ``*.envelope.json`` below it (links not followed), in
-   ``LC_ALL=C`` path order;
-2. an existing file ending ``.jsonl``: a trace file;
-3. any other existing file: an envelope, taken as given (as the upstream nexus does);
-4. a thread id with a trace in the project's trace store (:mod:`eidolons.trace.store`:
-   the JSONL files by default, PostgreSQL when configured).
-
-Anything else is warned about and skipped. One unreadable or malformed envelope, or a
-damaged trace line, is a problem reported beside the result; it never sinks the run
-(the upstream nexus fails as a whole on one invalid file). Threads are read only through
-the store interface; a ``.jsonl`` file named on the command line is read as that file.
+"""Reading the PATH arguments of ``eidolons trace show|graph|verify|cost|otel``: a
+directory (its ``*.envelope.json``), a ``.jsonl`` trace file, an envelope file, or a
+thread id of the project's trace store. Anything else, or a damaged envelope or line, is
+a problem reported beside the result.
 """
 
 from __future__ import annotations
@@ -179,15 +168,15 @@ def trace_events(
     A trace in ``read`` is taken from there, not read again (``trace verify`` judges the
     events and the hash chain of one read). Damaged lines are reported in
     ``collected.problems``."""
-    from eidolons.trace.log import read_events
-    from eidolons.trace.store import judged_line  # a view reads what the gate would count
+    from eidolons.trace.jsonl import JsonlStore  # a file is read as the store reads one
 
     read = read or {}
     problems = collected.problems
     events: list[dict[str, Any]] = []
     for path in collected.trace_files:
         pre = read.get(("file", str(path)))
-        events += _read(str(path), read_events(path, judged_line) if pre is None else pre, problems)
+        found = JsonlStore(path.parent, file=path).iter_thread(None) if pre is None else pre
+        events += _read(str(path), found, problems)
     for thread in collected.threads:
         lines = read.get(("thread", thread))
         events += _read(thread, store.iter_thread(thread) if lines is None else lines, problems)

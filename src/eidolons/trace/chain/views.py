@@ -1,14 +1,5 @@
-"""The upstream nexus's views of a chain (``show``, ``graph``, ``cost``, ``otel``), as JSON
-documents of the same shapes and as text, from ordered hops. Pure: no I/O.
-
-Shapes (``nexus-cli.md``): ``show`` an array of ``{seq, from, to, performative,
-artifact, tokens, tier, model, ts}``; ``graph`` ``{nodes, edges: [{from, to,
-performatives, count}]}``; ``cost`` ``{by_eidolon: [{eidolon, tokens, hops}], total_tokens,
-hops}`` (+ ``budget``, ``budget_exceeded``, ``note`` in JSON); ``otel`` ``{schema,
-gen_ai_convention_version, note, spans}``. Additions, never removals: ``otel`` spans also
-carry valid OpenTelemetry hex ids (``otel_trace_id``, ``otel_span_id``,
-``otel_parent_span_id``) and ``gen_ai.conversation.id``. Text output escapes control
-characters (every field is untrusted).
+"""The upstream nexus's views of a chain (``show``, ``graph``, ``cost``, ``otel``), as JSON of
+the shapes in ``nexus-cli.md`` (additions only) and as text, from ordered hops. No I/O.
 """
 
 from __future__ import annotations

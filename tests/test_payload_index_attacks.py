@@ -1,9 +1,8 @@
-"""Red team of the payload index (ADR 0110): the hook and the receiver's early SKIP trust
+"""Attacks on the payload index (ADR 0110): the hook and the receiver's early SKIP trust
 the index in the allowing direction ("no trace names this path"), so an index an agent can
 write, or one that does not cover every trace on disk, would let a receiver read a
-hand-off's bytes directly once its envelope is deleted. Every case here was written red
-against the landed code (index in ``.eidolons/payloads.idx``) first; each must deny,
-refuse, or take the full rule (which denies)."""
+hand-off's bytes directly once its envelope is deleted. Each case must deny, refuse, or take
+the full rule (which denies)."""
 
 from __future__ import annotations
 
