@@ -98,7 +98,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 from eidolons._text import printable
 
 if TYPE_CHECKING:
-    from eidolons.ecl.conformance import GateResult
+    from eidolons.ecl.results import GateResult
 
 HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
 

@@ -15,18 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from eidolons.ecl import grammar
-from eidolons.ecl.conformance import high_trust_problem
-from eidolons.ecl.envelope import (
-    EDGE_ORIGINS,
-    PERFORMATIVES,
-    TIERS,
-    TRUST_LEVELS,
-    AgentRef,
-    Envelope,
-)
+from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import utc_now
 from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.integrity import Digest
+from eidolons.ecl.rules.integrity import high_trust_problem
+from eidolons.ecl.rules.schema import EDGE_ORIGINS, PERFORMATIVES, TIERS, TRUST_LEVELS
 from eidolons.errors import UsageError
 
 __all__ = ["ContextDelta", "build_envelope", "parse_agent"]
