@@ -15,9 +15,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-    #: ``(key, when, check, message)``: ``when`` is ``in`` (key present), ``set`` (not
-    #: null) or ``all``; ``check`` a predicate failing with ``message`` (``%r`` shows the
-    #: value) or, with no message, a function ``(value, add)`` adding its own problems.
     Rule = tuple[str, str, Any, str | None]
 
 PERFORMATIVES: frozenset[str] = frozenset(
@@ -88,7 +85,7 @@ def _keys(obj: Any, allowed: set[str]) -> bool:
 
 
 def _bools(obj: Any) -> bool:
-    return not _keys(obj, set(AUTHZ_FIELDS)) or all(isinstance(v, bool) for v in obj.values())
+    return not _keys(obj, _AUTHZ) or all(isinstance(v, bool) for v in obj.values())
 
 
 def _handles(value: Any, add: Callable[[str], None]) -> None:
@@ -97,13 +94,23 @@ def _handles(value: Any, add: Callable[[str], None]) -> None:
             add(f"context_delta.input_handles entry {h!r} is not a relative path or handle")
 
 
+def _expected(value: Any, add: Callable[[str], None]) -> None:
+    if not _keys(value, _EXPECTED):
+        add("expected_response must be {performative?, shape_hint?}")
+    elif "performative" in value and not is_performative(value["performative"]):
+        add("expected_response.performative is not one of the ten")
+
+
 def _string(value: Any) -> bool:
     return isinstance(value, str)
 
 
 class Obj:
     """An object's rules: ``required`` keys (missing when absent), ``allowed`` keys
-    (None: any), and its :data:`Rule` table."""
+    (None: any), and its rules ``(key, when, check, message)``: ``when`` is ``in`` (key
+    present), ``set`` (not null) or ``all``; ``check`` a predicate failing with the
+    field's name followed by ``message`` (``%r`` shows the value) or, with no message, a
+    function ``(value, add)`` adding its own problems (a nested :class:`Obj` is one)."""
 
     __slots__ = ("allowed", "label", "required", "rules", "unknown_first")
 
@@ -130,12 +137,14 @@ class Obj:
         if self.unknown_first:
             self._unknown(obj, add)
         for key, when, check, message in self.rules:
-            if (when == "in" and key not in obj) or (when == "set" and obj.get(key) is None):
+            value = obj.get(key)
+            if (when == "in" and key not in obj) or (when == "set" and value is None):
                 continue
             if message is None:
-                check(obj.get(key), add)
-            elif not check(obj.get(key)):
-                add(message % (obj.get(key),) if "%r" in message else message)
+                check(value, add)
+            elif not check(value):
+                name = f"{self.label}.{key}" if self.label else key
+                add(name + (message % (value,) if "%r" in message else message))
         if not self.unknown_first:
             self._unknown(obj, add)
 
@@ -145,36 +154,12 @@ class Obj:
             add(f"{self.label} has unknown fields {sorted(extra)}")
 
 
-def _agent(key: str) -> Obj:
-    def named(e: Any) -> bool:
-        return grammar.is_slug(e) or e in ("human", "orchestrator")
-
-    return Obj(
-        key,
-        (
-            ("eidolon", "all", named, f"{key}.eidolon %r is not a slug"),
-            (
-                "version",
-                "all",
-                grammar.is_agent_version,
-                f"{key}.version must be MAJOR.MINOR.PATCH or n/a",
-            ),
-        ),
-        allowed={"eidolon", "version"},
-        unknown_first=False,
-    )
+def _named(value: Any) -> bool:
+    return grammar.is_slug(value) or value in ("human", "orchestrator")
 
 
 def _sha256(value: Any) -> bool:
     return grammar.is_hex64(value) or (isinstance(value, str) and is_placeholder(value))
-
-
-def _expected(value: Any) -> bool:
-    return (
-        not _keys(value, _EXPECTED)
-        or "performative" not in value
-        or is_performative(value["performative"])
-    )
 
 
 def _provenance(value: Any) -> bool:
@@ -189,63 +174,64 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
-_ARTIFACT_KEYS = ("kind", "schema_version", "path", "sha256", "size_bytes")
-_HEX = "must be 64 lowercase hex characters"
-_COUNT = "must be an integer >= 0"
-_AUTHZ = "ise.receiver_authorization"
+def _objective(value: Any) -> bool:
+    return _string(value) and 1 <= len(value) <= 240
+
+
+def _ts(value: Any) -> bool:
+    return not _string(value) or grammar.is_rfc3339(value)
+
+
+def _trace_tier(value: Any) -> bool:
+    return not _string(value) or is_tier(value)
+
+
+_HEX = " must be 64 lowercase hex characters"
+_COUNT = " must be an integer >= 0"
+_SLUG = " must be a slug"
 _EXPECTED = {"performative", "shape_hint"}
+_ARTIFACT = ("kind", "schema_version", "path", "sha256", "size_bytes")
+_AUTHZ = set(AUTHZ_FIELDS)
+_TRACE = ("ts", "host", "model", "tier")
+
+
+def _agent(key: str) -> Obj:
+    rules: tuple[Rule, ...] = (
+        ("eidolon", "all", _named, " %r is not a slug"),
+        ("version", "all", grammar.is_agent_version, " must be MAJOR.MINOR.PATCH or n/a"),
+    )
+    return Obj(key, rules, allowed={"eidolon", "version"}, unknown_first=False)
+
+
 ARTIFACT = Obj(
     "artifact",
     (
-        ("kind", "in", grammar.is_slug, "artifact.kind must be a slug"),
-        (
-            "schema_version",
-            "in",
-            grammar.is_schema_version,
-            "artifact.schema_version must be MAJOR.MINOR[.PATCH]",
-        ),
-        ("sha256", "in", _sha256, f"artifact.sha256 {_HEX}"),
-        ("size_bytes", "in", is_count, f"artifact.size_bytes {_COUNT}"),
+        ("kind", "in", grammar.is_slug, _SLUG),
+        ("schema_version", "in", grammar.is_schema_version, " must be MAJOR.MINOR[.PATCH]"),
+        ("sha256", "in", _sha256, _HEX),
+        ("size_bytes", "in", is_count, _COUNT),
     ),
-    required=_ARTIFACT_KEYS,
-    allowed=set(_ARTIFACT_KEYS),
+    required=_ARTIFACT,
+    allowed=set(_ARTIFACT),
 )
 TRACE = Obj(
     "trace",
     (
-        *(
-            (k, "all", _string, f"trace.{k} must be a string")
-            for k in ("ts", "host", "model", "tier")
-        ),
-        (
-            "ts",
-            "all",
-            lambda v: not _string(v) or grammar.is_rfc3339(v),
-            "trace.ts must be an RFC 3339 date-time",
-        ),
-        (
-            "tier",
-            "all",
-            lambda v: not _string(v) or is_tier(v),
-            "trace.tier must be standard or trance",
-        ),
+        *((key, "all", _string, " must be a string") for key in _TRACE),
+        ("ts", "all", _ts, " must be an RFC 3339 date-time"),
+        ("tier", "all", _trace_tier, " must be standard or trance"),
     ),
-    allowed={"ts", "host", "model", "tier"},
+    allowed=set(_TRACE),
     unknown_first=False,
 )
 CONTEXT_DELTA = Obj(
     "context_delta",
     (
-        ("token_budget", "all", is_count, f"context_delta.token_budget {_COUNT}"),
-        ("tokens_used", "all", is_count, f"context_delta.tokens_used {_COUNT}"),
-        (
-            "input_handles",
-            "all",
-            lambda v: isinstance(v, list),
-            "context_delta.input_handles must be an array",
-        ),
+        ("token_budget", "all", is_count, _COUNT),
+        ("tokens_used", "all", is_count, _COUNT),
+        ("input_handles", "all", lambda v: isinstance(v, list), " must be an array"),
         ("input_handles", "all", _handles, None),
-        ("summary", "all", _text, "context_delta.summary must be a non-empty string"),
+        ("summary", "all", _text, " must be a non-empty string"),
     ),
     allowed={"token_budget", "tokens_used", "input_handles", "summary"},
     unknown_first=False,
@@ -253,125 +239,65 @@ CONTEXT_DELTA = Obj(
 CONSTRAINTS = Obj(
     "constraints",
     (
-        (
-            "trust_level",
-            "in",
-            one_of(TRUST_LEVELS),
-            "constraints.trust_level must be low, standard or high",
-        ),
-        (
-            "deadline_ts",
-            "set",
-            grammar.is_rfc3339,
-            "constraints.deadline_ts must be null or an RFC 3339 date-time",
-        ),
+        ("trust_level", "in", one_of(TRUST_LEVELS), " must be low, standard or high"),
+        ("deadline_ts", "set", grammar.is_rfc3339, " must be null or an RFC 3339 date-time"),
     ),
     allowed={"deadline_ts", "trust_level"},
 )
 VERIFICATION = Obj(
     "ise.verification",
     (
-        (
-            "fresh_context",
-            "all",
-            lambda v: isinstance(v, bool),
-            "ise.verification.fresh_context must be a boolean",
-        ),
-        ("checker", "all", grammar.is_slug, "ise.verification.checker must be a slug"),
-        (
-            "transcript_access",
-            "all",
-            is_transcript_access,
-            "ise.verification.transcript_access must be none or artifact-only",
-        ),
+        ("fresh_context", "all", lambda v: isinstance(v, bool), " must be a boolean"),
+        ("checker", "all", grammar.is_slug, _SLUG),
+        ("transcript_access", "all", is_transcript_access, " must be none or artifact-only"),
     ),
 )
+_GRADES = "|".join(sorted(ASSERTION_GRADES))
 _ISE_RULES: tuple[Rule, ...] = (
-    (
-        "assertion_grade",
-        "all",
-        is_grade,
-        "ise.assertion_grade is required and must be one of " + "|".join(sorted(ASSERTION_GRADES)),
-    ),
+    ("assertion_grade", "all", is_grade, " is required and must be one of " + _GRADES),
     (
         "receiver_authorization",
         "set",
-        lambda v: _keys(v, set(AUTHZ_FIELDS)),
-        f"{_AUTHZ} must be {{auto_route, auto_merge, auto_deploy}}",
+        lambda v: _keys(v, _AUTHZ),
+        " must be {auto_route, auto_merge, auto_deploy}",
     ),
-    ("receiver_authorization", "set", _bools, f"{_AUTHZ} values must be booleans"),
-    ("provenance", "set", _provenance, "ise.provenance.methodology_version is required"),
+    ("receiver_authorization", "set", _bools, " values must be booleans"),
+    ("provenance", "set", _provenance, ".methodology_version is required"),
     ("verification", "set", VERIFICATION, None),
 )
+_ISE_KEYS = {"assertion_grade", "provenance", "receiver_authorization"}
 #: The ise block's rules, by whether the envelope is 2.1 (only 2.1 has ``verification``).
 ISE = {
-    v21: Obj(
-        "ise",
-        _ISE_RULES,
-        allowed={"assertion_grade", "provenance", "receiver_authorization"}
-        | ({"verification"} if v21 else set()),
-    )
-    for v21 in (False, True)
+    False: Obj("ise", _ISE_RULES, allowed=_ISE_KEYS),
+    True: Obj("ise", _ISE_RULES, allowed=_ISE_KEYS | {"verification"}),
 }
 INTEGRITY = Obj(
     "integrity",
-    (
-        (
-            "value",
-            "all",
-            lambda v: grammar.is_hex64(v) or is_placeholder(v),
-            f"integrity.value {_HEX}",
-        ),
-    ),
+    (("value", "all", lambda v: grammar.is_hex64(v) or is_placeholder(v), _HEX),),
     allowed={"method", "value"},
     unknown_first=False,
 )
+#: The top level's rules (its required and unknown fields are :func:`schema_problems`').
 ENVELOPE = Obj(
-    "envelope",
+    "",
     (
-        (
-            "envelope_version",
-            "all",
-            grammar.is_envelope_version,
-            "envelope_version %r is not 1.0-1.2 or 2.0-2.1",
-        ),
-        ("message_id", "set", _text, "message_id must be a non-empty string"),
-        ("thread_id", "set", _text, "thread_id must be a non-empty string"),
-        ("parent_id", "set", _text, "parent_id must be null or a non-empty string"),
+        ("envelope_version", "all", grammar.is_envelope_version, " %r is not 1.0-1.2 or 2.0-2.1"),
+        ("message_id", "set", _text, " must be a non-empty string"),
+        ("thread_id", "set", _text, " must be a non-empty string"),
+        ("parent_id", "set", _text, " must be null or a non-empty string"),
         ("from", "all", _agent("from"), None),
         ("to", "all", _agent("to"), None),
-        ("performative", "all", is_performative, "performative %r is not one of the ten"),
-        (
-            "objective",
-            "set",
-            lambda v: _string(v) and 1 <= len(v) <= 240,
-            "objective must be a string of 1 to 240 characters",
-        ),
+        ("performative", "all", is_performative, " %r is not one of the ten"),
+        ("objective", "set", _objective, " must be a string of 1 to 240 characters"),
         ("artifact", "all", ARTIFACT, None),
         ("integrity", "all", INTEGRITY, None),
         ("trace", "set", TRACE, None),
-        (
-            "edge_origin",
-            "in",
-            one_of(EDGE_ORIGINS),
-            f"edge_origin %r is not one of {sorted(EDGE_ORIGINS)}",
-        ),
+        ("edge_origin", "in", one_of(EDGE_ORIGINS), f" %r is not one of {sorted(EDGE_ORIGINS)}"),
         ("context_delta", "in", CONTEXT_DELTA, None),
         ("constraints", "in", CONSTRAINTS, None),
-        (
-            "expected_response",
-            "in",
-            lambda v: _keys(v, _EXPECTED),
-            "expected_response must be {performative?, shape_hint?}",
-        ),
-        (
-            "expected_response",
-            "in",
-            _expected,
-            "expected_response.performative is not one of the ten",
-        ),
-        ("confidence", "in", _confidence, "confidence must be a number between 0 and 1"),
-        ("assumptions", "in", _strings, "assumptions must be an array of strings"),
+        ("expected_response", "in", _expected, None),
+        ("confidence", "in", _confidence, " must be a number between 0 and 1"),
+        ("assumptions", "in", _strings, " must be an array of strings"),
     ),
 )
 
