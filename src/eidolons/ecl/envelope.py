@@ -1,25 +1,11 @@
-"""The ECL envelope (wire format 1.0 to 2.1): strict parsing of untrusted bytes and the model.
+"""The ECL envelope (wire format 1.0 to 2.1): the model and its strict parse.
 
-Pure: bytes in, objects out, no file or network I/O.
-
-Rules enforced by :func:`parse_envelope` (each failure raises :class:`EnvelopeError`,
-which the gates report as the ``malformed`` verdict):
-
-1. At most ``Limits.max_envelope_bytes`` bytes; valid UTF-8 (a BOM is refused).
-2. Strict JSON: no duplicate keys at any depth (a duplicate ``integrity.value`` would let
-   an attacker show one digest to one reader and another to the next), no ``NaN`` /
-   ``Infinity``, no lone surrogates, nesting at most ``Limits.max_json_depth``.
-3. The top level is an object.
-4. The fields integrity depends on are present with the right type: ``envelope_version``,
-   ``from.eidolon``, ``to.eidolon``, ``performative``, ``artifact.path`` (strings),
-   ``integrity.method`` and ``integrity.value`` (strings; a placeholder value is allowed
-   here and judged later), and ``artifact.path`` is a safe relative path (no leading
-   ``/``, no ``..`` anywhere, no control character or backslash, no empty or ``.``
-   component, not empty: :func:`eidolons.ecl.grammar.is_safe_relative_path`).
-
-Every other rule of the schema (digest section 2) is reported by
-:meth:`Envelope.schema_problems` as a list of strings; the orchestrator gate lists them as
-warnings, ``--strict`` turns them into ``malformed``.
+Pure. :func:`parse_envelope` refuses (:class:`EnvelopeError`, the ``malformed`` verdict)
+what integrity depends on: bytes over the cap, bad UTF-8 or a BOM, non-strict JSON
+(:mod:`eidolons.ecl.strict_json`), a top level that is not an object, or a missing or
+ill-typed version, agent, performative, ``artifact.path`` (which must be a safe relative
+path) or integrity method and value. Every other schema rule is a string of
+:meth:`Envelope.schema_problems` (:mod:`eidolons.ecl.rules.schema`).
 """
 
 from __future__ import annotations
@@ -37,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PERFORMATIVES", "REQUIRED_FIELDS", "AgentRef", "Envelope", "parse_envelope"]
 
-# --------------------------------------------------------------------------- model
-
 
 class AgentRef:
     """``{eidolon, version}``. ``version`` is ``n/a`` when the envelope omits it."""
@@ -53,22 +37,21 @@ class AgentRef:
         return f"AgentRef({self.eidolon!r}, {self.version!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AgentRef) and (self.eidolon, self.version) == (
-            other.eidolon,
-            other.version,
-        )
+        return isinstance(other, AgentRef) and self._key() == other._key()
+
+    def _key(self) -> tuple[str, str]:
+        return self.eidolon, self.version
 
     def __hash__(self) -> int:
-        return hash((self.eidolon, self.version))
+        return hash(self._key())
 
     def __str__(self) -> str:
         return f"{self.eidolon}@{self.version}"
 
 
 class Envelope:
-    """A parsed envelope. ``data`` is the whole object as received (unknown and ``x_*``
-    fields kept), so ``to_dict`` round-trips; the typed attributes are the fields the
-    integrity check depends on. Build one with :meth:`from_dict` or :func:`parse_envelope`."""
+    """A parsed envelope: ``data`` is the object as received (unknown and ``x_*`` fields
+    kept), the typed attributes the fields integrity depends on."""
 
     __slots__ = (
         "artifact_path",
@@ -128,12 +111,7 @@ class Envelope:
         value = _need_str(integrity, "value", "integrity.value")
         return cls(version, sender, recipient, performative, path, method, value, data)
 
-    def to_dict(self) -> dict[str, Any]:
-        import json
-
-        return json.loads(json.dumps(self.data))  # type: ignore[no-any-return]
-
-    # -- optional fields, typed loosely: they may be absent or wrong in a valid parse
+    # optional fields, typed loosely: they may be absent or wrong in a valid parse
     def _str(self, key: str) -> str | None:
         value = self.data.get(key)
         return value if isinstance(value, str) and value else None
@@ -164,11 +142,6 @@ class Envelope:
         return kind if isinstance(kind, str) else None
 
     @property
-    def artifact_sha256(self) -> str | None:
-        value = self.artifact.get("sha256")
-        return value if isinstance(value, str) else None
-
-    @property
     def trust_level(self) -> str:
         constraints = self.data.get("constraints")
         if isinstance(constraints, dict) and isinstance(constraints.get("trust_level"), str):
@@ -179,10 +152,6 @@ class Envelope:
     def context_delta(self) -> Mapping[str, Any] | None:
         value = self.data.get("context_delta")
         return value if isinstance(value, dict) else None
-
-    @property
-    def is_v2(self) -> bool:
-        return self.envelope_version.startswith("2.")
 
     def schema_problems(self) -> list[str]:
         """Every violation of the ECL envelope schema (digest section 2) that
