@@ -9,5 +9,6 @@ payload reader in, :class:`~eidolons.ecl.results.GateResult` records out.
   E-, I- and S- gates;
 - :mod:`.envelope` (E-1..E-8), :mod:`.integrity` (I-1..I-5), :mod:`.edge` (C-1..C-4),
   :mod:`.context` (D-0..D-3), :mod:`.ise` (S-1..S-4); R-1 is :mod:`eidolons.ecl.sections`;
-- :mod:`.run`: every gate for one envelope, in upstream order, and the exit code.
+- :mod:`.run`: every gate for one envelope, in upstream order; :mod:`.common` the
+  recorder, the readings of a value and the exit code (digest 10.2).
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from eidolons.ecl import grammar
 from eidolons.ecl.results import GateResult
@@ -98,3 +98,17 @@ def token_count(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
     return None
+
+
+def exit_code(results: Iterable[GateResult]) -> int:
+    """2 if a MUST failed, else 3 if a SHOULD failed, else 4 if anything warned (any
+    level), else 0. INFO failures do not count."""
+    code = 0
+    for r in results:
+        if r.status == "fail" and r.level == "MUST":
+            return 2
+        if r.status == "fail" and r.level == "SHOULD":
+            code = 3
+        elif r.status == "warn" and code == 0:
+            code = 4
+    return code

@@ -7,12 +7,24 @@ from collections.abc import Mapping
 
 from eidolons.ecl.results import GateResult
 from eidolons.ecl.rules.common import Recorder, get, text, token_count
+from eidolons.ecl.verdict import RefusalCode
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
     from eidolons.ecl.contract import Contract, ContractSet
+
+
+#: The receiver gate's refusal code for a failed gate (ECL §5.3 names).
+RECEIVER_FAILURE_CODES: Mapping[str, RefusalCode] = {
+    "C-1": RefusalCode.UNDECLARED_EDGE,
+    "C-2": RefusalCode.PERFORMATIVE_NOT_ALLOWED,
+    "C-3": RefusalCode.ARTIFACT_KIND_NOT_ALLOWED,
+    "D-1": RefusalCode.CONTEXT_OVER_BUDGET,
+    "D-2": RefusalCode.CONTEXT_OVER_BUDGET,
+    "R-1": RefusalCode.MISSING_REQUIRED_SECTION,
+}
 
 
 def edge_contract(env: Mapping[str, Any], contracts: ContractSet) -> Contract | None:

@@ -1,9 +1,8 @@
-"""Every gate for one envelope, in upstream order (E, I, C, D, S, then R-1), and the
-exit code over the results (digest 10.2)."""
+"""Every gate for one envelope, in upstream order: E, I, C, D, S, then R-1."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from eidolons.ecl.results import GateResult
 from eidolons.ecl.rules.common import get
@@ -12,7 +11,6 @@ from eidolons.ecl.rules.envelope import envelope_results, json_result
 from eidolons.ecl.rules.integrity import PayloadReader, integrity_results
 from eidolons.ecl.rules.ise import ise_results
 from eidolons.ecl.sections import is_markdown_path, section_result
-from eidolons.ecl.verdict import RefusalCode
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -20,30 +18,6 @@ if TYPE_CHECKING:
 
     from eidolons.ecl.contract import Contract, ContractSet
     from eidolons.ecl.limits import Limits
-
-#: The receiver gate's refusal code for a failed gate (ECL §5.3 names).
-RECEIVER_FAILURE_CODES: Mapping[str, RefusalCode] = {
-    "C-1": RefusalCode.UNDECLARED_EDGE,
-    "C-2": RefusalCode.PERFORMATIVE_NOT_ALLOWED,
-    "C-3": RefusalCode.ARTIFACT_KIND_NOT_ALLOWED,
-    "D-1": RefusalCode.CONTEXT_OVER_BUDGET,
-    "D-2": RefusalCode.CONTEXT_OVER_BUDGET,
-    "R-1": RefusalCode.MISSING_REQUIRED_SECTION,
-}
-
-
-def exit_code(results: Iterable[GateResult]) -> int:
-    """2 if a MUST failed, else 3 if a SHOULD failed, else 4 if anything warned (any
-    level), else 0. INFO failures do not count."""
-    code = 0
-    for r in results:
-        if r.status == "fail" and r.level == "MUST":
-            return 2
-        if r.status == "fail" and r.level == "SHOULD":
-            code = 3
-        elif r.status == "warn" and code == 0:
-            code = 4
-    return code
 
 
 def _wants_sections(env: Mapping[str, Any], contract: Contract | None) -> bool:
