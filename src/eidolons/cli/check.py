@@ -306,8 +306,10 @@ class _Rendered(NamedTuple):
 
     text: str
     counts: dict[str, int]
-    must_fail: bool
-    should_fail: bool
+    code: int  # the batch's exit code
+
+
+_SEVERITY = {0: 0, 4: 1, 3: 2, 2: 3}  # exit codes, from the least to the most severe
 
 
 class _Report:
@@ -330,24 +332,20 @@ class _Report:
         self.count = count
         self.sources = list(sources)
         self.counts = {"ok": 0, "fail": 0, "warn": 0}
-        self.must_fail = self.should_fail = False
+        self.exit_code = 0
 
     def render(self, batch: Sequence[Sequence[GateResult]]) -> _Rendered:
         """The output lines of a batch of envelopes' results and what they count: pure
         (it reads only the options set by :meth:`start`), so a worker process renders
         its own batches and the parent only writes them (:meth:`add`)."""
+        from eidolons.ecl.rules.common import exit_code
+
         counts: dict[str, int] = {}
-        must_fail = should_fail = False
         for results in batch:
             for r in results:
                 counts[r.status] = counts.get(r.status, 0) + 1
-                if r.status == "fail":
-                    if r.level == "MUST":
-                        must_fail = True
-                    elif r.level == "SHOULD":
-                        should_fail = True
-        text = self._lines(batch)
-        return _Rendered(text, counts, must_fail, should_fail)
+        code = exit_code(r for results in batch for r in results)
+        return _Rendered(self._lines(batch), counts, code)
 
     def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
         raise NotImplementedError
@@ -356,18 +354,9 @@ class _Report:
         """Count a rendered batch and write its text (batches arrive in input order)."""
         for status, n in rendered.counts.items():
             self.counts[status] = self.counts.get(status, 0) + n
-        self.must_fail = self.must_fail or rendered.must_fail
-        self.should_fail = self.should_fail or rendered.should_fail
+        self.exit_code = max(self.exit_code, rendered.code, key=_SEVERITY.__getitem__)
         if rendered.text:
             self.out.write(rendered.text)
-
-    @property
-    def exit_code(self) -> int:
-        if self.must_fail:
-            return 2
-        if self.should_fail:
-            return 3
-        return 4 if self.counts.get("warn") else 0
 
     def start(self) -> None:
         raise NotImplementedError
