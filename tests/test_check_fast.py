@@ -1,6 +1,5 @@
 """The faster pieces of ``eidolons check`` agree with the slow ones they replaced
-(issue 12, goal 5b; the byte-for-byte check of the whole command is
-``tests/test_check_golden.py``).
+(the byte-for-byte check of the whole command is ``tests/test_check_golden.py``).
 
 - R-1 headings come from one cached block-only CommonMark parse; a fresh full parse
   (inline rule on, as before) finds the same headings on every corpus payload and on
