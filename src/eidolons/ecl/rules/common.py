@@ -32,6 +32,13 @@ class Recorder:
     def warn(self, gid: str, level: str, name: str, reason: str) -> None:
         self.out.append(_result(GateResult, (gid, level, "warn", name, reason, self.target)))
 
+    def judge(
+        self, gid: str, level: str, name: str, problem: str | None, bad: str = "fail"
+    ) -> None:
+        """ok when there is no ``problem``, else ``bad`` (fail or warn) with it as reason."""
+        status = "ok" if problem is None else bad
+        self.out.append(_result(GateResult, (gid, level, status, name, problem, self.target)))
+
     def graded(self, gid: str, v21: bool, name: str, problem: str | None, reasons: Any) -> None:
         """A rule that is MUST for 2.1 envelopes, SHOULD before: ``reasons`` is the
         (fail, warn) pair; no ``problem`` records ok at the same level."""

@@ -48,26 +48,19 @@ def edge_results(
     rec.ok("C-1", "MUST", "contract_for_edge_exists")
 
     performative = env.get("performative")
-    if isinstance(performative, str) and performative in contract.performatives_allowed:
-        rec.ok("C-2", "MUST", "performative_allowed_on_edge")
-    else:
-        reason = f"performative={text(performative)} not in contract"
-        rec.fail("C-2", "MUST", "performative_allowed_on_edge", reason)
+    ok = isinstance(performative, str) and performative in contract.performatives_allowed
+    problem = None if ok else f"performative={text(performative)} not in contract"
+    rec.judge("C-2", "MUST", "performative_allowed_on_edge", problem)
 
     kind = get(env, "artifact", "kind")
-    if isinstance(kind, str) and contract.artifact_for_kind(kind) is not None:
-        rec.ok("C-3", "MUST", "artifact_kind_allowed_on_edge")
-    else:
-        rec.fail(
-            "C-3", "MUST", "artifact_kind_allowed_on_edge", f"kind={text(kind)} not in contract"
-        )
+    ok = isinstance(kind, str) and contract.artifact_for_kind(kind) is not None
+    problem = None if ok else f"kind={text(kind)} not in contract"
+    rec.judge("C-3", "MUST", "artifact_kind_allowed_on_edge", problem)
 
     origin = text(env.get("edge_origin"))
-    if origin and origin != contract.edge_origin:
-        reason = f"envelope={origin} contract={contract.edge_origin}"
-        rec.warn("C-4", "SHOULD", "edge_origin_consistent", reason)
-    else:
-        rec.ok("C-4", "SHOULD", "edge_origin_consistent")
+    ok = not origin or origin == contract.edge_origin
+    problem = None if ok else f"envelope={origin} contract={contract.edge_origin}"
+    rec.judge("C-4", "SHOULD", "edge_origin_consistent", problem, "warn")
     return rec.out
 
 

@@ -51,10 +51,8 @@ def envelope_results(env: Mapping[str, Any], *, target: str | None = None) -> li
     """E-2..E-8 and E-3.compat over a parsed envelope (E-1 passed)."""
     rec = Recorder(target)
     missing = missing_fields(env)
-    if missing:
-        rec.fail("E-2", "MUST", "required_fields_present", "missing: " + " ".join(missing))
-    else:
-        rec.ok("E-2", "MUST", "required_fields_present")
+    problem = "missing: " + " ".join(missing) if missing else None
+    rec.judge("E-2", "MUST", "required_fields_present", problem)
 
     version = env.get("envelope_version")
     if grammar.is_envelope_version(version):
@@ -66,32 +64,20 @@ def envelope_results(env: Mapping[str, Any], *, target: str | None = None) -> li
         rec.fail("E-3", "MUST", "envelope_version_supported", reason)
 
     performative = env.get("performative")
-    if is_performative(performative):
-        rec.ok("E-4", "MUST", "performative_in_enum")
-    else:
-        rec.fail("E-4", "MUST", "performative_in_enum", f"got: {text(performative)}")
+    problem = None if is_performative(performative) else f"got: {text(performative)}"
+    rec.judge("E-4", "MUST", "performative_in_enum", problem)
 
     sender, receiver = get(env, "from", "eidolon"), get(env, "to", "eidolon")
-    if grammar.is_slug(sender) and grammar.is_slug(receiver):
-        rec.ok("E-5", "MUST", "agent_refs_well_formed")
-    else:
-        reason = f"from={text(sender)} to={text(receiver)}"
-        rec.fail("E-5", "MUST", "agent_refs_well_formed", reason)
+    ok = grammar.is_slug(sender) and grammar.is_slug(receiver)
+    problem = None if ok else f"from={text(sender)} to={text(receiver)}"
+    rec.judge("E-5", "MUST", "agent_refs_well_formed", problem)
 
     problem = _path_problem(get(env, "artifact", "path"))
-    if problem is None:
-        rec.ok("E-6", "MUST", "artifact_path_relative")
-    else:
-        rec.fail("E-6", "MUST", "artifact_path_relative", problem)
+    rec.judge("E-6", "MUST", "artifact_path_relative", problem)
 
-    if text(env.get("edge_origin")):
-        rec.ok("E-7", "SHOULD", "edge_origin_populated")
-    else:
-        rec.warn("E-7", "SHOULD", "edge_origin_populated", "missing edge_origin")
+    problem = None if text(env.get("edge_origin")) else "missing edge_origin"
+    rec.judge("E-7", "SHOULD", "edge_origin_populated", problem, "warn")
 
     tier = get(env, "trace", "tier")
-    if is_tier(tier):
-        rec.ok("E-8", "MUST", "trace_tier_valid")
-    else:
-        rec.fail("E-8", "MUST", "trace_tier_valid", f"got: {text(tier)}")
+    rec.judge("E-8", "MUST", "trace_tier_valid", None if is_tier(tier) else f"got: {text(tier)}")
     return rec.out

@@ -144,9 +144,7 @@ def _integrity(
         rec.fail("I-3", "MUST", "integrity_match", "hmac mismatch")
 
     declared = get(env, "artifact", "size_bytes")
-    if token_count(declared) == facts.size:
-        rec.ok("I-4", "SHOULD", "size_bytes_match")
-    else:
-        reason = f"declared={text(declared) or '0'} actual={facts.size}"
-        rec.warn("I-4", "SHOULD", "size_bytes_match", reason)
+    ok = token_count(declared) == facts.size
+    problem = None if ok else f"declared={text(declared) or '0'} actual={facts.size}"
+    rec.judge("I-4", "SHOULD", "size_bytes_match", problem, "warn")
     return facts

@@ -41,18 +41,13 @@ def ise_results(env: Mapping[str, Any], *, target: str | None = None) -> list[Ga
 
 def _grade(ise: Any, rec: Recorder) -> None:
     grade = get(ise, "assertion_grade")
-    if is_grade(grade):
-        rec.ok("S-1", "MUST", "ise_block_shape")
-    elif text(grade) == "":
-        rec.fail("S-1", "MUST", "ise_block_shape", S1_MISSING_REASON)
-    else:
-        rec.fail(
-            "S-1",
-            "MUST",
-            "ise_block_shape",
+    problem = None if is_grade(grade) else S1_MISSING_REASON
+    if problem and text(grade):
+        problem = (
             f"ise.assertion_grade invalid: got '{text(grade)}'; "
-            "must be unverified|self-attested|validated|human-reviewed",
+            "must be unverified|self-attested|validated|human-reviewed"
         )
+    rec.judge("S-1", "MUST", "ise_block_shape", problem)
 
 
 def _authorization(ise: Any, rec: Recorder) -> None:
@@ -75,11 +70,8 @@ def _authorization(ise: Any, rec: Recorder) -> None:
 
             shown = json.dumps(value, ensure_ascii=False)
         invalid.append(f"{field}={shown} (must be boolean)")
-    if invalid:
-        reason = "ise.receiver_authorization invalid field values: " + " ".join(invalid)
-        rec.fail("S-2", "MUST", "ise_authz_honored", reason)
-    else:
-        rec.ok("S-2", "MUST", "ise_authz_honored")
+    problem = "ise.receiver_authorization invalid field values: " + " ".join(invalid)
+    rec.judge("S-2", "MUST", "ise_authz_honored", problem if invalid else None)
 
 
 def _verification(ise: Any, rec: Recorder) -> None:
@@ -104,7 +96,5 @@ def _verification(ise: Any, rec: Recorder) -> None:
         problems.append(
             f"transcript_access invalid (got '{text(access)}'; must be none|artifact-only)"
         )
-    if problems:  # joined as upstream does, its trailing ";" kept
-        rec.fail("S-4", "MUST", "ise_verification_shape", "; ".join(problems) + ";")
-    else:
-        rec.ok("S-4", "MUST", "ise_verification_shape")
+    problem = "; ".join(problems) + ";" if problems else None  # upstream's trailing ";"
+    rec.judge("S-4", "MUST", "ise_verification_shape", problem)
