@@ -94,21 +94,20 @@ class Envelope:
     def from_dict(cls, data: Any) -> Envelope:
         if not isinstance(data, dict):
             raise EnvelopeError(f"top level must be a JSON object, got {json_type(data)}")
-        version = _need_str(data, "envelope_version")
+        version = _need(data, "envelope_version", "envelope_version")
         sender = _agent(data, "from")
         recipient = _agent(data, "to")
-        performative = _need_str(data, "performative")
-        artifact = _need_obj(data, "artifact")
-        path = _need_str(artifact, "path", "artifact.path")
+        performative = _need(data, "performative", "performative")
+        path = _need(_need(data, "artifact", "artifact", dict), "path", "artifact.path")
         if not is_safe_relative_path(path):
             raise EnvelopeError(
                 f"artifact.path {path!r} is not a safe relative path "
                 "(no leading '/', no '..', no control character or backslash, "
                 "no empty or '.' component)"
             )
-        integrity = _need_obj(data, "integrity")
-        method = _need_str(integrity, "method", "integrity.method")
-        value = _need_str(integrity, "value", "integrity.value")
+        integrity = _need(data, "integrity", "integrity", dict)
+        method = _need(integrity, "method", "integrity.method")
+        value = _need(integrity, "value", "integrity.value")
         return cls(version, sender, recipient, performative, path, method, value, data)
 
     # optional fields, typed loosely: they may be absent or wrong in a valid parse
@@ -129,10 +128,6 @@ class Envelope:
         return self._str("parent_id")
 
     @property
-    def objective(self) -> str | None:
-        return self._str("objective")
-
-    @property
     def artifact(self) -> Mapping[str, Any]:
         return self.data["artifact"]  # type: ignore[no-any-return]
 
@@ -140,13 +135,6 @@ class Envelope:
     def artifact_kind(self) -> str | None:
         kind = self.artifact.get("kind")
         return kind if isinstance(kind, str) else None
-
-    @property
-    def trust_level(self) -> str:
-        constraints = self.data.get("constraints")
-        if isinstance(constraints, dict) and isinstance(constraints.get("trust_level"), str):
-            return constraints["trust_level"]  # type: ignore[no-any-return]
-        return "standard"
 
     @property
     def context_delta(self) -> Mapping[str, Any] | None:
@@ -164,27 +152,20 @@ def parse_envelope(data: bytes, limits: Limits | None = None) -> Envelope:
     return Envelope.from_dict(loads_strict(data, limits))
 
 
-def _need_obj(data: Mapping[str, Any], key: str, label: str | None = None) -> Mapping[str, Any]:
+def _need(data: Mapping[str, Any], key: str, label: str, kind: type = str) -> Any:
+    """``data[key]``, present, not null and of ``kind`` (str or dict), else EnvelopeError."""
     value = data.get(key)
     if value is None:
-        raise EnvelopeError(f"missing required field {label or key}")
-    if not isinstance(value, dict):
-        raise EnvelopeError(f"{label or key} must be an object, got {json_type(value)}")
-    return value
-
-
-def _need_str(data: Mapping[str, Any], key: str, label: str | None = None) -> str:
-    if key not in data or data[key] is None:
-        raise EnvelopeError(f"missing required field {label or key}")
-    value = data[key]
-    if not isinstance(value, str):
-        raise EnvelopeError(f"{label or key} must be a string, got {json_type(value)}")
+        raise EnvelopeError(f"missing required field {label}")
+    if not isinstance(value, kind):
+        shape = "a string" if kind is str else "an object"
+        raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
     return value
 
 
 def _agent(data: Mapping[str, Any], key: str) -> AgentRef:
-    ref = _need_obj(data, key)
-    eidolon = _need_str(ref, "eidolon", f"{key}.eidolon")
+    ref = _need(data, key, key, dict)
+    eidolon = _need(ref, "eidolon", f"{key}.eidolon")
     if not eidolon:
         raise EnvelopeError(f"{key}.eidolon is empty")
     version = ref.get("version")
