@@ -19,15 +19,11 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.conformance import (
-    GateResult,
-    PayloadFacts,
-    PayloadUnavailable,
-    context_results,
-    edge_results,
-    exit_code,
-    run_gates,
-)
+from eidolons.ecl.results import GateResult
+from eidolons.ecl.rules.common import exit_code
+from eidolons.ecl.rules.edge import context_results, edge_results
+from eidolons.ecl.rules.integrity import PayloadFacts, PayloadUnavailable
+from eidolons.ecl.rules.run import run_gates
 from eidolons.gates.checker import check_envelope
 from eidolons.io.contracts import Contract, ContractSet
 from tests._builders import DROP, edit, envelope_for

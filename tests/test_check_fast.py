@@ -1,6 +1,5 @@
 """The faster pieces of ``eidolons check`` agree with the slow ones they replaced
-(issue 12, goal 5b; the byte-for-byte check of the whole command is
-``tests/test_check_golden.py``).
+(the byte-for-byte check of the whole command is ``tests/test_check_golden.py``).
 
 - R-1 headings come from one cached block-only CommonMark parse; a fresh full parse
   (inline rule on, as before) finds the same headings on every corpus payload and on
@@ -98,7 +97,8 @@ def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
 
 
 def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
-    from eidolons.ecl.conformance import GateResult, envelope_results
+    from eidolons.ecl.results import GateResult
+    from eidolons.ecl.rules.envelope import envelope_results
 
     results = envelope_results({"envelope_version": "1.0"}, target="/t/x.envelope.json")
     assert results and all(type(r) is GateResult for r in results)
@@ -138,7 +138,7 @@ def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
     """``_text`` writes an int itself instead of through ``json.dumps``: same text."""
     import json
 
-    from eidolons.ecl.conformance import _text
+    from eidolons.ecl.rules.common import text as _text
 
     if value is None or value is False:
         assert _text(value) == ""

@@ -1,5 +1,5 @@
-"""``eidolons check`` gives, byte for byte, the output recorded before the speed work
-(issue 12, goal 5b): stdout, stderr and exit code of every run in
+"""``eidolons check`` gives, byte for byte, the output recorded before the speed work:
+stdout, stderr and exit code of every run in
 :data:`tests.golden_check.corpus.RUNS` (plain, ``-q``, ``--json``, level filters,
 ``--strict``, HMAC key set / wrong / unset, size caps, several PATHs, usage errors) on
 the generated corpus and on the twelve upstream fixtures.
@@ -24,6 +24,14 @@ from tests.conftest import FIXTURES
 from tests.golden_check import corpus
 
 EXPECTED = corpus.decode(corpus.EXPECTED.read_bytes())
+
+
+def check_many(paths: list[str], contracts: Any, *, jobs: int | None = 1, **kw: Any) -> list[Any]:
+    """Every envelope's results, in the order of ``paths``, checked with ``jobs``."""
+    from eidolons.gates.checker import check_batches
+
+    batches = check_batches(paths, contracts, render=list, jobs=jobs, **kw)
+    return [results for _, batch in batches for results in batch]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +150,7 @@ def test_worker_processes_give_the_same_output(name: str, golden_root: Path) -> 
 
 
 def test_check_many_in_one_process_is_check_envelope_in_order(golden_root: Path) -> None:
-    from eidolons.gates.checker import check_envelope, check_many
+    from eidolons.gates.checker import check_envelope
     from eidolons.io.contracts import load_contracts
 
     root = golden_root
@@ -150,9 +158,9 @@ def test_check_many_in_one_process_is_check_envelope_in_order(golden_root: Path)
     assert not isinstance(contracts, ContractSetUnavailable)
     paths = sorted(str(p) for p in (root / "corpus" / "ise").glob("*.envelope.json"))
     one = [check_envelope(Path(p), contracts, root=root, key=None) for p in paths]
-    assert list(check_many(paths, contracts, root=root, key=None)) == one
+    assert check_many(paths, contracts, root=root, key=None) == one
     # too few envelopes for two workers (fewer than MIN_PER_JOB each): one process
-    assert list(check_many(paths, contracts, root=root, key=None, jobs=2)) == one
+    assert check_many(paths, contracts, root=root, key=None, jobs=2) == one
 
 
 def test_check_many_without_fork_checks_in_this_process(
@@ -172,8 +180,8 @@ def test_check_many_without_fork_checks_in_this_process(
     assert not isinstance(contracts, ContractSetUnavailable)
     paths = sorted(str(p) for p in (root / "corpus" / "mixed").rglob("*.envelope.json"))
     assert len(paths) >= 2 * checker.MIN_PER_JOB
-    serial = list(checker.check_many(paths, contracts, root=root, key=None))
-    assert list(checker.check_many(paths, contracts, root=root, key=None, jobs=4)) == serial
+    serial = check_many(paths, contracts, root=root, key=None)
+    assert check_many(paths, contracts, root=root, key=None, jobs=4) == serial
     assert not checker._WORKER_JOB
 
 

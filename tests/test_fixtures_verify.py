@@ -60,7 +60,7 @@ def test_hmac_vector_in_the_pure_core() -> None:
         (folder / "scout-report.md").read_bytes(), "hmac-sha256", FIXTURE_HMAC_KEY.encode()
     )
     assert d.value == env.integrity_value
-    assert d.sha256 == env.artifact_sha256
+    assert d.sha256 == env.artifact["sha256"]
 
 
 def test_v1_compat_fixture_non_uuid_ids_have_no_warnings(tmp_path: Path) -> None:

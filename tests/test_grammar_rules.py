@@ -14,7 +14,7 @@ import pytest
 
 from eidolons.ecl import grammar
 
-SLUG = grammar.SLUG_PATTERN
+SLUG = "[a-z][a-z0-9-]*"
 SPEC: list[tuple[Callable[[Any], bool], str, list[str]]] = [
     (grammar.is_slug, SLUG, ["atlas", "a", "x-1", "a--", "gilgamesh-2"]),
     (

@@ -1,7 +1,7 @@
 """The golden corpus of ``eidolons check``: a deterministic tree of valid and broken
 envelopes, the runs of ``check`` made on it, and the recorder of their output.
 
-The point (issue 12, goal 5b): the checker is made faster, and its findings must stay
+The point: the checker is made faster, and its findings must stay
 identical byte for byte for every input. ``expected.json.xz`` beside this file holds the
 output (stdout and stderr as bytes, exit code) of every run in :data:`RUNS`, recorded with
 the checker as it was **before** any speed work; ``tests/test_check_golden.py`` builds the

@@ -1,85 +1,11 @@
 """``eidolons check PATH...``: the ECL conformance checker (digest section 10).
 
-Runs every gate of :mod:`eidolons.ecl.conformance` on each envelope: a PATH is one
-``*.envelope.json`` file or a directory searched recursively (regular files named
-``*.envelope.json``, symbolic links not followed, sorted by path bytes as
-``LC_ALL=C sort`` does). Several PATHs are checked in the order given; an envelope named
-twice is checked once.
-
-Options: ``--contracts DIR`` (repeatable; added on top of the builtin set and
-``<root>/.eidolons/contracts``), ``--json``, ``--level MUST|SHOULD|ALL``, ``--strict``
-(R-1 required sections at MUST instead of INFO), ``--root DIR`` (payload resolution
-boundary and project contracts), ``--target-version V`` (informational, as upstream),
-``--jobs N|auto`` (worker processes; default ``auto`` from 512 envelopes on, ADR 0115).
-
-Exit codes: 0 conformant; 2 a MUST failed; 3 a SHOULD failed (no gate does this today);
-4 something warned; 1 usage error (no PATH, a missing PATH, a file not named
-``*.envelope.json``, no envelopes found, an unknown option, a bad ``--level`` or
-``--target-version``, a missing directory or invalid contract, a directory that cannot be
-listed), printed as ``eidolons: <message>`` on stderr. A malformed envelope is a result
-(E-1 fail), never a usage error, and does not stop the run.
-
-Text output (upstream layout; lines are written as envelopes are checked)::
-
-    ECL conformance check
-    Target:        <absolute PATH>            (one line per PATH)
-    Target ECL:    <version>
-    Envelopes:     <n>
-    Contracts:     builtin, <dir>, ...
-    Level filter:  ALL|MUST|SHOULD
-    ----
-    [OK]   I-3 MUST integrity_match <scout-report.envelope.json>
-    [FAIL] C-1 MUST contract_for_edge_exists <x.envelope.json> (no contract for a -> b)
-    ----
-    Result: OK (exit 0)
-
-``--level MUST`` hides ``ok`` lines of SHOULD and INFO results, ``--level SHOULD`` hides
-``ok`` lines of INFO results; failures and warnings are always shown. The filter changes
-neither the exit code nor the JSON. Control characters in reasons and file names are
-printed escaped (``\\n``, ``\\x1b``) so an envelope cannot forge output lines.
-
-JSON output (``--json``; one object on stdout, results one per line, written as they
-are produced). The schema is stable; keys are only ever added::
-
-    {
-      "target": str,                  # absolute path of the first PATH (upstream key)
-      "targets": [str],               # every PATH, absolute, in the order given
-      "ecl_version_targeted": str,
-      "envelopes": int,               # number of envelopes checked
-      "contracts": [str],             # contract sources, lowest precedence first
-      "level_filter": "ALL"|"MUST"|"SHOULD",
-      "strict": bool,
-      "results": [
-        {"id": str, "level": "MUST"|"SHOULD"|"INFO", "status": "ok"|"fail"|"warn",
-         "name": str, "target": str, "reason": str}   # "reason" only when there is one
-      ],
-      "counts": {"ok": int, "fail": int, "warn": int},
-      "exit_code": int
-    }
-
-A progress bar (``[#####     ] 1234/10000``) is drawn on stderr only when stderr is a
-terminal and more than 200 envelopes are checked; it never touches stdout.
-
-Differences from the upstream checker
--------------------------------------
-The gate differences are listed in :mod:`eidolons.ecl.conformance`; those of the command
-(reasons in ``docs/adr/0200-conformance-checker.md``):
-
-1. Several PATHs are accepted (upstream: exactly one); JSON adds ``targets``,
-   ``contracts``, ``strict`` and ``counts``; text prints one ``Target:`` line per PATH and
-   the contract sources on the ``Contracts:`` line.
-2. Contracts are the effective set (builtin, project, ``--contracts``, repeatable) and are
-   validated; a missing directory or an invalid contract exits 1.
-3. ``--level`` accepts only MUST, SHOULD or ALL (upstream ignored unknown values);
-   ``MUST`` also hides INFO ``ok`` lines, ``SHOULD`` hides INFO ``ok`` lines (upstream:
-   only ``MUST`` filtered, only SHOULD ``ok`` lines).
-4. ``--target-version`` must be digits (``1``, ``2.1``, ``2.0.3``); upstream's globs took
-   any suffix. The default is 2.1 unless the first PATH holds an ``ECL_VERSION`` file
-   (upstream: that file, else the checker repository's, else 2.0).
-5. A directory that cannot be listed exits 1 (``find`` skipped it with a message).
-6. Control characters in reasons and file names are escaped in text output.
-7. ``--schemas`` and ``--version`` are not options of ``check`` (the schemas were never
-   used; ``eidolons --version`` prints the tool's version).
+Runs every gate of :mod:`eidolons.ecl.rules` on each ``*.envelope.json`` named or found
+under a directory (recursively, links not followed, ``LC_ALL=C`` order, each once) and
+prints upstream's text layout, ``-q`` lines or one JSON object, streamed in input order.
+Exit 0 conformant, 2 a MUST failed, 3 a SHOULD failed, 4 a warning, 1 a usage error
+(``eidolons: <message>``); a malformed envelope is an E-1 result, not a usage error.
+The layouts, options and the differences from upstream: ``docs/check.md``, ADR 0200.
 """
 
 from __future__ import annotations
@@ -98,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 from eidolons._text import printable
 
 if TYPE_CHECKING:
-    from eidolons.ecl.conformance import GateResult
+    from eidolons.ecl.results import GateResult
 
 HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
 
@@ -380,8 +306,10 @@ class _Rendered(NamedTuple):
 
     text: str
     counts: dict[str, int]
-    must_fail: bool
-    should_fail: bool
+    code: int  # the batch's exit code
+
+
+_SEVERITY = {0: 0, 4: 1, 3: 2, 2: 3}  # exit codes, from the least to the most severe
 
 
 class _Report:
@@ -404,24 +332,20 @@ class _Report:
         self.count = count
         self.sources = list(sources)
         self.counts = {"ok": 0, "fail": 0, "warn": 0}
-        self.must_fail = self.should_fail = False
+        self.exit_code = 0
 
     def render(self, batch: Sequence[Sequence[GateResult]]) -> _Rendered:
         """The output lines of a batch of envelopes' results and what they count: pure
         (it reads only the options set by :meth:`start`), so a worker process renders
         its own batches and the parent only writes them (:meth:`add`)."""
+        from eidolons.ecl.rules.common import exit_code
+
         counts: dict[str, int] = {}
-        must_fail = should_fail = False
         for results in batch:
             for r in results:
                 counts[r.status] = counts.get(r.status, 0) + 1
-                if r.status == "fail":
-                    if r.level == "MUST":
-                        must_fail = True
-                    elif r.level == "SHOULD":
-                        should_fail = True
-        text = self._lines(batch)
-        return _Rendered(text, counts, must_fail, should_fail)
+        code = exit_code(r for results in batch for r in results)
+        return _Rendered(self._lines(batch), counts, code)
 
     def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
         raise NotImplementedError
@@ -430,18 +354,9 @@ class _Report:
         """Count a rendered batch and write its text (batches arrive in input order)."""
         for status, n in rendered.counts.items():
             self.counts[status] = self.counts.get(status, 0) + n
-        self.must_fail = self.must_fail or rendered.must_fail
-        self.should_fail = self.should_fail or rendered.should_fail
+        self.exit_code = max(self.exit_code, rendered.code, key=_SEVERITY.__getitem__)
         if rendered.text:
             self.out.write(rendered.text)
-
-    @property
-    def exit_code(self) -> int:
-        if self.must_fail:
-            return 2
-        if self.should_fail:
-            return 3
-        return 4 if self.counts.get("warn") else 0
 
     def start(self) -> None:
         raise NotImplementedError

@@ -1,11 +1,8 @@
 """The sender's envelope builder: the envelope for one payload, as a dict. Pure.
 
-Rules: every value is checked with the grammar (:mod:`eidolons.ecl.grammar`) and the
-envelope schema before it is returned; an envelope that every receiver would refuse is
-refused by ``emit``'s self-check with the receivers' own rules (the high-trust rule,
-:func:`~eidolons.ecl.conformance.high_trust_problem`, at every version); the builder
-itself refuses what breaks a 2.1 MUST (I-5, S-3). ``artifact.sha256`` is always the plain
-SHA-256; ``integrity`` is the tag of the same read. :mod:`eidolons.gates.sender` does the I/O.
+Every value is checked with the grammar and the schema; the builder refuses what breaks
+a 2.1 MUST (I-5, S-3). ``artifact.sha256`` is the plain SHA-256, ``integrity`` the tag of
+the same read. :mod:`eidolons.gates.sender` does the I/O.
 """
 
 from __future__ import annotations
@@ -15,18 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from eidolons.ecl import grammar
-from eidolons.ecl.conformance import high_trust_problem
-from eidolons.ecl.envelope import (
-    EDGE_ORIGINS,
-    PERFORMATIVES,
-    TIERS,
-    TRUST_LEVELS,
-    AgentRef,
-    Envelope,
-)
+from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import utc_now
 from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.integrity import Digest
+from eidolons.ecl.rules.integrity import high_trust_problem
+from eidolons.ecl.rules.schema import EDGE_ORIGINS, PERFORMATIVES, TIERS, TRUST_LEVELS
 from eidolons.errors import UsageError
 
 __all__ = ["ContextDelta", "build_envelope", "parse_agent"]
@@ -83,11 +74,9 @@ def build_envelope(
     ts: str | None = None,
     sender_signed: bool = False,
 ) -> dict[str, Any]:
-    """The envelope as a dict. Pure. Refuses (:class:`UsageError`) to build an envelope
-    that violates the schema, or that the receivers would refuse for a conformance MUST:
-    at ECL 2.1, ``trust_level: high`` needs HMAC integrity (I-5) and an ``ise`` block
-    (S-3). ``sender_signed``: the envelope will carry the sender's signature, which this
-    tool's receivers accept in place of HMAC at high trust (ADR 0034)."""
+    """The envelope as a dict. Raises :class:`UsageError` for one that breaks the schema
+    or, at 2.1 and trust high, lacks HMAC (I-5; ``sender_signed`` stands in, ADR 0034)
+    or an ``ise`` block (S-3)."""
     if performative not in PERFORMATIVES:
         raise UsageError(f"--performative {performative!r} is not one of {sorted(PERFORMATIVES)}")
     if not grammar.is_slug(kind):
@@ -146,17 +135,14 @@ def build_envelope(
     envelope["trace"] = {"ts": ts or utc_now(), "host": host, "model": model, "tier": tier}
     v21 = grammar.is_v21_version(envelope_version)
     if v21 and high_trust_problem(envelope) is not None and not sender_signed:
-        # at 2.1 the envelope itself breaks a MUST (I-5); at every version emit's
-        # self-check refuses it with the receivers' rule (--no-check overrides, warning)
         raise UsageError(
             "trust_level high at ECL 2.1 requires HMAC integrity (gate I-5): add --hmac "
             "(or --sign, which this tool's receivers accept instead)"
         )
-    if trust_level == "high" and grammar.is_v21_version(envelope_version):
-        if ise is None:
-            raise UsageError(
-                "trust_level high at ECL 2.1 requires an ise block (gate S-3): add --ise JSON"
-            )
+    if v21 and trust_level == "high" and ise is None:
+        raise UsageError(
+            "trust_level high at ECL 2.1 requires an ise block (gate S-3): add --ise JSON"
+        )
     problems = Envelope.from_dict(envelope).schema_problems()
     if problems:
         raise UsageError("the envelope would not be valid: " + "; ".join(problems))

@@ -1,29 +1,11 @@
-"""The trace-event vocabulary and the one builder of every event type.
+"""The trace-event vocabulary and :func:`trace_event`, the one builder of every event.
 
-Pure (the clock aside). Every event this tool writes (``emit``, ``verify_pass``,
-``verify_fail``, ``receive``) is made by :func:`trace_event`, so the keys every event
-shares are spelled and ordered once (the schema is
-``data/schemas/handoff-event.v1.json``):
-
-- ``ts``, ``event``, ``message_id`` (``unknown`` when the envelope has none or cannot be
-  parsed), ``thread_id`` (likewise ``unknown``), ``from`` and ``to`` as
-  ``<eidolon>@<version>``, ``performative`` (omitted, never invented, when the envelope
-  cannot be parsed), ``integrity_method``;
-- then what a chain view needs to describe the hop, from the envelope (omitted with it
-  when it cannot be parsed): ``parent_id`` (null on a thread's first hand-off),
-  ``artifact_kind``, ``artifact_path`` and ``context_tokens`` (``context_delta.tokens_used``
-  when it is a count);
-- then the fields of the event type, in the order the caller gives them;
-- then ``gate`` (who wrote it: ``sender``, ``orchestrator`` or ``receiver``), the
-  gate's own fields (``verdict``, ``receiver``...), ``duration_ms`` (how long the gate
-  took to decide, on gate events), ``integrity_value`` (the tag
-  checked), ``payload_sha256`` / ``envelope_sha256`` / ``payload_path`` (where the
-  payload lies, relative to the root: ADR 0021) when known, and the tool that wrote
-  it (``verifier``, or ``emitter`` for ``emit``), then ``evidence`` (what a pass rests
-  on: ``unsigned``, ``hmac``...) or ``reason`` on a failure.
-
-A receiver tells a pass for *this* envelope from a pass for an older one by
-``integrity_value``, ``payload_sha256`` and ``envelope_sha256`` (ADR 0004).
+Pure (the clock aside). The keys every event shares are spelled and ordered once (schema
+``data/schemas/handoff-event.v1.json``): ``ts``, ``event``, ``message_id``, ``thread_id``
+(``unknown`` when absent), ``from``, ``to``, ``performative`` (omitted when the envelope
+cannot be parsed), ``integrity_method``, the hop (:func:`hop_fields`), the caller's
+fields, ``gate`` and its fields, ``duration_ms``, the tags and paths checked (ADR 0004,
+0021), the tool, then ``evidence`` or ``reason``.
 """
 
 from __future__ import annotations
@@ -91,13 +73,9 @@ def trace_event(
     ts: str | None = None,
     ids: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
-    """One trace event, in the key order of the module docstring.
-
-    ``to`` overrides the envelope's recipient label (the receiver gate writes the
-    receiver it ran as). ``fields`` come after ``integrity_method``, ``gate_fields``
-    after ``gate``. ``integrity_value`` defaults to the envelope's tag. ``ids`` are the
-    (message_id, thread_id) to use when the envelope has none (an envelope-less hand-off
-    refused with the ids of the trace event that named it)."""
+    """One trace event, in the key order of the module docstring. ``to`` overrides the
+    recipient label; ``integrity_value`` defaults to the envelope's tag; ``ids`` are the
+    (message_id, thread_id) to use when the envelope has none."""
     env = envelope
     out: dict[str, Any] = {
         "ts": ts or utc_now(),

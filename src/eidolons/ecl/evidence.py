@@ -1,11 +1,6 @@
-"""What a pass rested on: the ``evidence`` field of every pass (ADR 0030).
-
-Vocabulary, strongest first: ``signed-receipt`` (an orchestrator receipt verified against
-the trust store), ``sender-signature`` (the sender's signature over the exact envelope
-bytes), ``hmac`` (an HMAC-SHA-256 tag recomputed with the shared key), ``unsigned``
-(nothing an agent could not have produced: a bare SHA-256 and an unsigned trace line).
-A receiver's evidence starts with the kind of record it decided on (``signed-receipt`` or
-``unsigned``); the orchestrator's names only what authenticated the sender's bytes.
+"""What a pass rested on: the ``evidence`` field of every pass (ADR 0030), strongest
+first: ``signed-receipt`` (a verified orchestrator receipt), ``sender-signature``,
+``hmac``, ``unsigned`` (nothing an agent could not have produced).
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """The lexical grammar of ECL: every rule on the spelling of a value, written once.
 
-Pure. Each rule is a predicate over an untrusted value that is True only for a ``str``
-matching the whole rule, never a prefix of it (a rule that accepted a trailing newline, as
-``re.match`` with ``$`` does, would let ``"atlas\\n"`` pass as a slug and split a refusal
-line or a trace file name in two). Every module that judges a
-slug, a version, a digest, a path or a thread file name calls this module; no other
-module compiles a pattern for these.
-
-Rules (each written once, below, as a test over the characters: the patterns here are
-their specification, and ``tests/test_grammar_rules.py`` checks every predicate against
-its pattern, applied with ``re.fullmatch`` and ``re.ASCII``, on many generated strings;
-``re`` itself is not imported on the gates' path, ADR 0082):
-
-- slug: ``[a-z][a-z0-9-]*`` (eidolon names, artifact kinds, checkers, ``--as``);
-- envelope version: ``(1\\.[012]|2\\.[01])(\\.\\d+)?``; a 2.1 envelope is
-  ``2\\.1(\\.\\d+)?``, a 1.x envelope ``1\\.[012](\\.\\d+)?``;
-- agent version: ``\\d+\\.\\d+\\.\\d+|n/a``; schema version ``\\d+\\.\\d+(\\.\\d+)?``;
-- hex digest: ``[0-9a-f]{64}``;
-- extension field: ``x_[a-z][a-z0-9_]*``;
-- RFC 3339 date-time:
-  ``\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})``;
-  the trust store's UTC time stamps ``\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?Z``;
-- ``ecl://thread/[0-9a-f-]{36}/message/[0-9a-f-]{36}`` handles;
-- trust store roles ``orchestrator|sender:<slug>`` and edges ``(<slug>|\\*)->(<slug>|\\*)``;
-- placeholder digest: empty, ``PARENT_FILLS_*``, ``<...>``, ``TODO*`` (case-insensitive);
-- safe relative path and the one ``..`` rule (see :func:`is_safe_relative_path`);
-- safe file name for a thread's trace: ``[A-Za-z0-9][A-Za-z0-9._-]{0,199}``.
-
-``\\d`` is ASCII only: "١.٢.٣" is not a version, "２０２６-..." not a time stamp.
+Pure. Each predicate is True only for a ``str`` matching the whole rule (a trailing
+newline would split a refusal line or a trace file name). The rules are written as tests
+over the characters (``re`` is not on the gates' path, ADR 0082); each docstring gives its
+pattern (``\\d`` ASCII only), and ``tests/test_grammar_rules.py`` checks every predicate
+against it with ``re.fullmatch`` on many generated strings.
 """
 
 from __future__ import annotations
@@ -35,8 +12,6 @@ from __future__ import annotations
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
-
-SLUG_PATTERN = "[a-z][a-z0-9-]*"  # the slug rule's specification (is_slug is the rule)
 
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
@@ -81,11 +56,12 @@ def is_envelope_version(value: Any) -> bool:
 
 
 def is_v1_version(value: Any) -> bool:
+    """``1\\.[012](\\.\\d+)?``."""
     return _dotted(value, ("1",), ("0", "1", "2"))
 
 
 def is_v21_version(value: Any) -> bool:
-    """A 2.1 envelope: the promotions of I-5, S-3 and S-4 depend on this alone."""
+    """``2\\.1(\\.\\d+)?``: the promotions of I-5, S-3 and S-4 depend on this alone."""
     return _dotted(value, ("2",), ("1",))
 
 
@@ -154,6 +130,7 @@ def _fraction(rest: str, most: int | None) -> str | None:
 
 
 def is_rfc3339(value: Any) -> bool:
+    """``\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})``."""
     rest = _date_time(value, "Tt")
     rest = None if rest is None else _fraction(rest, None)
     if rest is None:
@@ -230,18 +207,15 @@ def is_placeholder(value: str) -> bool:
 
 
 def has_dotdot(path: str) -> bool:
-    """The one ``..`` rule, the spec's (``artifact.path`` ``^(?!/)(?!.*\\.\\.).+$``): no
-    ``..`` anywhere. ``notes..v2.md`` is refused by every gate and by ``check`` alike:
-    one rule, and the spec's, rather than a more permissive per-component one."""
+    """The spec's one ``..`` rule (``^(?!/)(?!.*\\.\\.).+$``): no ``..`` anywhere, so
+    ``notes..v2.md`` is refused by every gate and by ``check`` alike."""
     return ".." in path
 
 
 def is_safe_relative_path(value: Any) -> bool:
-    """A relative POSIX path every reader resolves to the same file, with nothing to
-    normalise away: not empty, no leading ``/``, no ``..`` (:func:`has_dotdot`), no
-    backslash, NUL or other control character, and no empty or ``.`` component (so
-    ``r.md/``, ``r.md/.``, ``r.md//`` and ``./r.md`` are refused as malformed, rather
-    than resolving to ``r.md`` for one reader and to nothing for another)."""
+    """A relative POSIX path every reader resolves alike: not empty, no leading ``/``, no
+    ``..``, backslash or control character, no empty or ``.`` component (``./r.md`` and
+    ``r.md/`` would be ``r.md`` to one reader and nothing to another)."""
     if not isinstance(value, str) or not value:
         return False
     if value.startswith("/") or "\\" in value or has_dotdot(value):

@@ -1,8 +1,5 @@
-"""Caps on untrusted input, in one record passed explicitly (python-tuf's ``UpdaterConfig``).
-
-Pure: :meth:`Limits.from_env` reads the mapping it is given (the shells pass
-``os.environ``); a value that is not an integer in range is a usage error, never a
-silent fallback.
+"""Caps on untrusted input, in one record passed explicitly. Pure: :meth:`Limits.from_env`
+reads the mapping it is given; a value out of range is a usage error, never a fallback.
 """
 
 from __future__ import annotations
@@ -26,11 +23,8 @@ DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
 
 
 class Limits:
-    """Caps on untrusted input. Sizes in bytes.
-
-    Records on the verification path are plain ``__slots__`` classes rather than
-    dataclasses: importing :mod:`dataclasses` pulls in :mod:`inspect` and costs about a
-    sixth of a whole verification (ADR 0001)."""
+    """Caps on untrusted input, in bytes (a ``__slots__`` class: no dataclasses on the
+    verification path, ADR 0001)."""
 
     __slots__ = ("max_envelope_bytes", "max_json_depth", "max_payload_bytes")
 

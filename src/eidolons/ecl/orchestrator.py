@@ -1,15 +1,7 @@
 """The orchestrator's decision over a parsed envelope and a digest (checks 2-4 and 7 of
-the mechanical integrity check, ECL section 6.2.2). Pure; :mod:`eidolons.gates.verify` reads
-the files and calls these in order:
-
-2. ``integrity.method`` not sha256 or hmac-sha256 -> ``unsupported_algo``;
-3. ``integrity.value`` is a placeholder -> ``unverifiable``;
-4. method sha256 and a real ``artifact.sha256`` differs from ``integrity.value`` ->
-   ``inconsistent``;
-7. the recomputed tag equals ``integrity.value`` (constant time) -> ``pass``, else
-   ``tamper``.
-
-The receiver's checker (:mod:`eidolons.ecl.receiver`) applies the same two functions.
+the integrity check, ECL §6.2.2), pure: :func:`precheck` (method, placeholder,
+``artifact.sha256`` against the tag), then :func:`judge_digest` (the recomputed tag).
+The orchestrator gate and the receiver both apply them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""One conformance gate's outcome (:class:`GateResult`), shared by the rules and R-1.
-
-Pure data.
-"""
+"""One conformance gate's outcome (:class:`GateResult`). Pure data."""
 
 from __future__ import annotations
 
@@ -24,22 +21,11 @@ else:  # the same fields for the interpreter: typing.NamedTuple would import typ
         "GateResult", ("id", "level", "status", "name", "reason", "target"), defaults=(None, None)
     )
 
-#: Result levels, strongest first.
-LEVELS: tuple[str, ...] = ("MUST", "SHOULD", "INFO")
-
 
 class GateResult(_GateResult):
-    """One gate's outcome for one envelope. Truthy only when ``status == "ok"``.
-
-    ``level`` is MUST, SHOULD or INFO; ``status`` is ok, fail or warn; ``reason`` says
-    why a result is not ok (and carries the §7.3 sentence on E-3.compat); ``target`` is
-    the envelope the result is about, when known.
-
-    A named tuple, not a frozen dataclass: ``eidolons check`` makes about 25 per
-    envelope, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field) cost three times as much (ADR 0090). Immutable and compared by value all the
-    same.
-    """
+    """One gate's outcome for one envelope, truthy only when ``status`` is ok. ``level``
+    MUST, SHOULD or INFO; ``status`` ok, fail or warn; ``target`` the envelope. A named
+    tuple: ``check`` makes about 25 per envelope (ADR 0090)."""
 
     __slots__ = ()
 

@@ -1,8 +1,6 @@
-"""Required sections (R-1): the headings of a Markdown payload against the
-``required_sections`` of the edge's contract.
-
-Pure: bytes and a contract in, a :class:`GateResult` out. The receiver gate (MUST) and
-``eidolons check`` (INFO, MUST with ``--strict``) both decide with :func:`section_result`.
+"""Required sections (R-1): a Markdown payload's headings against the ``required_sections``
+of the edge's contract. Pure; the receiver gate (MUST) and ``check`` (INFO, MUST with
+``--strict``) both decide with :func:`section_result`.
 """
 
 from __future__ import annotations
@@ -55,13 +53,9 @@ _PARSER: list[Any] = []  # the one MarkdownIt, built on first use
 
 
 def _block_parser() -> Any:
-    """The CommonMark parser R-1 uses, built once per process (it is immutable once
-    configured, and every parse gets its own state). Its core ``inline`` rule is off (and
-    ``text_join``, which only rewrites what ``inline`` makes): a heading's text is the
-    content of the inline token that the *block* parser makes, so parsing emphasis,
-    links and code spans inside every paragraph changes no heading and only costs time
-    (half of the parse). ``tests/test_sections_markdown.py`` checks
-    that the headings are those of the full parse."""
+    """The CommonMark parser, built once, its ``inline`` rules off: a heading's text is
+    the block parser's, so they change no heading and cost half the parse
+    (``tests/test_sections_markdown.py`` checks the headings match the full parse)."""
     if not _PARSER:
         from markdown_it import MarkdownIt
 
@@ -70,20 +64,9 @@ def _block_parser() -> Any:
 
 
 def markdown_headings(text: str) -> list[tuple[int, str]]:
-    """The headings of a Markdown document as ``(level, text)``, in order, found by a real
-    CommonMark parser (``markdown-it-py``, imported only here; ADR 0023).
-
-    - ATX (``## Scope``) and setext (``Scope`` underlined with ``===``/``---``) headings
-      count; headings inside fenced or indented code, HTML blocks and comments do not.
-    - Lines end only at ``\n``, ``\r\n`` or ``\r`` (CommonMark): a separator such as
-      U+2028 or ``\x1c`` never starts a new line, so it cannot glue a fake heading in.
-    - YAML front matter (the first line is ``---`` and a later line is ``---`` or
-      ``...``) is skipped; its keys are not headings (nor a setext heading above the
-      closing ``---``). An unclosed ``---`` is ordinary text.
-    - Only top-level headings are sections: one inside a block quote or a list item is
-      not. The heading text is its raw inline source, trimmed (``**Gaps**`` is not
-      ``Gaps``: R-1 compares names, not renderings).
-    """
+    """The top-level headings (ATX or setext, not in code, HTML, quotes or lists) of a
+    Markdown document as ``(level, raw text)``, by a CommonMark parser (ADR 0023). Lines
+    end only at ``\n``, ``\r\n`` or ``\r``; YAML front matter is skipped."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[0].rstrip(" \t") == "---":
         for i in range(1, len(lines)):
@@ -109,19 +92,10 @@ def section_result(
     path: str | None = None,
     target: str | None = None,
 ) -> GateResult | None:
-    """R-1 required_sections_present for a Markdown payload.
-
-    The sections are ``required_sections`` of the contract's ``artifacts[]`` entry for
-    ``kind``. Each must appear as the text of a heading of any level (see
-    :func:`markdown_headings`) after :func:`normalise_section` on both sides. The
-    reason lists the missing ones in contract order: ``"missing sections: gaps, scope"``.
-
-    Returns None (not applicable) when there is no contract, no kind, the contract does
-    not accept the kind, the entry has no required sections, or ``path`` is given and
-    does not name a Markdown file (:func:`is_markdown_path`). Without ``path`` the
-    payload is taken to be Markdown. The bytes are decoded as UTF-8, undecodable bytes
-    replaced.
-    """
+    """R-1: each ``required_sections`` name of the contract's entry for ``kind`` is a
+    heading (both normalised); the reason lists the missing ones in contract order.
+    None when it does not apply (no contract, kind or sections, or ``path`` given and not
+    Markdown)."""
     if contract is None or kind is None:
         return None
     artifact = contract.artifact_for_kind(kind)

@@ -1,11 +1,6 @@
-"""The trace's hash chain, pure: every line of a thread carries ``seq`` (1-based, per
-thread) and ``prev`` (the hex SHA-256 of the previous line's exact bytes, without its
-newline; 64 zeros for the first line).
-
-One rule, written once: the JSONL writer (under its ``flock``) and the PostgreSQL store
-(inside its inserting transaction, under a per-thread advisory lock) both call
-:func:`next_link` on the thread's last line and :func:`chained` to place the link in the
-event.
+"""The trace's hash chain, pure: each line of a thread carries ``seq`` (1-based) and
+``prev`` (the SHA-256 of the previous line's exact bytes, 64 zeros for the first). The
+JSONL writer and the PostgreSQL store both link with :func:`next_link` and :func:`chained`.
 """
 
 from __future__ import annotations
@@ -87,13 +82,10 @@ def _link_of(raw: bytes) -> tuple[bool, object, object]:
 
 
 def verify_chain(lines: Iterable[bytes]) -> ChainReport:
-    """Walk a thread's non-blank lines (exact bytes, in order) and find the first break:
-    line ``n`` must carry ``seq == n`` and ``prev`` = SHA-256 of line ``n-1`` (64 zeros
-    for line 1). Lines before the first linked line are an unchained prefix (an upstream
-    trace); after it, a line without a link, a damaged line, a wrong ``seq`` (a line
-    removed, inserted or reordered) or a wrong ``prev`` (the line before it edited) is a
-    break. An edit of the very last line, or a truncated tail, leaves no later line to
-    notice it: the signed receipts cover what a verdict said (ADR 0035)."""
+    """The first break in a thread's non-blank lines: line ``n`` must carry ``seq == n``
+    and ``prev`` the hash of line ``n-1``. Lines before the first linked one are an
+    unchained prefix; after it, any unlinked or damaged line is a break. A rewritten last
+    line goes unnoticed here: the signed receipts cover it (ADR 0035)."""
     report = ChainReport()
     previous: bytes | None = None
     started = False

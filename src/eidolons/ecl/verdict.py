@@ -1,28 +1,7 @@
-"""Verdicts of the mechanical integrity check and their ECL failure codes.
-
-The mapping to ECL section 5.3 codes (used in ``verify_fail`` trace events):
-
-==================  ====================
-verdict             verify_failure_code
-==================  ====================
-tamper              INTEGRITY_MISMATCH
-inconsistent        INTEGRITY_MISMATCH
-missing_payload     INTEGRITY_MISMATCH
-no_key              INTEGRITY_MISMATCH
-unverifiable        UNVERIFIED
-malformed           SCHEMA_INVALID
-unsupported_algo    SCHEMA_INVALID
-sender_unverified   UNVERIFIED
-sender_mismatch     INTEGRITY_MISMATCH
-unregistered        UNVERIFIED
-==================  ====================
-
-``sender_*``: a sender signature the trust store requires is missing, untrusted
-(unverified) or over other envelope bytes (mismatch), ADR 0034.
-
-``unregistered``: the bytes matched, but the orchestrator's key must not sign for this
-root (the project is not registered for the key at this path on this host, or its trust
-store is an older one, ADR 0032): no pass is recorded, and the gate exits 3 in every mode.
+"""Verdicts of the mechanical integrity check, their ECL §5.3 failure codes
+(``verify_failure_code``, :data:`_FAILURE_CODES`) and the orchestrator gate's exit code.
+``sender_*``: a required sender signature missing, untrusted or over other bytes (ADR
+0034); ``unregistered``: the orchestrator's key must not sign for this root (ADR 0032).
 """
 
 from __future__ import annotations

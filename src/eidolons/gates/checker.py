@@ -1,9 +1,6 @@
-"""The conformance checker's shell (``eidolons check``): read one envelope and its
-payload from the file system, then decide with the pure rules of
-:mod:`eidolons.ecl.conformance`.
-
-An unreadable envelope file is an E-1 failure, never an exception; the payload is
-resolved with this project's resolution (:mod:`eidolons.io.payload`) and read once.
+"""The conformance checker's shell (``eidolons check``): read each envelope and its
+payload (resolved by :mod:`eidolons.io.payload`, read once), decide with
+:mod:`eidolons.ecl.rules`, in this process or in forked workers (ADR 0091, 0115).
 """
 
 from __future__ import annotations
@@ -15,14 +12,10 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from eidolons.ecl.conformance import (
-    GateResult,
-    PayloadFacts,
-    PayloadUnavailable,
-    results_after_e1,
-    run_gates,
-)
 from eidolons.ecl.limits import Limits
+from eidolons.ecl.results import GateResult
+from eidolons.ecl.rules.integrity import PayloadFacts, PayloadUnavailable
+from eidolons.ecl.rules.run import results_after_e1, run_gates
 from eidolons.errors import InputError
 from eidolons.io.payload import (
     PayloadError,
@@ -37,7 +30,7 @@ if TYPE_CHECKING:
 
     from eidolons.ecl.contract import ContractSet
 
-__all__ = ["check_batches", "check_envelope", "check_many", "read_payload_facts", "workers_for"]
+__all__ = ["check_batches", "check_envelope", "read_payload_facts", "workers_for"]
 
 
 def read_payload_facts(
@@ -52,14 +45,9 @@ def read_payload_facts(
     envelope_real: str | None = None,
     root_real: str | None = None,
 ) -> PayloadFacts:
-    """Resolve (:func:`eidolons.io.payload.locate_payload`) and read the payload once.
-    ``envelope_real``/``root_real``: the envelope's and the root's real paths when the
-    caller has them already (the envelope's where it was read), else resolved here.
-
-    Raises :class:`PayloadUnavailable`: ``unresolved`` when the resolver finds nothing or
-    refuses the first existing candidate (the message says why in the second case),
-    else not readable (not a regular file, an I/O error, above the size cap).
-    """
+    """Resolve and read the payload once (``*_real``: real paths the caller has).
+    Raises :class:`PayloadUnavailable`: ``unresolved`` when nothing is found or the first
+    existing candidate is refused (then saying why), else not readable."""
     envelope_real = envelope_real or os.path.realpath(envelope_path)
     root_real = root_real or os.path.realpath(root)
     try:
@@ -96,12 +84,9 @@ def check_envelope(
     limits: Limits | None = None,
     root_real: str | None = None,
 ) -> list[GateResult]:
-    """Read the envelope at ``path`` and run every gate on it (:func:`run_gates`), with
-    this project's payload resolution under ``root`` and ``key`` for HMAC. Every
-    result's ``target`` is ``path`` made absolute (symlinks not resolved). An unreadable
-    envelope file is an E-1 failure, never an exception. ``root_real``: the root's real
-    path, when the caller resolved it once for many envelopes. The payload is searched
-    from the real path the envelope was read at (one resolution of it per check)."""
+    """Every gate on the envelope at ``path`` (payload under ``root``, ``key`` for HMAC);
+    each ``target`` is ``path`` made absolute. An unreadable envelope is an E-1 failure,
+    never an exception."""
     lim = limits or Limits()
     target = os.path.abspath(path)
     envelope_real: str | None = None
@@ -156,9 +141,8 @@ def workers_for(count: int, jobs: int | None) -> int:
 
 
 class _Job:
-    """What every envelope of one run is checked with (inherited by forked workers,
-    never pickled: the contracts a worker uses are the ones the parent loaded, and a
-    worker is told only which range of ``paths`` to check)."""
+    """What every envelope of one run is checked with: inherited by forked workers, never
+    pickled (a worker is told only which range of ``paths`` to check)."""
 
     __slots__ = ("contracts", "key", "limits", "paths", "render", "root", "root_real", "strict")
 
@@ -204,29 +188,6 @@ def _check_range_in_worker(start: int, stop: int) -> Any:
     return _WORKER_JOB[0].check_range(start, stop)
 
 
-def check_many(
-    paths: Sequence[str],
-    contracts: ContractSet,
-    *,
-    root: Path,
-    key: bytes | None,
-    strict: bool = False,
-    limits: Limits | None = None,
-    jobs: int | None = 1,
-) -> Generator[list[GateResult], None, None]:
-    """:func:`check_envelope` on every path, the results yielded in the order of
-    ``paths`` whatever ``jobs`` is (:func:`check_batches` with the results themselves as
-    the rendering)."""
-    batches = check_batches(
-        paths, contracts, root=root, key=key, strict=strict, limits=limits, jobs=jobs, render=list
-    )
-    try:
-        for _, batch in batches:
-            yield from batch
-    finally:
-        batches.close()
-
-
 def check_batches(
     paths: Sequence[str],
     contracts: ContractSet,
@@ -238,24 +199,13 @@ def check_batches(
     limits: Limits | None = None,
     jobs: int | None = 1,
 ) -> Generator[tuple[int, T], None, None]:
-    """:func:`check_envelope` on every path, in contiguous batches, each batch's results
-    handed to ``render``; yields ``(envelopes done so far, rendered)`` in the order of
-    ``paths`` whatever ``jobs`` is.
-
-    In this process (:func:`workers_for` gives 1, or ``fork`` is unavailable) a batch is
-    :data:`SERIAL_BATCH` envelopes. Otherwise the first envelope is checked here (what
-    it imports and builds, every worker then inherits), the rest by that many worker
-    processes forked after the contracts were loaded, in contiguous ranges; a worker
-    checks *and renders* its range, so what comes back is ``render``'s value (for the
-    CLI: the text to print and the counts), not the results; at most :data:`WINDOW`
-    batches per worker are handed out ahead of the one being yielded. The decisions are
-    the same functions either way.
-
-    A worker that dies (killed, out of memory) ends the run with ``BrokenProcessPool``
-    (an internal error, exit 70) and an exception in a worker is re-raised here: never a
-    hang and never a missing result. ``jobs=None`` (the default's count) stays in this
-    process while other threads run here: forking them is unsafe (a lock one of them
-    holds stays held in the child); an explicit count is the caller's choice."""
+    """:func:`check_envelope` on every path in contiguous batches, each handed to
+    ``render``; yields ``(envelopes done, rendered)`` in the order of ``paths`` whatever
+    ``jobs`` is. With workers (:func:`workers_for`), the first envelope is checked here
+    (every worker inherits what it built), the rest by forked workers that check *and
+    render* their ranges, at most :data:`WINDOW` batches each ahead. A dead worker raises
+    ``BrokenProcessPool`` (exit 70), a worker's exception is re-raised: never a hang nor
+    a missing result. ``jobs=None`` never forks a process running other threads."""
     job = _Job(contracts, root, key, strict, limits or Limits(), paths, render)
     workers = workers_for(len(paths), jobs)
     if jobs is None and _other_threads():
@@ -346,12 +296,8 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 
 def _worker_start() -> None:
-    """An interrupt (^C reaches the whole process group) is the parent's to handle: it
-    stops the workers and exits 130; a worker never prints a traceback of its own. A
-    worker dies with its parent (ADR 0139): a parent killed by a signal it does not
-    handle (SIGTERM, SIGHUP, SIGKILL) left its workers waiting forever for tasks on a
-    queue whose write end they hold, and holding the run's output pipe open, so that
-    whoever read it (``check . | head``, a CI step) hung."""
+    """A worker ignores ^C (the parent stops the workers and exits 130) and dies with
+    its parent (ADR 0139: orphans held the output pipe open, ``check . | head`` hung)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,75 @@
+"""Every gate for one envelope, in upstream order: E, I, C, D, S, then R-1."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from eidolons.ecl.results import GateResult
+from eidolons.ecl.rules.common import get
+from eidolons.ecl.rules.edge import context_results, edge_contract, edge_results
+from eidolons.ecl.rules.envelope import envelope_results, json_result
+from eidolons.ecl.rules.integrity import PayloadReader, integrity_results
+from eidolons.ecl.rules.ise import ise_results
+from eidolons.ecl.sections import is_markdown_path, section_result
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from eidolons.ecl.contract import Contract, ContractSet
+    from eidolons.ecl.limits import Limits
+
+
+def _wants_sections(env: Mapping[str, Any], contract: Contract | None) -> bool:
+    """Whether R-1 applies, judged before the payload is read (its bytes kept only then)."""
+    kind, path = get(env, "artifact", "kind"), get(env, "artifact", "path")
+    if contract is None or not isinstance(kind, str) or not isinstance(path, str):
+        return False
+    artifact = contract.artifact_for_kind(kind)
+    return bool(artifact and artifact.required_sections and is_markdown_path(path))
+
+
+def run_gates(
+    data: bytes,
+    contracts: ContractSet,
+    reader: PayloadReader,
+    *,
+    strict: bool = False,
+    limits: Limits | None = None,
+    target: str | None = None,
+) -> list[GateResult]:
+    """Every gate for the envelope bytes ``data``, R-1 INFO (MUST when ``strict``).
+    Pure apart from ``reader``."""
+    e1, parsed = json_result(data, limits=limits, target=target)
+    return results_after_e1(e1, parsed, contracts, reader, strict=strict, target=target)
+
+
+def results_after_e1(
+    e1: GateResult,
+    parsed: Mapping[str, Any] | None,
+    contracts: ContractSet,
+    reader: PayloadReader,
+    *,
+    strict: bool,
+    target: str | None,
+) -> list[GateResult]:
+    """The gates after E-1; when it failed (``parsed`` None) they run on an empty
+    object, as upstream's do on a file jq cannot read."""
+    results = [e1]
+    env: Mapping[str, Any] = {} if parsed is None else parsed
+    if parsed is not None:
+        results += envelope_results(env, target=target)
+    contract = edge_contract(env, contracts)
+    keep = _wants_sections(env, contract)
+    integrity, facts = integrity_results(env, reader, keep_bytes=keep, target=target)
+    results += integrity
+    results += edge_results(env, contract, target=target)
+    results += context_results(env, contract, target=target)
+    results += ise_results(env, target=target)
+    if keep and facts is not None and facts.data is not None:
+        level = "MUST" if strict else "INFO"
+        kind, path = get(env, "artifact", "kind"), get(env, "artifact", "path")
+        r1 = section_result(facts.data, contract, kind, level=level, path=path, target=target)
+        if r1 is not None:
+            results.append(r1)
+    return results

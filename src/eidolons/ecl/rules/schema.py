@@ -1,0 +1,301 @@
+"""The envelope's field rules (digest section 2), written once as a table.
+
+:func:`schema_problems` walks the table for :meth:`eidolons.ecl.envelope.Envelope.schema_problems`
+(the orchestrator gate's warnings, ``malformed`` under ``--strict``); the conformance gates
+(E-2, E-4, E-8, S-1, S-4) decide with the same sets and predicates.
+"""
+
+from __future__ import annotations
+
+from eidolons.ecl import grammar
+from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    Rule = tuple[str, str, Any, str | None]
+
+PERFORMATIVES = frozenset(
+    "REQUEST INFORM PROPOSE CRITIQUE DECIDE DELEGATE ACKNOWLEDGE ESCALATE RESUME REFUSE".split()
+)
+#: In the schema's order (E-2 lists the missing ones so).
+REQUIRED_FIELDS = tuple(
+    "envelope_version message_id thread_id parent_id from to performative objective "
+    "artifact integrity trace".split()
+)
+OPTIONAL_FIELDS = frozenset(
+    {"edge_origin", "context_delta", "constraints", "expected_response"}
+    | {"confidence", "assumptions", "ise"}
+)
+EDGE_ORIGINS = frozenset({"roster", "composition", "implicit", "emitted-request"})
+TRUST_LEVELS = frozenset({"low", "standard", "high"})
+TIERS = frozenset({"standard", "trance"})
+ASSERTION_GRADES = frozenset({"unverified", "self-attested", "validated", "human-reviewed"})
+TRANSCRIPT_ACCESS = frozenset({"none", "artifact-only"})
+AUTHZ_FIELDS = ("auto_route", "auto_merge", "auto_deploy")
+
+
+def missing_fields(env: Mapping[str, Any]) -> list[str]:
+    """The required fields absent or null (``parent_id`` may be null): schema and E-2."""
+    return [f for f in REQUIRED_FIELDS if f not in env or (env[f] is None and f != "parent_id")]
+
+
+def one_of(values: frozenset[str]) -> Callable[[Any], bool]:
+    """A string in ``values`` (a non-string never is)."""
+    return lambda v: isinstance(v, str) and v in values
+
+
+is_performative = one_of(PERFORMATIVES)
+is_tier = one_of(TIERS)
+is_grade = one_of(ASSERTION_GRADES)
+is_transcript_access = one_of(TRANSCRIPT_ACCESS)
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _keys(obj: Any, allowed: set[str]) -> bool:
+    return isinstance(obj, dict) and not set(obj) - allowed
+
+
+def _bools(obj: Any) -> bool:
+    return not _keys(obj, _AUTHZ) or all(isinstance(v, bool) for v in obj.values())
+
+
+def _handles(value: Any, add: Callable[[str], None]) -> None:
+    for h in value if isinstance(value, list) else ():
+        if not (isinstance(h, str) and (is_safe_relative_path(h) or grammar.is_message_handle(h))):
+            add(f"context_delta.input_handles entry {h!r} is not a relative path or handle")
+
+
+def _expected(value: Any, add: Callable[[str], None]) -> None:
+    if not _keys(value, _EXPECTED):
+        add("expected_response must be {performative?, shape_hint?}")
+    elif "performative" in value and not is_performative(value["performative"]):
+        add("expected_response.performative is not one of the ten")
+
+
+def _string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+class Obj:
+    """An object's rules: ``required`` keys (missing when absent), ``allowed`` keys
+    (None: any), and its rules ``(key, when, check, message)``: ``when`` is ``in`` (key
+    present), ``set`` (not null) or ``all``; ``check`` a predicate failing with the
+    field's name followed by ``message`` (``%r`` shows the value) or, with no message, a
+    function ``(value, add)`` adding its own problems (a nested :class:`Obj` is one)."""
+
+    __slots__ = ("allowed", "label", "required", "rules", "unknown_first")
+
+    def __init__(
+        self,
+        label: str,
+        rules: tuple[Rule, ...],
+        *,
+        required: tuple[str, ...] = (),
+        allowed: set[str] | None = None,
+        unknown_first: bool = True,
+    ) -> None:
+        self.label, self.rules, self.required = label, rules, required
+        self.allowed, self.unknown_first = allowed, unknown_first
+
+    def __call__(self, obj: Any, add: Callable[[str], None]) -> None:
+        """Add every problem of ``obj`` against these rules."""
+        if not isinstance(obj, dict):
+            add(f"{self.label} must be an object")
+            return
+        for key in self.required:
+            if key not in obj:
+                add(f"missing required field {self.label}.{key}")
+        if self.unknown_first:
+            self._unknown(obj, add)
+        for key, when, check, message in self.rules:
+            value = obj.get(key)
+            if (when == "in" and key not in obj) or (when == "set" and value is None):
+                continue
+            if message is None:
+                check(value, add)
+            elif not check(value):
+                name = f"{self.label}.{key}" if self.label else key
+                add(name + (message % (value,) if "%r" in message else message))
+        if not self.unknown_first:
+            self._unknown(obj, add)
+
+    def _unknown(self, obj: dict[str, Any], add: Callable[[str], None]) -> None:
+        extra = set() if self.allowed is None else set(obj) - self.allowed
+        if extra:
+            add(f"{self.label} has unknown fields {sorted(extra)}")
+
+
+def _named(value: Any) -> bool:
+    return grammar.is_slug(value) or value in ("human", "orchestrator")
+
+
+def _sha256(value: Any) -> bool:
+    return grammar.is_hex64(value) or (isinstance(value, str) and is_placeholder(value))
+
+
+def _provenance(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("methodology_version"), str)
+
+
+def _confidence(c: Any) -> bool:
+    return not isinstance(c, bool) and isinstance(c, (int, float)) and 0 <= c <= 1
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+
+
+def _objective(value: Any) -> bool:
+    return _string(value) and 1 <= len(value) <= 240
+
+
+def _ts(value: Any) -> bool:
+    return not _string(value) or grammar.is_rfc3339(value)
+
+
+def _trace_tier(value: Any) -> bool:
+    return not _string(value) or is_tier(value)
+
+
+_HEX = " must be 64 lowercase hex characters"
+_COUNT = " must be an integer >= 0"
+_SLUG = " must be a slug"
+_EXPECTED = {"performative", "shape_hint"}
+_ARTIFACT = ("kind", "schema_version", "path", "sha256", "size_bytes")
+_AUTHZ = set(AUTHZ_FIELDS)
+_TRACE = ("ts", "host", "model", "tier")
+
+
+def _agent(key: str) -> Obj:
+    rules: tuple[Rule, ...] = (
+        ("eidolon", "all", _named, " %r is not a slug"),
+        ("version", "all", grammar.is_agent_version, " must be MAJOR.MINOR.PATCH or n/a"),
+    )
+    return Obj(key, rules, allowed={"eidolon", "version"}, unknown_first=False)
+
+
+ARTIFACT = Obj(
+    "artifact",
+    (
+        ("kind", "in", grammar.is_slug, _SLUG),
+        ("schema_version", "in", grammar.is_schema_version, " must be MAJOR.MINOR[.PATCH]"),
+        ("sha256", "in", _sha256, _HEX),
+        ("size_bytes", "in", is_count, _COUNT),
+    ),
+    required=_ARTIFACT,
+    allowed=set(_ARTIFACT),
+)
+TRACE = Obj(
+    "trace",
+    (
+        *((key, "all", _string, " must be a string") for key in _TRACE),
+        ("ts", "all", _ts, " must be an RFC 3339 date-time"),
+        ("tier", "all", _trace_tier, " must be standard or trance"),
+    ),
+    allowed=set(_TRACE),
+    unknown_first=False,
+)
+CONTEXT_DELTA = Obj(
+    "context_delta",
+    (
+        ("token_budget", "all", is_count, _COUNT),
+        ("tokens_used", "all", is_count, _COUNT),
+        ("input_handles", "all", lambda v: isinstance(v, list), " must be an array"),
+        ("input_handles", "all", _handles, None),
+        ("summary", "all", _text, " must be a non-empty string"),
+    ),
+    allowed={"token_budget", "tokens_used", "input_handles", "summary"},
+    unknown_first=False,
+)
+CONSTRAINTS = Obj(
+    "constraints",
+    (
+        ("trust_level", "in", one_of(TRUST_LEVELS), " must be low, standard or high"),
+        ("deadline_ts", "set", grammar.is_rfc3339, " must be null or an RFC 3339 date-time"),
+    ),
+    allowed={"deadline_ts", "trust_level"},
+)
+VERIFICATION = Obj(
+    "ise.verification",
+    (
+        ("fresh_context", "all", lambda v: isinstance(v, bool), " must be a boolean"),
+        ("checker", "all", grammar.is_slug, _SLUG),
+        ("transcript_access", "all", is_transcript_access, " must be none or artifact-only"),
+    ),
+)
+_GRADES = "|".join(sorted(ASSERTION_GRADES))
+_ISE_RULES: tuple[Rule, ...] = (
+    ("assertion_grade", "all", is_grade, " is required and must be one of " + _GRADES),
+    (
+        "receiver_authorization",
+        "set",
+        lambda v: _keys(v, _AUTHZ),
+        " must be {auto_route, auto_merge, auto_deploy}",
+    ),
+    ("receiver_authorization", "set", _bools, " values must be booleans"),
+    ("provenance", "set", _provenance, ".methodology_version is required"),
+    ("verification", "set", VERIFICATION, None),
+)
+_ISE_KEYS = {"assertion_grade", "provenance", "receiver_authorization"}
+#: The ise block's rules, by whether the envelope is 2.1 (only 2.1 has ``verification``).
+ISE = {
+    False: Obj("ise", _ISE_RULES, allowed=_ISE_KEYS),
+    True: Obj("ise", _ISE_RULES, allowed=_ISE_KEYS | {"verification"}),
+}
+INTEGRITY = Obj(
+    "integrity",
+    (("value", "all", lambda v: grammar.is_hex64(v) or is_placeholder(v), _HEX),),
+    allowed={"method", "value"},
+    unknown_first=False,
+)
+#: The top level's rules (its required and unknown fields are :func:`schema_problems`').
+ENVELOPE = Obj(
+    "",
+    (
+        ("envelope_version", "all", grammar.is_envelope_version, " %r is not 1.0-1.2 or 2.0-2.1"),
+        ("message_id", "set", _text, " must be a non-empty string"),
+        ("thread_id", "set", _text, " must be a non-empty string"),
+        ("parent_id", "set", _text, " must be null or a non-empty string"),
+        ("from", "all", _agent("from"), None),
+        ("to", "all", _agent("to"), None),
+        ("performative", "all", is_performative, " %r is not one of the ten"),
+        ("objective", "set", _objective, " must be a string of 1 to 240 characters"),
+        ("artifact", "all", ARTIFACT, None),
+        ("integrity", "all", INTEGRITY, None),
+        ("trace", "set", TRACE, None),
+        ("edge_origin", "in", one_of(EDGE_ORIGINS), f" %r is not one of {sorted(EDGE_ORIGINS)}"),
+        ("context_delta", "in", CONTEXT_DELTA, None),
+        ("constraints", "in", CONSTRAINTS, None),
+        ("expected_response", "in", _expected, None),
+        ("confidence", "in", _confidence, " must be a number between 0 and 1"),
+        ("assumptions", "in", _strings, " must be an array of strings"),
+    ),
+)
+
+
+def schema_problems(env: Mapping[str, Any]) -> list[str]:
+    """Every violation of the envelope schema, as strings, over an envelope that
+    :meth:`~eidolons.ecl.envelope.Envelope.from_dict` accepted."""
+    out = [f"missing required field {key}" for key in missing_fields(env)]
+    add = out.append
+    for key in env:
+        if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS:
+            if not grammar.is_extension_field(key):
+                add(f"unknown top-level field {key!r} (extensions must match x_<vendor>_<field>)")
+    ENVELOPE(env, add)
+    if "ise" in env:
+        version = env["envelope_version"]
+        if not version.startswith("2."):
+            add("ise block requires envelope_version 2.0 or later")
+        ISE[version.startswith("2.1")](env["ise"], add)
+    return out
