@@ -1,4 +1,4 @@
-"""``eidolons check`` and the conformance rule engine (:mod:`eidolons.ecl.conformance`).
+"""``eidolons check`` and the conformance rule engine (:mod:`eidolons.ecl.rules`).
 
 Three parts: the twelve upstream fixtures through the real CLI (verdicts and key lines of
 the fixtures README); every gate's failure path on a crafted envelope, through the pure

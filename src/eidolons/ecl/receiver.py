@@ -22,7 +22,7 @@ never opens a file:
 4. :meth:`ReceiverCheck.feed_contracts` - the effective contract set (or the typed
    failure of loading it: UNDECLARED_EDGE for every hand-off). ``to.eidolon`` must be
    the receiver and the edge declared (UNDECLARED_EDGE); the high-trust rule
-   (:func:`eidolons.ecl.conformance.high_trust_problem`: UNVERIFIED at every version);
+   (:func:`eidolons.ecl.rules.integrity.high_trust_problem`: UNVERIFIED at every version);
    C-2/C-3/D-1/D-2 and, for a Markdown payload, the required sections (R-1).
 
 Then :meth:`ReceiverCheck.decision`. Feeding a step twice or out of order raises
@@ -36,19 +36,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 from eidolons._text import printable
-from eidolons.ecl.conformance import (
-    RECEIVER_FAILURE_CODES,
-    context_results,
-    edge_results,
-    envelope_results,
-    high_trust_problem,
-    ise_results,
-)
 from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.integrity import Digest, sha256_hex
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.orchestrator import judge_digest, precheck
+from eidolons.ecl.rules.edge import RECEIVER_FAILURE_CODES, context_results, edge_results
+from eidolons.ecl.rules.envelope import envelope_results
+from eidolons.ecl.rules.integrity import high_trust_problem
+from eidolons.ecl.rules.ise import ise_results
 from eidolons.ecl.sections import is_markdown_path, section_result
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, EnvelopeError
