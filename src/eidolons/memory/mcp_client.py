@@ -1,36 +1,22 @@
-"""A client for a real CRYSTALIUM server, over stdio or streamable HTTP, with the `mcp` SDK.
+"""A client for a real CRYSTALIUM server over stdio or streamable HTTP, with the ``mcp`` SDK.
 
-The SDK is async; this module gives it a synchronous face. One :class:`McpMemory` owns one
-background thread running a private asyncio loop, and in it one long-lived MCP session
-(spawned process or HTTP connection, ``initialize``, ``list_tools``) opened by the first
-call. Calls are handed to that thread one at a time and waited for with a deadline.
+The SDK is async; :class:`McpMemory` gives it a synchronous face: one background thread runs
+a private event loop and one long-lived session, opened by the first call, and each call is
+handed to it and waited for with a deadline (``first_call_timeout`` for the first, which
+covers the start, the handshake and ``list_tools``; ``call_timeout`` after). Rules:
 
-Rules enforced:
-
-1. The ``mcp`` package is imported only in the background thread (it is the optional
-   ``eidolons[mcp]`` extra and slow to import); if it is missing, every call is a skip.
-2. Tool names are discovered with ``list_tools``: the logical ``recall``/``ingest``/
-   ``commit`` map to the first advertised spelling among ``recall``, ``crystalium.recall``,
-   ``crystalium_recall`` (v2.0+ and v0.1-v1.x servers). A tool the server does not
-   advertise is a skip, as the seeds say.
-3. Deadlines: the first call (start, handshake, ``list_tools`` and the call itself) gets
-   ``first_call_timeout`` (a real server loads its embedding model on the first recall);
-   later calls get ``call_timeout``. A timeout, a transport failure or a closed connection
-   makes the client unavailable for the rest of its life (the session is torn down, since
-   a timed-out ingest may or may not have been applied) and the call is a skip.
-4. Answers are mapped to the shared shapes: a JSON text body is the result; a JSON body with
-   an ``"error"`` key is a refusal carrying that reason code whether or not ``isError`` is
-   set (v1.x servers leave it unset); a plain ``Input validation error: ...`` text is
-   ``INPUT_VALIDATION``; a JSON-RPC error is ``UNKNOWN_TOOL`` (method not found) or
-   ``SERVER_ERROR``. Every answer carries ``"backend": "mcp"``, skips
-   ``"backend": "unavailable"``.
-5. ``close()`` never hangs: it asks the session to end, waits at most ``close_timeout``
-   seconds, and leaves a stuck daemon thread behind rather than block the gate. The stdio
-   server's own shutdown (close stdin, wait, terminate, kill) is bounded by the SDK.
-6. A stdio server gets the SDK's allow-listed environment plus every ``CRYSTALIUM_*``
-   variable of this process plus ``MemoryConfig.extra_env``; its stderr goes to
-   ``os.devnull`` (a gate must stay quiet) unless ``EIDOLONS_MEMORY_SERVER_LOG`` names a
-   file to append to.
+1. The SDK (the optional ``eidolons[mcp]`` extra) is imported in the thread only; missing,
+   every call is a skip.
+2. A logical tool maps to the first advertised spelling of ``recall``,
+   ``crystalium.recall``, ``crystalium_recall`` (v2.0+, v0.1-v1.x); one not advertised is a
+   skip.
+3. A timeout, a transport failure or a closed connection ends the session for good (a
+   timed-out ingest may or may not have been applied): every later call is a skip.
+4. Answers take the shared shapes (:func:`interpret_tool_result`); ``close()`` waits at most
+   ``close_timeout`` and never hangs the gate.
+5. A stdio server gets the SDK's allow-listed environment, this process's ``CRYSTALIUM_*``
+   variables and ``MemoryConfig.extra_env``; its stderr goes to ``os.devnull`` unless
+   ``EIDOLONS_MEMORY_SERVER_LOG`` names a file to append to.
 """
 
 from __future__ import annotations
@@ -310,8 +296,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class McpMemory:
-    """The ``mcp`` backend: a CRYSTALIUM server behind the :class:`~eidolons.memory.Memory`
-    interface. Connects on the first call; see the module docstring for the rules."""
+    """The ``mcp`` backend: a CRYSTALIUM server behind :class:`~eidolons.memory.Memory`."""
 
     def __init__(self, config: MemoryConfig) -> None:
         self.config = config
@@ -331,16 +316,6 @@ class McpMemory:
     @property
     def project(self) -> str | None:
         return self.config.project
-
-    @property
-    def failure(self) -> str | None:
-        """Why this client is unavailable, or None."""
-        return self._failure
-
-    @property
-    def tools(self) -> dict[str, str]:
-        """Logical tool name -> advertised spelling (after the first call)."""
-        return dict(self._tools)
 
     # -- the Memory interface ----------------------------------------------------------
 
@@ -387,20 +362,6 @@ class McpMemory:
             envelope_arg = envelope
         arguments = {"envelope": envelope_arg, "payload": value, "payload_encoding": encoding}
         answer = self._call("ingest", arguments)
-        return skipped_ingest(answer) if isinstance(answer, str) else answer
-
-    def commit(
-        self,
-        layer: str,
-        payload: Mapping[str, Any],
-        provenance: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        arguments = {
-            "layer": layer,
-            "payload": dict(payload),
-            "provenance": dict(provenance or {"source": "unverified_agent"}),
-        }
-        answer = self._call("commit", arguments)
         return skipped_ingest(answer) if isinstance(answer, str) else answer
 
     def stats(self) -> dict[str, Any]:
