@@ -47,7 +47,6 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "Payload",
-    "UnavailableMemory",
     "build_recall_query",
     "gate_callbacks",
     "ingest_after_pass",
@@ -84,12 +83,10 @@ class Memory(Protocol):
     @property
     def backend(self) -> str:
         """``"local"``, ``"mcp"`` or ``"unavailable"``: who answers (or would answer)."""
-        ...
 
     @property
     def project(self) -> str | None:
         """The project key for ``scope.project`` (None: the server's own)."""
-        ...
 
     def recall(
         self,
@@ -102,7 +99,6 @@ class Memory(Protocol):
     ) -> dict[str, Any]:
         """``{"records": [...], "slot_breakdown", "total_tokens", "evicted_count",
         "budget", "backend"}``, or a refusal."""
-        ...
 
     def ingest(
         self,
@@ -115,7 +111,6 @@ class Memory(Protocol):
         """``{"status": "ingested", "id", "layer", "trust_tier", "validation_state", ...,
         "commit_status", "backend"}`` or a refusal ``{"error", "message", "backend"}``.
         ``gated``: the hand-off passed both gates (ADR 0028)."""
-        ...
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -232,43 +227,6 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-class UnavailableMemory:
-    """A memory that cannot be reached: every call is a silent, reported skip."""
-
-    backend = BACKEND_UNAVAILABLE
-    project: str | None = None
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def recall(
-        self,
-        scope: Mapping[str, Any],
-        query: str,
-        k: int = 5,
-        layers: Sequence[str] | None = None,
-        *,
-        explain: bool = False,
-    ) -> dict[str, Any]:
-        return skipped_recall(self.reason, k)
-
-    def ingest(
-        self,
-        envelope: Mapping[str, Any],
-        payload: Payload,
-        *,
-        payload_encoding: str = "utf8",
-        gated: bool = False,
-    ) -> dict[str, Any]:
-        return skipped_ingest(self.reason)
-
-    def stats(self) -> dict[str, Any]:
-        return {"backend": self.backend, "status": "unavailable", "reason": self.reason}
-
-    def close(self) -> None:
-        pass
-
-
 def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None) -> Memory | None:
     """The configured memory for the project at ``root`` (``config`` or the environment),
     or None when off. Touches neither disk nor network (the first call does). Raises
@@ -284,12 +242,8 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
             config.store_dir or os.path.join(where, STORE_DIR),
             project=config.project or _project_key(where),
         )
-    try:
-        from eidolons.memory.mcp_client import McpMemory
-    except ImportError as exc:  # the optional extra is not installed
-        return UnavailableMemory(
-            f"mcp SDK not importable ({exc.name or exc}); pip install 'eidolons[mcp]'"
-        )
+    from eidolons.memory.mcp_client import McpMemory  # imports the SDK in its thread only
+
     return McpMemory(config)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import concurrent.futures
 import contextlib
 import json
@@ -58,8 +57,6 @@ TOOL_SPELLINGS: Final[dict[str, tuple[str, ...]]] = {
 _CONNECTION_CLOSED: Final = -32000
 _REQUEST_TIMEOUT: Final = -32001
 _METHOD_NOT_FOUND: Final = -32601
-
-_STOP: Final = object()
 
 
 class Unavailable(Exception):
@@ -137,11 +134,11 @@ class _Worker:
         self.config = config
         self.ready: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self.loop = asyncio.new_event_loop()
-        self.wake = asyncio.Event()
-        self.items: collections.deque[Any] = collections.deque()
-        self.items_lock = threading.Lock()
-        self.finished = False
-        self.connected = False
+        self.done = asyncio.Event()  # set: leave the session
+        self.lock = threading.Lock()
+        self.closed = False
+        self.session: Any = None  # and ``anyio``, once connected
+        self.anyio: Any = None
         self.task: asyncio.Task[None] | None = None
         self.thread = threading.Thread(target=self._run, name="eidolons-memory-mcp", daemon=True)
 
@@ -157,16 +154,16 @@ class _Worker:
             if not self.ready.done():
                 self.ready.set_exception(Unavailable(f"session ended: {exc!r}"))
         finally:
-            with self.items_lock:
-                self.finished = True
-                pending = list(self.items)
-                self.items.clear()
-            for item in pending:
-                if item is not _STOP and not item[3].done():
-                    item[3].set_exception(Unavailable("session closed"))
             if not self.ready.done():
                 self.ready.set_exception(Unavailable("session closed before it was ready"))
+            with self.lock:
+                self.closed = True
             with contextlib.suppress(Exception):
+                self.loop.run_until_complete(asyncio.sleep(0))  # calls already handed over
+                pending = asyncio.all_tasks(self.loop)
+                for task in pending:  # their callers hear "session closed"
+                    task.cancel()
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 
@@ -179,6 +176,7 @@ class _Worker:
                 Unavailable(f"mcp SDK not importable ({exc}); pip install 'eidolons[mcp]'")
             )
             return
+        self.anyio = anyio
         logger = logging.getLogger("mcp")
         if not logger.handlers:  # SDK warnings must not leak onto a gate's stderr
             logger.addHandler(logging.NullHandler())
@@ -192,7 +190,7 @@ class _Worker:
                     init = await session.initialize()
                     listing = await session.list_tools()
                 info = getattr(init, "server_info", getattr(init, "serverInfo", None))
-                self.connected = True
+                self.session = session
                 self.ready.set_result(
                     {
                         "tools": [tool.name for tool in listing.tools],
@@ -205,33 +203,20 @@ class _Worker:
                         ),
                     }
                 )
-                await self._serve(session, anyio)
+                await self.done.wait()
         except Exception as exc:
             if not self.ready.done():
                 self.ready.set_exception(Unavailable(f"cannot reach the server: {_describe(exc)}"))
             raise
 
-    async def _serve(self, session: Any, anyio: Any) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            while True:
-                with self.items_lock:
-                    item = self.items.popleft() if self.items else None
-                if item is None:
-                    break
-                if item is _STOP:
-                    return
-                name, arguments, timeout, future = item
-                try:
-                    with anyio.fail_after(timeout):
-                        result = await session.call_tool(name, arguments)
-                except Exception as exc:
-                    future.set_exception(exc)
-                    if _rpc_code(exc) in (None, _CONNECTION_CLOSED, _REQUEST_TIMEOUT):
-                        return  # transport trouble or a timeout: end the session
-                else:
-                    future.set_result(result)
+    async def _call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+        try:
+            with self.anyio.fail_after(timeout):
+                return await self.session.call_tool(name, arguments)
+        except Exception as exc:
+            if _rpc_code(exc) in (None, _CONNECTION_CLOSED, _REQUEST_TIMEOUT):
+                self.done.set()  # transport trouble or a timeout: end the session
+            raise
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         config = self.config
@@ -258,33 +243,26 @@ class _Worker:
     def submit(
         self, name: str, arguments: dict[str, Any], timeout: float
     ) -> concurrent.futures.Future[Any]:
+        with self.lock:
+            if not self.closed:
+                return asyncio.run_coroutine_threadsafe(
+                    self._call(name, arguments, timeout), self.loop
+                )
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self.items_lock:
-            if self.finished:
-                future.set_exception(Unavailable("session closed"))
-                return future
-            self.items.append((name, arguments, timeout, future))
-        self._poke(self.wake.set)
+        future.set_exception(Unavailable("session closed"))
         return future
 
     def stop(self, timeout: float) -> None:
-        with self.items_lock:
-            if self.finished:
-                return
-            self.items.appendleft(_STOP)
-        self._poke(self._stop_in_loop)
+        with contextlib.suppress(RuntimeError):  # the loop is closed already
+            self.loop.call_soon_threadsafe(self._stop_in_loop)
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout)
 
     def _stop_in_loop(self) -> None:
-        if self.connected:
-            self.wake.set()
+        if self.session is not None:
+            self.done.set()
         elif self.task is not None:
-            self.task.cancel()
-
-    def _poke(self, callback: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # loop already closed
-            self.loop.call_soon_threadsafe(callback)
+            self.task.cancel()  # still connecting: stop trying
 
 
 def _describe(exc: BaseException) -> str:
@@ -446,6 +424,8 @@ class McpMemory:
                 return self._fail(f"{name} got no answer within {budget:g}s")
             except Unavailable as exc:
                 return self._fail(str(exc))
+            except concurrent.futures.CancelledError:
+                return self._fail("session closed")
             except Exception as exc:
                 code = _rpc_code(exc)
                 if code is None or code in (_CONNECTION_CLOSED, _REQUEST_TIMEOUT):
