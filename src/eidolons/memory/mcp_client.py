@@ -367,12 +367,6 @@ class McpMemory:
         if self._finalizer is not None:
             self._finalizer.detach()
 
-    def __enter__(self) -> McpMemory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- plumbing ------------------------------------------------------------------------
 
     def _fail(self, reason: str) -> str:

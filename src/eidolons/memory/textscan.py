@@ -30,9 +30,6 @@ class LazyPattern:
     def fullmatch(self, text: str) -> re.Match[str] | None:
         return self.compiled().fullmatch(text)
 
-    def search(self, text: str) -> re.Match[str] | None:
-        return self.compiled().search(text)
-
     def findall(self, text: str) -> list[str]:
         return self.compiled().findall(text)
 
