@@ -12,8 +12,8 @@ covers the start, the handshake and ``list_tools``; ``call_timeout`` after). Rul
    skip.
 3. A timeout, a transport failure or a closed connection ends the session for good (a
    timed-out ingest may or may not have been applied): every later call is a skip.
-4. Answers take the shared shapes (:func:`interpret_tool_result`); ``close()`` waits at most
-   ``close_timeout`` and never hangs the gate.
+4. Answers take the shared shapes (:func:`interpret_tool_result`), ``"backend": "mcp"``
+   (a skip ``"unavailable"``); ``close()`` waits at most ``close_timeout``, never more.
 5. A stdio server gets the SDK's allow-listed environment, this process's ``CRYSTALIUM_*``
    variables and ``MemoryConfig.extra_env``; its stderr goes to ``os.devnull`` unless
    ``EIDOLONS_MEMORY_SERVER_LOG`` names a file to append to.
@@ -76,7 +76,10 @@ def resolve_tools(advertised: Sequence[str]) -> dict[str, str]:
 
 
 def interpret_tool_result(result: Any) -> dict[str, Any]:
-    """Map a ``CallToolResult`` (SDK 1.x or 2.x object) to a shared-shape answer."""
+    """Map a ``CallToolResult`` (SDK 1.x or 2.x) to a shared-shape answer: a JSON text body
+    is the answer, one with an ``"error"`` key a refusal with that code whether or not
+    ``isError`` is set (v1.x leaves it unset), ``Input validation error: ...`` is
+    ``INPUT_VALIDATION``, anything else ``SERVER_ERROR``."""
     is_err = bool(getattr(result, "is_error", getattr(result, "isError", False)))
     text: str | None = None
     for item in getattr(result, "content", None) or []:
