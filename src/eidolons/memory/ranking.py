@@ -31,15 +31,22 @@ _IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
 _KEBAB_WORDS_RE: Final = LazyPattern(r"(?i)[a-z]+(?:-[a-z]+)+")
 
 
-def word_terms(query: str) -> list[str]:
-    """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
+def _distinct(tokens: Iterable[str]) -> list[str]:
+    """The first ``MAX_QUERY_TERMS`` distinct tokens, in order."""
     seen: dict[str, None] = {}
-    tokens = ascii_words(query)
-    for token in _WORD_RE.findall(query) if tokens is None else tokens:
-        seen.setdefault(token.lower(), None)
+    for token in tokens:
+        seen.setdefault(token, None)
         if len(seen) >= MAX_QUERY_TERMS:
             break
     return list(seen)
+
+
+def word_terms(query: str) -> list[str]:
+    """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
+    tokens = ascii_words(query)
+    return _distinct(
+        token.lower() for token in (_WORD_RE.findall(query) if tokens is None else tokens)
+    )
 
 
 def looks_like_identifier(token: str) -> bool:
@@ -67,12 +74,7 @@ def _identifier_tokens(text: str) -> Iterator[str]:
 def identifier_terms(query: str) -> list[str]:
     """The query's identifier- and path-like tokens, deduplicated, at most 32: what the
     trigram arm searches for."""
-    seen: dict[str, None] = {}
-    for token in _identifier_tokens(query):
-        seen.setdefault(token, None)
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-    return list(seen)
+    return _distinct(_identifier_tokens(query))
 
 
 def trigram_terms(query: str) -> list[str]:
