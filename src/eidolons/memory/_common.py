@@ -129,8 +129,8 @@ def clamp_k(k: int) -> int:
 def check_recall_args(
     scope: Any, query: Any, k: Any, layers: Any
 ) -> tuple[str | None, tuple[str, ...]]:
-    """Check recall arguments as the server's input schema does: ``(None, layers)``
-    (all four when absent or empty) or ``(message, ())`` for the first violation."""
+    """Check recall arguments as the server's input schema does (``k`` an int, not a bool;
+    layers known): ``(None, layers)``, all four when none, or ``(message, ())``."""
     if not isinstance(scope, Mapping):
         return f"{scope!r} is not of type 'object'", ()
     for key in ("project", "agent_class_visibility", "sensitivity_tag"):
