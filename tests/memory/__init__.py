@@ -1,1 +1,1 @@
-"""Tests of the hand-off memory (issue 4): local store, MCP client, CLI."""
+"""Tests of the hand-off memory: local store, MCP client, CLI."""

@@ -3,6 +3,7 @@ and the command line of the test CRYSTALIUM server (``crystalium_server.py``).""
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import uuid
@@ -12,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from eidolons.memory.local import LocalMemory
+from eidolons.memory._common import check_recall_args, clamp_k
+from eidolons.memory.local import LocalMemory, _Scope
+from eidolons.memory.mapping import _now
+from eidolons.memory.ranking import identifier_text
 from tests._builders import DROP, edit, envelope_for
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +64,65 @@ def mutate(
 ) -> dict[str, Any]:
     """A deep copy of ``envelope`` with one (dotted) field set or deleted."""
     return edit(envelope, **{dotted.replace(".", "__"): DROP if delete else value})
+
+
+def seed(store: LocalMemory, layer: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Store one ``layer`` crystal with the visibility of ``payload["scope"]`` (T2,
+    unverified): the semantic and procedural rows a receiver's ingest never writes.
+    Answers ``{"status": "committed", "id", "scope_normalized"?}``."""
+    scope = payload.get("scope") or {}
+    body = payload.get("body")
+    excerpt = str(body) if body else ""
+    project_raw = scope.get("project") or store.project
+    ident, now = str(uuid.uuid4()), _now()
+    conn = store._connection(create=True)
+    assert conn is not None
+    conn.execute(
+        "INSERT INTO crystals (id, layer, summary, body_excerpt, project, project_raw,"
+        " agent_class_visibility, trust_tier, validation_state, importance, content_ref,"
+        " payload_json, created_at, t_valid_from, last_access, tri_body)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'T2', 'unverified', 0.3, '', ?, ?, ?, ?, ?)",
+        (
+            ident,
+            layer,
+            payload["summary"],
+            excerpt,
+            store.project,
+            project_raw,
+            scope.get("agent_class_visibility"),
+            json.dumps(payload),
+            now,
+            now,
+            now,
+            identifier_text(excerpt),
+        ),
+    )
+    result: dict[str, Any] = {"status": "committed", "id": ident}
+    if project_raw != store.project:
+        result["scope_normalized"] = True
+    return result
+
+
+def rank_ids(
+    store: LocalMemory,
+    scope: dict[str, Any],
+    query: str,
+    k: int = 5,
+    layers: list[str] | None = None,
+    *,
+    arms: tuple[str, ...] = ("words", "trigram"),
+) -> list[str]:
+    """The ids recall ranks first, before packing, for one or both arms (no access bump)."""
+    problem, chosen = check_recall_args(scope, query, k, layers)
+    assert problem is None, problem
+    conn = store._connection(create=False)
+    if conn is None:
+        return []
+    where = _Scope(
+        scope.get("project") or store.project, scope.get("agent_class_visibility"), chosen
+    )
+    fused, _ = store._rank(conn, where, query, clamp_k(k), arms=arms)
+    return [ident for ident, _ in fused[: clamp_k(k)]]
 
 
 @pytest.fixture

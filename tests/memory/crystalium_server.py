@@ -5,7 +5,8 @@ surface described in ``crystalium.md`` §1: ``recall``, ``ingest`` and ``commit`
 input schemas, answers as one ``TextContent`` whose text is JSON, refuses schema violations
 with the plain text ``Input validation error: <message>`` and ``isError: true``, and its own
 refusals as ``{"error": <reason code>, "message"}``. The answers come from the embedded
-store (:class:`eidolons.memory.local.LocalMemory`) so they are real.
+store (:class:`eidolons.memory.local.LocalMemory`) so they are real; ``commit`` is only
+advertised (the client never calls it).
 
 Options reproduce the server generations and failure modes the client must handle:
 
@@ -126,6 +127,10 @@ def build_server(args: argparse.Namespace) -> Server[Any]:
             raise RuntimeError(f"{name} exploded")
         if name in args.hang_tool:
             await anyio.sleep_forever()
+        if name == "commit":
+            return text(
+                {"error": "UNKNOWN_TOOL", "message": "commit is advertised only"}, error=True
+            )
         if name == "recall":
             answer = memory.recall(
                 arguments["scope"],
@@ -134,15 +139,11 @@ def build_server(args: argparse.Namespace) -> Server[Any]:
                 arguments.get("layers"),
                 explain=bool(arguments.get("explain")),
             )
-        elif name == "ingest":
+        else:
             answer = memory.ingest(
                 arguments["envelope"],
                 arguments["payload"],
                 payload_encoding=arguments.get("payload_encoding", "utf8"),
-            )
-        else:
-            answer = memory.commit(
-                arguments["layer"], arguments["payload"], arguments["provenance"]
             )
         answer.pop("backend", None)  # the real server does not say
         refused = "error" in answer

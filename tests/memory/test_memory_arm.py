@@ -16,6 +16,8 @@ import pytest
 from eidolons.memory import local
 from eidolons.memory.local import LocalMemory, _Scope
 
+from .conftest import seed
+
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta"]
 
 
@@ -49,7 +51,7 @@ def tied_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMemory
             layer = rng.choice(["episodic", "semantic", "procedural", "execution"])
             store = stores[rng.choice(["p0", "p0", "p1", "p2"])]
             text = f"{summary} x_{rng.randint(0, 9)}"
-            result = store.commit(layer, {"summary": text, "scope": scope})
+            result = seed(store, layer, {"summary": text, "scope": scope})
             assert result["status"] == "committed", result
     for other in ("p1", "p2"):
         stores[other].close()
@@ -115,7 +117,7 @@ def test_a_rare_match_is_ranked_without_a_second_query(
     # fewer matches than the ranked prefetch: every match was seen, nothing to widen
     memory = LocalMemory(tmp_path / "store", project="p0")
     for i in range(5):
-        memory.commit("episodic", {"summary": f"note {i} about quux_{i}", "scope": {}})
+        seed(memory, "episodic", {"summary": f"note {i} about quux_{i}", "scope": {}})
     conn = memory._connection(create=False)
     assert conn is not None
     seen: list[str] = []

@@ -20,7 +20,7 @@ from eidolons.memory.local import LocalMemory
 
 from .._builders import write_pair
 from ..conftest import Run, run_cli
-from .conftest import make_handoff
+from .conftest import make_handoff, seed
 
 GATE_REFUSALS = [
     "INTEGRITY_MISMATCH",
@@ -117,14 +117,12 @@ def test_recall_finds_an_ingested_handoff(root: Path, capsys: pytest.CaptureFixt
 
 def test_recall_as_a_receiver_and_by_layer(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     memory = store_of(root)
-    forge_only = memory.commit(
+    forge_only = seed(
+        memory,
         "semantic",
         {"summary": "Secret forge fact.", "scope": {"agent_class_visibility": "forge"}},
-        {},
     )["id"]
-    procedural = memory.commit("procedural", {"summary": "Forge fact procedure.", "scope": {}}, {})[
-        "id"
-    ]
+    procedural = seed(memory, "procedural", {"summary": "Forge fact procedure.", "scope": {}})["id"]
     memory.close()
 
     def found(*args: str) -> set[str]:

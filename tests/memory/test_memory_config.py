@@ -14,7 +14,6 @@ import eidolons.memory as memory_api
 from eidolons.errors import UsageError
 from eidolons.memory import (
     MemoryConfig,
-    UnavailableMemory,
     build_recall_query,
     ingest_after_pass,
     open_memory,
@@ -118,18 +117,6 @@ def test_missing_mcp_sdk_degrades_to_a_skip(
     assert result["status"] == "skipped"
     assert result["backend"] == memory.backend == "unavailable"
     assert "mcp SDK not importable" in result["reason"]
-
-
-def test_unavailable_memory_answers_skips() -> None:
-    memory = UnavailableMemory("because")
-    envelope, raw = make_handoff()
-    assert memory.recall({}, "q", k=3)["records"] == []
-    assert memory.ingest(envelope, raw) == {
-        "status": "skipped",
-        "reason": "because",
-        "backend": "unavailable",
-    }
-    assert memory.stats()["status"] == "unavailable"
 
 
 # -- the helpers the receiver gate calls -----------------------------------------------

@@ -86,7 +86,7 @@ def test_stdio_roundtrip_with_either_tool_spelling(
     first = memory.ingest(envelope, raw)
     assert first["status"] == "ingested", first
     assert first["backend"] == "mcp"
-    assert memory.tools == names
+    assert memory.stats()["tools"] == names
     assert memory.backend == "mcp"
     again = memory.ingest(envelope, raw)
     assert (again["id"], again["commit_status"]) == (first["id"], "merged")
@@ -317,7 +317,7 @@ def test_unreachable_stdio_server_is_a_silent_skip(command: tuple[str, ...]) -> 
     assert recalled["backend"] == ingested["backend"] == "unavailable"
     assert ingested["status"] == "skipped"
     assert memory.backend == "unavailable"
-    assert memory.failure
+    assert recalled["reason"]
 
 
 def test_unreachable_http_server_is_a_silent_skip() -> None:
@@ -370,7 +370,7 @@ def test_close_is_idempotent_and_later_calls_skip(tmp_path: Path) -> None:
 def test_close_without_any_call_starts_nothing() -> None:
     memory = McpMemory(MemoryConfig(mode="mcp", command=("/nonexistent",)))
     memory.close()
-    assert memory.failure == "memory client closed"
+    assert memory.recall({}, "x")["reason"] == "memory client closed"
 
 
 # -- pure helpers ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from eidolons.memory._common import INPUT_VALIDATION, SLOT_CAPS, TOTAL_TOKEN_CAP
 from eidolons.memory.local import LocalMemory
 from eidolons.memory.ranking import identifier_terms, rrf_fuse, word_terms
 
-from .conftest import PROJECT, make_handoff
+from .conftest import PROJECT, make_handoff, rank_ids, seed
 
 RECORD_KEYS = [
     "id",
@@ -37,7 +37,7 @@ def add(store: LocalMemory, objective: str, payload: str = "body", **kw: Any) ->
 
 
 def commit(store: LocalMemory, layer: str, summary: str, **scope: Any) -> str:
-    result = store.commit(layer, {"summary": summary, "scope": scope}, {"source": "human"})
+    result = seed(store, layer, {"summary": summary, "scope": scope})
     assert result["status"] == "committed", result
     return str(result["id"])
 
@@ -54,8 +54,8 @@ def test_identifier_fragment_found_by_trigram_not_by_bm25(store: LocalMemory) ->
     add(store, "Incoming envelope checks for the gate.", "incoming envelope words, spelled apart")
     add(store, "Unrelated hand-off.", "nothing here")
     query = "IncomingEnvelope"
-    assert store.rank_ids({}, query, arms=("words",)) == []  # one unicode61 token: no match
-    assert store.rank_ids({}, query, arms=("trigram",)) == [target]
+    assert rank_ids(store, {}, query, arms=("words",)) == []  # one unicode61 token: no match
+    assert rank_ids(store, {}, query, arms=("trigram",)) == [target]
     assert ids(store.recall({}, query))[0] == target
 
 
@@ -70,7 +70,7 @@ def test_exact_path_beats_word_overlap(store: LocalMemory) -> None:
         )
     target = add(store, "Refactor a module.", "touches src/eidolons/gates/receiver.py only")
     query = "gates/receiver.py"
-    bm25_only = store.rank_ids({}, query, arms=("words",), k=10)
+    bm25_only = rank_ids(store, {}, query, arms=("words",), k=10)
     assert bm25_only[0] != target
     assert ids(store.recall({}, query))[0] == target
 
@@ -210,7 +210,7 @@ def test_project_scope(tmp_path: Path) -> None:
 
 
 def test_committed_project_is_normalised_to_the_canonical_key(store: LocalMemory) -> None:
-    result = store.commit("semantic", {"summary": "Canon fact.", "scope": {"project": "x"}}, {})
+    result = seed(store, "semantic", {"summary": "Canon fact.", "scope": {"project": "x"}})
     assert result["scope_normalized"] is True
     assert ids(store.recall({}, "canon fact")) == [result["id"]]
 

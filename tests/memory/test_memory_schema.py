@@ -24,7 +24,7 @@ from eidolons.memory import schema
 from eidolons.memory.local import LocalMemory
 from eidolons.memory.ranking import identifier_terms, identifier_text, looks_like_identifier
 
-from .conftest import make_handoff
+from .conftest import make_handoff, rank_ids, seed
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "store-v2.sqlite3"
 LEGACY = {  # name: (crystal id, objective, payload, sender, kind, tier, state)
@@ -100,12 +100,12 @@ def test_a_schema_2_store_is_upgraded_in_place_and_loses_nothing(tmp_path: Path)
                 state,
             )
         # the trigram index was rebuilt from the old rows' excerpts
-        assert memory.rank_ids({}, "OrphanShards", arms=("trigram",)) == [LEGACY["untrusted"][0]]
-        assert memory.rank_ids({}, "trace_writer.py", arms=("trigram",)) == [LEGACY["gated"][0]]
-        assert memory.rank_ids({}, "us-west-2", arms=("trigram",)) == [SEMANTIC]
+        assert rank_ids(memory, {}, "OrphanShards", arms=("trigram",)) == [LEGACY["untrusted"][0]]
+        assert rank_ids(memory, {}, "trace_writer.py", arms=("trigram",)) == [LEGACY["gated"][0]]
+        assert rank_ids(memory, {}, "us-west-2", arms=("trigram",)) == [SEMANTIC]
         # visibility survives
-        assert SEMANTIC in memory.rank_ids({"agent_class_visibility": "forge"}, "rollback")
-        assert memory.rank_ids({"agent_class_visibility": "vigil"}, "rollback") == []
+        assert SEMANTIC in rank_ids(memory, {"agent_class_visibility": "forge"}, "rollback")
+        assert rank_ids(memory, {"agent_class_visibility": "vigil"}, "rollback") == []
         # a re-emitted hand-off of the old store is stored once (ADR 0028): same key
         _, objective, payload, sender, kind, _, _ = LEGACY["gated"]
         envelope, raw = make_handoff(objective=objective, payload=payload, sender=sender, kind=kind)
@@ -115,7 +115,7 @@ def test_a_schema_2_store_is_upgraded_in_place_and_loses_nothing(tmp_path: Path)
         envelope, raw = make_handoff(objective="A new one.", payload="see newHandoffZebra()")
         new = memory.ingest(envelope, raw)
         assert new["commit_status"] == "committed"
-        assert memory.rank_ids({}, "HandoffZebra", arms=("trigram",)) == [new["id"]]
+        assert rank_ids(memory, {}, "HandoffZebra", arms=("trigram",)) == [new["id"]]
         assert memory.stats()["crystals"] == 10
     finally:
         memory.close()
@@ -130,7 +130,7 @@ def test_a_schema_2_store_is_upgraded_in_place_and_loses_nothing(tmp_path: Path)
 def _open_and_use(store_dir: str) -> tuple[int, str]:
     memory = LocalMemory(Path(store_dir), project="legacy")
     try:
-        hits = memory.rank_ids({}, "OrphanShards", arms=("trigram",))
+        hits = rank_ids(memory, {}, "OrphanShards", arms=("trigram",))
         return len(hits), str(memory.stats()["schema_version"])
     finally:
         memory.close()
@@ -168,8 +168,8 @@ def test_new_stores_are_schema_3_with_the_excerpts_identifiers_in_the_trigram_in
 ) -> None:
     envelope, raw = make_handoff(payload="Plain words, then fooBar() and src/a_b.py: done.")
     ident = store.ingest(envelope, raw)["id"]
-    committed = store.commit(
-        "semantic", {"summary": "A fact.", "body": "see x.y-z here", "scope": {}}, {}
+    committed = seed(
+        store, "semantic", {"summary": "A fact.", "body": "see x.y-z here", "scope": {}}
     )["id"]
     with sqlite3.connect(store.path) as conn:
         rows = dict(conn.execute("SELECT id, tri_body FROM crystals").fetchall())

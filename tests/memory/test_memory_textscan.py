@@ -106,7 +106,7 @@ def test_redaction_skips_only_texts_no_pattern_can_match() -> None:
     matched = 0
     for text in samples:
         for rule, pattern, _ in mapping._REDACTIONS:
-            if pattern.search(text):
+            if pattern.compiled().search(text):
                 matched += 1
                 assert textscan.may_redact(rule, text), (rule, text)
         for sensitivity in ("internal", "none"):

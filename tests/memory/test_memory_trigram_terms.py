@@ -7,7 +7,7 @@ from __future__ import annotations
 from eidolons.memory.local import LocalMemory
 from eidolons.memory.ranking import identifier_terms, trigram_terms, word_terms
 
-from .conftest import make_handoff
+from .conftest import make_handoff, rank_ids
 
 
 def add(store: LocalMemory, objective: str, payload: str, kind: str) -> str:
@@ -39,9 +39,9 @@ def test_hyphenated_words_are_not_trigram_terms_other_identifiers_are() -> None:
 def test_a_kind_query_is_answered_by_the_word_arm(store: LocalMemory) -> None:
     scout = add(store, "Look at the gate.", "# notes\n\nplain words\n", "scout-report")
     add(store, "Look at the gate.", "# notes\n\nplain words\n", "spec")
-    assert store.rank_ids({}, "scout-report", arms=("trigram",)) == []
-    assert store.rank_ids({}, "scout-report", arms=("words",)) == [scout]
-    assert store.rank_ids({}, "scout-report")[0] == scout
+    assert rank_ids(store, {}, "scout-report", arms=("trigram",)) == []
+    assert rank_ids(store, {}, "scout-report", arms=("words",)) == [scout]
+    assert rank_ids(store, {}, "scout-report")[0] == scout
     explain = store.recall({}, "scout-report", explain=True)["explain"]
     assert explain["fusion"]["terms"]["identifiers"] == []
     assert explain["fusion"]["n_trigram"] == 0
@@ -50,5 +50,5 @@ def test_a_kind_query_is_answered_by_the_word_arm(store: LocalMemory) -> None:
 def test_other_identifiers_still_match_inside_longer_tokens(store: LocalMemory) -> None:
     target = add(store, "Look at the planner.", "calls quarantineOrphanShards() daily\n", "spec")
     add(store, "Look at the planner.", "calls nothing of note\n", "spec")
-    assert store.rank_ids({}, "OrphanShards", arms=("trigram",)) == [target]
-    assert store.rank_ids({}, "OrphanShards", arms=("words",)) == []
+    assert rank_ids(store, {}, "OrphanShards", arms=("trigram",)) == [target]
+    assert rank_ids(store, {}, "OrphanShards", arms=("words",)) == []

@@ -1,35 +1,21 @@
 """Memory around the receiver gate: recall before, ingest only after a pass (CRYSTALIUM).
 
-One interface, :class:`Memory`, with the argument and result shapes of the CRYSTALIUM
-``recall`` and ``ingest`` MCP tools, and two backends behind it:
+One interface, :class:`Memory`, with the shapes of the CRYSTALIUM ``recall`` and ``ingest``
+tools, and two backends: ``local``, the embedded store under ``<root>/.eidolons/memory/``
+(:mod:`eidolons.memory.local`), and ``mcp``, a client for a real server
+(:mod:`eidolons.memory.mcp_client`, the optional ``eidolons[mcp]`` extra). Rules:
 
-- ``local`` (default): an embedded SQLite/FTS5 store under ``<root>/.eidolons/memory/``
-  (:mod:`eidolons.memory.local`), created on the first ingest.
-- ``mcp``: a client for a real CRYSTALIUM server over stdio or streamable HTTP
-  (:mod:`eidolons.memory.mcp_client`, needs the optional ``eidolons[mcp]`` extra).
+1. The backend comes from the environment only (:meth:`MemoryConfig.from_env`); a
+   malformed configuration is a :class:`~eidolons.errors.UsageError`, never a fallback.
+2. ``off``: :func:`open_memory` returns None and the caller does nothing.
+3. A memory that cannot be reached never raises: the call answers ``{"status": "skipped",
+   "reason", "backend": "unavailable"}`` (a recall with empty ``records``).
+4. Every answer names its backend in ``"backend"``, as :attr:`Memory.backend` does.
+5. Ingest happens only after the receiver gate passed, through :func:`gate_callbacks`;
+   memory and gates never import each other (ADR 0011).
 
-Rules enforced here:
-
-1. Selection comes from configuration only (:class:`MemoryConfig`):
-   ``EIDOLONS_MEMORY=off|local|mcp`` (default ``local``); for ``mcp`` exactly one of
-   ``EIDOLONS_MEMORY_COMMAND`` (a stdio command line, split with :func:`shlex.split`) or
-   ``EIDOLONS_MEMORY_URL`` (streamable HTTP). A malformed configuration is a
-   :class:`~eidolons.errors.UsageError`, never a silent fallback.
-2. ``off`` means :func:`open_memory` returns ``None``: the caller does nothing.
-3. A configured memory that cannot be reached (SDK not installed, server does not start,
-   handshake or call times out, tools not advertised, store not writable) never raises to
-   the caller: the call answers ``{"status": "skipped", "reason", "backend":
-   "unavailable"}`` (recall also carries an empty ``records`` list). This is the seeds'
-   "graceful skip".
-4. Every answer says which backend produced it in its ``"backend"`` key, and
-   ``Memory.backend`` says the same.
-5. Ingest happens only after the receiver gate passed, and only through the gate's
-   callbacks (:func:`gate_callbacks`; ``eidolons memory ingest`` is the receiver gate
-   with an "on pass" callback): this package never imports the gates, and the gates
-   never import it (ADR 0011).
-
-Importing this module is cheap (no sqlite3, asyncio or mcp import): it sits on the CLI
-hot path. Backends are imported inside :func:`open_memory`.
+Importing this module is cheap (no sqlite3, asyncio, mcp nor typing, ADR 0085): the
+backends are imported by :func:`open_memory`.
 """
 
 from __future__ import annotations
@@ -44,6 +30,7 @@ from eidolons.memory._common import (
     BACKEND_UNAVAILABLE,
     DEFAULT_RECALL_LAYERS,
     LAYERS,
+    Frozen,
     is_error,
     is_skipped,
     skipped_ingest,
@@ -59,7 +46,6 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "Payload",
-    "UnavailableMemory",
     "build_recall_query",
     "gate_callbacks",
     "ingest_after_pass",
@@ -70,7 +56,7 @@ __all__ = [
     "recall_before",
 ]
 
-TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at open (ADR 0085)
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (ADR 0085)
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
@@ -81,25 +67,20 @@ if TYPE_CHECKING:
 else:
     Protocol = object  # Memory is a protocol for the type checker, a plain base at run time
     Payload = bytes | bytearray | str | Mapping | list
-"""What ``ingest`` accepts: the payload bytes the gate verified (normal case), a string,
-or a JSON object/array (the server's "dict payload", which skips the digest binding)."""
+"""What ``ingest`` accepts: the bytes the gate verified, a string, or a JSON object or
+array (the server's "dict payload", which skips the digest binding)."""
 
 MODES: tuple[Mode, ...] = ("off", "local", "mcp")
-
-_STORE_DIR = os.path.join(".eidolons", "memory")
-"""The local store's directory under a project root, as a string (``STORE_DIR`` is the same
-as a :class:`pathlib.Path`, made on first use: :mod:`pathlib` is not imported at open)."""
+_STORE_DIR = os.path.join(".eidolons", "memory")  # the local store, under the project root
 
 
 def __getattr__(name: str) -> Path:
-    if name == "STORE_DIR":
+    if name == "STORE_DIR":  # a Path, made on first use: no pathlib at open (ADR 0095)
         from pathlib import Path
 
         return Path(_STORE_DIR)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-"""The local store, relative to the project root."""
 
 DEFAULT_FIRST_CALL_TIMEOUT = 120.0
 DEFAULT_CALL_TIMEOUT = 30.0
@@ -111,13 +92,10 @@ class Memory(Protocol):
     @property
     def backend(self) -> str:
         """``"local"``, ``"mcp"`` or ``"unavailable"``: who answers (or would answer)."""
-        ...
 
     @property
     def project(self) -> str | None:
-        """The canonical project key to put in ``scope.project`` (None: let the server
-        pick its own canonical key)."""
-        ...
+        """The project key for ``scope.project`` (None: the server's own)."""
 
     def recall(
         self,
@@ -128,9 +106,8 @@ class Memory(Protocol):
         *,
         explain: bool = False,
     ) -> dict[str, Any]:
-        """The CRYSTALIUM ``recall`` tool: ``{"records": [...], "slot_breakdown",
-        "total_tokens", "evicted_count", "budget", "backend"}``."""
-        ...
+        """``{"records": [...], "slot_breakdown", "total_tokens", "evicted_count",
+        "budget", "backend"}``, or a refusal."""
 
     def ingest(
         self,
@@ -140,39 +117,21 @@ class Memory(Protocol):
         payload_encoding: str = "utf8",
         gated: bool = False,
     ) -> dict[str, Any]:
-        """The CRYSTALIUM ``ingest`` tool: ``{"status": "ingested", "id", "layer",
-        "trust_tier", "validation_state", ..., "commit_status", "backend"}`` or a refusal
-        ``{"error": <reason code>, "message", "backend"}``. ``gated``: the hand-off passed
-        both gates (the local store keeps it ``validated``; ADR 0028)."""
-        ...
+        """``{"status": "ingested", "id", "layer", "trust_tier", "validation_state", ...,
+        "commit_status", "backend"}`` or a refusal ``{"error", "message", "backend"}``.
+        ``gated``: the hand-off passed both gates (ADR 0028)."""
 
     def stats(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
 
-class MemoryConfig:
-    """How to reach the memory. Timeouts in seconds. Frozen; a plain ``__slots__`` class,
-    not a dataclass (:mod:`dataclasses` imports :mod:`inspect` at every gate's memory open).
+class MemoryConfig(Frozen):
+    """How to reach the memory, timeouts in seconds (``first_call_timeout`` covers a
+    server's start and its first recall, which loads its embedding model). ``extra_env``:
+    more environment for a stdio server."""
 
-    - ``first_call_timeout``: budget for starting the server, the handshake,
-      ``list_tools`` and the first call (a real CRYSTALIUM loads its embedding model on the
-      first recall, ~30 s on CPU).
-    - ``extra_env``: environment passed to a stdio server on top of the SDK's allow-list
-      (the ``CRYSTALIUM_*`` variables of this process are always forwarded)."""
-
-    __slots__ = (
-        "call_timeout",
-        "close_timeout",
-        "command",
-        "extra_env",
-        "first_call_timeout",
-        "mode",
-        "project",
-        "store_dir",
-        "url",
-    )
-    _FIELDS = (
+    _fields = (
         "mode",
         "command",
         "url",
@@ -183,6 +142,7 @@ class MemoryConfig:
         "close_timeout",
         "extra_env",
     )
+    __slots__ = _fields
 
     mode: Mode
     command: tuple[str, ...]
@@ -206,7 +166,7 @@ class MemoryConfig:
         close_timeout: float = 10.0,
         extra_env: Mapping[str, str] | None = None,
     ) -> None:
-        values = (
+        self._set(
             mode,
             command,
             url,
@@ -217,23 +177,6 @@ class MemoryConfig:
             close_timeout,
             {} if extra_env is None else extra_env,
         )
-        for name, value in zip(self._FIELDS, values, strict=True):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"MemoryConfig is frozen: cannot assign {name}")
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self._FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MemoryConfig) and other._values() == self._values()
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
-        return f"MemoryConfig({inner})"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> MemoryConfig:
@@ -293,50 +236,10 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-class UnavailableMemory:
-    """A memory that cannot be reached: every call is a silent, reported skip."""
-
-    backend = BACKEND_UNAVAILABLE
-    project: str | None = None
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def recall(
-        self,
-        scope: Mapping[str, Any],
-        query: str,
-        k: int = 5,
-        layers: Sequence[str] | None = None,
-        *,
-        explain: bool = False,
-    ) -> dict[str, Any]:
-        return skipped_recall(self.reason, k)
-
-    def ingest(
-        self,
-        envelope: Mapping[str, Any],
-        payload: Payload,
-        *,
-        payload_encoding: str = "utf8",
-        gated: bool = False,
-    ) -> dict[str, Any]:
-        return skipped_ingest(self.reason)
-
-    def stats(self) -> dict[str, Any]:
-        return {"backend": self.backend, "status": "unavailable", "reason": self.reason}
-
-    def close(self) -> None:
-        pass
-
-
 def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None) -> Memory | None:
-    """The configured memory for the project at ``root``, or None when it is off.
-
-    Never touches the disk or the network: the local store is created by the first ingest
-    and an MCP server is started by the first call. Raises :class:`UsageError` only for a
-    malformed configuration (read from the environment when ``config`` is None).
-    """
+    """The configured memory for the project at ``root`` (``config`` or the environment),
+    or None when off. Touches neither disk nor network (the first call does). Raises
+    :class:`UsageError` for a malformed configuration."""
     config = MemoryConfig.from_env() if config is None else config
     if config.mode == "off":
         return None
@@ -348,20 +251,14 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
             config.store_dir or os.path.join(where, _STORE_DIR),
             project=config.project or _project_key(where),
         )
-    try:
-        from eidolons.memory.mcp_client import McpMemory
-    except ImportError as exc:  # the optional extra is not installed
-        return UnavailableMemory(
-            f"mcp SDK not importable ({exc.name or exc}); pip install 'eidolons[mcp]'"
-        )
+    from eidolons.memory.mcp_client import McpMemory  # imports the SDK in its thread only
+
     return McpMemory(config)
 
 
 def open_gate_memory(root: str | os.PathLike[str]) -> tuple[Memory | None, str | None]:
-    """:func:`open_memory` for a gate (``verify-incoming``, the MCP tools): the memory and
-    None, or None and why it is not used (``skipped: <why>``; ``--no-memory`` is the
-    command's, which then never imports this package). A broken memory configuration
-    never changes a gate's decision, so this never raises."""
+    """:func:`open_memory` for a gate: the memory and None, or None and why it is not used
+    (``skipped: <why>``). Never raises: a broken configuration never changes a verdict."""
     try:
         return open_memory(root), None
     except Exception as exc:  # memory is context for the receiver, never the verdict
@@ -369,9 +266,8 @@ def open_gate_memory(root: str | os.PathLike[str]) -> tuple[Memory | None, str |
 
 
 def _project_key(root: str) -> str:
-    """The local canonical project key: the project directory's name (the server uses the
-    basename of its data directory, which the nexus wiring names after the project).
-    ``os.path.realpath`` is what ``Path.resolve`` calls; its last component is the name."""
+    """The local project key: the project directory's name, as the server names its data
+    directory after the project."""
     return os.path.basename(os.path.realpath(root)) or "default"
 
 
@@ -398,11 +294,8 @@ def recall_before(
     k: int = 5,
     layers: Sequence[str] = DEFAULT_RECALL_LAYERS,
 ) -> dict[str, Any]:
-    """Recall prior context for an inbound hand-off, as the seeds prescribe.
-
-    Scope is the memory's project and the receiver's class; the query is
-    :func:`build_recall_query`. Never raises: any failure is a skipped result.
-    """
+    """Recall for an inbound hand-off: the memory's project and the receiver's class, the
+    query of :func:`build_recall_query`. Never raises: a failure is a skipped result."""
     if memory is None:
         return skipped_recall("memory is off", k)
     scope: dict[str, Any] = {"agent_class_visibility": receiver}
@@ -417,10 +310,8 @@ def recall_before(
 def ingest_after_pass(
     memory: Memory | None, envelope: Mapping[str, Any], payload: Payload
 ) -> dict[str, Any]:
-    """Ingest a hand-off the receiver gate has just passed. Call it only after
-    ``verify_pass``, with the exact payload bytes the gate verified: the receiver passes
-    only on the orchestrator's pass on record, so both gates passed (``gated``). Never
-    raises."""
+    """Ingest a hand-off the receiver gate has just passed, with the bytes it verified
+    (both gates passed: ``gated``). Never raises."""
     if memory is None:
         return skipped_ingest("memory is off")
     try:
@@ -434,9 +325,8 @@ def gate_callbacks(
 ) -> tuple[
     Callable[[Any], Mapping[str, Any]], Callable[[Any, bytes | bytearray | None], Mapping[str, Any]]
 ]:
-    """The receiver gate's two callbacks for ``memory`` (ADR 0011): ``on_envelope``
-    recalls before the verdict, ``on_pass`` ingests after the pass is on record. The gate
-    calls them; memory never imports the gate, and the gate never imports memory."""
+    """The receiver gate's callbacks (ADR 0011): ``on_envelope`` recalls before the
+    verdict, ``on_pass`` ingests after the pass is on record."""
 
     def on_envelope(envelope: Any) -> Mapping[str, Any]:
         return {"recall": recall_before(memory, envelope.data, receiver)}

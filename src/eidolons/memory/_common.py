@@ -1,20 +1,8 @@
-"""Vocabulary and result shapes shared by every memory backend.
+"""Vocabulary and result shapes shared by every memory backend (``crystalium.md`` §1-3).
 
-Pure functions and constants only (no I/O, no sqlite3, no mcp): both backends and the CLI
-build their answers here, so a caller sees the same shapes whichever backend answered.
-
-Rules stated here, from the CRYSTALIUM notes (``crystalium.md`` §1.2, §1.5, §3):
-
-- Layers are the closed set ``episodic``, ``semantic``, ``procedural``, ``execution``.
-- ``recall`` arguments: ``scope`` must be an object, ``query`` a string, ``k`` an integer
-  (a bool or a string is refused, as jsonschema refuses it) clamped to [1, 100], ``layers``
-  an array of known layer names (an empty or absent array means all four). A violation is
-  the server's schema error, reported as reason code ``INPUT_VALIDATION`` with the server's
-  message prefix ``"Input validation error: "``.
-- Every answer is a plain ``dict`` carrying the server's keys plus one extra key,
-  ``"backend"``: ``"local"``, ``"mcp"`` or ``"unavailable"``. A refusal is
-  ``{"error": <reason code>, "message": ..., "backend": ...}``; a skipped call (memory
-  unreachable) carries ``"status": "skipped"`` and a ``"reason"``.
+Pure: both backends and the CLI build their answers here. Every answer is a plain ``dict``
+with the server's keys and ``"backend"``; a refusal is ``{"error": <reason code>,
+"message", "backend"}``; a skipped call carries ``"status": "skipped"`` and a ``"reason"``.
 """
 
 from __future__ import annotations
@@ -26,12 +14,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
 LAYERS: Final[tuple[str, ...]] = ("episodic", "semantic", "procedural", "execution")
-"""The four CRYSTALIUM layers, in the server's enum order."""
-
 DEFAULT_RECALL_LAYERS: Final[tuple[str, ...]] = ("semantic", "episodic", "procedural")
-"""The layers the seeds recall before a hand-off is processed."""
-
-K_MIN: Final = 1
 K_MAX: Final = 100
 
 # Token budget of the working set (crystalium.md §3, composer).
@@ -45,44 +28,48 @@ SLOT_CAPS: Final[dict[str, int]] = {
     "buffer": 300,
 }
 
-# Reason codes. The first group is the server's own; the last three are ours, for
-# conditions the server reports without a code.
+# Reason codes: the server's own, then ours for what the server reports without a code.
 INGEST_BAD_ENVELOPE: Final = "INGEST_BAD_ENVELOPE"
 UNSUPPORTED_ENVELOPE_VERSION: Final = "UNSUPPORTED_ENVELOPE_VERSION"
 INGEST_PAYLOAD_HASH_MISMATCH: Final = "INGEST_PAYLOAD_HASH_MISMATCH"
-UNKNOWN_LAYER: Final = "UNKNOWN_LAYER"
 UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
 RATE_LIMIT: Final = "RATE_LIMIT"
-SERVER_REASON_CODES: Final[frozenset[str]] = frozenset(
-    {
-        "TIER_VIOLATION",
-        "TIER_CEILING",
-        "PROMOTION_GATE",
-        "VERIFIER_FAIL",
-        RATE_LIMIT,
-        "PATH_ESCAPE",
-        UNKNOWN_TOOL,
-        UNKNOWN_LAYER,
-        "MISSING_CRYSTAL_ID",
-        "CRYSTAL_NOT_FOUND",
-        "INVALID_OUTCOME_SCORE",
-        INGEST_BAD_ENVELOPE,
-        UNSUPPORTED_ENVELOPE_VERSION,
-        INGEST_PAYLOAD_HASH_MISMATCH,
-    }
-)
-INPUT_VALIDATION: Final = "INPUT_VALIDATION"
-"""The server's jsonschema refusal (plain text ``Input validation error: ...``)."""
-SERVER_ERROR: Final = "SERVER_ERROR"
-"""Any other failure the server reported (a JSON-RPC error, an unparseable answer)."""
-INGEST_PAYLOAD_TOO_LARGE: Final = "INGEST_PAYLOAD_TOO_LARGE"
-"""Local only: the payload is above the store's size cap."""
+INPUT_VALIDATION: Final = "INPUT_VALIDATION"  # the server's jsonschema refusal
+SERVER_ERROR: Final = "SERVER_ERROR"  # a JSON-RPC error or an answer that does not parse
 
 INPUT_VALIDATION_PREFIX: Final = "Input validation error: "
 
 BACKEND_LOCAL: Final = "local"
 BACKEND_MCP: Final = "mcp"
 BACKEND_UNAVAILABLE: Final = "unavailable"
+
+
+class Frozen:
+    """A record of the fields ``_fields`` names, in order: frozen, compared by value (a
+    dataclass would import :mod:`inspect` at a gate's memory open, ADR 0085)."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _set(self, *values: object) -> None:
+        for name, value in zip(self._fields, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot assign {name}")
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._values() == self._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({inner})"
 
 
 def error_result(code: str, message: str, backend: str, **extra: Any) -> dict[str, Any]:
@@ -136,17 +123,14 @@ def skipped_ingest(reason: str) -> dict[str, Any]:
 
 
 def clamp_k(k: int) -> int:
-    return max(K_MIN, min(K_MAX, k))
+    return max(1, min(K_MAX, k))
 
 
 def check_recall_args(
     scope: Any, query: Any, k: Any, layers: Any
 ) -> tuple[str | None, tuple[str, ...]]:
-    """Validate recall arguments as the server's input schema does.
-
-    Returns ``(None, layers)`` when valid (``layers`` normalised, all four when absent or
-    empty) or ``(message, ())`` describing the first violation.
-    """
+    """Check recall arguments as the server's input schema does (``k`` an int, not a bool;
+    layers known): ``(None, layers)``, all four when none, or ``(message, ())``."""
     if not isinstance(scope, Mapping):
         return f"{scope!r} is not of type 'object'", ()
     for key in ("project", "agent_class_visibility", "sensitivity_tag"):

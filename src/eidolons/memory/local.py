@@ -1,60 +1,14 @@
-"""The embedded memory: a local SQLite + FTS5 store that answers like a CRYSTALIUM server.
+"""The embedded memory: a SQLite + FTS5 store that answers like a CRYSTALIUM server.
 
-Store: one SQLite file, ``<store_dir>/memory.sqlite3`` (by default
-``<root>/.eidolons/memory/``), created by the first write, in WAL mode with a busy
-timeout so several gate processes can share it.
-
-``ingest(envelope, payload)`` enforces, in this order (``crystalium.md`` §2.1):
-
-1. ``envelope`` is an object, else ``INGEST_BAD_ENVELOPE``.
-2. ``envelope_version`` is a string of major 1 or 2 (``1.0``, ``1.0.3``, ``2.0``), else
-   ``UNSUPPORTED_ENVELOPE_VERSION``.
-3. The 11 top-level fields are present and non-null (``parent_id`` may be null);
-   ``artifact`` has ``kind, schema_version, path, sha256, size_bytes``; ``integrity`` has
-   ``method, value``; ``from``/``to`` have ``eidolon, version``; the fields the store reads
-   are strings; and the integrity block is consistent: for ``sha256``,
-   ``integrity.value == artifact.sha256``; for ``hmac-sha256``, ``integrity.value`` is 64
-   lowercase hex (the HMAC itself cannot equal the plain digest); any other method is
-   refused. Any failure is ``INGEST_BAD_ENVELOPE``.
-4. Payload binding: for a bytes or string payload, SHA-256 of the bytes (a string as
-   UTF-8, i.e. the raw transport string) must equal ``artifact.sha256``, else
-   ``INGEST_PAYLOAD_HASH_MISMATCH``. A JSON object/array payload skips this check, as on
-   the server.
-
-Then (§2.2, §2.3): one ``episodic`` crystal; trust tier is the *less* trusted of the
-identity tier (``host``/``host-llm``/``cortex`` T0, the server's roster T1, anything else
-T3) and a ``trace.tier`` that parses as ``T0``..``T3``; T3 is ``quarantined``, others
-``validated`` when the caller says both gates passed (``gated``), else ``unverified``;
-summary ``"<kind>: <objective>"`` (at most 4,096 characters); project normalised to the
-store's canonical key with the original (``thread_id`` or ``eidolon:<from>``) kept as
-``project_raw``; no class visibility (visible to all).
-
-Deliberate differences from the server, all recorded in
-``docs/adr/0100-memory-backends.md``: ingest is idempotent on ``(project, message_id,
-artifact.sha256)`` and on the hand-off's content key (sender, receiver, performative, kind,
-objective, payload SHA-256: a re-emitted hand-off; ADR 0028); a repeat answers the existing
-id with ``commit_status: "merged"``; the first ``excerpt_chars`` (4,096) characters of the
-decoded payload are indexed as a low-weight column (the server indexes the summary only);
-HMAC envelopes are accepted; there is no per-process rate limit; the native payload is kept
-verbatim only up to ``native_max_bytes`` (1 MiB).
-
-``recall(scope, query, k, layers)`` (§1.2, §3): arguments validated as the server's schema
-does, ``k`` clamped to [1, 100] and a hard cap; candidates are restricted in SQL to the
-project (``scope.project`` or the canonical key), active and not superseded rows, the chosen
-layers, and the visibility rule (a caller class ``X`` sees crystals whose visibility is
-null, ``"all"`` or ``X``; no class given, no visibility filter). Two arms rank them: BM25
-over words (``unicode61``, OR of the query's word tokens, summary weighted 5:1 over the
-excerpt; in a store of 1,000 crystals or more, words present in at least half of them are
-dropped while an informative word remains, since BM25 gives them no weight) and a
-``trigram`` substring match for the query's identifier- and path-like tokens (a token with
-``_ . / - : # @ =`` or a backslash, a digit, or an inner capital; at least 3 characters;
-not hyphenated words such as ``scout-report``, which the word arm searches, ADR 0094),
-against the summary and the excerpt's own such tokens (schema 3, ADR 0093). They are
-fused by weighted reciprocal rank, ``score = sum(w_arm / (60 + rank))`` with
-``w_arm = 1 + selectivity`` (the server's sparse-arm weighting applied to both arms), ties
-broken by id. The first ``k`` are packed into the server's token budget (slot caps, 3,500
-total, words x 1.3), summaries are regex-redacted, and surfaced rows get
-``access_count + 1`` and a new ``last_access``.
+One file, ``<store_dir>/memory.sqlite3`` (:mod:`eidolons.memory.schema`), in WAL mode and
+shared by every gate process of the project. ``ingest`` refuses what
+:func:`~eidolons.memory.mapping.validate_envelope` refuses, then stores one ``episodic``
+crystal, or merges a repeat of ``(project, message_id, artifact.sha256)`` or of the hand-off's
+content key (ADR 0028). ``recall`` keeps in SQL the rows of the project, active, of the chosen
+layers and visible to the caller's class; ranks them with two arms, BM25 over words and a
+trigram match of the query's identifier-like tokens (ADRs 0093, 0094, 0120); fuses the arms
+by weighted reciprocal rank; packs the first ``k`` into the server's token budget. Where the
+store differs from the server: ADR 0100.
 """
 
 from __future__ import annotations
@@ -67,10 +21,8 @@ from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenS
 from eidolons.memory import schema
 from eidolons.memory._common import (
     BACKEND_LOCAL,
-    LAYERS,
     SLOT_CAPS,
     TOTAL_TOKEN_CAP,
-    UNKNOWN_LAYER,
     check_recall_args,
     clamp_k,
     empty_recall,
@@ -104,7 +56,7 @@ from eidolons.memory.ranking import (
     word_terms,
 )
 from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
-from eidolons.memory.textscan import plain_term, tier_digit
+from eidolons.memory.textscan import plain_term
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -115,20 +67,13 @@ PREFETCH_FACTOR: Final = 10
 PREFETCH_MIN: Final = 300
 """An arm ranks its best ``max(PREFETCH_FACTOR x fetch, PREFETCH_MIN)`` matches before
 the scope is judged; past them it runs over every match (ADR 0120)."""
-LOOKUP_MAX: Final = 500
-"""At most this many ranked rows are looked up in one statement (SQLite's oldest variable
-limit is 999)."""
-WAL_CHECKPOINT_PAGES: Final = 4000
-"""Pages the WAL may hold before a commit checkpoints it (SQLite's default is 1,000): each
-checkpoint costs two fsyncs, and ingest commits once per hand-off (ADR 0093)."""
+LOOKUP_MAX: Final = 500  # ranked rows looked up per statement (SQLite's oldest limit: 999)
+WAL_CHECKPOINT_PAGES: Final = 4000  # fewer checkpoints, each two fsyncs (ADR 0093)
 PRUNE_MIN_DOCS: Final = 1000
-
-# Redaction rules (crystalium.md §3). SSN always; the others unless sensitivity is "none".
 
 
 def _new_id() -> str:
-    """A new record id. ``uuid`` is imported here, not at open: it imports ``platform``
-    (about 2 ms), which a gate that only recalls or merges never needs (ADR 0085)."""
+    """A new record id (``uuid`` imports ``platform``: not for a recall or a merge, ADR 0085)."""
     import uuid
 
     return str(uuid.uuid4())
@@ -174,7 +119,7 @@ class LocalMemory:
     def __init__(
         self, store_dir: str | os.PathLike[str], *, project: str, limits: LocalLimits | None = None
     ) -> None:
-        # strings inside: pathlib is not imported at open (the receiver's start-up, ADR 0095)
+        # strings inside: no pathlib at open (ADR 0095)
         self._dir = os.fspath(store_dir)
         self._db = os.path.join(self._dir, schema.DB_NAME)
         self._project = project
@@ -217,12 +162,9 @@ class LocalMemory:
             check_same_thread=False,
         )
         try:
-            # the busy timeout covers every later statement; the journal mode is never
-            # changed outside the creation lock (ADR 0012)
+            # the journal mode is set under the creation lock only (ADR 0012)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
-            # durable when the call returns against the process's death, not a power cut
-            # (the trace's default too); fsync at checkpoints only, which a 16 MiB WAL
-            # keeps rare (ADR 0093)
+            # durable against the process's death, not a power cut, as the trace (ADR 0093)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
             if not schema.ready(conn, create=create, store_dir=self._dir):
@@ -257,7 +199,7 @@ class LocalMemory:
         payload_encoding: str = "utf8",
         gated: bool = False,
     ) -> dict[str, Any]:
-        """The CRYSTALIUM ``ingest`` tool (see the module docstring for the rules).
+        """The CRYSTALIUM ``ingest`` tool: the stored or merged crystal, or a refusal.
         ``gated``: the hand-off passed both gates (stored ``validated``, ADR 0028)."""
         if payload is None:
             return input_error("'payload' is a required property", self.backend)
@@ -387,97 +329,6 @@ class LocalMemory:
         result["backend"] = self.backend
         return result
 
-    # -- commit (minimal) ---------------------------------------------------------------
-
-    def commit(
-        self,
-        layer: str,
-        payload: Mapping[str, Any],
-        provenance: Mapping[str, Any] | None = None,
-        *,
-        caller_tier: str = "T2",
-    ) -> dict[str, Any]:
-        """A minimal CRYSTALIUM ``commit``: store one crystal in any layer, with its own
-        ``scope.agent_class_visibility``. Used to seed the semantic/procedural layers; the
-        server's tier matrix and promotion gate are not reproduced. The caller's tier (the
-        server takes it from its process identity) sets the trust tier; a claimed
-        ``provenance.source`` never raises it."""
-        if layer not in LAYERS:
-            return error_result(UNKNOWN_LAYER, f"unknown layer {layer!r}", self.backend)
-        if not isinstance(payload, Mapping) or not isinstance(payload.get("summary"), str):
-            return input_error("payload must carry a string 'summary'", self.backend)
-        scope = payload.get("scope")
-        if not isinstance(scope, Mapping):
-            return input_error("payload must carry a 'scope' object", self.backend)
-        if tier_digit(caller_tier) is None:  # _TIER_RE
-            return input_error(f"caller tier {caller_tier!r} is not T0..T3", self.backend)
-        tier = caller_tier.upper()
-        visibility = scope.get("agent_class_visibility")
-        project_raw = scope.get("project") or self.project
-        body = payload.get("body")
-        try:
-            with self._lock:
-                conn = self._connection(create=True)
-                assert conn is not None
-                ident, now = _new_id(), _now()
-                record = {
-                    "layer": layer,
-                    "payload": dict(payload),
-                    "provenance": {**(provenance or {}), "source": provenance_source(tier)},
-                }
-                import json
-
-                blob = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
-                content_ref = sha256_hex(blob.encode("utf-8"))
-                summary = payload["summary"][: self.limits.summary_chars]
-                excerpt = str(body)[: self.limits.excerpt_chars] if body else ""
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.execute(
-                        "INSERT INTO crystals (id, layer, summary, body_excerpt, project,"
-                        " project_raw, agent_class_visibility, sensitivity_tag, trust_tier,"
-                        " validation_state, status, importance, content_ref, payload_json,"
-                        " created_at, t_valid_from, last_access, access_count, tri_body)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?, 0, ?)",
-                        (
-                            ident,
-                            layer,
-                            summary,
-                            excerpt,
-                            self.project,
-                            project_raw,
-                            visibility if isinstance(visibility, str) else None,
-                            str(scope.get("sensitivity_tag") or "internal"),
-                            tier,
-                            validation_state(tier),
-                            self.limits.importance_cold_start,
-                            content_ref,
-                            blob,
-                            now,
-                            now,
-                            now,
-                            identifier_text(excerpt),
-                        ),
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-        except (sqlite3.Error, OSError) as exc:
-            return skipped_ingest(f"local store unavailable: {exc}")
-        result: dict[str, Any] = {
-            "status": "committed",
-            "id": ident,
-            "layer": layer,
-            "validation_state": validation_state(tier),
-            "importance": self.limits.importance_cold_start,
-            "content_ref": content_ref,
-        }
-        if project_raw != self.project:
-            result["scope_normalized"] = True
-        result["backend"] = self.backend
-        return result
-
     # -- recall -------------------------------------------------------------------------
 
     def recall(
@@ -489,7 +340,7 @@ class LocalMemory:
         *,
         explain: bool = False,
     ) -> dict[str, Any]:
-        """The CRYSTALIUM ``recall`` tool (see the module docstring for the rules)."""
+        """The CRYSTALIUM ``recall`` tool: the ranked, packed records, or a refusal."""
         problem, chosen = check_recall_args(scope, query, k, layers)
         if problem is not None:
             return input_error(problem, self.backend)
@@ -561,30 +412,6 @@ class LocalMemory:
         result["backend"] = result.pop("backend")  # keep "backend" last
         return result
 
-    def rank_ids(
-        self,
-        scope: Mapping[str, Any],
-        query: str,
-        k: int = 5,
-        layers: Sequence[str] | None = None,
-        *,
-        arms: Sequence[str] = ("words", "trigram"),
-    ) -> list[str]:
-        """The ranked ids recall would consider, before packing, for one or both arms.
-        No side effects (no access bump). For benchmarks and tests."""
-        problem, chosen = check_recall_args(scope, query, k, layers)
-        if problem is not None:
-            raise ValueError(problem)
-        with self._lock:
-            conn = self._connection(create=False)
-            if conn is None:
-                return []
-            where = _Scope(
-                scope.get("project") or self.project, scope.get("agent_class_visibility"), chosen
-            )
-            fused, _ = self._rank(conn, where, query, clamp_k(k), arms=tuple(arms))
-            return [ident for ident, _ in fused[: clamp_k(k)]]
-
     def _rank(
         self,
         conn: sqlite3.Connection,
@@ -623,15 +450,13 @@ class LocalMemory:
 
     @staticmethod
     def _informative(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-        """Drop query words found in at least half of the documents, in a store of at least
-        ``PRUNE_MIN_DOCS`` crystals, as long as a word that does occur in fewer remains.
-        FTS5's BM25 gives such words no weight (their idf is clamped to ~0), yet each
-        would pull nearly every row into the OR query's candidates and the ranking cost."""
+        """Drop query words in at least half of the crystals of a store of at least
+        ``PRUNE_MIN_DOCS``, while a word in fewer remains: BM25 gives them no weight, yet
+        each pulls nearly every row into the candidates."""
         if len(terms) <= 1:
             return terms
-        # the word index's own document count (one small row per indexed crystal, kept in
-        # step by the triggers): the N of its BM25, read in a quarter of the pages a count
-        # of ``crystals`` walks (its smallest index holds every 36-character id; ADR 0120)
+        # the word index's own document count, the N of its BM25: a quarter of the pages
+        # a count of ``crystals`` reads (ADR 0120)
         (total,) = conn.execute("SELECT count(*) FROM crystals_fts_docsize").fetchone()
         if total < PRUNE_MIN_DOCS:
             return terms
@@ -645,18 +470,10 @@ class LocalMemory:
     def _arm(
         self, conn: sqlite3.Connection, table: str, match: str, where: _Scope, fetch: int
     ) -> list[str]:
-        """One arm's ranked ids, best first, at most ``fetch``, inside the scope: the first
-        ``fetch`` in-scope matches ordered by (score, id), as one query over every match
-        would give them, in fewer reads (ADR 0120).
-
-        The FTS table ranks alone (its top ``PREFETCH_FACTOR x fetch`` rows, scores
-        ascending) and only the best of those are looked up in ``crystals`` to judge the
-        scope, ``fetch`` at a time: a lookup reads a row's page, which costs more than the
-        ranking itself on common words. It stops as soon as the answer is certain: every
-        match has been seen, or ``fetch`` in-scope rows are found whose last scores
-        strictly better than every row not yet looked up (a row tied with it could hold a
-        smaller id). If the ranked rows run out before that, the arm is run once more over
-        every match (the server's "widened once")."""
+        """One arm's first ``fetch`` in-scope matches by (score, id), as one query over
+        every match would rank them, in fewer reads (ADR 0120): the FTS table ranks alone,
+        the best rows are looked up ``fetch`` at a time until the answer is certain, and
+        past the prefetched rows the arm runs once over every match."""
         order = f"bm25({table}, 5.0, 1.0)"
         limit = max(PREFETCH_FACTOR * fetch, PREFETCH_MIN)
         ranked = self._search(
@@ -745,10 +562,7 @@ class LocalMemory:
         k: int,
         n_fused: int,
     ) -> dict[str, Any]:
-        total, active = conn.execute(
-            "SELECT count(*), coalesce(sum(status = 'active' AND t_valid_to IS NULL), 0)"
-            " FROM crystals"
-        ).fetchone()
+        total, active = _counts(conn)
         keys = [row[0] for row in conn.execute("SELECT DISTINCT project FROM crystals")]
         arms = info["arms"]
         return {
@@ -793,10 +607,7 @@ class LocalMemory:
                 conn = self._connection(create=False)
                 if conn is None:
                     return {**base, "status": "empty", "crystals": 0}
-                total, active = conn.execute(
-                    "SELECT count(*), coalesce(sum(status = 'active' AND t_valid_to IS NULL), 0)"
-                    " FROM crystals"
-                ).fetchone()
+                total, active = _counts(conn)
                 by_layer = dict(
                     conn.execute("SELECT layer, count(*) FROM crystals GROUP BY layer").fetchall()
                 )
@@ -828,12 +639,18 @@ class LocalMemory:
         }
 
 
+def _counts(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The store's crystals, all and active (not archived nor superseded)."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(sum(status = 'active' AND t_valid_to IS NULL), 0) FROM crystals"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) -> dict[str, int]:
-    """How many crystals hold each word, counted up to ``cap`` (a word at the cap is in at
-    least ``cap`` of them): exact below the cap. A plain word is counted on the word index
-    itself, stopping at the cap, so a word in nearly every crystal costs half a walk of its
-    postings; any other word (one the tokenizer splits or folds) is looked up in the
-    vocabulary under its own spelling, as it always was."""
+    """How many crystals hold each word, exact below ``cap``: a plain word is counted on
+    the word index, stopping at the cap; any other (one the tokenizer splits or folds) is
+    looked up in the vocabulary under its own spelling."""
     df: dict[str, int] = {}
     others = []
     for term in terms:
@@ -854,12 +671,9 @@ def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) 
 
 
 def _refuse_links(store_dir: str, db: str) -> None:
-    """The store is the gate's state: never reached through a link (as the trace, ADR
-    0008). An agent that plants ``memory/`` or ``memory.sqlite3`` (or its ``-wal``,
-    ``-shm``, ``-journal``, the creation lock) as a link would have the gate, which may
-    run outside the agent's sandbox (the MCP server), create or overwrite a file of its
-    choosing with hand-off text in it (ADR 0132). Raises :class:`OSError` (the store is
-    then unavailable: memory is skipped, the verdict unchanged)."""
+    """Raise :class:`OSError` when the store's directory or a file of its database is a
+    link or not of its kind: the gate's state is never reached through a link (ADR 0132).
+    The store is then unavailable: memory is skipped, the verdict unchanged."""
     st = os.lstat(store_dir)
     if st.st_mode & 0o170000 != 0o040000:
         raise OSError(f"{store_dir} is a link or not a directory")

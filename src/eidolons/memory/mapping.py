@@ -1,7 +1,6 @@
-"""The local store's ingest mapping: how a verified hand-off becomes a crystal, as the
-CRYSTALIUM server maps it (``crystalium.md``): the envelope's validation and refusal
-codes, trust tiers and validation states, the summary, the payload decoding and its
-bounds, redaction. Pure; :mod:`eidolons.memory.local` (the store) calls it.
+"""How a verified hand-off becomes a crystal, as the CRYSTALIUM server maps it
+(``crystalium.md`` §2): the envelope's refusals, trust tier and validation state, summary,
+payload decoding within bounds, redaction. Pure.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from eidolons.memory._common import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
     UNSUPPORTED_ENVELOPE_VERSION,
+    Frozen,
 )
 from eidolons.memory.textscan import LazyPattern, envelope_version, may_redact, tier_digit
 
@@ -25,17 +25,9 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
 REQUIRED_FIELDS: Final = ENVELOPE_REQUIRED_FIELDS  # the same eleven as the envelope model
-
-
 ARTIFACT_FIELDS: Final = ("kind", "schema_version", "path", "sha256", "size_bytes")
-
-
 INTEGRITY_FIELDS: Final = ("method", "value")
-
-
 AGENT_FIELDS: Final = ("eidolon", "version")
-
-
 HOST_T0: Final = frozenset({"host", "host-llm", "cortex"})
 
 
@@ -53,18 +45,11 @@ ROSTER_T1: Final = frozenset(
         "crystalium",
     )
 )
-"""The roster of the server revision described in ``crystalium.md`` §2.2. Newer roster
-members (vivi, kupo, gilgamesh, ramza) and the reserved ``human``/``orchestrator`` are
-T3 there, and so here, so both backends label a hand-off alike."""
-
+"""The roster of ``crystalium.md`` §2.2: newer members (vivi, kupo, gilgamesh, ramza) and
+the reserved ``human``/``orchestrator`` are T3 there, and so here."""
 
 _VERSION_RE: Final = LazyPattern(r"[12](\.\d+){1,2}")
-
-
-_TIER_RE: Final = LazyPattern(r"[Tt]([0-3])")
-"""The rule :func:`~eidolons.memory.textscan.tier_digit` decides (literal characters)."""
-
-
+# Redaction rules (crystalium.md §3): SSN always, the others unless sensitivity is "none".
 _REDACTIONS: Final[tuple[tuple[str, LazyPattern, bool], ...]] = (
     ("SSN", LazyPattern(r"\b\d{3}-\d{2}-\d{4}\b"), True),
     ("AWS_KEY", LazyPattern(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
@@ -79,26 +64,20 @@ _REDACTIONS: Final[tuple[tuple[str, LazyPattern, bool], ...]] = (
 )
 
 
-class LocalLimits:
-    """Every bound of the local store, in one place (frozen; not a dataclass: importing
-    :mod:`dataclasses` costs a gate's memory open :mod:`inspect`, ADR 0085).
+class LocalLimits(Frozen):
+    """Every bound of the local store: characters of the payload indexed
+    (``excerpt_chars``) and of the summary (``summary_chars``), the largest payload kept
+    verbatim (``native_max_bytes``), how long a writer waits for another's lock
+    (``busy_timeout_ms``), a new crystal's importance."""
 
-    - ``excerpt_chars``: characters of the decoded payload indexed for search (the server
-      indexes none);
-    - ``summary_chars``: the server's cap on ``"<kind>: <objective>"``;
-    - ``native_max_bytes``: largest payload kept verbatim in
-      ``encoding_context.native_artifact``;
-    - ``busy_timeout_ms``: how long a writer waits for another process's lock before giving
-      up (skip);
-    - ``importance_cold_start``: a new crystal's importance."""
-
-    __slots__ = (
-        "busy_timeout_ms",
+    _fields = (
         "excerpt_chars",
-        "importance_cold_start",
-        "native_max_bytes",
         "summary_chars",
+        "native_max_bytes",
+        "busy_timeout_ms",
+        "importance_cold_start",
     )
+    __slots__ = _fields
 
     excerpt_chars: int
     summary_chars: int
@@ -114,35 +93,14 @@ class LocalLimits:
         busy_timeout_ms: int = 5000,
         importance_cold_start: float = 0.30,
     ) -> None:
-        set_ = object.__setattr__
-        set_(self, "excerpt_chars", excerpt_chars)
-        set_(self, "summary_chars", summary_chars)
-        set_(self, "native_max_bytes", native_max_bytes)
-        set_(self, "busy_timeout_ms", busy_timeout_ms)
-        set_(self, "importance_cold_start", importance_cold_start)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"LocalLimits is frozen: cannot assign {name}")
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in sorted(self.__slots__))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LocalLimits) and other._values() == self._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"LocalLimits({inner})"
+        self._set(
+            excerpt_chars, summary_chars, native_max_bytes, busy_timeout_ms, importance_cold_start
+        )
 
 
 def _now() -> str:
-    """UTC now to the second, ``Z``-suffixed (``datetime``'s ``isoformat`` of it, without
-    importing :mod:`datetime` at open). ``gmtime(time.time())``, not ``gmtime()``: with no
-    argument it reads C's ``time(NULL)``, the coarse clock, which can still say the last
-    second a few milliseconds after ``datetime.now()`` says the next."""
+    """UTC now to the second, ``Z``-suffixed, without :mod:`datetime`. Not ``gmtime()``:
+    C's ``time(NULL)`` can lag ``datetime.now()`` by a second."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
 
 
@@ -229,10 +187,6 @@ def _get(mapping: Mapping[str, Any], dotted: str) -> Any:
     return value
 
 
-def tier_number(tier: str) -> int:
-    return int(tier[1])
-
-
 def identity_tier(eidolon: str) -> str:
     name = eidolon.lower()
     if name in HOST_T0:
@@ -247,16 +201,15 @@ def trust_tier(envelope: Mapping[str, Any]) -> str:
     tier = identity_tier(str(_get(envelope, "from.eidolon")))
     declared = _get(envelope, "trace.tier")
     if isinstance(declared, str):
-        digit = tier_digit(declared.strip())  # _TIER_RE's group
-        if digit is not None and int(digit) > tier_number(tier):
+        digit = tier_digit(declared.strip())
+        if digit is not None and digit > tier[1]:
             tier = f"T{digit}"
     return tier
 
 
 def validation_state(tier: str, gated: bool = False) -> str:
-    """T3 is ``quarantined`` whatever else is true; a hand-off that passed both gates
-    (orchestrator pass on record, then the receiver's pass: ``gated``) is ``validated``
-    (ADR 0028); anything else ``unverified``."""
+    """T3 is ``quarantined``; a hand-off that passed both gates (``gated``) is
+    ``validated`` (ADR 0028); anything else ``unverified``."""
     if tier == "T3":
         return "quarantined"
     return "validated" if gated else "unverified"
@@ -264,9 +217,7 @@ def validation_state(tier: str, gated: bool = False) -> str:
 
 def handoff_key(envelope: Mapping[str, Any]) -> str:
     """The idempotency key of a hand-off's content (ADR 0028): SHA-256 of the sender and
-    receiver (lower-cased), the performative, the artifact kind, the objective and the
-    payload's SHA-256. A re-emitted hand-off (new ``message_id``, thread or time, the same
-    everything else) has the same key; another act on the same bytes does not."""
+    receiver (lower-cased), performative, artifact kind, objective and payload SHA-256."""
     parts = [
         str(_get(envelope, "from.eidolon")).lower(),
         str(_get(envelope, "to.eidolon")).lower(),
@@ -346,9 +297,7 @@ def _bounded(
 
 
 def estimate_tokens(text: str) -> int:
-    """``math.ceil(words x 1.3)``, the server's estimate. Floor division of a float is
-    exact, so ``-(-x // 1)`` is ``math.ceil(x)`` without importing :mod:`math` at a recall
-    (ADR 0121; tested against it)."""
+    """``math.ceil(words x 1.3)``, the server's estimate, without :mod:`math` (ADR 0121)."""
     return int(-(-(len(text.split()) * 1.3) // 1))
 
 

@@ -1,43 +1,28 @@
-"""A client for a real CRYSTALIUM server, over stdio or streamable HTTP, with the `mcp` SDK.
+"""A client for a real CRYSTALIUM server over stdio or streamable HTTP, with the ``mcp`` SDK.
 
-The SDK is async; this module gives it a synchronous face. One :class:`McpMemory` owns one
-background thread running a private asyncio loop, and in it one long-lived MCP session
-(spawned process or HTTP connection, ``initialize``, ``list_tools``) opened by the first
-call. Calls are handed to that thread one at a time and waited for with a deadline.
+The SDK is async; :class:`McpMemory` gives it a synchronous face: one background thread runs
+a private event loop and one long-lived session, opened by the first call, and each call is
+handed to it and waited for with a deadline (``first_call_timeout`` for the first, which
+covers the start, the handshake and ``list_tools``; ``call_timeout`` after). Rules:
 
-Rules enforced:
-
-1. The ``mcp`` package is imported only in the background thread (it is the optional
-   ``eidolons[mcp]`` extra and slow to import); if it is missing, every call is a skip.
-2. Tool names are discovered with ``list_tools``: the logical ``recall``/``ingest``/
-   ``commit`` map to the first advertised spelling among ``recall``, ``crystalium.recall``,
-   ``crystalium_recall`` (v2.0+ and v0.1-v1.x servers). A tool the server does not
-   advertise is a skip, as the seeds say.
-3. Deadlines: the first call (start, handshake, ``list_tools`` and the call itself) gets
-   ``first_call_timeout`` (a real server loads its embedding model on the first recall);
-   later calls get ``call_timeout``. A timeout, a transport failure or a closed connection
-   makes the client unavailable for the rest of its life (the session is torn down, since
-   a timed-out ingest may or may not have been applied) and the call is a skip.
-4. Answers are mapped to the shared shapes: a JSON text body is the result; a JSON body with
-   an ``"error"`` key is a refusal carrying that reason code whether or not ``isError`` is
-   set (v1.x servers leave it unset); a plain ``Input validation error: ...`` text is
-   ``INPUT_VALIDATION``; a JSON-RPC error is ``UNKNOWN_TOOL`` (method not found) or
-   ``SERVER_ERROR``. Every answer carries ``"backend": "mcp"``, skips
-   ``"backend": "unavailable"``.
-5. ``close()`` never hangs: it asks the session to end, waits at most ``close_timeout``
-   seconds, and leaves a stuck daemon thread behind rather than block the gate. The stdio
-   server's own shutdown (close stdin, wait, terminate, kill) is bounded by the SDK.
-6. A stdio server gets the SDK's allow-listed environment plus every ``CRYSTALIUM_*``
-   variable of this process plus ``MemoryConfig.extra_env``; its stderr goes to
-   ``os.devnull`` (a gate must stay quiet) unless ``EIDOLONS_MEMORY_SERVER_LOG`` names a
-   file to append to.
+1. The SDK (the optional ``eidolons[mcp]`` extra) is imported in the thread only; missing,
+   every call is a skip.
+2. A logical tool maps to the first advertised spelling of ``recall``,
+   ``crystalium.recall``, ``crystalium_recall`` (v2.0+, v0.1-v1.x); one not advertised is a
+   skip.
+3. A timeout, a transport failure or a closed connection ends the session for good (a
+   timed-out ingest may or may not have been applied): every later call is a skip.
+4. Answers take the shared shapes (:func:`interpret_tool_result`), ``"backend": "mcp"``
+   (a skip ``"unavailable"``); ``close()`` waits at most ``close_timeout``, never more.
+5. A stdio server gets the SDK's allow-listed environment, this process's ``CRYSTALIUM_*``
+   variables and ``MemoryConfig.extra_env``; its stderr goes to ``os.devnull`` unless
+   ``EIDOLONS_MEMORY_SERVER_LOG`` names a file to append to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import concurrent.futures
 import contextlib
 import json
@@ -73,8 +58,6 @@ _CONNECTION_CLOSED: Final = -32000
 _REQUEST_TIMEOUT: Final = -32001
 _METHOD_NOT_FOUND: Final = -32601
 
-_STOP: Final = object()
-
 
 class Unavailable(Exception):
     """The server cannot be used; the message is the reason reported in skipped results."""
@@ -93,7 +76,10 @@ def resolve_tools(advertised: Sequence[str]) -> dict[str, str]:
 
 
 def interpret_tool_result(result: Any) -> dict[str, Any]:
-    """Map a ``CallToolResult`` (SDK 1.x or 2.x object) to a shared-shape answer."""
+    """Map a ``CallToolResult`` (SDK 1.x or 2.x) to a shared-shape answer: a JSON text body
+    is the answer, one with an ``"error"`` key a refusal with that code whether or not
+    ``isError`` is set (v1.x leaves it unset), ``Input validation error: ...`` is
+    ``INPUT_VALIDATION``, anything else ``SERVER_ERROR``."""
     is_err = bool(getattr(result, "is_error", getattr(result, "isError", False)))
     text: str | None = None
     for item in getattr(result, "content", None) or []:
@@ -151,11 +137,11 @@ class _Worker:
         self.config = config
         self.ready: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self.loop = asyncio.new_event_loop()
-        self.wake = asyncio.Event()
-        self.items: collections.deque[Any] = collections.deque()
-        self.items_lock = threading.Lock()
-        self.finished = False
-        self.connected = False
+        self.done = asyncio.Event()  # set: leave the session
+        self.lock = threading.Lock()
+        self.closed = False
+        self.session: Any = None  # and ``anyio``, once connected
+        self.anyio: Any = None
         self.task: asyncio.Task[None] | None = None
         self.thread = threading.Thread(target=self._run, name="eidolons-memory-mcp", daemon=True)
 
@@ -171,16 +157,16 @@ class _Worker:
             if not self.ready.done():
                 self.ready.set_exception(Unavailable(f"session ended: {exc!r}"))
         finally:
-            with self.items_lock:
-                self.finished = True
-                pending = list(self.items)
-                self.items.clear()
-            for item in pending:
-                if item is not _STOP and not item[3].done():
-                    item[3].set_exception(Unavailable("session closed"))
             if not self.ready.done():
                 self.ready.set_exception(Unavailable("session closed before it was ready"))
+            with self.lock:
+                self.closed = True
             with contextlib.suppress(Exception):
+                self.loop.run_until_complete(asyncio.sleep(0))  # calls already handed over
+                pending = asyncio.all_tasks(self.loop)
+                for task in pending:  # their callers hear "session closed"
+                    task.cancel()
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 
@@ -193,6 +179,7 @@ class _Worker:
                 Unavailable(f"mcp SDK not importable ({exc}); pip install 'eidolons[mcp]'")
             )
             return
+        self.anyio = anyio
         logger = logging.getLogger("mcp")
         if not logger.handlers:  # SDK warnings must not leak onto a gate's stderr
             logger.addHandler(logging.NullHandler())
@@ -206,7 +193,7 @@ class _Worker:
                     init = await session.initialize()
                     listing = await session.list_tools()
                 info = getattr(init, "server_info", getattr(init, "serverInfo", None))
-                self.connected = True
+                self.session = session
                 self.ready.set_result(
                     {
                         "tools": [tool.name for tool in listing.tools],
@@ -219,33 +206,20 @@ class _Worker:
                         ),
                     }
                 )
-                await self._serve(session, anyio)
+                await self.done.wait()
         except Exception as exc:
             if not self.ready.done():
                 self.ready.set_exception(Unavailable(f"cannot reach the server: {_describe(exc)}"))
             raise
 
-    async def _serve(self, session: Any, anyio: Any) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            while True:
-                with self.items_lock:
-                    item = self.items.popleft() if self.items else None
-                if item is None:
-                    break
-                if item is _STOP:
-                    return
-                name, arguments, timeout, future = item
-                try:
-                    with anyio.fail_after(timeout):
-                        result = await session.call_tool(name, arguments)
-                except Exception as exc:
-                    future.set_exception(exc)
-                    if _rpc_code(exc) in (None, _CONNECTION_CLOSED, _REQUEST_TIMEOUT):
-                        return  # transport trouble or a timeout: end the session
-                else:
-                    future.set_result(result)
+    async def _call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+        try:
+            with self.anyio.fail_after(timeout):
+                return await self.session.call_tool(name, arguments)
+        except Exception as exc:
+            if _rpc_code(exc) in (None, _CONNECTION_CLOSED, _REQUEST_TIMEOUT):
+                self.done.set()  # transport trouble or a timeout: end the session
+            raise
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         config = self.config
@@ -272,33 +246,26 @@ class _Worker:
     def submit(
         self, name: str, arguments: dict[str, Any], timeout: float
     ) -> concurrent.futures.Future[Any]:
+        with self.lock:
+            if not self.closed:
+                return asyncio.run_coroutine_threadsafe(
+                    self._call(name, arguments, timeout), self.loop
+                )
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self.items_lock:
-            if self.finished:
-                future.set_exception(Unavailable("session closed"))
-                return future
-            self.items.append((name, arguments, timeout, future))
-        self._poke(self.wake.set)
+        future.set_exception(Unavailable("session closed"))
         return future
 
     def stop(self, timeout: float) -> None:
-        with self.items_lock:
-            if self.finished:
-                return
-            self.items.appendleft(_STOP)
-        self._poke(self._stop_in_loop)
+        with contextlib.suppress(RuntimeError):  # the loop is closed already
+            self.loop.call_soon_threadsafe(self._stop_in_loop)
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout)
 
     def _stop_in_loop(self) -> None:
-        if self.connected:
-            self.wake.set()
+        if self.session is not None:
+            self.done.set()
         elif self.task is not None:
-            self.task.cancel()
-
-    def _poke(self, callback: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # loop already closed
-            self.loop.call_soon_threadsafe(callback)
+            self.task.cancel()  # still connecting: stop trying
 
 
 def _describe(exc: BaseException) -> str:
@@ -310,8 +277,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class McpMemory:
-    """The ``mcp`` backend: a CRYSTALIUM server behind the :class:`~eidolons.memory.Memory`
-    interface. Connects on the first call; see the module docstring for the rules."""
+    """The ``mcp`` backend: a CRYSTALIUM server behind :class:`~eidolons.memory.Memory`."""
 
     def __init__(self, config: MemoryConfig) -> None:
         self.config = config
@@ -331,16 +297,6 @@ class McpMemory:
     @property
     def project(self) -> str | None:
         return self.config.project
-
-    @property
-    def failure(self) -> str | None:
-        """Why this client is unavailable, or None."""
-        return self._failure
-
-    @property
-    def tools(self) -> dict[str, str]:
-        """Logical tool name -> advertised spelling (after the first call)."""
-        return dict(self._tools)
 
     # -- the Memory interface ----------------------------------------------------------
 
@@ -389,20 +345,6 @@ class McpMemory:
         answer = self._call("ingest", arguments)
         return skipped_ingest(answer) if isinstance(answer, str) else answer
 
-    def commit(
-        self,
-        layer: str,
-        payload: Mapping[str, Any],
-        provenance: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        arguments = {
-            "layer": layer,
-            "payload": dict(payload),
-            "provenance": dict(provenance or {"source": "unverified_agent"}),
-        }
-        answer = self._call("commit", arguments)
-        return skipped_ingest(answer) if isinstance(answer, str) else answer
-
     def stats(self) -> dict[str, Any]:
         with self._lock:
             reason = self._connect(self.config.first_call_timeout)
@@ -427,12 +369,6 @@ class McpMemory:
             worker.stop(self.config.close_timeout)
         if self._finalizer is not None:
             self._finalizer.detach()
-
-    def __enter__(self) -> McpMemory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -485,6 +421,8 @@ class McpMemory:
                 return self._fail(f"{name} got no answer within {budget:g}s")
             except Unavailable as exc:
                 return self._fail(str(exc))
+            except concurrent.futures.CancelledError:
+                return self._fail("session closed")
             except Exception as exc:
                 code = _rpc_code(exc)
                 if code is None or code in (_CONNECTION_CLOSED, _REQUEST_TIMEOUT):

@@ -1,7 +1,5 @@
-"""The local store's ranking: query terms (words, identifiers), the FTS5 ``OR`` query,
-selectivity and reciprocal-rank fusion of the word and trigram arms. Pure;
-:mod:`eidolons.memory.local` (the store) runs the queries.
-"""
+"""The recall's ranking rules: query terms (words, identifiers), the FTS5 ``OR`` query,
+selectivity and weighted reciprocal-rank fusion of the two arms. Pure."""
 
 from __future__ import annotations
 
@@ -20,38 +18,35 @@ if TYPE_CHECKING:
     from typing import Final
 
 RRF_K: Final = 60
-
-
+MAX_QUERY_TERMS: Final = 32
 _WORD_RE: Final = LazyPattern(r"\w+")
-
-
 _SEPARATORS: Final = r"\s\"'`()\[\]{}<>,;|"
-# A whole raw token (a run of non-separators) that is not made of lower-case ASCII letters
-# only: those never look like an identifier (no punctuation, digit or capital), so the
-# scan skips them in C.
+# a whole raw token (a run of non-separators) not of lower-case ASCII letters only, which
+# never look like an identifier
 _CANDIDATE_RE: Final = LazyPattern(
     f"(?<![^{_SEPARATORS}])(?![a-z]+(?![^{_SEPARATORS}]))[^{_SEPARATORS}]+"
 )
-_SCAN_MAX: Final = 512
-"""Texts up to this long are scanned in Python (a query: no :mod:`re` at a recall, ADR
-0121); longer ones (an excerpt at ingest) by the pattern, in C."""
-
-
+_SCAN_MAX: Final = 512  # longer texts (an excerpt) by the pattern: no re at a recall (ADR 0121)
 _IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
+_KEBAB_WORDS_RE: Final = LazyPattern(r"(?i)[a-z]+(?:-[a-z]+)+")
 
 
-MAX_QUERY_TERMS: Final = 32
+def _distinct(tokens: Iterable[str]) -> list[str]:
+    """The first ``MAX_QUERY_TERMS`` distinct tokens, in order."""
+    seen: dict[str, None] = {}
+    for token in tokens:
+        seen.setdefault(token, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
 
 
 def word_terms(query: str) -> list[str]:
     """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
-    seen: dict[str, None] = {}
     tokens = ascii_words(query)
-    for token in _WORD_RE.findall(query) if tokens is None else tokens:
-        seen.setdefault(token.lower(), None)
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-    return list(seen)
+    return _distinct(
+        token.lower() for token in (_WORD_RE.findall(query) if tokens is None else tokens)
+    )
 
 
 def looks_like_identifier(token: str) -> bool:
@@ -59,7 +54,7 @@ def looks_like_identifier(token: str) -> bool:
     return (
         any(ch in _IDENT_PUNCT for ch in token)
         or any(ch.isdigit() for ch in token)
-        or has_camel(token)  # re.search("[a-z0-9][A-Z]", token)
+        or has_camel(token)
     )
 
 
@@ -79,24 +74,12 @@ def _identifier_tokens(text: str) -> Iterator[str]:
 def identifier_terms(query: str) -> list[str]:
     """The query's identifier- and path-like tokens, deduplicated, at most 32: what the
     trigram arm searches for."""
-    seen: dict[str, None] = {}
-    for token in _identifier_tokens(query):
-        seen.setdefault(token, None)
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-    return list(seen)
-
-
-_KEBAB_WORDS_RE: Final = LazyPattern(r"(?i)[a-z]+(?:-[a-z]+)+")
+    return _distinct(_identifier_tokens(query))
 
 
 def trigram_terms(query: str) -> list[str]:
-    """The identifier terms the trigram arm searches: :func:`identifier_terms` but the
-    hyphenated words (``scout-report``, ``fan-out``: letters joined by single hyphens, no
-    inner capital). The word index splits such a term into exactly those words, which the
-    word arm already searches; matching it again as a substring costs the most where it
-    tells the least (an artifact kind is in the summary of every hand-off of that kind),
-    ADR 0094."""
+    """:func:`identifier_terms` but the hyphenated words (``scout-report``), which the word
+    arm already searches as their words (ADR 0094)."""
     return [term for term in identifier_terms(query) if not _kebab_words(term) or has_camel(term)]
 
 
@@ -107,14 +90,8 @@ def _kebab_words(term: str) -> bool:
 
 
 def identifier_text(text: str) -> str:
-    """What the trigram index holds of a summary or an excerpt: its identifier- and
-    path-like tokens, in order, repeats kept, one space apart (ADR 0093).
-
-    A query term (an identifier token itself: no separator inside, none of ``.:!?=`` at
-    its ends) that occurs in ``text`` lies inside one of its tokens, and that token then
-    also looks like an identifier (it contains the term's punctuation, digit or inner
-    capital) and is at least as long: so every case-exact occurrence of every query term
-    is still found; the space between tokens can never be part of a match."""
+    """What the trigram index holds of a text: its identifier- and path-like tokens, in
+    order, one space apart; every occurrence of a query term lies inside one (ADR 0093)."""
     return " ".join(_identifier_tokens(text))
 
 

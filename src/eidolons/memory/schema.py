@@ -1,34 +1,23 @@
 """The local store's SQLite schema, its creation and its upgrades (ADRs 0012, 0028, 0093).
 
-One file, ``<store>/memory.sqlite3``, in WAL mode. Tables:
+Tables: ``meta`` (``schema_version``; ``trigram``, 1 when SQLite has the trigram tokenizer),
+``crystals`` (one row per crystal; the index ``crystals_live`` covers every scope column a
+recall filters on), ``crystals_fts`` (``unicode61`` words of ``summary`` and
+``body_excerpt``), ``crystals_tri`` (``trigram`` of ``summary`` and ``tri_body``, the
+excerpt's identifier-like tokens) and ``crystals_vocab`` (the word index's vocabulary). Both
+FTS indexes are external-content tables kept in step by triggers.
 
-- ``meta (key, value)``: ``schema_version`` and ``trigram`` (``1`` when the SQLite
-  library has the trigram tokenizer, fixed when the store is created);
-- ``crystals``: one row per crystal; the scope columns recall filters on are covered by
-  the index ``crystals_live (project, status, layer, t_valid_to, agent_class_visibility)``,
-  so the scope count never reads the rows (schema 3);
-- ``crystals_fts``: ``unicode61`` words of ``summary`` and ``body_excerpt``;
-- ``crystals_tri``: ``trigram`` index of ``summary`` and ``tri_body``, the identifier-
-  and path-like tokens of the excerpt (:func:`eidolons.memory.ranking.identifier_text`,
-  schema 3): only such tokens are ever searched there;
-- ``crystals_vocab``: the word index's vocabulary (document frequencies).
-
-Both FTS indexes are external-content tables over ``crystals`` kept in step by triggers.
-
-Creating or upgrading a store happens in one transaction under an exclusive ``flock`` on
-``<store>/.create.lock``, where the journal mode is set, once (ADR 0012). The lock is
-waited for until the trace timeout (:mod:`eidolons.io.filelock`): one held past it is an
-:class:`OSError`, and the store is skipped as when it cannot be opened. An upgrade from
-schema 1 or 2 adds the missing columns, recomputes the trigram columns of every row,
-rebuilds the trigram index and replaces the scope index; a store of a newer schema than
-this code knows is refused, never downgraded.
+A store is created or upgraded (from schema 1 or 2) in one transaction under an exclusive
+``flock`` on ``<store>/.create.lock``, where its journal mode is set once; the lock is
+waited for until the trace timeout, then :class:`OSError`. A newer schema is refused, never
+downgraded.
 """
 
 from __future__ import annotations
 
 import os
 
-try:  # the C module sqlite3 re-exports, the same objects: without sqlite3.dbapi2's datetime
+try:  # what sqlite3 re-exports, without sqlite3.dbapi2's datetime adapters (ADR 0095)
     import _sqlite3 as sqlite3
 except ImportError:  # an interpreter without it: the public module
     import sqlite3  # type: ignore[no-redef]
@@ -53,8 +42,7 @@ class SchemaError(sqlite3.DatabaseError):
 
 
 def _fts_index(name: str, tokenize: str, columns: tuple[str, str]) -> str:
-    """An external-content FTS5 index over two columns of ``crystals``, kept in step by
-    triggers; the word index and the trigram index differ in tokenizer and columns."""
+    """An external-content FTS5 index over two columns of ``crystals``, with its triggers."""
     cols = ", ".join(columns)
     new = ", ".join(f"new.{c}" for c in columns)
     old = ", ".join(f"old.{c}" for c in columns)
@@ -134,11 +122,9 @@ _DROP_TRIGRAM: Final = (
 )
 
 
-class creation_lock:  # named as the function it replaces: ``with creation_lock(dir):``
-    """An exclusive ``flock`` on ``<store>/.create.lock`` while the store is created,
-    upgraded or its journal mode set: one process at a time, the others wait, until the
-    trace timeout (:class:`eidolons.io.filelock.LockTimeout` past it). (A class, not
-    ``contextlib.contextmanager``: :mod:`contextlib` is not imported at open.)"""
+class creation_lock:  # a class, not contextlib's: no contextlib at open
+    """``with creation_lock(store_dir):`` an exclusive ``flock`` on the creation lock,
+    waited for until the trace timeout (:class:`eidolons.io.filelock.LockTimeout`)."""
 
     __slots__ = ("_fd", "_path")
 
@@ -162,8 +148,7 @@ class creation_lock:  # named as the function it replaces: ``with creation_lock(
 
 
 def _ensure_wal(conn: sqlite3.Connection) -> None:
-    """WAL is persistent in the database file: set it once in the store's life, under
-    the creation lock, and only when it is not already set."""
+    """Set WAL (persistent in the file) when it is not set yet; under the creation lock."""
     mode = conn.execute("PRAGMA journal_mode").fetchone()
     if mode is None or str(mode[0]).lower() != "wal":
         conn.execute("PRAGMA journal_mode = WAL")
@@ -184,10 +169,8 @@ def has_trigram(conn: sqlite3.Connection) -> bool:
 
 
 def ready(conn: sqlite3.Connection, *, create: bool, store_dir: str | os.PathLike[str]) -> bool:
-    """Bring the store behind ``conn`` to :data:`SCHEMA_VERSION`: create it (``create``),
-    upgrade it from an older schema (whether or not ``create``: it exists), or leave it.
-    False when there is no store and ``create`` is not set. Raises :class:`SchemaError`
-    for a schema newer than this code."""
+    """Bring the store to :data:`SCHEMA_VERSION`: create it (``create``), upgrade it or
+    leave it. False when there is none and not ``create``; :class:`SchemaError` when newer."""
     version = stored_version(conn)
     if version == SCHEMA_VERSION:
         return True
@@ -231,9 +214,8 @@ def _build(conn: sqlite3.Connection) -> None:
 
 
 def _build_trigram(conn: sqlite3.Connection) -> str:
-    """(Re)build the trigram index from every row's identifier tokens; ``"0"`` when the
-    SQLite library has no trigram tokenizer (< 3.34), else ``"1"``. Whatever trigram
-    index an older schema had is dropped first: its columns differ."""
+    """(Re)build the trigram index from every row's identifier tokens, dropping an older
+    one first; ``"0"`` when SQLite has no trigram tokenizer (< 3.34), else ``"1"``."""
     for statement in _DROP_TRIGRAM:
         conn.execute(statement)
     rows = conn.execute("SELECT rowid, body_excerpt FROM crystals").fetchall()

@@ -1,13 +1,7 @@
-"""The memory's text rules without :mod:`re` where a plain scan decides (ADR 0121).
-
-A gate that recalls or merges (``verify-incoming`` with the local memory) runs the
-memory's regular expressions on a query of a few words, a version string, a tier and five
-summaries; importing :mod:`re` and compiling the dozen patterns costs more than all of
-that. Each pattern stays the rule: it is a :class:`LazyPattern`, compiled the first time
-it is used, and each scan here either gives the pattern's exact answer or says it cannot
-(then the caller uses the pattern). ``tests/memory/test_memory_textscan.py`` checks every
-scan against its pattern on random and hand-picked texts.
-"""
+"""The memory's text rules by plain scans, so a recall or a merge imports no :mod:`re`
+(ADR 0121). Each rule stays a :class:`LazyPattern`, compiled on first use; each scan gives
+the pattern's exact answer or None (then the caller uses the pattern), as
+``tests/memory/test_memory_textscan.py`` checks."""
 
 from __future__ import annotations
 
@@ -35,9 +29,6 @@ class LazyPattern:
 
     def fullmatch(self, text: str) -> re.Match[str] | None:
         return self.compiled().fullmatch(text)
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return self.compiled().search(text)
 
     def findall(self, text: str) -> list[str]:
         return self.compiled().findall(text)
