@@ -1,4 +1,4 @@
-"""Benchmark of the embedded memory (issue 4 section 4, issue 12 goal 6). Not a test.
+"""Benchmark of the embedded memory. Not a test.
 
 On a store of N (default 10,000) synthetic hand-offs, generated deterministically from a
 seed, it measures, each against a baseline measured in the same run:
@@ -23,7 +23,7 @@ seed, it measures, each against a baseline measured in the same run:
   queries whose relevant hand-offs are planted among the noise (half natural-language,
   half identifier/path fragments).
 
-Targets (issue 12, goal 6): recall p95 at most 10 ms at 10,000 records; ingest at least
+Targets: recall p95 at most 10 ms at 10,000 records; ingest at least
 2,000 hand-offs/s; recall@5 kept (1.000 fused, and fused at least BM25 alone).
 
 Run: ``python bench/bench_memory.py`` (about a minute on 2 cores); ``--n 2000`` for a quick
@@ -54,7 +54,7 @@ from eidolons.memory.ranking import fts_or, word_terms
 
 TARGET_P95_MS = 10.0
 TARGET_INGEST_PER_S = 2000.0
-LABELLED_RECALL_AT_5 = 1.000  # the fused figure before issue 12; must not drop
+LABELLED_RECALL_AT_5 = 1.000  # the fused figure before the speed work; must not drop
 
 SENDERS = ["atlas", "spectra", "apivr", "idg", "forge", "vigil", "kupo", "vivi", "gilgamesh"]
 KINDS = [
