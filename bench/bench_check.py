@@ -27,7 +27,7 @@ before/after in one run); (e) ``--jobs N``, the same check with ``--jobs N``.
 
 All include interpreter start-up. Reported for each: the median and the minimum wall
 time and envelopes per second, on wall time and on the **CPU time** of the child (user +
-system of the reaped child, workers included). The two figures of goal 5b (5,000/s):
+system of the reaped child, workers included). The two figures with a target (5,000/s):
 
 - **per CPU-second**: envelopes per CPU-second of row (a), one process; it moves less
   than wall time when other work shares the cores;
@@ -279,14 +279,14 @@ def main() -> int:
         per_core = n / statistics.median(cpu["check"])
         per_core_best = n / min(cpu["check"])
         print(
-            f"goal 5b, per CPU-second, one process (a): {per_core:.0f}/s median, "
-            f"{per_core_best:.0f}/s best (goal 5,000)"
+            f"per CPU-second, one process (a): {per_core:.0f}/s median, "
+            f"{per_core_best:.0f}/s best (target 5,000)"
         )
         wall_default = n / statistics.median(wall["default"])
         wall_best = n / min(wall["default"])
         print(
-            f"goal 5b, wall, the default (d) on {auto_jobs()} CPU(s): {wall_default:.0f}/s "
-            f"median, {wall_best:.0f}/s best (goal 5,000)"
+            f"wall, the default (d) on {auto_jobs()} CPU(s): {wall_default:.0f}/s "
+            f"median, {wall_best:.0f}/s best (target 5,000)"
         )
         if args.compare:
             old = statistics.median(cpu["compare"])

@@ -25,7 +25,7 @@ best-of and median-of the rounds are reported as MiB/s (MiB = 2**20 bytes).
   SHA-256 in the same pass, the envelope needs both), the HMAC alone with
   :mod:`hmac` (one hash per byte), and ``openssl dgst -sha256 -hmac KEY FILE``.
 
-The target (issue 12 goal 7, "whole-process hashing") is ours end-to-end -- the whole
+The target ("whole-process hashing") is ours end-to-end -- the whole
 ``eidolons verify-envelope`` process, interpreter start-up included -- >= 90% of
 ``openssl dgst -sha256``'s throughput (its process start included too), on best-of and on
 median-of; ours in-process is reported beside it. A missing ``openssl`` or

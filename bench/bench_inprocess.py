@@ -1,5 +1,5 @@
 """In-process throughput of the orchestrator's check: ``verify_envelope_file`` per second
-per core on 4 KiB payloads (issue 12 goal 5a: at least 10,000/s), against a bare loop
+per core on 4 KiB payloads (target: at least 10,000/s), against a bare loop
 measured in the same run.
 
 Usage::

@@ -1,6 +1,6 @@
 """The record lookup (``JsonlStore.latest_verdict``, what every receiver gate and the
 orchestrator-read hook call) on a 1,000,000-event trace against a 10-event one, and after
-the 1,000th reception of a hand-off against the first (issue 12, goal 4; ADR 0087).
+the 1,000th reception of a hand-off against the first (ADR 0087).
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""The receiver gate's start-up against ``python -c pass`` (issue 12, goals 2 and 3).
+"""The receiver gate's start-up against ``python -c pass``.
 
 Usage::
 

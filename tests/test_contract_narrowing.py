@@ -1,4 +1,4 @@
-"""Project contracts can only narrow (issue 8 §3): intersected performatives and kinds,
+"""Project contracts can only narrow: intersected performatives and kinds,
 the smaller budget, the union of sections and handles, the higher trust; every pass
 names the contract files it used; ``required_handles`` enforced; advisory fields marked."""
 

@@ -1,4 +1,4 @@
-"""One exception tree (issue 7 §7): every error has a stable ``code``, an ``exit_code``
+"""One exception tree: every error has a stable ``code``, an ``exit_code``
 and ``diagnostics()``, the one line the CLI prints when an error reaches it."""
 
 from __future__ import annotations

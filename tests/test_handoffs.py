@@ -1,4 +1,4 @@
-"""No silent skip of a hand-off (issue 8 §2): an artifact the project knows is a hand-off
+"""No silent skip of a hand-off: an artifact the project knows is a hand-off
 is refused when its envelope is gone; ``--require-envelope``; missing file or directory
 is a usage error; one PASS/SKIP line; a reason line after each REFUSE line."""
 

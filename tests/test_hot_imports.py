@@ -1,5 +1,5 @@
 """What ``eidolons verify-envelope ENV --block --json`` imports in a project without a
-trust store (issue 12 goal 1, ADRs 0080-0083): none of the modules taken off its path
+trust store (ADRs 0080-0083): none of the modules taken off its path
 comes back. Subprocess, ``-X importtime``; not timed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import emit_payload
 from tests.test_launcher import LAUNCHER, imported
 
-#: each was on this path before, and costs start-up (issue 12)
+#: each was on this path before, and costs start-up
 OFF_THE_PATH = (
     "re",
     "argparse",

@@ -1,4 +1,4 @@
-"""Headings by a real CommonMark parser (issue 8 §4): setext counts; code, HTML blocks
+"""Headings by a real CommonMark parser: setext counts; code, HTML blocks
 and comments hide headings; no separator character glues a fake heading into a line; a
 non-Markdown payload on an edge that requires sections is refused with a reason."""
 

@@ -1,18 +1,17 @@
-"""A budget that cannot be dodged (ADR 0025): the receiver estimates the
-payload and summary itself (characters / 4) against the edge's token_budget_max, so
-leaving context_delta out or declaring tokens_used: 1 hides nothing."""
+"""A budget that cannot be dodged (ADR 0025): the receiver estimates the payload and
+summary itself (characters / 4) against the edge's token_budget_max, so leaving
+context_delta out or declaring tokens_used: 1 hides nothing."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Run, emit_cmd, emit_payload
+from tests.conftest import emit_cmd, emit_payload
+from tests.security._probes import Cli
 
-Cli = Callable[..., Run]
 BIG = "# Scout report\n\n" + "x" * 20_000 + "\n"  # ≈5,000 tokens on a 4,000-token edge
 
 

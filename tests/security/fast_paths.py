@@ -1,24 +1,17 @@
-"""Red team of the speed work (issue 12): every fast path must refuse what the full path
-it stands in for refuses. Each test here was written red against the landed code first."""
+"""Every fast path refuses what the full path it stands in for refuses: the fill of the
+payload index that the early SKIP and the hook trust (ADR 0049, ADR 0084), ``check
+--jobs`` (ADR 0091) whose dying worker ends the run, and a nested project's hand-off read
+from the outer root."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from eidolons.gates.trigger import find_handoff
 from eidolons.io.payloadindex import index_path
 from eidolons.io.project import rules_out
 from tests.conftest import Run, emit_payload
-
-Cli = Callable[..., Run]
-
-
-def refused(r: Run) -> bool:
-    return r.code == 3 and "REFUSE: UNVERIFIED" in r.err
-
-
-# --- the payload index (ADR 0049) that the early SKIP trusts (ADR 0084) -----------------
+from tests.security._probes import Cli, refused
 
 
 def _orphaned(cli: Cli, project: Path) -> tuple[Path, Path]:
@@ -72,8 +65,6 @@ def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))
 
 
-# --- check --jobs (ADR 0091): a worker that dies must end the run, never hang it --------
-
 DIE_IN_WORKER = """
 import os, sys
 from eidolons.gates import checker
@@ -123,9 +114,6 @@ def test_jobs_is_an_ascii_count(tmp_path: Path) -> None:
         r = run_cli("check", tmp_path, "--jobs", value, cwd=tmp_path)
         assert r.code == 1, (value, r.err)
         assert r.err == f"eidolons: --jobs must be a positive integer or auto, got {value!r}\n"
-
-
-# --- a hand-off of a nested project, its envelope deleted, read from the outer root -----
 
 
 def _nested_orphan(project: Path) -> Path:
