@@ -54,8 +54,8 @@ def test_bad_environment_is_a_usage_error(
 
 
 def test_huge_payload_cap_from_environment_is_harmless(cli: Cli, project: Path) -> None:
-    """Reproduced on 090d28c (read(cap + 1) raised OverflowError, exit 70 with
-    --no-reverify); a cap above 1 TiB is now a usage error, and nothing is handed over."""
+    """A cap above 1 TiB is a usage error (``read(cap + 1)`` would raise
+    OverflowError), and nothing is handed over, --no-reverify included."""
     payload = verified(cli, project)
     env = clean_env(EIDOLONS_MAX_PAYLOAD_BYTES=str(10**20))
     for extra in ([], ["--no-reverify"]):

@@ -328,7 +328,7 @@ def _limited_emit(project: Path, name: str, fsize: int) -> subprocess.CompletedP
 def test_a_writer_stopped_half_way_does_not_lose_the_index_s_evidence(
     cli: Cli, project: Path, orphan: Path
 ) -> None:
-    # HOLE (fixed): the index is rewritten in place, and a writer that stops half-way
+    # the index is rewritten in place, and a writer that stops half-way
     # leaves an odd generation; readers then ignored the whole file, and the next writer
     # rebuilt it from the traces alone. The agent removes the payload's lines from the
     # trace, pads the trace directory (the index grows past its trace files), and runs
@@ -404,7 +404,7 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
 def test_an_append_records_its_own_payload_even_past_the_scan_bound(
     cli: Cli, project: Path, tmp_path: Path
 ) -> None:
-    # HOLE (fixed): the index's writer reads the trace files it does not cover within the
+    # the index's writer reads the trace files it does not cover within the
     # trace scan bound, and leaves a file it cannot read within it uncovered and unread,
     # the payload the append just wrote included. The agent pads a trace file with lines
     # just before a hand-off is emitted (here under a small bound), so that the emit's own
@@ -499,7 +499,7 @@ def test_a_moved_project_keeps_its_index(
 def test_a_hand_off_outside_the_project_stays_known_once_its_envelope_is_gone(
     cli: Cli, project: Path, tmp_path: Path, scrub: bool
 ) -> None:
-    # HOLE (fixed, ADR 0131): a payload outside the project root (the envelope beside it,
+    # ADR 0131: a payload outside the project root (the envelope beside it,
     # its boundary its own directory: ADR 0002) was emitted and verified with no
     # payload_path at all, so once the agent deleted its envelope no rule knew it: the
     # hook allowed a Read of its bytes and verify-incoming skipped it
@@ -611,7 +611,7 @@ def _entry_lines(root: Path) -> list[bytes]:
 def test_a_line_moved_before_where_the_index_stopped_is_still_read(
     tmp_path: Path, append_to: str
 ) -> None:
-    # HOLE (fixed, ADR 0138): the writer read a changed trace file on from where the
+    # ADR 0138: the writer read a changed trace file on from where the
     # index stopped when it was the same inode, not shorter, and its 64 bytes before that
     # point were unchanged. A line the index never read (appended by another tool) moved
     # by the agent, in place, before that point (its own padding line cut to make room,

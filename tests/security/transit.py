@@ -371,8 +371,7 @@ def test_hmac_envelope_relabelled_sha256_is_refused(cli: Cli, project: Path) -> 
 def test_no_reverify_never_prints_bytes_that_do_not_match_the_record(
     cli: Cli, project: Path
 ) -> None:
-    """Reproduced on 090d28c (exit 0, rewritten bytes printed); refused since the receiver
-    verifies every byte it reads, --no-reverify included."""
+    """Refused: the receiver verifies every byte it reads, --no-reverify included."""
     payload = verified(cli, project)
     payload.write_bytes(EVIL)
     r = incoming(cli, payload, "vigil", "--no-reverify", "--print-payload")
