@@ -57,7 +57,7 @@ def test_the_modules_that_named_them_use_the_one_spelling() -> None:
     from eidolons.hosts.hook import decide, events
     from eidolons.hosts.init import DIRS, IGNORE
     from eidolons.io import config
-    from eidolons.io import settings as state
+    from eidolons.io import config as state
     from eidolons.trace import store as tracestore
 
     assert state.TRACE_DIR is knownhandoff.TRACE_DIR is config.TRACE_DIR

@@ -20,8 +20,7 @@ from eidolons.cli.common import fail, print_json
 from eidolons.ecl.events import utc_now
 from eidolons.errors import EidolonsError, UsageError
 from eidolons.io.config import find_root
-from eidolons.io.files import atomic_write
-from eidolons.io.read import read_bytes
+from eidolons.io.files import atomic_write, read_bytes
 from eidolons.keys import lifecycle, pins, registry
 from eidolons.keys.files import KeyFileError, default_key_file, env_key_file
 from eidolons.keys.store import (

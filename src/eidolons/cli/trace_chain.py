@@ -266,7 +266,7 @@ def _view(hops: list[Hop], args: argparse.Namespace) -> int:
 
 def _report(hops: list[Hop], args: argparse.Namespace, root: Path) -> int:
     from eidolons.ecl.events import TOOL, utc_now
-    from eidolons.io.read import write_bytes
+    from eidolons.io.files import write_bytes
     from eidolons.trace.chain.evidence import check_receipts
     from eidolons.trace.chain.report import render_report
     from eidolons.trace.chain.views import thread_of

@@ -41,7 +41,7 @@ def pure(path: StrPath) -> str:
 
 def join(*parts: StrPath) -> str:
     """``str(PurePosixPath(*parts))``: a later absolute part replaces what precedes it."""
-    return pure(os.path.join(*map(os.fspath, parts)) if parts else "")
+    return pure(os.path.join(*parts) if parts else "")
 
 
 def name(path: StrPath) -> str:

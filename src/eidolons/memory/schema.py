@@ -17,7 +17,7 @@ Both FTS indexes are external-content tables over ``crystals`` kept in step by t
 
 Creating or upgrading a store happens in one transaction under an exclusive ``flock`` on
 ``<store>/.create.lock``, where the journal mode is set, once (ADR 0012). The lock is
-waited for until the trace timeout (:mod:`eidolons.io.filelock`): one held past it is an
+waited for until the trace timeout (:mod:`eidolons.io.files`): one held past it is an
 :class:`OSError`, and the store is skipped as when it cannot be opened. An upgrade from
 schema 1 or 2 adds the missing columns, recomputes the trigram columns of every row,
 rebuilds the trigram index and replaces the scope index; a store of a newer schema than
@@ -33,7 +33,7 @@ try:  # the C module sqlite3 re-exports, the same objects: without sqlite3.dbapi
 except ImportError:  # an interpreter without it: the public module
     import sqlite3  # type: ignore[no-redef]
 
-from eidolons.io.filelock import deadline, flock_until
+from eidolons.io.files import deadline, flock_until
 from eidolons.memory.ranking import identifier_text
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
@@ -137,7 +137,7 @@ _DROP_TRIGRAM: Final = (
 class creation_lock:  # named as the function it replaces: ``with creation_lock(dir):``
     """An exclusive ``flock`` on ``<store>/.create.lock`` while the store is created,
     upgraded or its journal mode set: one process at a time, the others wait, until the
-    trace timeout (:class:`eidolons.io.filelock.LockTimeout` past it). (A class, not
+    trace timeout (:class:`eidolons.io.files.LockTimeout` past it). (A class, not
     ``contextlib.contextmanager``: :mod:`contextlib` is not imported at open.)"""
 
     __slots__ = ("_fd", "_path")

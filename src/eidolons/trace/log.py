@@ -20,8 +20,8 @@ from eidolons.ecl.jsontext import loads as loads_json
 from eidolons.errors import InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
 from eidolons.io.beneath import BeneathError, open_state_path
-from eidolons.io.filelock import deadline, flock_until
-from eidolons.io.settings import TRACE_DIR, trace_scan_bound
+from eidolons.io.config import TRACE_DIR, trace_scan_bound
+from eidolons.io.files import deadline, flock_until
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:

@@ -361,7 +361,7 @@ def _update(fd: int, st: os.stat_result, start: int, line: bytes) -> None:
 
 def _entries(fd: int, covered: int, start: int, line: bytes) -> list[Entry]:
     """The verdicts of the uncovered lines before ``start``, then of ``line``."""
-    from eidolons.io.settings import trace_scan_bound
+    from eidolons.io.config import trace_scan_bound
 
     if start - covered > trace_scan_bound():
         raise ValueError("too much of the trace to index")
