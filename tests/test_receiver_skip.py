@@ -295,7 +295,7 @@ def test_the_receiver_records_are_not_dataclasses() -> None:
         assert "dataclasses" not in parse_module(name, SRC / "eidolons" / name).imports, name
 
 
-def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
+def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_crypto(
     cli: Cli, traced: Path
 ) -> None:
     payload = traced / "handoff" / "scout-report.md"
@@ -303,7 +303,7 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
     assert run.code == 0 and "PASS" in run.err, run.err
     unwanted = {
         "eidolons.memory",
-        "eidolons.keys.senders",
+        "eidolons.keys.crypto",  # the sender signature check (no trust store here)
         "sqlite3",
         "uuid",
         "dataclasses",

@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons.keys.files import ScratchHost
+    from eidolons.keys.host import ScratchHost
 
     with tempfile.TemporaryDirectory(prefix="eidolons-demo-host-") as host, ScratchHost(host):
         return _run(args)

@@ -485,12 +485,12 @@ def _feed_record(
         return False
     signer: dict[str, Any] = {"sender_signed": False, "sender_problem": None}
     if trust is not None:  # senders' rules exist only with a trust store: imported then
-        from eidolons.keys import senders
+        from eidolons.keys.receipts import check_sender_signature, sender_signature_required
 
-        if senders.required(trust, env.sender.eidolon, check.as_receiver):
+        if sender_signature_required(trust, env.sender.eidolon, check.as_receiver):
             # the sender's signature over the exact envelope bytes, when the store asks for
             # it (ADR 0034); a valid one stands in for HMAC at high trust
-            found = senders.check(
+            found = check_sender_signature(
                 envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
             )
             signer = {"sender_signed": found is None, "sender_problem": found}

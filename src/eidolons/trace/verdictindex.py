@@ -81,7 +81,7 @@ _DIRS: dict[tuple[str | None, str | None], str] = {}
 
 
 def index_dir() -> str:
-    """``verdicts/`` beside the key directory (:func:`eidolons.keys.files.key_dir`, the
+    """``verdicts/`` beside the key directory (:func:`eidolons.keys.host.key_dir`, the
     one rule; remembered per ``XDG_CONFIG_HOME`` and ``HOME``)."""
     env = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
     found = _DIRS.get(env)
