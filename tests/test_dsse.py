@@ -106,9 +106,11 @@ def test_keyid_hint_never_selects_a_key() -> None:
 
 
 def test_our_signer_reproduces_the_vector() -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from eidolons.keys.crypto import Signer, sign_envelope
 
-    signer = Signer.from_seed(bytes.fromhex(KEY_A_SEED))
+    signer = Signer(Ed25519PrivateKey.from_private_bytes(bytes.fromhex(KEY_A_SEED)))
     assert signer.public_raw == KEY_A
     env = sign_envelope(IN_TOTO, base64.b64decode(STATEMENT_B64), signer)
     assert env["payload"] == STATEMENT_B64 and env["signatures"][0]["sig"] == SIG_A

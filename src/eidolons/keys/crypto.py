@@ -79,10 +79,6 @@ class Signer:
         return cls(_generate())
 
     @classmethod
-    def from_seed(cls, seed: bytes) -> Signer:
-        return cls(_from_private(seed))
-
-    @classmethod
     def from_pem(cls, data: bytes) -> Signer:
         seed = _pkcs8_ed25519_seed(data)
         if seed is not None:  # the one form this tool writes: no serialization import
