@@ -116,7 +116,7 @@ def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
     """Record the thread's new head on this host (ADR 0037); silent when it cannot (the
     gates' stderr is a contract): ``trace verify`` reports a head left behind."""
     from eidolons.ecl.tracechain import line_hash
-    from eidolons.keys.heads import record
+    from eidolons.keys.host import record
 
     try:
         record(path, link[0], line_hash(line), link[1])
