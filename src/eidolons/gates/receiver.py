@@ -58,7 +58,7 @@ from eidolons.ecl.receiver import (
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.io import paths as pathstr
-from eidolons.io.config import foreign_projects, payload_key
+from eidolons.io.config import payload_key
 from eidolons.io.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
@@ -68,6 +68,7 @@ from eidolons.io.payload import (
     locate_payload,
     read_envelope_bytes,
 )
+from eidolons.io.project import foreign_projects
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.trace.store import TraceStore, open_store
 

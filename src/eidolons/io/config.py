@@ -33,7 +33,6 @@ from eidolons.io.project import (
     config_dir,
     found_root,
 )
-from eidolons.io.project import foreign_projects as _holding
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -152,11 +151,6 @@ def verify_mode(
 
 
 # --------------------------------------------------------------------------- hand-offs
-
-
-def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
-    """:func:`eidolons.io.project.foreign_projects` (the one rule) on any path-like."""
-    return _holding(os.fspath(path), os.fspath(root))
 
 
 def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:

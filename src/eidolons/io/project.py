@@ -163,11 +163,12 @@ def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int,
     return states
 
 
-def foreign_projects(path: str, root: str) -> list[str]:
+def foreign_projects(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> list[str]:
     """The projects other than ``root`` that hold ``path``: every ancestor of its resolved
     directory with a ``.eidolons/`` directory, but the (resolved) root, nearest first. A
     hand-off is judged by the project that holds it, with that project's rules, trust
-    store and trace (:func:`eidolons.io.config.foreign_projects` is this rule)."""
+    store and trace: pointing the gates at another root must not judge it under rules of
+    one's own."""
     real_root = os.path.realpath(root)
     here = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     found = []

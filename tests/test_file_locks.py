@@ -38,7 +38,7 @@ def _gate_events(project: Path, event: str, gate: str) -> list[dict[str, object]
     ]
 
 
-# ------------------------------------------------------------------ the helper
+# ------------------------------------------------------------------ flock_until
 
 
 def test_a_free_lock_is_taken_at_once(tmp_path: Path) -> None:
