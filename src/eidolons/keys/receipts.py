@@ -6,9 +6,9 @@ Rules:
 
 - The orchestrator gate signs each verdict with the newest active orchestrator key it can
   reach (:func:`eidolons.keys.crypto.find_signer`), and only for a project this host
-  registered for that key at this root (:func:`eidolons.keys.host.signing_refusal`); the statement
-  names the project. The receipt goes into the trace event (``receipt``) and beside the
-  envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
+  registered for that key at this root (:func:`eidolons.keys.host.signing_refusal`); the
+  statement names the project. The receipt goes into the trace event (``receipt``) and
+  beside the envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
 - A receipt is trusted (:func:`trust_receipt`, the one rule the receiver gate, the
   orchestrator's read hook and the trace views apply) when its DSSE signature verifies
   under an orchestrator key of the trust store that is active *now* (not revoked, not
@@ -134,17 +134,23 @@ def signed_without_trust_store(envelope_path: StrPath, record: dict[str, Any] | 
 
 def read_receipt(envelope_path: StrPath) -> tuple[Any, str | None]:
     """(document, None), (None, None) when there is no sidecar receipt, or (None, why)."""
+    path = receipt_path(envelope_path)
+    if not os.path.lexists(path):
+        return None, None
+    return _read_sidecar(path, MAX_RECEIPT_BYTES, "receipt")
+
+
+def _read_sidecar(path: str, limit: int, what: str) -> tuple[Any, str | None]:
+    """The JSON document in the sidecar ``path`` (read beneath its directory, strictly):
+    (document, None), or (None, why) when it cannot be read or parsed."""
     from eidolons.ecl.strict_json import loads_strict
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.payload import read_envelope_bytes
 
-    path = receipt_path(envelope_path)
-    if not os.path.lexists(path):
-        return None, None
     try:
-        return loads_strict(read_envelope_bytes(path, MAX_RECEIPT_BYTES)), None
+        return loads_strict(read_envelope_bytes(path, limit)), None
     except (InputError, EnvelopeError) as exc:
-        return None, f"receipt {pathstr.name(path)} unreadable: {exc}"
+        return None, f"{what} {pathstr.name(path)} unreadable: {exc}"
 
 
 class Judged:
@@ -429,19 +435,15 @@ def check_sender_signature(
 ) -> tuple[str, str] | None:
     """None when a trusted, active key of ``sender`` signed exactly these envelope bytes;
     else ``(code, why)``."""
-    from eidolons.ecl.strict_json import loads_strict
-    from eidolons.errors import EnvelopeError, InputError
-    from eidolons.io.payload import read_envelope_bytes
     from eidolons.keys.crypto import DsseError
 
     path = signature_path(envelope_path)
     if not os.path.lexists(path):
         name = pathstr.name(path)
         return UNVERIFIED, f"no sender signature ({name}) where {sender}'s is required"
-    try:
-        doc = loads_strict(read_envelope_bytes(path, MAX_SIG_BYTES))
-    except (InputError, EnvelopeError) as exc:
-        return UNVERIFIED, f"sender signature {pathstr.name(path)} unreadable: {exc}"
+    doc, unreadable = _read_sidecar(path, MAX_SIG_BYTES, "sender signature")
+    if unreadable is not None:
+        return UNVERIFIED, unreadable
     role = sender_role(sender)
     try:
         signed = trust.verify_signed(doc, role, SIGNATURE_PAYLOAD_TYPE, now)
