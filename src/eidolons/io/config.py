@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from eidolons.io.paths import StrPath
 
-__all__ = ["CONFIG_FILE", "HANDOFF_DIR", "TRACE_DIR", "Limits"]
+__all__ = ["CONFIG_FILE", "HANDOFF_DIR", "TRACE_DIR", "Limits"]  # re-exported
 
 
 def find_root(
