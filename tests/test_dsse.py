@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.keys.dsse import DsseError, b64decode_any, pae, verify_envelope
+from eidolons.keys.crypto import DsseError, b64decode_any, pae, verify_envelope
 
 IN_TOTO = "application/vnd.in-toto+json"
 STATEMENT_B64 = "eyJfdHlwZSI6Imh0dHBzOi8vaW4tdG90by5pby9TdGF0ZW1lbnQvdjEifQ=="
@@ -106,10 +106,11 @@ def test_keyid_hint_never_selects_a_key() -> None:
 
 
 def test_our_signer_reproduces_the_vector() -> None:
-    from eidolons.keys.crypto import Signer
-    from eidolons.keys.dsse import sign_envelope
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    signer = Signer.from_seed(bytes.fromhex(KEY_A_SEED))
+    from eidolons.keys.crypto import Signer, sign_envelope
+
+    signer = Signer(Ed25519PrivateKey.from_private_bytes(bytes.fromhex(KEY_A_SEED)))
     assert signer.public_raw == KEY_A
     env = sign_envelope(IN_TOTO, base64.b64decode(STATEMENT_B64), signer)
     assert env["payload"] == STATEMENT_B64 and env["signatures"][0]["sig"] == SIG_A

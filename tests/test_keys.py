@@ -256,8 +256,7 @@ def test_init_role_is_the_library_call_eidolons_init_uses(
 def test_verify_signed_is_the_one_key_validity_rule(tmp_path: Path) -> None:
     """Receipts and sender signatures both go through TrustStore.verify_signed: only a key
     of the role, active now, counts; a revoked co-signer does not hide an active one."""
-    from eidolons.keys.crypto import Signer
-    from eidolons.keys.dsse import sign_envelope
+    from eidolons.keys.crypto import Signer, sign_envelope
     from eidolons.keys.store import ORCHESTRATOR, TrustedKey
 
     revoked, active, stranger = Signer.generate(), Signer.generate(), Signer.generate()

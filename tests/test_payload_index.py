@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from eidolons.io import config as state
 from eidolons.io import project as knownhandoff
-from eidolons.io import settings as state
 from eidolons.io.payloadindex import entry, index_path
 from eidolons.io.project import payload_index, trace_states
 from eidolons.trace import store as tracestore

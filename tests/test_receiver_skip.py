@@ -17,9 +17,10 @@ import pytest
 
 from eidolons.gates.receiver import IncomingResult
 from eidolons.gates.skip import skip_line, skipped_json
+from eidolons.io.paths import is_relative_to
 from eidolons.io.payload import AmbiguousEnvelope, default_envelope_path, find_envelope
 from eidolons.io.payloadindex import index_path, spellings
-from eidolons.io.project import envelope_candidates, is_relative_to, lies_under, rules_out
+from eidolons.io.project import envelope_candidates, lies_under, rules_out
 from tests.conftest import Run, clean_env, emit_payload, trace_files
 
 Cli = Callable[..., Run]
@@ -295,7 +296,7 @@ def test_the_receiver_records_are_not_dataclasses() -> None:
         assert "dataclasses" not in parse_module(name, SRC / "eidolons" / name).imports, name
 
 
-def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
+def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_crypto(
     cli: Cli, traced: Path
 ) -> None:
     payload = traced / "handoff" / "scout-report.md"
@@ -303,7 +304,7 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_senders(
     assert run.code == 0 and "PASS" in run.err, run.err
     unwanted = {
         "eidolons.memory",
-        "eidolons.keys.senders",
+        "eidolons.keys.crypto",  # the sender signature check (no trust store here)
         "sqlite3",
         "uuid",
         "dataclasses",

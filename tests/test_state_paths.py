@@ -57,7 +57,7 @@ def test_the_modules_that_named_them_use_the_one_spelling() -> None:
     from eidolons.hosts.hook import decide, events
     from eidolons.hosts.init import DIRS, IGNORE
     from eidolons.io import config
-    from eidolons.io import settings as state
+    from eidolons.io import config as state
     from eidolons.trace import store as tracestore
 
     assert state.TRACE_DIR is knownhandoff.TRACE_DIR is config.TRACE_DIR
@@ -87,8 +87,8 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
     names, code = imported(argv, tmp_path, json.dumps(event))
     assert code == 0
     ours = {n for n in names if n.startswith("eidolons")}
-    # before: eidolons.keys and eidolons.keys.files on every call (the key directories,
-    # now found when first needed); the state names' home is the only module added
+    # the key directories are found when first needed (eidolons.keys.host, not on every
+    # call); the state names' home is the only module added
     assert ours <= {
         "eidolons",
         "eidolons.cli",  # the packages' own __init__: a docstring each
@@ -108,7 +108,7 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
         "eidolons.io.paths",
         "eidolons.io.payloadindex",
         "eidolons.keys",
-        "eidolons.keys.files",
+        "eidolons.keys.host",
     }, sorted(ours)
     if tool["tool_name"] == "TodoWrite":
-        assert "eidolons.keys.files" not in ours
+        assert "eidolons.keys.host" not in ours

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.ecl.tracechain import chained, next_link
-from eidolons.keys.heads import head_path, recorded
+from eidolons.keys.host import head_path, recorded
 from eidolons.trace.log import append_event, read_snapshot
 from tests.conftest import Run, run_cli
 

@@ -77,7 +77,7 @@ def index_file(store: JsonlStore, thread: str) -> Path:
 def full_scan(store: JsonlStore, thread: str, mid: str = MID) -> dict[str, Any] | None:
     """The answer without the index (the lookup as it was before it): what the lookup
     must always give."""
-    from eidolons.io.settings import trace_scan_bound
+    from eidolons.io.config import trace_scan_bound
     from eidolons.trace.store import TraceReadError, counted_for, judged_line, verdict_needle
 
     needle, bound = verdict_needle(mid), trace_scan_bound()

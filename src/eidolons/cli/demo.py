@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons.keys.files import ScratchHost
+    from eidolons.keys.host import ScratchHost
 
     with tempfile.TemporaryDirectory(prefix="eidolons-demo-host-") as host, ScratchHost(host):
         return _run(args)
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons.io.read import empty_dir
+    from eidolons.io.files import empty_dir
 
     if args.keep:
         try:
@@ -67,8 +67,8 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.gates.receiver import verify_incoming
     from eidolons.gates.sender import emit, parse_agent
     from eidolons.io.contracts import load_contracts
+    from eidolons.io.files import write_bytes
     from eidolons.io.project import HANDOFF_DIR
-    from eidolons.io.read import write_bytes
     from eidolons.keys.lifecycle import init_role
     from eidolons.trace.jsonl import JsonlStore
 

@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from eidolons.gates.sender import HandoffRefused, emit, parse_agent
     from eidolons.io.config import Limits, find_root, hmac_key, hmac_key_warning
-    from eidolons.keys.files import KeyFileError
+    from eidolons.keys.host import KeyFileError
 
     try:
         key = None
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
 def _signer(root: Path, sender: str) -> object:
     """The sender's signing key for --sign (imports cryptography: only with --sign)."""
     from eidolons.ecl.events import utc_now
-    from eidolons.keys.senders import sender_signer
+    from eidolons.keys.receipts import sender_signer
     from eidolons.keys.store import load_trust_store
 
     return sender_signer(load_trust_store(root), sender, root, utc_now())

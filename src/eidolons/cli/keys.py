@@ -20,16 +20,18 @@ from eidolons.cli.common import fail, print_json
 from eidolons.ecl.events import utc_now
 from eidolons.errors import EidolonsError, UsageError
 from eidolons.io.config import find_root
-from eidolons.io.files import atomic_write
-from eidolons.io.read import read_bytes
-from eidolons.keys import lifecycle, pins, registry
-from eidolons.keys.files import KeyFileError, default_key_file, env_key_file
+from eidolons.io.files import atomic_write, read_bytes
+from eidolons.keys import lifecycle
+from eidolons.keys.host import KeyFileError, default_key_file, env_key_file, register
 from eidolons.keys.store import (
     ORCHESTRATOR,
     UPGRADE,
     TrustedKey,
     TrustStore,
     load_trust_store,
+    pin,
+    pins_path,
+    read_pins,
     trust_store_path,
     valid_project,
     valid_role,
@@ -288,7 +290,7 @@ def _rotate(args: argparse.Namespace, root: Path) -> int:
         key.extra["revoked_reason"] = "rotated"
     store.save(root)
     if role == ORCHESTRATOR and store.project:  # the new key signs for this root, here
-        registry.register(signer.keyid, store.project, root, now)
+        register(signer.keyid, store.project, root, now)
     doc = {
         "keyid": signer.keyid,
         "role": role,
@@ -343,18 +345,18 @@ def _pin(args: argparse.Namespace, root: Path) -> int:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     TrustStore.parse(data, path)  # only a store that parses is pinned
-    where = pins.pin(root, data, utc_now())
+    where = pin(root, data, utc_now())
     digest = hashlib.sha256(data).hexdigest()
     doc = {"trust_store": str(path), "trust_sha256": digest, "pins": str(where)}
     return _emit(args, doc, f"pinned {path} ({digest[:16]}) in {where}")
 
 
 def _unpin(args: argparse.Namespace, root: Path) -> int:
-    projects = dict(pins.read_pins())
+    projects = dict(read_pins())
     removed = projects.pop(os.path.realpath(root), None) is not None
     if removed:
         body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
-        atomic_write(pins.pins_path(), body.encode("utf-8"), 0o600)
+        atomic_write(pins_path(), body.encode("utf-8"), 0o600)
     doc = {"project": str(root), "unpinned": removed}
     return _emit(args, doc, f"unpinned {root}" if removed else f"{root} was not pinned")
 

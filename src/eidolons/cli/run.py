@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.ecl.envelope import parse_envelope
     from eidolons.ecl.receiver import edge_budget, sections_apply
     from eidolons.io.contracts import load_contracts
+    from eidolons.io.files import create, write_bytes
     from eidolons.io.payload import read_envelope_bytes
-    from eidolons.io.read import create, write_bytes
 
     contracts = load_contracts(root, args.contracts) if receiver is not None else None
     try:  # the route's one read of the envelope: both gates judge these bytes

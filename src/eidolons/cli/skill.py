@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _render(args: argparse.Namespace, root: Path, contract_set: ContractSet) -> int:
     from eidolons.hosts.skills.render import render_skill
-    from eidolons.io.read import write_bytes
+    from eidolons.io.files import write_bytes
 
     data = render_skill(args.receiver.partition("@")[0], contract_set)
     if args.output is None:

@@ -114,7 +114,7 @@ def _unshown(paths: list[str], collected: Collected) -> str | None:
 def _deleted_traces(paths: list[str], collected: Collected, store: TraceStore) -> None:
     """A trace named by thread id or ``.jsonl`` path that is gone, while this host holds
     its head (ADR 0037), is verified as an empty trace: its head then reports the cut."""
-    from eidolons.keys.heads import HeadError, recorded
+    from eidolons.keys.host import HeadError, recorded
     from eidolons.trace.log import thread_file_name
 
     for arg in paths:
@@ -266,7 +266,7 @@ def _view(hops: list[Hop], args: argparse.Namespace) -> int:
 
 def _report(hops: list[Hop], args: argparse.Namespace, root: Path) -> int:
     from eidolons.ecl.events import TOOL, utc_now
-    from eidolons.io.read import write_bytes
+    from eidolons.io.files import write_bytes
     from eidolons.trace.chain.evidence import check_receipts
     from eidolons.trace.chain.report import render_report
     from eidolons.trace.chain.views import thread_of

@@ -18,7 +18,7 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1024 * MiB
 MAX_ENVELOPE_CAP = 64 * MiB
 MAX_PAYLOAD_CAP = 1024 * 1024 * MiB
 #: the most bytes one search of the trace reads by default
-#: (:func:`eidolons.io.settings.trace_scan_bound`)
+#: (:func:`eidolons.io.config.trace_scan_bound`)
 DEFAULT_MAX_TRACE_SCAN_BYTES = 256 * MiB
 
 

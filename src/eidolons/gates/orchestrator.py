@@ -12,7 +12,7 @@ It runs the integrity check (:mod:`eidolons.gates.verify`), appends one ``verify
 - fail closed: if the trace cannot be written, block mode exits 3 even on a pass, since
   the receivers would find no ``verify_pass`` on record;
 - in a project whose key must not sign here (not registered for it at this root, an
-  older trust store: :func:`eidolons.keys.registry.signing_refusal`) nothing is signed,
+  older trust store: :func:`eidolons.keys.host.signing_refusal`) nothing is signed,
   a pass becomes ``unregistered`` (a ``verify_fail``), and every mode exits 3.
 """
 
@@ -28,8 +28,14 @@ from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
 from eidolons.errors import TraceWriteError
 from eidolons.gates.verify import VerificationResult, verify_envelope_file
 from eidolons.io.config import hmac_key_warning, payload_key
-from eidolons.keys import senders
-from eidolons.keys.receipts import build_statement, sign_statement, signing_state, write_receipt
+from eidolons.keys.receipts import (
+    build_statement,
+    check_sender_signature,
+    sender_signature_required,
+    sign_statement,
+    signing_state,
+    write_receipt,
+)
 from eidolons.trace.store import TraceStore, open_store
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -178,10 +184,10 @@ def run_gate(
     if (
         result
         and env is not None
-        and senders.required(signing.store, env.sender.eidolon, env.recipient.eidolon)
+        and sender_signature_required(signing.store, env.sender.eidolon, env.recipient.eidolon)
     ):
         assert signing.store is not None and result.envelope_sha256 is not None
-        problem = senders.check(
+        problem = check_sender_signature(
             result.envelope_path, result.envelope_sha256, env.sender.eidolon, signing.store, now
         )
         if problem is None:

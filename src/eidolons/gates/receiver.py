@@ -58,7 +58,7 @@ from eidolons.ecl.receiver import (
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.io import paths as pathstr
-from eidolons.io.config import foreign_projects, payload_key
+from eidolons.io.config import payload_key
 from eidolons.io.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
@@ -68,6 +68,7 @@ from eidolons.io.payload import (
     locate_payload,
     read_envelope_bytes,
 )
+from eidolons.io.project import foreign_projects
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.trace.store import TraceStore, open_store
 
@@ -485,12 +486,12 @@ def _feed_record(
         return False
     signer: dict[str, Any] = {"sender_signed": False, "sender_problem": None}
     if trust is not None:  # senders' rules exist only with a trust store: imported then
-        from eidolons.keys import senders
+        from eidolons.keys.receipts import check_sender_signature, sender_signature_required
 
-        if senders.required(trust, env.sender.eidolon, check.as_receiver):
+        if sender_signature_required(trust, env.sender.eidolon, check.as_receiver):
             # the sender's signature over the exact envelope bytes, when the store asks for
             # it (ADR 0034); a valid one stands in for HMAC at high trust
-            found = senders.check(
+            found = check_sender_signature(
                 envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
             )
             signer = {"sender_signed": found is None, "sender_problem": found}

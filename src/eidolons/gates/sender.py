@@ -366,7 +366,7 @@ def _write_and_record(
     try:
         try:
             if signer is not None:  # the signature is in place before the envelope appears
-                from eidolons.keys.senders import sign_bytes, signature_path
+                from eidolons.keys.receipts import sign_bytes, signature_path
 
                 sidecar = Path(signature_path(envelope_path))
                 temps.append(_written(directory, sign_bytes(data, signer)))

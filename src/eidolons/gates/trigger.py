@@ -4,7 +4,8 @@ hooks and the MCP server all ask it here."""
 
 from __future__ import annotations
 
-from eidolons.io.config import foreign_projects, handoff_dirs
+from eidolons.io.config import handoff_dirs
+from eidolons.io.project import foreign_projects
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Limits and environment configuration, in one place.
+"""The configuration the environment and the project give the gates, in one place.
 
 Every limit the gates enforce lives in :class:`Limits` and is passed explicitly; the
 defaults are documented in the README. Environment variables read here:
@@ -8,22 +8,31 @@ defaults are documented in the README. Environment variables read here:
 - ``EIDOLONS_ECL_VERIFY_MODE``: ``block`` (default) or ``warn`` (an explicit opt-in).
   Anything else is a usage error, never a silent fallback.
 - ``EIDOLONS_MAX_PAYLOAD_BYTES`` / ``EIDOLONS_MAX_ENVELOPE_BYTES``: override the caps.
+- ``EIDOLONS_MAX_TRACE_SCAN_BYTES``, ``EIDOLONS_TRACE_TIMEOUT_S``: the bounds on reading
+  and waiting for the trace.
 - ``ECL_HMAC_KEY``: the HMAC key, used as raw UTF-8 bytes (as ``openssl -hmac``).
+
+The state paths are spelled in :mod:`eidolons.io.project` (ADR 0129), which the hot paths
+import without this module.
 """
 
 from __future__ import annotations
 
 import os
 
-from eidolons.ecl.limits import Limits
+from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, Limits, _int_env
 from eidolons.errors import UsageError
 from eidolons.io import paths as pathstr
-
-# where hand-off payloads live by default, always protected (ADR 0021); the configuration
-# file (TOML, only ever read to *add* protection); EIDOLONS_HANDOFF_DIRS: defined once, in
-# the module whose exact "no" (the early SKIP's rules_out) reads them too
-from eidolons.io.project import CONFIG_FILE, HANDOFF_DIR, HANDOFF_DIRS_ENV, TRACE_DSN_ENV
-from eidolons.io.settings import TRACE_DIR, trace_scan_bound
+from eidolons.io.project import (
+    CONFIG_FILE,
+    HANDOFF_DIR,
+    HANDOFF_DIRS_ENV,
+    SEALED_FILE,
+    TRACE_DIR,
+    TRACE_DSN_ENV,
+    config_dir,
+    found_root,
+)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -32,19 +41,7 @@ if TYPE_CHECKING:
 
     from eidolons.io.paths import StrPath
 
-__all__ = [
-    "CONFIG_FILE",
-    "HANDOFF_DIR",
-    "TRACE_DIR",
-    "Limits",
-    "find_root",
-    "foreign_projects",
-    "handoff_dirs",
-    "hmac_key",
-    "payload_key",
-    "trace_scan_bound",
-    "verify_mode",
-]
+__all__ = ["CONFIG_FILE", "HANDOFF_DIR", "TRACE_DIR", "Limits"]  # re-exported
 
 
 def find_root(
@@ -66,8 +63,6 @@ def root_dir(
     ancestor of the current directory holding ``.eidolons/`` or ``.git/``, else the
     current directory. With ``note`` (the gates, which write the trace), falling back to
     the current directory is said on stderr."""
-    from eidolons.io.project import found_root
-
     found = found_root(explicit, None if cwd is None else os.fspath(cwd))  # the one rule
     if found is not None:
         return found
@@ -99,8 +94,6 @@ def hmac_key(env: Mapping[str, str] | None = None) -> bytes | None:
     if raw:
         # fsencode gives back the exact bytes of the environment (surrogateescape)
         return os.fsencode(raw)
-    from eidolons.io.project import config_dir
-
     path = os.path.join(config_dir(dict(env)), HMAC_KEY_FILE)
     try:
         with open(path, "rb") as fh:
@@ -160,18 +153,6 @@ def verify_mode(
 # --------------------------------------------------------------------------- hand-offs
 
 
-def foreign_projects(path: StrPath, root: StrPath) -> list[str]:
-    """The projects other than ``root`` that hold ``path``: every ancestor of its
-    resolved directory with a ``.eidolons/`` directory, but the (resolved) root. A
-    hand-off is judged by the project that holds it, with that project's trust store and
-    trace; pointing the gates at another root (``--root``, ``EIDOLONS_ROOT``, a
-    ``.eidolons/`` made in a subdirectory) must not judge it under rules of one's own
-    (the rule: :func:`eidolons.io.project.foreign_projects`)."""
-    from eidolons.io.project import foreign_projects as holding
-
-    return holding(os.fspath(path), os.fspath(root))
-
-
 def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """Every hand-off directory of the project: ``<root>/.eidolons/handoffs`` first and
     always, then ``[handoffs] dirs`` of ``<root>/.eidolons/config.toml``, then the
@@ -198,8 +179,6 @@ def sealed_handoff_dirs(root: StrPath) -> tuple[str, ...] | None:
     sealed when ``eidolons init`` wired it to a host that hides those directories from the
     agents' shells (``.eidolons/sealed``, ADR 0140): a hand-off is then received only
     from there, and ``emit`` places it there."""
-    from eidolons.io.project import SEALED_FILE
-
     if not os.path.lexists(os.path.join(os.fspath(root), SEALED_FILE)):
         return None
     # the directories init wired into the host's sandbox: the default and the configured
@@ -279,3 +258,41 @@ def is_secret_env(name: str) -> bool:
     if name.startswith(("EIDOLONS_", "ECL_")):
         return any(word in name for word in ("KEY", "SECRET", "TOKEN", "PASSWORD", "DSN"))
     return False
+
+
+# --------------------------------------------------------------------------- the trace
+
+TRACE_TIMEOUT_ENV = "EIDOLONS_TRACE_TIMEOUT_S"
+DEFAULT_TRACE_TIMEOUT_S = 5.0  # well inside the hook's own 10-second budget
+MAX_TRACE_TIMEOUT_S = 3600.0
+
+
+def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:
+    """The most bytes one search of the trace reads (``EIDOLONS_MAX_TRACE_SCAN_BYTES``,
+    default 256 MiB): a gate's backward scan for a record, or the search of every thread
+    for a payload. A trace made huge (a sparse hole of a terabyte) then costs a bounded
+    read, and past the bound the search fails with a reason (fail closed)."""
+    env = os.environ if env is None else env
+    return _int_env(
+        env, "EIDOLONS_MAX_TRACE_SCAN_BYTES", DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP
+    )
+
+
+def trace_timeout_s(env: Mapping[str, str] | None = None) -> float:
+    """``EIDOLONS_TRACE_TIMEOUT_S`` (default 5): the longest a gate waits for the trace,
+    whichever the store: for a file lock (the JSONL trace's append lock, this host's
+    payload index, the memory store's creation lock: :func:`eidolons.io.files.flock_until`), and for
+    PostgreSQL's connection, locks and statements. Past it the operation fails (closed).
+    Raises :class:`UsageError` for a value that is not a number of seconds in
+    (0, 3600]."""
+    env = os.environ if env is None else env
+    raw = env.get(TRACE_TIMEOUT_ENV) or ""
+    if not raw:
+        return DEFAULT_TRACE_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_TRACE_TIMEOUT_S:  # NaN fails this too
+        raise UsageError(f"{TRACE_TIMEOUT_ENV}={raw!r} must be a number of seconds in (0, 3600]")
+    return value

@@ -1,44 +1,20 @@
-"""Hand-off contracts: the model, its validation, and the loader of contract sets.
+"""Loading the contract sets the receiver gate decides with (ECL §3, ADR 0008): a missing
+or broken contract must never let a hand-off through.
 
-A contract declares one directed edge of the hand-off graph (ECL §3): which performatives
-and artifact kinds a sender may hand to a receiver, and the context budget. The receiver
-gate decides with them, so a missing or broken contract must never let a hand-off through.
-
-Rules, in the order they are applied:
-
-1. **Sources.** Lowest precedence first: the builtin set (package data, compiled into
-   ``data/contracts/index.json`` so that no YAML parser is imported for it), then
-   ``<root>/.eidolons/contracts/`` if that directory exists, then each ``--contracts DIR``
-   in the order given. A later source replaces an earlier source's contract for the same
-   edge as a whole; fields are never merged, so what ``contracts show`` prints is exactly
-   what the gate enforces. There is no way to delete a builtin edge.
-2. **Directory entries.** Only the top level of a directory is read, in sorted name order.
-   A file named ``*.yaml`` is a contract. A name ending ``.yml`` or any other spelling of
-   ``.yaml`` (``.YAML``) is an error, not ignored: an override that silently did nothing
-   would leave a more permissive builtin contract in force. Names starting with ``.`` are
-   ignored (no valid contract name starts with one; editors leave such files around).
-   Other names are ignored. A ``*.yaml`` entry that is a symbolic link or not a regular
-   file is an error; files are opened with ``O_NOFOLLOW`` and checked with ``fstat`` so a
-   swap between listing and reading is caught too. The directory itself may be a link.
-3. **Bytes.** At most :data:`MAX_CONTRACT_BYTES`, UTF-8, exactly one YAML document, read
-   with the safe loader (libyaml's when available). Duplicate keys, non-string keys,
-   aliases and merge keys (``<<``) are errors: PyYAML would silently keep the last of two
-   duplicate keys, and a contract has no use for the others.
-4. **Content.** The top level must be a mapping valid under the shipped
-   ``handoff-contract.v1.json``, checked by the validator generated from it
-   (``eidolons.ecl._contract_schema``, see ``scripts/gen_contract_validator.py``), because
-   importing ``jsonschema`` costs more than the whole receiver gate. Then two checks the
-   schema cannot express: artifact kinds are unique within a contract, and the file is
-   named ``<from>-to-<to>.yaml`` after its own ``from``/``to``. Upstream tools find a
-   contract by its ``from``/``to`` content; with the name enforced, lookup by edge is the
-   same thing.
-5. **Fail closed.** Any invalid file in any source makes :meth:`ContractSet.load` raise
-   :class:`ContractError` naming the file and the problem. The error is raised when the
-   set is loaded, not when the broken edge is looked up, so no hand-off (not even on a
-   valid edge) is decided with a contract set that is partly broken.
-
-``*.yml`` is refused rather than accepted so that one edge has exactly one possible file
-name per directory, which keeps rule 1's "later source wins" unambiguous.
+1. **Sources**, lowest precedence first: the builtin set (``data/contracts/index.json``,
+   compiled so no YAML parser is imported for it), ``<root>/.eidolons/contracts/`` if it
+   exists, then each ``--contracts DIR`` in order; a later contract for an edge narrows
+   the earlier one (:meth:`Contract.narrowed_by`). No builtin edge can be deleted.
+2. **Directory entries**: the top level only, in sorted order. ``*.yaml`` is a contract;
+   ``.yml`` or another spelling of ``.yaml`` is an error (an override that silently did
+   nothing would leave a wider contract in force; one edge, one possible file name);
+   dot-files and other names are ignored. An entry that is a link or not a regular file
+   is an error (``O_NOFOLLOW``, then ``fstat``).
+3. **Bytes and content**: :func:`eidolons.ecl.contract.parse_contract_bytes` (one safe
+   YAML document, the generated schema validator, unique kinds); then the file must be
+   named ``<from>-to-<to>.yaml`` after its own content (:func:`load_contract_file`).
+4. **Fail closed**: any invalid file in any source makes the whole load raise
+   :class:`ContractError` naming it, so no hand-off is decided with a partly broken set.
 """
 
 from __future__ import annotations

@@ -1,36 +1,28 @@
-"""Reading and writing whole files for the host adapters and the key stores.
+"""Whole files and file locks, on ``str`` paths, ``os`` only at import.
 
 A write goes through a temporary file beside the target and a rename, so a reader never
-sees half of it: the one place the package writes a file atomically. Only ``os`` at import
-(``json`` is loaded by the JSON reader when it is called).
+sees half of it: the one place the package writes a file atomically. The plain reads and
+writes (:func:`read_bytes`, :func:`write_bytes`, :func:`create`) are for a file the user
+named (a public key, an ``-o FILE``): no walk beneath a root, since the user chose it. A
+lock is waited for until a deadline (:func:`flock_until`): an agent can hold a lock on any
+project file forever.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat  # loaded by os itself
+import time
 
 from eidolons.io import paths as pathstr
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, BinaryIO
 
     from eidolons.io.paths import StrPath
-
-__all__ = [
-    "FileContentError",
-    "atomic_write",
-    "create_new",
-    "move_aside",
-    "package_text",
-    "read_json_object",
-    "read_regular",
-    "read_text",
-    "readable_mode",
-    "write_text",
-]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -167,3 +159,73 @@ def _mkstemp(directory: str, prefix: str = ".eidolons-", suffix: str = ".tmp") -
         except FileExistsError:
             continue
     raise FileExistsError(f"no usable temporary name in {directory}")
+
+
+def read_bytes(path: StrPath) -> bytes:
+    """The whole file the user named (OSError as ``open()``)."""
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def write_bytes(
+    path: StrPath, data: bytes, *, mode: int | None = None, parents: bool = False
+) -> None:
+    """Write ``data`` to ``path`` (created or truncated; with ``parents``, its missing
+    parent directories too), then set its ``mode`` if given."""
+    if parents:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def create(path: StrPath) -> BinaryIO:
+    """A new file open for writing (``FileExistsError`` if ``path`` exists)."""
+    return open(path, "xb")
+
+
+def empty_dir(path: StrPath) -> bool:
+    """Create ``path`` and its parents if missing; whether it is empty."""
+    os.makedirs(path, exist_ok=True)
+    return not os.listdir(path)
+
+
+FIRST_SLEEP_S = 0.001
+MAX_SLEEP_S = 0.02  # an honest holder keeps a lock for milliseconds
+
+
+class LockTimeout(TimeoutError):
+    """A lock another process held past the deadline."""
+
+
+def deadline(seconds: float | None = None) -> float:
+    """The monotonic time a wait for a lock ends: ``seconds`` from now, else the trace
+    timeout (``EIDOLONS_TRACE_TIMEOUT_S``) from now. Raises
+    :class:`~eidolons.errors.UsageError` for a bad value."""
+    from eidolons.io.config import trace_timeout_s  # the configuration: only when waiting
+
+    return time.monotonic() + (trace_timeout_s() if seconds is None else seconds)
+
+
+def flock_until(fd: int, until: float, name: object) -> None:
+    """An exclusive ``flock`` on ``fd``, tried with ``LOCK_NB`` and retried until the
+    monotonic time ``until``; past it :class:`LockTimeout` (an OSError, so a caller's
+    handling of a file it cannot open covers it; ``name`` says which file)."""
+    started = time.monotonic()
+    pause = FIRST_SLEEP_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        now = time.monotonic()
+        if now >= until:
+            raise LockTimeout(
+                errno.ETIMEDOUT,
+                f"{name} is locked by another process: gave up after "
+                f"{now - started:.1f} s (EIDOLONS_TRACE_TIMEOUT_S)",
+            )
+        time.sleep(min(pause, until - now))
+        pause = min(pause * 2, MAX_SLEEP_S)

@@ -31,13 +31,17 @@ def pure(path: StrPath) -> str:
         root = "//" if text[:2] == "//" and text[:3] != "///" else "/"
     else:
         root = ""
-    body = "/".join(part for part in text.split("/") if part and part != ".")
+    kept = []  # a loop, not a generator: one profiler call per path, not per component
+    for part in text.split("/"):
+        if part and part != ".":
+            kept.append(part)
+    body = "/".join(kept)
     return root + body if root or body else "."
 
 
 def join(*parts: StrPath) -> str:
     """``str(PurePosixPath(*parts))``: a later absolute part replaces what precedes it."""
-    return pure(os.path.join(*(os.fspath(p) for p in parts)) if parts else "")
+    return pure(os.path.join(*parts) if parts else "")
 
 
 def name(path: StrPath) -> str:
@@ -70,22 +74,18 @@ def parts(path: StrPath) -> tuple[str, ...]:
     text = pure(path)
     root = "//" if text[:2] == "//" else text[:1] if text[:1] == "/" else ""
     rest = text[len(root) :]
-    comps = tuple(c for c in rest.split("/") if c and c != ".")
+    comps = tuple(rest.split("/")) if rest and rest != "." else ()  # pure() dropped the rest
     return (root, *comps) if root else comps
-
-
-def _anchor(path: str) -> str:
-    # POSIX keeps exactly two leading slashes (``//x``) as a root of their own
-    return "//" if path.startswith("//") and not path.startswith("///") else "/"
 
 
 def is_relative_to(path: str, base: str) -> bool:
     """:meth:`pathlib.PurePosixPath.is_relative_to` for absolute, normalised paths (as
     :func:`os.path.abspath` and :func:`os.path.realpath` give them)."""
-    anchor = _anchor(path)
-    if anchor != _anchor(base):
+    # POSIX keeps exactly two leading slashes (``//x``) as a root of their own
+    anchor = "//" if path[:2] == "//" and path[:3] != "///" else "/"
+    if anchor != ("//" if base[:2] == "//" and base[:3] != "///" else "/"):
         return False
-    rest, base_rest = path[len(anchor) :], base[len(_anchor(base)) :]
+    rest, base_rest = path[len(anchor) :], base[len(anchor) :]
     return not base_rest or rest == base_rest or rest.startswith(base_rest + "/")
 
 

@@ -194,12 +194,6 @@ def _read_capped(opened: Opened, max_bytes: int) -> bytes:
     return data
 
 
-def open_envelope(path: StrPath, root: StrPath | None = None) -> Opened:
-    """The envelope file, opened beneath its boundary (see :func:`read_envelope_bytes`).
-    Raises :class:`FileNotFoundError` when it does not exist, :class:`BeneathError`."""
-    return _open_envelope(path, root, None)[0]
-
-
 def _open_envelope(
     path: StrPath, root: StrPath | None, root_real: str | None
 ) -> tuple[Opened, str]:

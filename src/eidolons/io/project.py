@@ -1,23 +1,12 @@
-"""Whether a path is a hand-off the project knows: the path rules, on ``str``, ``os`` only.
+"""The project's state paths and whether a path is a hand-off it knows, on ``str``, ``os``
+only: the hot paths (a per-read gate, the hook) apply these rules without importing
+:mod:`pathlib` or the trace store (ADRs 0084, 0129).
 
-The rules the receiver gate, the hook and :func:`eidolons.gates.trigger.find_handoff` share,
-written once here so that the hot paths (a per-read gate, the hook) can apply them without
-importing :mod:`pathlib` or the trace store:
-
-- :func:`marked_root`: the nearest ancestor holding ``.eidolons/`` or ``.git``;
-- :func:`found_root`: the project root as ``--root``, ``EIDOLONS_ROOT`` or that ancestor
-  names it (:func:`eidolons.io.config.root_dir` adds only its fall-back to the current
-  directory);
-- :func:`envelope_candidates`: the receiver gate's trigger, ``${PATH%.*}.envelope.json``
-  then ``PATH.envelope.json`` (``%.*`` as :attr:`pathlib.PurePath.suffix` defines it);
-- :func:`lies_under`: a path is under a directory when any of its spellings (as written,
-  with its directory resolved, fully resolved: :func:`eidolons.io.payloadindex.spellings`)
-  is under the directory as written or resolved (:meth:`pathlib.PurePath.is_relative_to`);
-- :func:`rules_out`: the exact, cheap "no" of :func:`eidolons.gates.trigger.find_handoff`: True
-  only when that function would certainly answer None (ADR 0084). Every case this
-  module cannot settle (configuration, a PostgreSQL store, an index that cannot tell,
-  traces the full search would refuse to read) answers False, and the caller takes the
-  full rule.
+:func:`found_root` is the one root rule; :func:`envelope_candidates` the receiver gate's
+trigger; :func:`rules_out` the exact, cheap "no" of
+:func:`eidolons.gates.trigger.find_handoff` (True only when that function would certainly
+answer None; every case this module cannot settle answers False, and the caller takes the
+full rule).
 """
 
 from __future__ import annotations
@@ -25,19 +14,7 @@ from __future__ import annotations
 import os
 
 from eidolons.io import paths as pathstr
-from eidolons.io.paths import is_relative_to  # the rule, written once there
-
-__all__ = [
-    "envelope_candidates",
-    "foreign_projects",
-    "found_root",
-    "is_relative_to",
-    "lies_under",
-    "marked_root",
-    "payload_index",
-    "rules_out",
-    "trace_states",
-]
+from eidolons.io.paths import is_relative_to
 
 # The project's state paths, each spelled once (ADR 0129): this module is on every path
 # that needs one (the early SKIP, the hook, the gates, the stores), and imports only os.
@@ -163,11 +140,12 @@ def trace_states(root: str, bound: int | None) -> list[tuple[str, int, int, int,
     return states
 
 
-def foreign_projects(path: str, root: str) -> list[str]:
+def foreign_projects(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> list[str]:
     """The projects other than ``root`` that hold ``path``: every ancestor of its resolved
     directory with a ``.eidolons/`` directory, but the (resolved) root, nearest first. A
     hand-off is judged by the project that holds it, with that project's rules, trust
-    store and trace (:func:`eidolons.io.config.foreign_projects` is this rule)."""
+    store and trace: pointing the gates at another root must not judge it under rules of
+    one's own."""
     real_root = os.path.realpath(root)
     here = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     found = []

@@ -1,13 +1,14 @@
-"""Signed gate receipts: signing a verdict, and deciding on the receipts a receiver finds
-(ADRs 0032, 0033). The statement itself is :mod:`eidolons.ecl.receipt` (pure).
+"""Signed gate receipts and sender signatures: signing a verdict or an envelope, and
+deciding on what a receiver finds (ADRs 0032, 0033, 0034). The receipt statement itself is
+:mod:`eidolons.ecl.receipt` (pure).
 
 Rules:
 
 - The orchestrator gate signs each verdict with the newest active orchestrator key it can
-  reach (:mod:`eidolons.keys.signer`), and only for a project this host registered for
-  that key at this root (:func:`eidolons.keys.registry.signing_refusal`); the statement
-  names the project. The receipt goes into the trace event (``receipt``) and beside the
-  envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
+  reach (:func:`eidolons.keys.crypto.find_signer`), and only for a project this host
+  registered for that key at this root (:func:`eidolons.keys.host.signing_refusal`); the
+  statement names the project. The receipt goes into the trace event (``receipt``) and
+  beside the envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
 - A receipt is trusted (:func:`trust_receipt`, the one rule the receiver gate, the
   orchestrator's read hook and the trace views apply) when its DSSE signature verifies
   under an orchestrator key of the trust store that is active *now* (not revoked, not
@@ -20,6 +21,10 @@ Rules:
   the trace; among the receipts that verify and name these envelope bytes, the one signed
   latest decides. Nothing else is evidence: an unsigned line, a receipt signed by any other
   key, a receipt for other bytes.
+- A sender signature, ``<stem>.envelope.sig``, is a DSSE envelope whose body is the
+  envelope's exact bytes. It is needed when the trust store holds a key for the sender
+  (whatever its status) or requires one on the edge; none, or one by no trusted key, is
+  UNVERIFIED; a trusted signature over other bytes is INTEGRITY_MISMATCH.
 """
 
 from __future__ import annotations
@@ -38,10 +43,11 @@ from eidolons.ecl.receipt import (
 from eidolons.ecl.verdict import RefusalCode
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write, readable_mode
-from eidolons.keys.store import ORCHESTRATOR, TrustStore, ts_key
+from eidolons.keys.store import ORCHESTRATOR, TrustStore, sender_role, ts_key
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from eidolons.io.paths import StrPath
@@ -97,7 +103,7 @@ def build_statement(
 
 
 def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
-    from eidolons.keys.dsse import sign_envelope
+    from eidolons.keys.crypto import sign_envelope
 
     return sign_envelope(PAYLOAD_TYPE, statement_bytes(doc), signer)
 
@@ -128,17 +134,23 @@ def signed_without_trust_store(envelope_path: StrPath, record: dict[str, Any] | 
 
 def read_receipt(envelope_path: StrPath) -> tuple[Any, str | None]:
     """(document, None), (None, None) when there is no sidecar receipt, or (None, why)."""
+    path = receipt_path(envelope_path)
+    if not os.path.lexists(path):
+        return None, None
+    return _read_sidecar(path, MAX_RECEIPT_BYTES, "receipt")
+
+
+def _read_sidecar(path: str, limit: int, what: str) -> tuple[Any, str | None]:
+    """The JSON document in the sidecar ``path`` (read beneath its directory, strictly):
+    (document, None), or (None, why) when it cannot be read or parsed."""
     from eidolons.ecl.strict_json import loads_strict
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.payload import read_envelope_bytes
 
-    path = receipt_path(envelope_path)
-    if not os.path.lexists(path):
-        return None, None
     try:
-        return loads_strict(read_envelope_bytes(path, MAX_RECEIPT_BYTES)), None
+        return loads_strict(read_envelope_bytes(path, limit)), None
     except (InputError, EnvelopeError) as exc:
-        return None, f"receipt {pathstr.name(path)} unreadable: {exc}"
+        return None, f"{what} {pathstr.name(path)} unreadable: {exc}"
 
 
 class Judged:
@@ -193,7 +205,7 @@ def trust_receipt(doc: Any, store: TrustStore, now: str) -> Trusted:
     :meth:`TrustStore.verify_signed`), holding an eidolons statement, for a project the
     store pins for that key (:meth:`TrustStore.project_refusal`). What it vouches for
     (these bytes, a pass) is the caller's to judge."""
-    from eidolons.keys.dsse import DsseError
+    from eidolons.keys.crypto import DsseError
 
     try:
         signed = store.verify_signed(doc, ORCHESTRATOR, PAYLOAD_TYPE, now)
@@ -298,7 +310,7 @@ class SigningState:
 def signing_state(root: StrPath, now: str) -> SigningState:
     """Load the trust store and, only if there is one, the orchestrator's signer (the
     ``cryptography`` import happens here, never in unsigned mode), which signs only for a
-    project registered for it at this root (:mod:`eidolons.keys.registry`)."""
+    project registered for it at this root (:mod:`eidolons.keys.host`)."""
     from eidolons.errors import EidolonsError
     from eidolons.keys.store import TrustStoreError, load_trust_store
 
@@ -308,8 +320,8 @@ def signing_state(root: StrPath, now: str) -> SigningState:
         return SigningState(None, None, f"trust store unusable: {exc}")
     if store is None:
         return SigningState(None)
-    from eidolons.keys.registry import signing_refusal
-    from eidolons.keys.signer import NoSigner, find_signer
+    from eidolons.keys.crypto import NoSigner, find_signer
+    from eidolons.keys.host import signing_refusal
 
     try:
         signer = find_signer(store, ORCHESTRATOR, root, now)
@@ -357,3 +369,98 @@ def receiver_evidence(
         judged.append(Judged("trace", (UNVERIFIED, why)))
     chosen, refusal = decide(judged)
     return chosen, refusal, judged
+
+
+# --------------------------------------------------------------------------- sender signatures
+
+
+SIGNATURE_PAYLOAD_TYPE = "application/vnd.eidolons.ecl-envelope+json"
+SIG_SUFFIX = ".envelope.sig"
+MAX_SIG_BYTES = 64 * 1024
+
+
+def signature_path(envelope_path: StrPath) -> str:
+    """``<stem>.envelope.sig`` beside ``<stem>.envelope.json``."""
+    from eidolons.io.payload import sidecar_path
+
+    return sidecar_path(envelope_path, SIG_SUFFIX)
+
+
+def sender_signature_required(trust: TrustStore | None, sender: str, receiver: str) -> bool:
+    """Whether the hand-off ``sender -> receiver`` needs a sender signature."""
+    if trust is None:
+        return False
+    return trust.has_role(sender_role(sender)) or trust.requires_sender_signature(sender, receiver)
+
+
+def sign_bytes(data: bytes, signer: Any) -> bytes:
+    """The ``.envelope.sig`` file's bytes for envelope bytes ``data``."""
+    import json
+
+    from eidolons.keys.crypto import sign_envelope
+
+    doc = sign_envelope(SIGNATURE_PAYLOAD_TYPE, data, signer)
+    return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def sender_signer(trust: TrustStore | None, sender: str, root: Path, now: str) -> Any:
+    """The sender's signer for ``emit --sign``: ``EIDOLONS_SENDER_KEY_FILE``, else the
+    newest active ``sender:<eidolon>`` key of the trust store found in the key directory.
+    Raises :class:`eidolons.errors.UsageError` (no key) or ``KeyFileError`` (unsafe file)."""
+    from eidolons.errors import UsageError
+    from eidolons.keys.crypto import NoSigner, find_signer, load_signer_file
+    from eidolons.keys.host import env_key_file
+
+    role = sender_role(sender)
+    explicit = env_key_file(role)
+    if trust is None:
+        if explicit is None:
+            raise UsageError(
+                "--sign needs a sender key: a trust store listing sender:"
+                f"{sender} (eidolons keys init --role {role}) or $EIDOLONS_SENDER_KEY_FILE"
+            )
+        return load_signer_file(explicit, root)
+    try:
+        return find_signer(trust, role, root, now)
+    except NoSigner as exc:
+        raise UsageError(f"--sign: {exc}") from None
+
+
+def check_sender_signature(
+    envelope_path: StrPath,
+    envelope_sha256: str,
+    sender: str,
+    trust: TrustStore,
+    now: str,
+) -> tuple[str, str] | None:
+    """None when a trusted, active key of ``sender`` signed exactly these envelope bytes;
+    else ``(code, why)``."""
+    from eidolons.keys.crypto import DsseError
+
+    path = signature_path(envelope_path)
+    if not os.path.lexists(path):
+        name = pathstr.name(path)
+        return UNVERIFIED, f"no sender signature ({name}) where {sender}'s is required"
+    doc, unreadable = _read_sidecar(path, MAX_SIG_BYTES, "sender signature")
+    if unreadable is not None:
+        return UNVERIFIED, unreadable
+    role = sender_role(sender)
+    try:
+        signed = trust.verify_signed(doc, role, SIGNATURE_PAYLOAD_TYPE, now)
+    except DsseError as exc:
+        return UNVERIFIED, f"sender signature malformed: {exc}"
+    if signed.key is None and signed.inactive is None:
+        return UNVERIFIED, f"the envelope is not signed by any {role} key of the trust store"
+    if signed.key is None:
+        key = signed.inactive
+        assert key is not None
+        status = key.status(now)
+        return UNVERIFIED, f"the sender signature is by {role} key {key.keyid[:16]}, {status}"
+    body = signed.body
+    from eidolons.ecl.integrity import sha256_hex
+
+    if sha256_hex(body) != envelope_sha256:
+        return INTEGRITY_MISMATCH, (
+            f"{sender}'s signature is for other envelope bytes (rewritten and re-emitted)"
+        )
+    return None

@@ -5,16 +5,24 @@ that eidolon's envelopes), from ``created`` until ``not_after`` or ``revoked``. 
 strictly: a store that does not parse is :class:`TrustStoreError` and every gate fails
 closed. An orchestrator key counts only for the ``projects`` pinned for it
 (:meth:`TrustStore.project_refusal`, the one rule). Saved atomically.
+
+Host pins (ADR 0036): deleting or rewriting ``trust.json`` must not downgrade a signed
+project. Every change by ``eidolons keys`` (or ``keys pin``) records the store's SHA-256 in
+the host's ``pins.json``; with a pin, a missing store or one of other bytes is refused, and
+so is a pins file that cannot be read.
 """
 
 from __future__ import annotations
 
+import binascii
 import os
 
 from eidolons.ecl.grammar import is_project_id, is_trust_edge, is_trust_role, is_utc_timestamp
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write
+from eidolons.io.project import config_dir
+from eidolons.keys.host import read_host_json, write_host_json
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -144,7 +152,7 @@ class TrustedKey:
         out: dict[str, Any] = {
             "keyid": self.keyid,
             "algorithm": ALGORITHM,
-            "public_key": _b64encode(self.public_raw),
+            "public_key": b64encode(self.public_raw),
             "role": self.role,
             "created": self.created,
             "not_after": self.not_after,
@@ -279,7 +287,6 @@ class TrustStore:
         data = self.to_bytes()
         if root is not None:
             from eidolons.ecl.events import utc_now
-            from eidolons.keys.pins import pin
 
             pin(root, data, now or utc_now())
         atomic_write(self.path, data, 0o644)
@@ -317,8 +324,8 @@ class TrustStore:
     def verify_signed(self, doc: object, role: str, payload_type: str, now: str) -> Signed:
         """The one key-validity rule for signed documents (receipts, sender signatures):
         verify ``doc`` (DSSE) under this store's keys of ``role`` and keep only those
-        active at ``now``. Raises :class:`eidolons.keys.dsse.DsseError` when malformed."""
-        from eidolons.keys.dsse import verify_envelope
+        active at ``now``. Raises :class:`eidolons.keys.crypto.DsseError` when malformed."""
+        from eidolons.keys.crypto import verify_envelope
 
         known = {k.keyid: k.public_raw for k in self.keys if k.role == role}
         body, accepted = verify_envelope(doc, known, [payload_type])
@@ -378,13 +385,12 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
     from eidolons.io.beneath import BeneathError, read_state_file
-    from eidolons.keys.pins import check as check_pin
 
     path = trust_store_path(root)
     try:  # beneath the root, no link followed: a swapped .eidolons/ never redirects it
         data = read_state_file(root, TRUST_FILE, MAX_TRUST_BYTES + 1, name=path)
     except FileNotFoundError:
-        problem = check_pin(root, None)  # a signed project is never downgraded by a delete
+        problem = pin_refusal(root, None)  # a signed project is never downgraded by a delete
         if problem is not None:
             raise TrustStoreError(problem) from None
         return None
@@ -394,16 +400,15 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
         raise TrustStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_TRUST_BYTES:
         raise TrustStoreError(f"{path} is larger than {MAX_TRUST_BYTES} bytes")
-    problem = check_pin(root, data)
+    problem = pin_refusal(root, data)
     if problem is not None:
         raise TrustStoreError(problem)
     return TrustStore.parse(data, path)
 
 
-def _b64encode(raw: bytes) -> str:
-    """``base64.b64encode(raw).decode("ascii")`` (``binascii``: no ``base64`` import)."""
-    import binascii
-
+def b64encode(raw: bytes) -> str:
+    """``base64.b64encode(raw).decode("ascii")``, without importing ``base64`` (which
+    imports ``re``; every signed gate writes these)."""
     return binascii.b2a_base64(raw, newline=False).decode("ascii")
 
 
@@ -411,10 +416,77 @@ def _b64decode(text: str) -> bytes:
     """``base64.b64decode(text, validate=True)`` as Python 3.11+ defines it (ASCII, then
     ``binascii.a2b_base64(..., strict_mode=True)``), without importing ``base64`` (which
     imports ``re``)."""
-    import binascii
-
     try:
         data = text.encode("ascii")
     except UnicodeEncodeError:
         raise ValueError("string argument should contain only ASCII characters") from None
     return binascii.a2b_base64(data, strict_mode=True)
+
+
+# --------------------------------------------------------------------------- pins
+
+PINS_FILE = "pins.json"
+
+
+def pins_path(env: dict[str, str] | None = None) -> str:
+    return pathstr.join(config_dir(env), PINS_FILE)
+
+
+def _project_key(root: StrPath) -> str:
+    return os.path.realpath(root)
+
+
+def read_pins() -> dict[str, Any]:
+    """The pins, ``{}`` when there is no pins file; raises :class:`TrustStoreError` when
+    it cannot be read."""
+    path = pins_path()
+    doc = read_host_json(path, TrustStoreError, "the trust pins")
+    if doc is None:
+        return {}
+    projects = doc.get("projects") if isinstance(doc, dict) else None
+    if not isinstance(projects, dict):
+        raise TrustStoreError(f"the trust pins {path} have no projects table")
+    return projects
+
+
+def pinned(root: StrPath) -> str | None:
+    """The pinned SHA-256 of this project's trust store on this host, if any."""
+    entry = read_pins().get(_project_key(root))
+    if entry is None:
+        return None
+    value = entry.get("trust_sha256") if isinstance(entry, dict) else None
+    if not isinstance(value, str):
+        raise TrustStoreError(f"the trust pin of {root} in {pins_path()} is malformed")
+    return value
+
+
+def pin(root: StrPath, data: bytes, now: str) -> str:
+    """Record ``data`` (the trust store's exact bytes) as this project's trust store."""
+    from eidolons.ecl.integrity import sha256_hex
+
+    projects = dict(read_pins())
+    projects[_project_key(root)] = {"trust_sha256": sha256_hex(data), "pinned": now}
+    write_host_json(path := pins_path(), {"version": 1, "projects": projects})
+    return path
+
+
+def pin_refusal(root: StrPath, data: bytes | None) -> str | None:
+    """Why the trust store (``data``, None when absent) is refused by this host's pin, or
+    None."""
+    expected = pinned(root)
+    if expected is None:
+        return None
+    if data is None:
+        return (
+            f"this host pinned a trust store for {root} ({pins_path()}) and it is gone: a "
+            "signed project is never downgraded to unsigned (restore it, or `eidolons keys "
+            "unpin` as the operator)"
+        )
+    from eidolons.ecl.integrity import sha256_hex
+
+    if sha256_hex(data) != expected:
+        return (
+            f"the trust store of {root} differs from the one this host pinned: changed "
+            "outside `eidolons keys` (run `eidolons keys pin` as the operator to accept it)"
+        )
+    return None

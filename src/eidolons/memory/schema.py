@@ -22,7 +22,7 @@ try:  # what sqlite3 re-exports, without sqlite3.dbapi2's datetime adapters (ADR
 except ImportError:  # an interpreter without it: the public module
     import sqlite3  # type: ignore[no-redef]
 
-from eidolons.io.filelock import deadline, flock_until
+from eidolons.io.files import deadline, flock_until
 from eidolons.memory.ranking import identifier_text
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
@@ -124,7 +124,7 @@ _DROP_TRIGRAM: Final = (
 
 class creation_lock:  # a class, not contextlib's: no contextlib at open
     """``with creation_lock(store_dir):`` an exclusive ``flock`` on the creation lock,
-    waited for until the trace timeout (:class:`eidolons.io.filelock.LockTimeout`)."""
+    waited for until the trace timeout (:class:`eidolons.io.files.LockTimeout`)."""
 
     __slots__ = ("_fd", "_path")
 

@@ -6,8 +6,8 @@ import os
 
 from eidolons.errors import InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
-from eidolons.io.filelock import deadline
-from eidolons.io.settings import TRACE_DIR, trace_scan_bound
+from eidolons.io.config import TRACE_DIR, trace_scan_bound
+from eidolons.io.files import deadline
 from eidolons.trace.log import (
     TraceLine,
     append_event,

@@ -20,8 +20,8 @@ from eidolons.ecl.jsontext import loads as loads_json
 from eidolons.errors import InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
 from eidolons.io.beneath import BeneathError, open_state_path
-from eidolons.io.filelock import deadline, flock_until
-from eidolons.io.settings import TRACE_DIR, trace_scan_bound
+from eidolons.io.config import TRACE_DIR, trace_scan_bound
+from eidolons.io.files import deadline, flock_until
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
     """Record the thread's new head on this host (ADR 0037); silent when it cannot (the
     gates' stderr is a contract): ``trace verify`` reports a head left behind."""
     from eidolons.ecl.tracechain import line_hash
-    from eidolons.keys.heads import record
+    from eidolons.keys.host import record
 
     try:
         record(path, link[0], line_hash(line), link[1])

@@ -49,7 +49,7 @@ def refresh(
     this process just appended to, the one file read on from where the index stopped (ADR
     0138). A file past the scan bound is left uncovered. The lock is waited for until
     ``until``. Raises :class:`OSError` when the index cannot be written."""
-    from eidolons.io.filelock import deadline, flock_until
+    from eidolons.io.files import deadline, flock_until
 
     until = deadline() if until is None else until
     root_st = os.stat(root)
@@ -148,7 +148,7 @@ def _cover(
     ``keys`` (entries are never removed); None when the trace directory cannot be read
     as the full search reads it (a link, not listable): the old index then stays as it
     is, unless it must record an appended payload's key (:func:`refresh`'s ``extra``)."""
-    from eidolons.io.settings import TRACE_DIR, trace_scan_bound
+    from eidolons.io.config import TRACE_DIR, trace_scan_bound
 
     trace_dir = os.path.join(root, TRACE_DIR)
     for d in (os.path.dirname(trace_dir), trace_dir):

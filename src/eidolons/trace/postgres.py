@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.errors import TraceWriteError
-from eidolons.io.settings import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
+from eidolons.io.config import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
 from eidolons.trace.log import TraceLine, decode_line, encode_event, thread_file_name
 from eidolons.trace.pg_schema import CURRENT_VERSION, SCHEMA
 from eidolons.trace.store import (
@@ -72,10 +72,10 @@ def verdict_key(event: Mapping[str, Any]) -> bytes | None:
 
 
 def timeout_s(env: Mapping[str, str] | None = None) -> float:
-    """:func:`eidolons.io.settings.trace_timeout_s` (the one rule for every wait on the trace),
+    """:func:`eidolons.io.config.trace_timeout_s` (the one rule for every wait on the trace),
     a value it refuses being this store's read error."""
     from eidolons.errors import UsageError
-    from eidolons.io.settings import trace_timeout_s
+    from eidolons.io.config import trace_timeout_s
 
     try:
         return trace_timeout_s(env)

@@ -81,7 +81,7 @@ _DIRS: dict[tuple[str | None, str | None], str] = {}
 
 
 def index_dir() -> str:
-    """``verdicts/`` beside the key directory (:func:`eidolons.keys.files.key_dir`, the
+    """``verdicts/`` beside the key directory (:func:`eidolons.keys.host.key_dir`, the
     one rule; remembered per ``XDG_CONFIG_HOME`` and ``HOME``)."""
     env = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
     found = _DIRS.get(env)
@@ -361,7 +361,7 @@ def _update(fd: int, st: os.stat_result, start: int, line: bytes) -> None:
 
 def _entries(fd: int, covered: int, start: int, line: bytes) -> list[Entry]:
     """The verdicts of the uncovered lines before ``start``, then of ``line``."""
-    from eidolons.io.settings import trace_scan_bound
+    from eidolons.io.config import trace_scan_bound
 
     if start - covered > trace_scan_bound():
         raise ValueError("too much of the trace to index")

@@ -44,7 +44,7 @@ class TraceSnapshot:
         self.raw = raw
         self.lines = lines
         self.file = file
-        self.head = head  # what keys.heads.recorded gave, or the HeadError it raised
+        self.head = head  # what keys.host.recorded gave, or the HeadError it raised
 
     @property
     def key(self) -> tuple[str, str]:
@@ -52,7 +52,7 @@ class TraceSnapshot:
 
 
 def _head_of(file: Path) -> Any:
-    from eidolons.keys.heads import HeadError, recorded
+    from eidolons.keys.host import HeadError, recorded
 
     try:
         return recorded(file)
@@ -114,7 +114,7 @@ def head_status(snap: TraceSnapshot) -> dict[str, Any] | None:
     store that is not a file (PostgreSQL keeps its own append-only guarantees)."""
     if snap.file is None:
         return None
-    from eidolons.keys.heads import HeadError, check_head
+    from eidolons.keys.host import HeadError, check_head
 
     if isinstance(snap.head, HeadError):
         return {"state": "unreadable", "ok": False, "reason": str(snap.head)}

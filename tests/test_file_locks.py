@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from eidolons.hosts.hook.fast import DEFAULT_BUDGET
-from eidolons.io.filelock import LockTimeout, deadline, flock_until
-from eidolons.io.settings import DEFAULT_TRACE_TIMEOUT_S, trace_timeout_s
+from eidolons.io.config import DEFAULT_TRACE_TIMEOUT_S, trace_timeout_s
+from eidolons.io.files import LockTimeout, deadline, flock_until
 from tests._locks import Clock, held
 from tests.conftest import Run, clean_env, emit_payload, read_trace, trace_files
 
@@ -38,7 +38,7 @@ def _gate_events(project: Path, event: str, gate: str) -> list[dict[str, object]
     ]
 
 
-# ------------------------------------------------------------------ the helper
+# ------------------------------------------------------------------ flock_until
 
 
 def test_a_free_lock_is_taken_at_once(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The plain reads and writes of user-named files (``eidolons.io.read``)."""
+"""The plain reads and writes of user-named files (``eidolons.io.files``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.io.read import create, empty_dir, read_bytes, write_bytes
+from eidolons.io.files import create, empty_dir, read_bytes, write_bytes
 
 
 def test_write_then_read_gives_the_same_bytes(tmp_path: Path) -> None:
