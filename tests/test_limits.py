@@ -117,6 +117,8 @@ def test_artifact_is_spelled_as_the_spec_spells_it() -> None:
     assert hits == []
 
 
-@pytest.mark.parametrize("pattern", ["session 15", "red team", "issue 12", "goal 5a", "redteam"])
-def test_the_process_check_catches_a_planted_phrase(pattern: str) -> None:
-    assert PROCESS.search(f"as found in {pattern} of the work")
+@pytest.mark.parametrize(
+    "word, number", [("session", " 15"), ("red", " team"), ("issue", " 12"), ("goal", " 5a")]
+)
+def test_the_process_check_catches_a_planted_phrase(word: str, number: str) -> None:
+    assert PROCESS.search(f"as found in {word}{number} of the work")  # spelled apart here
