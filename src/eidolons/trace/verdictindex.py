@@ -123,14 +123,15 @@ def read_header(raw: bytes, key: str) -> Header | None:
         fields = slot.split()
         if len(fields) == 8 and fields[0] == MAGIC_BYTES and fields[1].isdigit():
             candidates.append((int(fields[1]), fields, slot))
-    candidates.sort(key=lambda c: -c[0])  # the newer first
+    if len(candidates) == 2 and candidates[1][0] > candidates[0][0]:
+        candidates.reverse()  # the newer first
     for _, fields, slot in candidates:
-        if not all(f.isdigit() for f in fields[2:6]) or not fields[6].isascii():
+        if not b"".join(fields[2:6]).isdigit() or not fields[6].isascii():
             continue
         text = b" ".join(fields[:7]).decode("ascii")
         if slot != f"{text} {_check(key, text)}".encode().ljust(HEADER_SLOT - 1) + b"\n":
             continue
-        gen, cap, count, covered, last_start = (int(f) for f in fields[1:6])
+        gen, cap, count, covered, last_start = map(int, fields[1:6])
         if cap < MIN_CAPACITY or cap > MAX_CAPACITY or cap & (cap - 1) or count > cap // 2:
             continue
         return Header(gen, cap, count, covered, last_start, fields[6].decode("ascii"))
