@@ -54,14 +54,19 @@ class Envelope:
     kept), the typed attributes the fields integrity depends on."""
 
     __slots__ = (
+        "artifact",
+        "artifact_kind",
         "artifact_path",
         "data",
         "envelope_version",
         "integrity_method",
         "integrity_value",
+        "message_id",
+        "parent_id",
         "performative",
         "recipient",
         "sender",
+        "thread_id",
     )
 
     def __init__(
@@ -83,6 +88,15 @@ class Envelope:
         self.integrity_method = integrity_method
         self.integrity_value = integrity_value
         self.data = data
+        # the optional ids, typed loosely: absent or wrong in a valid parse reads as None
+        ids = []
+        for key in ("message_id", "thread_id", "parent_id"):
+            value = data.get(key)
+            ids.append(value if isinstance(value, str) and value else None)
+        self.message_id, self.thread_id, self.parent_id = ids
+        self.artifact: Mapping[str, Any] = data["artifact"]
+        kind = self.artifact.get("kind")
+        self.artifact_kind = kind if isinstance(kind, str) else None
 
     def __repr__(self) -> str:
         return (
@@ -95,8 +109,17 @@ class Envelope:
         if not isinstance(data, dict):
             raise EnvelopeError(f"top level must be a JSON object, got {json_type(data)}")
         version = _need(data, "envelope_version", "envelope_version")
-        sender = _agent(data, "from")
-        recipient = _agent(data, "to")
+        agents = []
+        for key in ("from", "to"):
+            ref = _need(data, key, key, dict)
+            eidolon = _need(ref, "eidolon", f"{key}.eidolon")
+            if not eidolon:
+                raise EnvelopeError(f"{key}.eidolon is empty")
+            version_of = ref.get("version")
+            agents.append(
+                AgentRef(eidolon, version_of if isinstance(version_of, str) and version_of else "n/a")
+            )
+        sender, recipient = agents
         performative = _need(data, "performative", "performative")
         path = _need(_need(data, "artifact", "artifact", dict), "path", "artifact.path")
         if not is_safe_relative_path(path):
@@ -109,32 +132,6 @@ class Envelope:
         method = _need(integrity, "method", "integrity.method")
         value = _need(integrity, "value", "integrity.value")
         return cls(version, sender, recipient, performative, path, method, value, data)
-
-    # optional fields, typed loosely: they may be absent or wrong in a valid parse
-    def _str(self, key: str) -> str | None:
-        value = self.data.get(key)
-        return value if isinstance(value, str) and value else None
-
-    @property
-    def message_id(self) -> str | None:
-        return self._str("message_id")
-
-    @property
-    def thread_id(self) -> str | None:
-        return self._str("thread_id")
-
-    @property
-    def parent_id(self) -> str | None:
-        return self._str("parent_id")
-
-    @property
-    def artifact(self) -> Mapping[str, Any]:
-        return self.data["artifact"]  # type: ignore[no-any-return]
-
-    @property
-    def artifact_kind(self) -> str | None:
-        kind = self.artifact.get("kind")
-        return kind if isinstance(kind, str) else None
 
     @property
     def context_delta(self) -> Mapping[str, Any] | None:
@@ -162,11 +159,3 @@ def _need(data: Mapping[str, Any], key: str, label: str, kind: type = str) -> An
         raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
     return value
 
-
-def _agent(data: Mapping[str, Any], key: str) -> AgentRef:
-    ref = _need(data, key, key, dict)
-    eidolon = _need(ref, "eidolon", f"{key}.eidolon")
-    if not eidolon:
-        raise EnvelopeError(f"{key}.eidolon is empty")
-    version = ref.get("version")
-    return AgentRef(eidolon, version if isinstance(version, str) and version else "n/a")

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     Rule = tuple[str, str, Any, str | None]
+    #: an object's rules: (label, rules, required, allowed, unknown_first)
+    Obj = tuple[str, tuple[Rule, ...], tuple[str, ...], set[str] | None, bool]
 
 PERFORMATIVES = frozenset(
     "REQUEST INFORM PROPOSE CRITIQUE DECIDE DELEGATE ACKNOWLEDGE ESCALATE RESUME REFUSE".split()
@@ -42,15 +44,20 @@ def missing_fields(env: Mapping[str, Any]) -> list[str]:
     return [f for f in REQUIRED_FIELDS if f not in env or (env[f] is None and f != "parent_id")]
 
 
-def one_of(values: frozenset[str]) -> Callable[[Any], bool]:
-    """A string in ``values`` (a non-string never is)."""
-    return lambda v: isinstance(v, str) and v in values
+def is_performative(value: Any) -> bool:
+    return isinstance(value, str) and value in PERFORMATIVES
 
 
-is_performative = one_of(PERFORMATIVES)
-is_tier = one_of(TIERS)
-is_grade = one_of(ASSERTION_GRADES)
-is_transcript_access = one_of(TRANSCRIPT_ACCESS)
+def is_tier(value: Any) -> bool:
+    return isinstance(value, str) and value in TIERS
+
+
+def is_grade(value: Any) -> bool:
+    return isinstance(value, str) and value in ASSERTION_GRADES
+
+
+def is_transcript_access(value: Any) -> bool:
+    return isinstance(value, str) and value in TRANSCRIPT_ACCESS
 
 
 def is_count(value: Any) -> bool:
@@ -63,6 +70,10 @@ def _text(value: Any) -> bool:
 
 def _keys(obj: Any, allowed: set[str]) -> bool:
     return isinstance(obj, dict) and not set(obj) - allowed
+
+
+def _authz(obj: Any) -> bool:
+    return _keys(obj, _AUTHZ)
 
 
 def _bools(obj: Any) -> bool:
@@ -82,57 +93,47 @@ def _expected(value: Any, add: Callable[[str], None]) -> None:
         add("expected_response.performative is not one of the ten")
 
 
-def _string(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-class Obj:
-    """An object's rules: ``required`` keys (missing when absent), ``allowed`` keys
-    (None: any), and its rules ``(key, when, check, message)``: ``when`` is ``in`` (key
-    present), ``set`` (not null) or ``all``; ``check`` a predicate failing with the
-    field's name followed by ``message`` (``%r`` shows the value) or, with no message, a
-    function ``(value, add)`` adding its own problems (a nested :class:`Obj` is one)."""
-
-    __slots__ = ("allowed", "label", "required", "rules", "unknown_first")
-
-    def __init__(
-        self,
-        label: str,
-        rules: tuple[Rule, ...],
-        *,
-        required: tuple[str, ...] = (),
-        allowed: set[str] | None = None,
-        unknown_first: bool = True,
-    ) -> None:
-        self.label, self.rules, self.required = label, rules, required
-        self.allowed, self.unknown_first = allowed, unknown_first
-
-    def __call__(self, obj: Any, add: Callable[[str], None]) -> None:
-        """Add every problem of ``obj`` against these rules."""
-        if not isinstance(obj, dict):
-            add(f"{self.label} must be an object")
-            return
-        for key in self.required:
-            if key not in obj:
-                add(f"missing required field {self.label}.{key}")
-        if self.unknown_first:
-            self._unknown(obj, add)
-        for key, when, check, message in self.rules:
-            value = obj.get(key)
-            if (when == "in" and key not in obj) or (when == "set" and value is None):
-                continue
-            if message is None:
+def check_object(spec: Obj, obj: Any, add: Callable[[str], None]) -> None:
+    """Add every problem of ``obj`` against ``spec``, an object's rules ``(label, rules,
+    required, allowed, unknown_first)``: ``required`` keys are missing when absent,
+    ``allowed`` keys (None: any) are reported before the rules or after them. Each rule
+    is ``(key, when, check, message)``: ``when`` is ``in`` (key present), ``set`` (not
+    null) or ``all``; ``check`` is a frozenset (a string in it), a type (an instance of
+    it) or a predicate, failing with the field's name followed by ``message`` (``%r``
+    shows the value); with no message, a nested spec or a function ``(value, add)``
+    adding its own problems."""
+    label, rules, required, allowed, unknown_first = spec
+    if not isinstance(obj, dict):
+        add(f"{label} must be an object")
+        return
+    for key in required:
+        if key not in obj:
+            add(f"missing required field {label}.{key}")
+    extra = None if allowed is None else set(obj) - allowed
+    if extra and unknown_first:
+        add(f"{label} has unknown fields {sorted(extra)}")
+    for key, when, check, message in rules:
+        value = obj.get(key)
+        if (when == "in" and key not in obj) or (when == "set" and value is None):
+            continue
+        if message is None:
+            if type(check) is tuple:
+                check_object(check, value, add)
+            else:
                 check(value, add)
-            elif not check(value):
-                name = f"{self.label}.{key}" if self.label else key
-                add(name + (message % (value,) if "%r" in message else message))
-        if not self.unknown_first:
-            self._unknown(obj, add)
-
-    def _unknown(self, obj: dict[str, Any], add: Callable[[str], None]) -> None:
-        extra = set() if self.allowed is None else set(obj) - self.allowed
-        if extra:
-            add(f"{self.label} has unknown fields {sorted(extra)}")
+            continue
+        kind = type(check)
+        if kind is frozenset:
+            ok = isinstance(value, str) and value in check
+        elif kind is type:
+            ok = isinstance(value, check)
+        else:
+            ok = check(value)
+        if not ok:
+            name = f"{label}.{key}" if label else key
+            add(name + (message % (value,) if "%r" in message else message))
+    if extra and not unknown_first:
+        add(f"{label} has unknown fields {sorted(extra)}")
 
 
 def _named(value: Any) -> bool:
@@ -156,35 +157,31 @@ def _strings(value: Any) -> bool:
 
 
 def _objective(value: Any) -> bool:
-    return _string(value) and 1 <= len(value) <= 240
+    return isinstance(value, str) and 1 <= len(value) <= 240
 
 
 def _ts(value: Any) -> bool:
-    return not _string(value) or grammar.is_rfc3339(value)
+    return not isinstance(value, str) or grammar.is_rfc3339(value)
 
 
 def _trace_tier(value: Any) -> bool:
-    return not _string(value) or is_tier(value)
+    return not isinstance(value, str) or value in TIERS
 
 
 _HEX = " must be 64 lowercase hex characters"
 _COUNT = " must be an integer >= 0"
 _SLUG = " must be a slug"
+_STRING = " must be a string"
 _EXPECTED = {"performative", "shape_hint"}
 _ARTIFACT = ("kind", "schema_version", "path", "sha256", "size_bytes")
 _AUTHZ = set(AUTHZ_FIELDS)
-_TRACE = ("ts", "host", "model", "tier")
+_AGENT_RULES: tuple[Rule, ...] = (
+    ("eidolon", "all", _named, " %r is not a slug"),
+    ("version", "all", grammar.is_agent_version, " must be MAJOR.MINOR.PATCH or n/a"),
+)
+_AGENT_KEYS = {"eidolon", "version"}
 
-
-def _agent(key: str) -> Obj:
-    rules: tuple[Rule, ...] = (
-        ("eidolon", "all", _named, " %r is not a slug"),
-        ("version", "all", grammar.is_agent_version, " must be MAJOR.MINOR.PATCH or n/a"),
-    )
-    return Obj(key, rules, allowed={"eidolon", "version"}, unknown_first=False)
-
-
-ARTIFACT = Obj(
+ARTIFACT: Obj = (
     "artifact",
     (
         ("kind", "in", grammar.is_slug, _SLUG),
@@ -192,94 +189,110 @@ ARTIFACT = Obj(
         ("sha256", "in", _sha256, _HEX),
         ("size_bytes", "in", is_count, _COUNT),
     ),
-    required=_ARTIFACT,
-    allowed=set(_ARTIFACT),
+    _ARTIFACT,
+    set(_ARTIFACT),
+    True,
 )
-TRACE = Obj(
+TRACE: Obj = (
     "trace",
     (
-        *((key, "all", _string, " must be a string") for key in _TRACE),
+        ("ts", "all", str, _STRING),
+        ("host", "all", str, _STRING),
+        ("model", "all", str, _STRING),
+        ("tier", "all", str, _STRING),
         ("ts", "all", _ts, " must be an RFC 3339 date-time"),
         ("tier", "all", _trace_tier, " must be standard or trance"),
     ),
-    allowed=set(_TRACE),
-    unknown_first=False,
+    (),
+    {"ts", "host", "model", "tier"},
+    False,
 )
-CONTEXT_DELTA = Obj(
+CONTEXT_DELTA: Obj = (
     "context_delta",
     (
         ("token_budget", "all", is_count, _COUNT),
         ("tokens_used", "all", is_count, _COUNT),
-        ("input_handles", "all", lambda v: isinstance(v, list), " must be an array"),
+        ("input_handles", "all", list, " must be an array"),
         ("input_handles", "all", _handles, None),
         ("summary", "all", _text, " must be a non-empty string"),
     ),
-    allowed={"token_budget", "tokens_used", "input_handles", "summary"},
-    unknown_first=False,
+    (),
+    {"token_budget", "tokens_used", "input_handles", "summary"},
+    False,
 )
-CONSTRAINTS = Obj(
+CONSTRAINTS: Obj = (
     "constraints",
     (
-        ("trust_level", "in", one_of(TRUST_LEVELS), " must be low, standard or high"),
+        ("trust_level", "in", TRUST_LEVELS, " must be low, standard or high"),
         ("deadline_ts", "set", grammar.is_rfc3339, " must be null or an RFC 3339 date-time"),
     ),
-    allowed={"deadline_ts", "trust_level"},
+    (),
+    {"deadline_ts", "trust_level"},
+    True,
 )
-VERIFICATION = Obj(
+VERIFICATION: Obj = (
     "ise.verification",
     (
-        ("fresh_context", "all", lambda v: isinstance(v, bool), " must be a boolean"),
+        ("fresh_context", "all", bool, " must be a boolean"),
         ("checker", "all", grammar.is_slug, _SLUG),
-        ("transcript_access", "all", is_transcript_access, " must be none or artifact-only"),
+        ("transcript_access", "all", TRANSCRIPT_ACCESS, " must be none or artifact-only"),
     ),
+    (),
+    None,
+    True,
 )
 _GRADES = "|".join(sorted(ASSERTION_GRADES))
 _ISE_RULES: tuple[Rule, ...] = (
-    ("assertion_grade", "all", is_grade, " is required and must be one of " + _GRADES),
-    (
-        "receiver_authorization",
-        "set",
-        lambda v: _keys(v, _AUTHZ),
-        " must be {auto_route, auto_merge, auto_deploy}",
-    ),
+    ("assertion_grade", "all", ASSERTION_GRADES, " is required and must be one of " + _GRADES),
+    ("receiver_authorization", "set", _authz, " must be {auto_route, auto_merge, auto_deploy}"),
     ("receiver_authorization", "set", _bools, " values must be booleans"),
     ("provenance", "set", _provenance, ".methodology_version is required"),
     ("verification", "set", VERIFICATION, None),
 )
 _ISE_KEYS = {"assertion_grade", "provenance", "receiver_authorization"}
 #: The ise block's rules, by whether the envelope is 2.1 (only 2.1 has ``verification``).
-ISE = {
-    False: Obj("ise", _ISE_RULES, allowed=_ISE_KEYS),
-    True: Obj("ise", _ISE_RULES, allowed=_ISE_KEYS | {"verification"}),
+ISE: dict[bool, Obj] = {
+    False: ("ise", _ISE_RULES, (), _ISE_KEYS, True),
+    True: ("ise", _ISE_RULES, (), _ISE_KEYS | {"verification"}, True),
 }
-INTEGRITY = Obj(
+
+
+def _integrity_value(value: Any) -> bool:
+    return grammar.is_hex64(value) or is_placeholder(value)
+
+
+INTEGRITY: Obj = (
     "integrity",
-    (("value", "all", lambda v: grammar.is_hex64(v) or is_placeholder(v), _HEX),),
-    allowed={"method", "value"},
-    unknown_first=False,
+    (("value", "all", _integrity_value, _HEX),),
+    (),
+    {"method", "value"},
+    False,
 )
 #: The top level's rules (its required and unknown fields are :func:`schema_problems`').
-ENVELOPE = Obj(
+ENVELOPE: Obj = (
     "",
     (
         ("envelope_version", "all", grammar.is_envelope_version, " %r is not 1.0-1.2 or 2.0-2.1"),
         ("message_id", "set", _text, " must be a non-empty string"),
         ("thread_id", "set", _text, " must be a non-empty string"),
         ("parent_id", "set", _text, " must be null or a non-empty string"),
-        ("from", "all", _agent("from"), None),
-        ("to", "all", _agent("to"), None),
-        ("performative", "all", is_performative, " %r is not one of the ten"),
+        ("from", "all", ("from", _AGENT_RULES, (), _AGENT_KEYS, False), None),
+        ("to", "all", ("to", _AGENT_RULES, (), _AGENT_KEYS, False), None),
+        ("performative", "all", PERFORMATIVES, " %r is not one of the ten"),
         ("objective", "set", _objective, " must be a string of 1 to 240 characters"),
         ("artifact", "all", ARTIFACT, None),
         ("integrity", "all", INTEGRITY, None),
         ("trace", "set", TRACE, None),
-        ("edge_origin", "in", one_of(EDGE_ORIGINS), f" %r is not one of {sorted(EDGE_ORIGINS)}"),
+        ("edge_origin", "in", EDGE_ORIGINS, f" %r is not one of {sorted(EDGE_ORIGINS)}"),
         ("context_delta", "in", CONTEXT_DELTA, None),
         ("constraints", "in", CONSTRAINTS, None),
         ("expected_response", "in", _expected, None),
         ("confidence", "in", _confidence, " must be a number between 0 and 1"),
         ("assumptions", "in", _strings, " must be an array of strings"),
     ),
+    (),
+    None,
+    True,
 )
 
 
@@ -292,10 +305,10 @@ def schema_problems(env: Mapping[str, Any]) -> list[str]:
         if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS:
             if not grammar.is_extension_field(key):
                 add(f"unknown top-level field {key!r} (extensions must match x_<vendor>_<field>)")
-    ENVELOPE(env, add)
+    check_object(ENVELOPE, env, add)
     if "ise" in env:
         version = env["envelope_version"]
         if not version.startswith("2."):
             add("ise block requires envelope_version 2.0 or later")
-        ISE[version.startswith("2.1")](env["ise"], add)
+        check_object(ISE[version.startswith("2.1")], env["ise"], add)
     return out
