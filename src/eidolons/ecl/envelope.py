@@ -117,7 +117,9 @@ class Envelope:
                 raise EnvelopeError(f"{key}.eidolon is empty")
             version_of = ref.get("version")
             agents.append(
-                AgentRef(eidolon, version_of if isinstance(version_of, str) and version_of else "n/a")
+                AgentRef(
+                    eidolon, version_of if isinstance(version_of, str) and version_of else "n/a"
+                )
             )
         sender, recipient = agents
         performative = _need(data, "performative", "performative")
@@ -158,4 +160,3 @@ def _need(data: Mapping[str, Any], key: str, label: str, kind: type = str) -> An
         shape = "a string" if kind is str else "an object"
         raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
     return value
-

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from eidolons.ecl import grammar
-from eidolons.ecl.results import GateResult
-from eidolons.ecl.rules.common import Recorder, get, text
+from eidolons.ecl.rules.common import GateResult, Recorder, get, text
 from eidolons.ecl.rules.schema import is_performative, is_tier, missing_fields
 from eidolons.ecl.strict_json import loads_strict
 from eidolons.errors import EnvelopeError
