@@ -5,14 +5,14 @@ what integrity depends on: bytes over the cap, bad UTF-8 or a BOM, non-strict JS
 (:mod:`eidolons.ecl.strict_json`), a top level that is not an object, or a missing or
 ill-typed version, agent, performative, ``artifact.path`` (which must be a safe relative
 path) or integrity method and value. Every other schema rule is a string of
-:meth:`Envelope.schema_problems` (:mod:`eidolons.ecl.rules.schema`).
+:meth:`Envelope.schema_problems` (:mod:`eidolons.ecl.rules.envelope`).
 """
 
 from __future__ import annotations
 
 from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.limits import Limits
-from eidolons.ecl.rules.schema import PERFORMATIVES, REQUIRED_FIELDS, schema_problems
+from eidolons.ecl.rules.envelope import PERFORMATIVES, REQUIRED_FIELDS, schema_problems
 from eidolons.ecl.strict_json import json_type, loads_strict
 from eidolons.errors import EnvelopeError
 
