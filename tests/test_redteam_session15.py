@@ -105,7 +105,7 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
     # new body up to the cut, the old body after it. Neither the full rule's evidence
     # (named_on_host) nor the next writer may lose an entry the old index had.
     from eidolons.io.payloadindex import HEAD_BYTES, head, named_on_host, read_head
-    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.log import JsonlStore
     from eidolons.trace.payloadfill import refresh
     from eidolons.trace.store import is_payload_event
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 from tests.conftest import clean_env
 from tests.test_check_jobs import _python
 
@@ -177,7 +177,7 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
 _WRITER = """
 import sys
 from pathlib import Path
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 root, who = Path(sys.argv[1]), sys.argv[2]
 store = JsonlStore(root)
 for i in range(25):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.tracechain import GENESIS, line_hash, verify_chain
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 from eidolons.trace.store import TraceStore
 from tests.tracestore.pgserver import ORCH_LOGIN, PgServer
 

@@ -1,6 +1,6 @@
 """The trace store: the one way the gates, the ``trace`` verbs and memory reach a trace.
 
-:class:`~eidolons.trace.jsonl.JsonlStore` (the default: one ECL JSONL file per thread) or
+:class:`~eidolons.trace.log.JsonlStore` (the default: one ECL JSONL file per thread) or
 :class:`~eidolons.trace.postgres.PostgresStore` (a shared append-only table, ADR 0070),
 chosen by :func:`open_store` (ADR 0071). The verdict rule (ADR 0005) is
 :func:`judged_line`'s; every reader and lookup applies it through this module.
@@ -291,7 +291,7 @@ def open_store(
     ``file`` (``--trace FILE``), that one JSONL file. Never raises: a configuration that
     cannot be honoured gives an :class:`UnavailableStore`."""
     if file is not None:
-        from eidolons.trace.jsonl import JsonlStore
+        from eidolons.trace.log import JsonlStore
 
         return JsonlStore(root, file=file)
     env = os.environ if env is None else env
@@ -309,7 +309,7 @@ def open_store(
         return PostgresStore(dsn)
     if required == "postgresql":
         return UnavailableStore(f"{PROJECT_FILE} requires PostgreSQL and {DSN_ENV} is not set")
-    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.log import JsonlStore
 
     return JsonlStore(root)
 
