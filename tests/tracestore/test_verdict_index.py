@@ -2,7 +2,8 @@
 
 Every test compares with what the full backward scan answers on the same trace: the index
 may only make the lookup faster. "Answered by the index" is shown without timing: the
-full scan (``JsonlStore.latest_verdict``'s fallback, ``log.latest_counted``) is made to fail, or the lines decoded are counted.
+full scan (``JsonlStore.latest_verdict``'s fallback, ``log.latest_counted``) is made to
+fail, or the lines decoded are counted.
 """
 
 from __future__ import annotations

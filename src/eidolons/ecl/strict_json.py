@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+_DEFAULT_LIMITS = Limits()
+
+
 class _DuplicateKey(ValueError):
     pass
 
@@ -80,7 +83,7 @@ def _fast_loads(text: str) -> Any:
 
 def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
     """Parse untrusted JSON bytes under the rules in the module docstring (1 and 2)."""
-    limits = limits or Limits()
+    limits = limits or _DEFAULT_LIMITS
     if len(data) > limits.max_envelope_bytes:
         raise EnvelopeError(
             f"envelope is {len(data)} bytes, above the {limits.max_envelope_bytes}-byte cap"

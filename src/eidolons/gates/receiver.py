@@ -683,8 +683,10 @@ def _record(result: IncomingResult, store: TraceStore, took: int, root: StrPath)
     thread = _ids(result)[1]
     try:
         if result:
-            store.append(thread, receiver_event(result, "verify_pass", took, root))
-            appended = store.append(thread, receiver_event(result, "receive", took, root))
+            events = [
+                receiver_event(result, name, took, root) for name in ("verify_pass", "receive")
+            ]
+            appended = store.append_all(thread, events)[-1]
         else:
             appended = store.append(thread, receiver_event(result, "verify_fail", took, root))
         result.trace_path = appended.location

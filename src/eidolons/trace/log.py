@@ -97,6 +97,18 @@ def append_event(
     lock, ``before()`` runs before the write, ``after(fd, start, line, fstat_before)``
     after it (the indexes). ``until``: the lock's deadline. Raises
     :class:`TraceWriteError`."""
+    return append_events(path, [event], before, after, until)[0]
+
+
+def append_events(
+    path: Path,
+    events: Sequence[Mapping[str, Any]],
+    before: Callable[[], None] | None = None,
+    after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
+    until: float | None = None,
+) -> list[bytes]:
+    """:func:`append_event` for several events, each linked to the one before, in one
+    ``write`` under one lock (all of them or none); ``after`` sees the last line."""
     from eidolons.ecl.tracechain import chained, next_link
 
     written: list[bytes] = []
@@ -108,20 +120,23 @@ def append_event(
         fds.append(fd)
         states.append(os.fstat(fd))
         last, last_seq = _last_link(fd, size)
-        seq, prev = next_link(last, last_seq)
         if before is not None:
             before()
-        links.append((seq, prev))
-        written.append(encode_event(chained(event, seq, prev))[:-1])
+        for event in events:
+            seq, prev = next_link(last, last_seq)
+            links.append((seq, prev))
+            last, last_seq = encode_event(chained(event, seq, prev))[:-1], seq
+            written.append(last)
         return written
 
     def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0037)
-        _record_head(path, links[0], written[0])
-        if after is not None:  # the line is the file's last bytes (O_APPEND, locked)
-            after(fds[0], os.fstat(fds[0]).st_size - len(written[0]) - 1, written[0], states[0])
+        _record_head(path, links[-1], written[-1])
+        if after is not None:  # the lines are the file's last bytes (O_APPEND, locked)
+            start = os.fstat(fds[0]).st_size - len(written[-1]) - 1
+            after(fds[0], start, written[-1], states[0])
 
     append_lines(path, [], under_lock=link, after_write=anchor, until=until)
-    return written[0]
+    return written
 
 
 def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
@@ -527,23 +542,26 @@ class JsonlStore(TraceStore):
         return str(self._file(thread_id))
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        return self.append_all(thread_id, [event])[0]
+
+    def append_all(
+        self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
+    ) -> list[Appended]:
         path = self._file(thread_id)
         from eidolons.trace.verdictindex import update
 
-        extra = self._own_key(event)
+        extra = [key for event in events for key in self._own_key(event)]
         try:  # one deadline for the trace's lock and then the payload index's
             until = deadline()
         except UsageError as exc:
             raise TraceWriteError(f"cannot append to trace {path}: {exc}") from None
 
         def after(fd: int, start: int, line: bytes, before: os.stat_result) -> None:
-            update(fd, start, line)  # never raises
+            update(fd, start, line)  # never raises; indexes the lines before it too
             self.index_payloads(extra, before, until)
 
-        line = append_event(path, event, after=after, until=until)
-        from eidolons.ecl.jsontext import loads
-
-        return Appended(loads(line), line, str(path))
+        lines = append_events(path, events, after=after, until=until)
+        return [Appended(loads_json(line), line, str(path)) for line in lines]
 
     def _own_key(self, event: Mapping[str, Any]) -> list[str]:
         """The payload key of the payload event this append writes: the index names it even when

@@ -16,7 +16,7 @@ from eidolons.io.project import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any, Self
 
     from eidolons.io.paths import StrPath
@@ -183,6 +183,12 @@ class TraceStore:
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         raise NotImplementedError
+
+    def append_all(
+        self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
+    ) -> list[Appended]:
+        """The events appended in order (a store may write them at once: all or none)."""
+        return [self.append(thread_id, event) for event in events]
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         """The latest counted orchestrator verdict for ``message_id`` in the thread."""
