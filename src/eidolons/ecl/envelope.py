@@ -108,31 +108,20 @@ class Envelope:
     def from_dict(cls, data: Any) -> Envelope:
         if not isinstance(data, dict):
             raise EnvelopeError(f"top level must be a JSON object, got {json_type(data)}")
-        version = _need(data, "envelope_version", "envelope_version")
+        fields = _needs(data)
+        version, sender_ref, sender_name, recipient_ref, recipient_name, performative = fields[:6]
+        path, method, value = fields[7], fields[9], fields[10]
         agents = []
-        for key in ("from", "to"):
-            ref = _need(data, key, key, dict)
-            eidolon = _need(ref, "eidolon", f"{key}.eidolon")
-            if not eidolon:
-                raise EnvelopeError(f"{key}.eidolon is empty")
-            version_of = ref.get("version")
-            agents.append(
-                AgentRef(
-                    eidolon, version_of if isinstance(version_of, str) and version_of else "n/a"
-                )
-            )
+        for ref, name in ((sender_ref, sender_name), (recipient_ref, recipient_name)):
+            given = ref.get("version")
+            agents.append(AgentRef(name, given if isinstance(given, str) and given else "n/a"))
         sender, recipient = agents
-        performative = _need(data, "performative", "performative")
-        path = _need(_need(data, "artifact", "artifact", dict), "path", "artifact.path")
         if not is_safe_relative_path(path):
             raise EnvelopeError(
                 f"artifact.path {path!r} is not a safe relative path "
                 "(no leading '/', no '..', no control character or backslash, "
                 "no empty or '.' component)"
             )
-        integrity = _need(data, "integrity", "integrity", dict)
-        method = _need(integrity, "method", "integrity.method")
-        value = _need(integrity, "value", "integrity.value")
         return cls(version, sender, recipient, performative, path, method, value, data)
 
     @property
@@ -151,12 +140,39 @@ def parse_envelope(data: bytes, limits: Limits | None = None) -> Envelope:
     return Envelope.from_dict(loads_strict(data, limits))
 
 
-def _need(data: Mapping[str, Any], key: str, label: str, kind: type = str) -> Any:
-    """``data[key]``, present, not null and of ``kind`` (str or dict), else EnvelopeError."""
-    value = data.get(key)
-    if value is None:
-        raise EnvelopeError(f"missing required field {label}")
-    if not isinstance(value, kind):
-        shape = "a string" if kind is str else "an object"
-        raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
-    return value
+#: the fields integrity depends on, in the order they are checked: (path, kind), where a
+#: ``name`` is a non-empty string
+_NEEDED: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("envelope_version",), str),
+    (("from",), dict),
+    (("from", "eidolon"), "name"),
+    (("to",), dict),
+    (("to", "eidolon"), "name"),
+    (("performative",), str),
+    (("artifact",), dict),
+    (("artifact", "path"), str),
+    (("integrity",), dict),
+    (("integrity", "method"), str),
+    (("integrity", "value"), str),
+)
+
+
+def _needs(data: Mapping[str, Any]) -> list[Any]:
+    """The values of :data:`_NEEDED` in ``data``, each present, not null and of its kind,
+    else EnvelopeError naming the first that is not."""
+    out = []
+    for path, kind in _NEEDED:
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        label = ".".join(path)
+        value = node.get(path[-1])
+        if value is None:
+            raise EnvelopeError(f"missing required field {label}")
+        if not isinstance(value, dict if kind is dict else str):
+            shape = "an object" if kind is dict else "a string"
+            raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
+        if kind == "name" and not value:
+            raise EnvelopeError(f"{label} is empty")
+        out.append(value)
+    return out
