@@ -201,7 +201,7 @@ def append_lines(
     ``under_lock(fd, size)`` returns while it is held; ``after_write()`` runs before it is
     released. The lock is waited for until ``until`` (default: the trace timeout). Raises
     :class:`TraceWriteError` on any failure."""
-    line = b"".join(raw + b"\n" for raw in lines)
+    line = b"\n".join(lines) + b"\n" if lines else b""
     try:
         until = deadline() if until is None else until
     except UsageError as exc:  # a bad EIDOLONS_TRACE_TIMEOUT_S: nothing is written
@@ -219,7 +219,8 @@ def append_lines(
         try:
             size = os.fstat(fd).st_size
             if under_lock is not None:
-                line = b"".join(raw + b"\n" for raw in under_lock(fd, size))
+                more = under_lock(fd, size)
+                line = b"\n".join(more) + b"\n" if more else b""
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line
             view = memoryview(line)

@@ -123,7 +123,10 @@ def counted_for(line: TraceLine) -> str | None:
 
 def latest_counted(lines: Iterable[TraceLine], message_id: str) -> dict[str, Any] | None:
     """The first of judged ``lines`` (read latest first) counted for ``message_id``."""
-    return next((ln.event for ln in lines if counted_for(ln) == message_id), None)
+    for line in lines:
+        if counted_for(line) == message_id:
+            return line.event
+    return None
 
 
 def record_from_line(raw: bytes, message_id: str, stamp: Stamp = NO_STAMP) -> dict[str, Any] | None:
