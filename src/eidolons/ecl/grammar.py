@@ -31,16 +31,20 @@ def _slug(text: str) -> bool:
     return bool(text) and text[0] in _LOWER and not text.strip(_SLUG)
 
 
-def _dotted(value: Any, first: tuple[str, ...], second: tuple[str, ...] | None) -> bool:
-    """``first\\.second(\\.\\d+)?`` (``\\d+`` where a tuple is None)."""
+def _version(value: Any, heads: frozenset[str]) -> bool:
+    """``MAJOR.MINOR(\\.\\d+)?`` where ``MAJOR.MINOR`` is one of ``heads``."""
     if not isinstance(value, str):
         return False
     parts = value.split(".")
-    if len(parts) not in (2, 3) or parts[0] not in first:
+    if len(parts) not in (2, 3) or f"{parts[0]}.{parts[1]}" not in heads:
         return False
-    if not (_digits(parts[1]) if second is None else parts[1] in second):
-        return False
-    return len(parts) == 2 or _digits(parts[2])
+    return len(parts) == 2 or (bool(parts[2]) and not parts[2].strip(_DIGITS))
+
+
+_V1 = frozenset({"1.0", "1.1", "1.2"})
+_V2 = frozenset({"2.0", "2.1"})
+_V21 = frozenset({"2.1"})
+_ENVELOPE_VERSIONS = _V1 | _V2
 
 
 def is_slug(value: Any) -> bool:
@@ -50,17 +54,17 @@ def is_slug(value: Any) -> bool:
 
 def is_envelope_version(value: Any) -> bool:
     """``envelope_version`` 1.0-1.2 or 2.0-2.1, optionally with a patch number."""
-    return is_v1_version(value) or _dotted(value, ("2",), ("0", "1"))
+    return _version(value, _ENVELOPE_VERSIONS)
 
 
 def is_v1_version(value: Any) -> bool:
     """``1\\.[012](\\.\\d+)?``."""
-    return _dotted(value, ("1",), ("0", "1", "2"))
+    return _version(value, _V1)
 
 
 def is_v21_version(value: Any) -> bool:
     """``2\\.1(\\.\\d+)?``: the promotions of I-5, S-3 and S-4 depend on this alone."""
-    return _dotted(value, ("2",), ("1",))
+    return _version(value, _V21)
 
 
 def is_agent_version(value: Any) -> bool:
