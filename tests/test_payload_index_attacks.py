@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.io.project import rules_out
-from tests._redteam import Cli, assert_gated, denied, hook, host_index, read_event
+from tests._attacks import Cli, assert_gated, denied, hook, host_index, read_event
 from tests.conftest import emit_cmd, emit_payload, trace_files
 
 LEGACY = Path(".eidolons") / "payloads.idx"

@@ -1,4 +1,4 @@
-"""Red team of what landed in session 15 (since 977e902): the payload index on the host
+"""Attacks by an agent in the pipeline on the payload index on the host
 (ADR 0110), ``check``'s parallel default (ADR 0115), the JSON number rule (ADR 0128),
 emit's order (ADR 0127), the CLI's broken-import path (ADR 0125), the on_pass error
 (ADR 0126) and memory's speed work (ADRs 0120-0124).
@@ -7,7 +7,7 @@ The adversary is an agent in the pipeline: it writes any file of the project and
 whatever its host lets it run (``eidolons`` included, with the resource limits and the
 environment it likes), but it cannot write the host's config directory, nor set the
 environment of the hook the host runs. Each test is an attack; a hole found was written
-red first, then fixed (the commit says which)."""
+failing first, then fixed (the commit says which)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._redteam import Cli, assert_gated, event, hook, host_index, run_hook
+from tests._attacks import Cli, assert_gated, event, hook, host_index, run_hook
 from tests.conftest import clean_env, emit_cmd, emit_payload, trace_files
 from tests.test_check_jobs import _python
 

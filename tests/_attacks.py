@@ -1,4 +1,4 @@
-"""The red team's shared probes of the gates: a Claude Code ``PreToolUse`` Read event,
+"""The shared probes of the gates: a Claude Code ``PreToolUse`` Read event,
 the real hook entry point run in-process on it, the payload index's host path, and the
 one check that every gate refuses a payload (hook, early SKIP, ``verify-incoming``)."""
 

@@ -1,4 +1,4 @@
-"""Red-team attacks on the gates by an agent in the pipeline (library and CLI level).
+"""Attacks on the gates by an agent in the pipeline (library and CLI level).
 
 Each test is an attack that once got through; each must be refused."""
 

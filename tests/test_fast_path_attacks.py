@@ -1,5 +1,5 @@
-"""Red team of the speed work (issue 12): every fast path must refuse what the full path
-it stands in for refuses. Each test here was written red against the landed code first."""
+"""Attacks on the fast paths: every fast path must refuse what the full path
+it stands in for refuses. Each test here was written failing against the code first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Red team, second pass on the last hour of session 15 (``git log 1db0cb6..``): the host
+"""Attacks on the host
 payload index written in place, tail only (ADR 0110's amendment) and ``check``'s
 parallel default under a hostile environment (ADR 0115). (The hook's reading of shell
 commands, ADR 0134 part 2 and ADR 0137, is gone: Claude Code's sandbox holds the shell,
@@ -6,7 +6,7 @@ ADR 0140.)
 
 The adversary is an agent in the pipeline: it writes any file of the project and runs
 whatever its host lets it run, but it cannot write the host's config directory nor set
-the hook's environment. Each test is an attack; a hole found was written red first, then
+the hook's environment. Each test is an attack; a hole found was written failing first, then
 fixed (the test says ``HOLE (fixed, ADR ...)``); the others are guards."""
 
 from __future__ import annotations
