@@ -4,12 +4,12 @@ of results and the readings of a value."""
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable, Mapping
 
 from eidolons.ecl import grammar
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any, NamedTuple
 
     class _GateResult(NamedTuple):
@@ -113,8 +113,11 @@ def get(env: Any, *keys: str) -> Any:
     """``.a.b.c``: None when a level is absent or not an object."""
     node: Any = env
     for key in keys:
-        if type(node) is not dict and not isinstance(node, Mapping):
-            return None
+        if type(node) is not dict:
+            from collections.abc import Mapping  # off the gates' start-up: rare
+
+            if not isinstance(node, Mapping):
+                return None
         node = node.get(key)
     return node
 
