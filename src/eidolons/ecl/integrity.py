@@ -1,25 +1,12 @@
-"""The integrity core: computing and comparing ECL integrity tags.
+"""ECL integrity tags, computed and compared, and the decision over a parsed envelope and
+a digest (:func:`precheck`, :func:`judge_digest`: checks 2-4 and 7, ECL §6.2.2).
 
-Rules:
-
-- ``sha256``: lowercase hex SHA-256 of the payload bytes.
-- ``hmac-sha256``: lowercase hex HMAC-SHA-256 of the payload bytes, keyed with the raw
-  bytes of ``ECL_HMAC_KEY`` (as ``openssl dgst -sha256 -hmac "$KEY"``).
-- Any other method is unsupported and never verifies.
-- Tags are compared in constant time and exactly (an upper-case tag does not match).
-- Hashing streams through one reused buffer and stops past the size cap; the bytes that
-  were hashed are the only bytes a caller may hand on (``keep=True`` returns them).
-
-No paths here: callers pass an open binary file (see :mod:`eidolons.io.payload`).
-:func:`precheck` and :func:`judge_digest` are the decision over a parsed envelope and a
-digest (checks 2-4 and 7, ECL §6.2.2) that the orchestrator gate and the receiver apply.
-
-SHA-256 is OpenSSL's (``hashlib``) for every payload above :data:`LIGHT_MAX_BYTES`, and
-once a process has hashed that many bytes (a server: the import has then paid for
-itself). Before that, the standard library's own C SHA-256 (``_sha256``, about a sixth of
-OpenSSL's speed here) computes the same digests without importing OpenSSL's module
-(``_hashlib`` costs about 1.8 ms, a fifth of an interpreter start). The switch-over is measured
-(``bench/bench_hash.py --switch``, ADR 0082); both agree (``tests/test_integrity_light.py``).
+``sha256`` is the hex SHA-256 of the payload bytes, ``hmac-sha256`` the hex HMAC-SHA-256
+keyed with ``ECL_HMAC_KEY``'s bytes; any other method never verifies. Tags compare in
+constant time and exactly. Hashing streams through one buffer and stops past the cap
+(``keep=True`` returns the bytes hashed: the only ones a caller may hand on). Small inputs
+hash with the builtin ``_sha256`` until :data:`LIGHT_MAX_BYTES`, then OpenSSL's (ADR
+0082, ``tests/test_integrity_light.py``). No paths: callers pass an open binary file.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
-"""The verdict index (ADR 0087): where each message's latest orchestrator verdict sits in a
-JSONL trace, so the record lookup costs the same on any trace length.
+"""The verdict index (ADRs 0087, 0037): where each message's latest orchestrator verdict
+sits in a JSONL trace, so the record lookup costs the same on any trace length.
 
-A hint, never evidence: the line it points to is re-read and must match byte for byte,
-then is judged by the store's rule; lines past what it covers are scanned backwards; any
-damage makes the lookup answer "cannot tell" (the caller scans). It lives in the host's
-config directory (``verdicts/<dev>-<ino>.idx``), written only under the trace's append
-lock. Format: two checksummed 256-byte header slots, then an open-addressing table of
-64-byte checksummed slots (id hash, offset, length, line SHA-256, check), rebuilt twice
-as large when half full.
-
-See ADR 0037.
+A hint, never evidence: the line it points to is re-read, must match byte for byte and is
+judged by the store's rule; lines past what it covers are scanned; any damage answers
+"cannot tell" (the caller scans). It lives in the host's config directory
+(``verdicts/<dev>-<ino>.idx``), written only under the trace's append lock: two
+checksummed header slots, then an open-addressing table of checksummed 64-byte slots,
+rebuilt twice as large when half full.
 """
 
 from __future__ import annotations
