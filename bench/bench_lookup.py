@@ -55,8 +55,7 @@ sys.path.insert(0, str(REPO))
 
 from eidolons.ecl.tracechain import chained, next_link  # noqa: E402
 from eidolons.trace import verdictindex  # noqa: E402
-from eidolons.trace.jsonl import JsonlStore  # noqa: E402
-from eidolons.trace.log import encode_event  # noqa: E402
+from eidolons.trace.log import JsonlStore, encode_event  # noqa: E402
 
 TS = "2026-12-01T09:00:00.000Z"
 

@@ -49,7 +49,7 @@ APPEND = """
 import os, sys, tempfile, time
 from pathlib import Path
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp()
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 root = Path(tempfile.mkdtemp()) / "p"
 (root / ".eidolons").mkdir(parents=True)
 store = JsonlStore(root)

@@ -47,8 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from _benchlib import filler_event  # noqa: E402
 from eidolons.ecl.tracechain import next_link  # noqa: E402
-from eidolons.trace.jsonl import JsonlStore  # noqa: E402
-from eidolons.trace.log import encode_event  # noqa: E402
+from eidolons.trace.log import JsonlStore, encode_event  # noqa: E402
 from eidolons.trace.store import TraceStore  # noqa: E402
 
 THREAD = "thread-bench"

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.results import GateResult
-from eidolons.ecl.rules.common import exit_code
+from eidolons.ecl.rules.common import GateResult, exit_code
 from eidolons.ecl.rules.edge import context_results, edge_results
 from eidolons.ecl.rules.integrity import PayloadFacts, PayloadUnavailable
 from eidolons.ecl.rules.run import run_gates

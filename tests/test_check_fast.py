@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.sections import markdown_headings
+from eidolons.ecl.rules.edge import markdown_headings
 from tests.golden_check.corpus import MARKDOWN, SECTIONS_MD
 
 
@@ -97,7 +97,7 @@ def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
 
 
 def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
-    from eidolons.ecl.results import GateResult
+    from eidolons.ecl.rules.common import GateResult
     from eidolons.ecl.rules.envelope import envelope_results
 
     results = envelope_results({"envelope_version": "1.0"}, target="/t/x.envelope.json")
@@ -110,7 +110,7 @@ def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
 
 
 def test_section_names_normalise_the_same_cached_or_not() -> None:
-    from eidolons.ecl.sections import _normalise, normalise_section
+    from eidolons.ecl.rules.edge import _normalise, normalise_section
 
     for text in ["Decision target", " decision--target ", "FINDINGS", "Gaps\t\u00a0x", "ß-Straße"]:
         assert normalise_section(text) == _normalise(text)

@@ -1,4 +1,4 @@
-"""R-1 required sections (:func:`eidolons.ecl.sections.section_result`) and the small
+"""R-1 required sections (:func:`eidolons.ecl.rules.edge.section_result`) and the small
 Markdown reader behind it (:func:`markdown_headings`, :func:`normalise_section`)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.results import GateResult
-from eidolons.ecl.sections import (
+from eidolons.ecl.rules.common import GateResult
+from eidolons.ecl.rules.edge import (
     is_markdown_path,
     markdown_headings,
     normalise_section,

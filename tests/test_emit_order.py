@@ -57,7 +57,7 @@ def test_a_link_that_fails_records_nothing(
 
 
 def _failing_append(monkeypatch: pytest.MonkeyPatch) -> None:
-    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.log import JsonlStore
 
     def append(self: Any, *args: Any, **kw: Any) -> Any:
         raise TraceWriteError("trace not writable (test)")

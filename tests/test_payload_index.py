@@ -19,8 +19,7 @@ from eidolons.io import project as knownhandoff
 from eidolons.io.payloadindex import entry, index_path
 from eidolons.io.project import payload_index, trace_states
 from eidolons.trace import store as tracestore
-from eidolons.trace.jsonl import JsonlStore
-from eidolons.trace.log import MAX_LINE_BYTES, payload_search_lines
+from eidolons.trace.log import MAX_LINE_BYTES, JsonlStore, payload_search_lines
 from eidolons.trace.payloadfill import refresh
 from eidolons.trace.store import first_payload_event, is_payload_event
 

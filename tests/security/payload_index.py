@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.io.project import rules_out
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 from tests.conftest import clean_env, emit_cmd, emit_payload, trace_files
 from tests.security._probes import (
     Cli,
@@ -359,7 +359,7 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
     # new body up to the cut, the old body after it. Neither the full rule's evidence
     # (named_on_host) nor the next writer may lose an entry the old index had.
     from eidolons.io.payloadindex import HEAD_BYTES, head, named_on_host, read_head
-    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.log import JsonlStore
     from eidolons.trace.payloadfill import refresh
     from eidolons.trace.store import is_payload_event
 
@@ -721,7 +721,7 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
 _WRITER = """
 import sys
 from pathlib import Path
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 root, who = Path(sys.argv[1]), sys.argv[2]
 store = JsonlStore(root)
 for i in range(25):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.tracechain import GENESIS, line_hash, verify_chain
-from eidolons.trace.jsonl import JsonlStore
+from eidolons.trace.log import JsonlStore
 from eidolons.trace.store import TraceStore
 from tests.tracestore.pgserver import ORCH_LOGIN, PgServer
 
@@ -78,6 +78,20 @@ def test_append_returns_what_was_written(store: TraceStore, thread: str) -> None
     assert [json.loads(x.line) for x in (first, second)] == [first.event, second.event]
     assert [ln.event for ln in store.iter_thread(thread)] == [first.event, second.event]
     assert thread in first.location
+
+
+def test_append_all_links_the_events_as_separate_appends_would(
+    store: TraceStore, thread: str
+) -> None:
+    store.append(thread, verdict(n=0))
+    written = store.append_all(thread, [verdict(n=1), verdict("verify_fail", n=2)])
+    raw = list(store.iter_raw(thread))
+    assert raw[1:] == [a.line for a in written]
+    assert [a.event["seq"] for a in written] == [2, 3]
+    assert written[0].event["prev"] == line_hash(raw[0])
+    assert written[1].event["prev"] == line_hash(raw[1])
+    assert verify_chain(raw).state == "intact"
+    assert store.latest_verdict(thread, MID)["n"] == 2  # type: ignore[index]
 
 
 def test_no_record(store: TraceStore, thread: str) -> None:

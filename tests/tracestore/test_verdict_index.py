@@ -2,7 +2,8 @@
 
 Every test compares with what the full backward scan answers on the same trace: the index
 may only make the lookup faster. "Answered by the index" is shown without timing: the
-full scan (``jsonl.reverse_lines``) is made to fail, or the lines decoded are counted.
+full scan (``JsonlStore.latest_verdict``'s fallback, ``log.latest_counted``) is made to
+fail, or the lines decoded are counted.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import pytest
 
 import eidolons.trace.log
 from eidolons.errors import InputError
-from eidolons.trace import jsonl, verdictindex
-from eidolons.trace.jsonl import JsonlStore
-from eidolons.trace.log import iter_reverse
+from eidolons.trace import log, verdictindex
+from eidolons.trace.log import JsonlStore, iter_reverse
 
 MID = "7d3a0a4e-1b2c-4d5e-8f90-123456789abc"
 OTHER = "0b9e1f1c-2222-4333-8444-555555555555"
@@ -98,7 +98,7 @@ def no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*a: Any, **k: Any) -> Any:
         raise AssertionError("the lookup fell back to the full scan")
 
-    monkeypatch.setattr(jsonl, "reverse_lines", refuse)
+    monkeypatch.setattr(log, "latest_counted", refuse)
 
 
 def n_of(record: dict[str, Any] | None) -> Any:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 from eidolons._text import printable
 
 if TYPE_CHECKING:
-    from eidolons.ecl.results import GateResult
+    from eidolons.ecl.rules.common import GateResult
 
 HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
 

@@ -70,7 +70,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.io.files import write_bytes
     from eidolons.io.project import HANDOFF_DIR
     from eidolons.keys.lifecycle import init_role
-    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.log import JsonlStore
 
     color = use_color(sys.stdout)
 

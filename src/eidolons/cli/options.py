@@ -24,7 +24,7 @@ class Option:
     """One argument, in ``add_argument``'s terms: one positional name or the option
     strings, and the keywords of the same name."""
 
-    __slots__ = ("action", "default", "dest", "help", "metavar", "names", "required")
+    __slots__ = ("action", "default", "dest", "help", "metavar", "names", "positional", "required")
 
     def __init__(
         self,
@@ -42,6 +42,7 @@ class Option:
         if positional and (len(names) != 1 or action != "store" or required or dest):
             raise ValueError(f"positional {names[0]!r}: one name, action store, no dest")
         self.names = names
+        self.positional = positional
         self.action = action
         self.dest = dest or (names[0] if positional else names[0].lstrip("-").replace("-", "_"))
         if action == "store_true" and default is None:
@@ -50,10 +51,6 @@ class Option:
         self.metavar = metavar
         self.help = help
         self.required = required
-
-    @property
-    def positional(self) -> bool:
-        return not self.names[0].startswith("-")
 
     def kwargs(self) -> dict[str, Any]:
         """``add_argument``'s keywords for this declaration."""
@@ -122,10 +119,10 @@ def fast_parse(argv: Sequence[str], options: Sequence[Option]) -> Args | None:
         i += 2
     if len(given) != len(positionals):
         return None
-    if any(o.required and o.dest not in seen for o in options if not o.positional):
-        return None
     out = Args()
     for option in options:
+        if option.required and option.dest not in seen:
+            return None
         if option.positional:
             value: Any = given[positionals.index(option)]
         elif option.dest in values:

@@ -63,8 +63,7 @@ def _copy(args: argparse.Namespace) -> int:
     merge); a target that diverged is refused. An import refuses a thread holding a row
     that reads as an orchestrator verdict the store does not count (the one record rule):
     in a JSONL trace its bytes alone would make it evidence."""
-    from eidolons.trace.jsonl import JsonlStore
-    from eidolons.trace.log import append_lines, thread_file_name
+    from eidolons.trace.log import JsonlStore, append_lines, thread_file_name
     from eidolons.trace.postgres import PostgresStore
     from eidolons.trace.store import NOT_COUNTED, TraceStore, judged_line
 

@@ -188,18 +188,18 @@ def _skip_early(args: argparse.Namespace) -> int | None:
     root = _root(args.root)
     if root is None:
         return None
-    from eidolons.ecl.limits import Limits
-    from eidolons.errors import UsageError
-
-    try:
-        Limits.from_env(os.environ)
-    except UsageError:
-        return None
     if os.path.isdir(artifact) or not os.path.lexists(artifact):
         return None
     from eidolons.io.project import envelope_candidates, rules_out
 
     if any(os.path.lexists(p) for p in envelope_candidates(artifact)):
+        return None
+    from eidolons.ecl.limits import Limits
+    from eidolons.errors import UsageError
+
+    try:  # a cap the full path refuses is never skipped
+        Limits.from_env(os.environ)
+    except UsageError:
         return None
     if not rules_out(artifact, root):
         return None

@@ -5,14 +5,14 @@ what integrity depends on: bytes over the cap, bad UTF-8 or a BOM, non-strict JS
 (:mod:`eidolons.ecl.strict_json`), a top level that is not an object, or a missing or
 ill-typed version, agent, performative, ``artifact.path`` (which must be a safe relative
 path) or integrity method and value. Every other schema rule is a string of
-:meth:`Envelope.schema_problems` (:mod:`eidolons.ecl.rules.schema`).
+:meth:`Envelope.schema_problems` (:mod:`eidolons.ecl.rules.envelope`).
 """
 
 from __future__ import annotations
 
 from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.limits import Limits
-from eidolons.ecl.rules.schema import PERFORMATIVES, REQUIRED_FIELDS, schema_problems
+from eidolons.ecl.rules.envelope import PERFORMATIVES, REQUIRED_FIELDS, schema_problems
 from eidolons.ecl.strict_json import json_type, loads_strict
 from eidolons.errors import EnvelopeError
 
@@ -54,14 +54,19 @@ class Envelope:
     kept), the typed attributes the fields integrity depends on."""
 
     __slots__ = (
+        "artifact",
+        "artifact_kind",
         "artifact_path",
         "data",
         "envelope_version",
         "integrity_method",
         "integrity_value",
+        "message_id",
+        "parent_id",
         "performative",
         "recipient",
         "sender",
+        "thread_id",
     )
 
     def __init__(
@@ -83,6 +88,15 @@ class Envelope:
         self.integrity_method = integrity_method
         self.integrity_value = integrity_value
         self.data = data
+        # the optional ids, typed loosely: absent or wrong in a valid parse reads as None
+        ids = []
+        for key in ("message_id", "thread_id", "parent_id"):
+            value = data.get(key)
+            ids.append(value if isinstance(value, str) and value else None)
+        self.message_id, self.thread_id, self.parent_id = ids
+        self.artifact: Mapping[str, Any] = data["artifact"]
+        kind = self.artifact.get("kind")
+        self.artifact_kind = kind if isinstance(kind, str) else None
 
     def __repr__(self) -> str:
         return (
@@ -94,47 +108,21 @@ class Envelope:
     def from_dict(cls, data: Any) -> Envelope:
         if not isinstance(data, dict):
             raise EnvelopeError(f"top level must be a JSON object, got {json_type(data)}")
-        version = _need(data, "envelope_version", "envelope_version")
-        sender = _agent(data, "from")
-        recipient = _agent(data, "to")
-        performative = _need(data, "performative", "performative")
-        path = _need(_need(data, "artifact", "artifact", dict), "path", "artifact.path")
+        fields = _needs(data)
+        version, sender_ref, sender_name, recipient_ref, recipient_name, performative = fields[:6]
+        path, method, value = fields[7], fields[9], fields[10]
+        agents = []
+        for ref, name in ((sender_ref, sender_name), (recipient_ref, recipient_name)):
+            given = ref.get("version")
+            agents.append(AgentRef(name, given if isinstance(given, str) and given else "n/a"))
+        sender, recipient = agents
         if not is_safe_relative_path(path):
             raise EnvelopeError(
                 f"artifact.path {path!r} is not a safe relative path "
                 "(no leading '/', no '..', no control character or backslash, "
                 "no empty or '.' component)"
             )
-        integrity = _need(data, "integrity", "integrity", dict)
-        method = _need(integrity, "method", "integrity.method")
-        value = _need(integrity, "value", "integrity.value")
         return cls(version, sender, recipient, performative, path, method, value, data)
-
-    # optional fields, typed loosely: they may be absent or wrong in a valid parse
-    def _str(self, key: str) -> str | None:
-        value = self.data.get(key)
-        return value if isinstance(value, str) and value else None
-
-    @property
-    def message_id(self) -> str | None:
-        return self._str("message_id")
-
-    @property
-    def thread_id(self) -> str | None:
-        return self._str("thread_id")
-
-    @property
-    def parent_id(self) -> str | None:
-        return self._str("parent_id")
-
-    @property
-    def artifact(self) -> Mapping[str, Any]:
-        return self.data["artifact"]  # type: ignore[no-any-return]
-
-    @property
-    def artifact_kind(self) -> str | None:
-        kind = self.artifact.get("kind")
-        return kind if isinstance(kind, str) else None
 
     @property
     def context_delta(self) -> Mapping[str, Any] | None:
@@ -152,21 +140,39 @@ def parse_envelope(data: bytes, limits: Limits | None = None) -> Envelope:
     return Envelope.from_dict(loads_strict(data, limits))
 
 
-def _need(data: Mapping[str, Any], key: str, label: str, kind: type = str) -> Any:
-    """``data[key]``, present, not null and of ``kind`` (str or dict), else EnvelopeError."""
-    value = data.get(key)
-    if value is None:
-        raise EnvelopeError(f"missing required field {label}")
-    if not isinstance(value, kind):
-        shape = "a string" if kind is str else "an object"
-        raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
-    return value
+#: the fields integrity depends on, in the order they are checked: (path, kind), where a
+#: ``name`` is a non-empty string
+_NEEDED: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("envelope_version",), str),
+    (("from",), dict),
+    (("from", "eidolon"), "name"),
+    (("to",), dict),
+    (("to", "eidolon"), "name"),
+    (("performative",), str),
+    (("artifact",), dict),
+    (("artifact", "path"), str),
+    (("integrity",), dict),
+    (("integrity", "method"), str),
+    (("integrity", "value"), str),
+)
 
 
-def _agent(data: Mapping[str, Any], key: str) -> AgentRef:
-    ref = _need(data, key, key, dict)
-    eidolon = _need(ref, "eidolon", f"{key}.eidolon")
-    if not eidolon:
-        raise EnvelopeError(f"{key}.eidolon is empty")
-    version = ref.get("version")
-    return AgentRef(eidolon, version if isinstance(version, str) and version else "n/a")
+def _needs(data: Mapping[str, Any]) -> list[Any]:
+    """The values of :data:`_NEEDED` in ``data``, each present, not null and of its kind,
+    else EnvelopeError naming the first that is not."""
+    out = []
+    for path, kind in _NEEDED:
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        label = ".".join(path)
+        value = node.get(path[-1])
+        if value is None:
+            raise EnvelopeError(f"missing required field {label}")
+        if not isinstance(value, dict if kind is dict else str):
+            shape = "an object" if kind is dict else "a string"
+            raise EnvelopeError(f"{label} must be {shape}, got {json_type(value)}")
+        if kind == "name" and not value:
+            raise EnvelopeError(f"{label} is empty")
+        out.append(value)
+    return out

@@ -17,52 +17,54 @@ _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _DIGITS = "0123456789"
 _HEX = "0123456789abcdef"
 _ALNUM = _LOWER + _LOWER.upper() + _DIGITS
-
-
-def _only(text: str, chars: str) -> bool:
-    """Every character of ``text`` is one of ``chars`` (True for an empty ``text``)."""
-    return not text.strip(chars)
+_SLUG = _LOWER + _DIGITS + "-"
+#: ``str.translate`` table deleting the control characters (C0 and DEL)
+_CONTROLS = dict.fromkeys([*range(0x20), 0x7F])
 
 
 def _digits(text: str) -> bool:
     """``\\d+`` (ASCII digits, at least one)."""
-    return bool(text) and _only(text, _DIGITS)
+    return bool(text) and not text.strip(_DIGITS)
 
 
 def _slug(text: str) -> bool:
-    return bool(text) and text[0] in _LOWER and _only(text, _LOWER + _DIGITS + "-")
+    return bool(text) and text[0] in _LOWER and not text.strip(_SLUG)
 
 
-def _dotted(value: Any, first: tuple[str, ...], second: tuple[str, ...] | None) -> bool:
-    """``first\\.second(\\.\\d+)?`` (``\\d+`` where a tuple is None)."""
+def _version(value: Any, heads: frozenset[str]) -> bool:
+    """``MAJOR.MINOR(\\.\\d+)?`` where ``MAJOR.MINOR`` is one of ``heads``."""
     if not isinstance(value, str):
         return False
     parts = value.split(".")
-    if len(parts) not in (2, 3) or parts[0] not in first:
+    if len(parts) not in (2, 3) or f"{parts[0]}.{parts[1]}" not in heads:
         return False
-    if not (_digits(parts[1]) if second is None else parts[1] in second):
-        return False
-    return len(parts) == 2 or _digits(parts[2])
+    return len(parts) == 2 or (bool(parts[2]) and not parts[2].strip(_DIGITS))
+
+
+_V1 = frozenset({"1.0", "1.1", "1.2"})
+_V2 = frozenset({"2.0", "2.1"})
+_V21 = frozenset({"2.1"})
+_ENVELOPE_VERSIONS = _V1 | _V2
 
 
 def is_slug(value: Any) -> bool:
     """An eidolon name, artifact kind or checker: ``[a-z][a-z0-9-]*``, the whole string."""
-    return isinstance(value, str) and _slug(value)
+    return isinstance(value, str) and bool(value) and value[0] in _LOWER and not value.strip(_SLUG)
 
 
 def is_envelope_version(value: Any) -> bool:
     """``envelope_version`` 1.0-1.2 or 2.0-2.1, optionally with a patch number."""
-    return is_v1_version(value) or _dotted(value, ("2",), ("0", "1"))
+    return _version(value, _ENVELOPE_VERSIONS)
 
 
 def is_v1_version(value: Any) -> bool:
     """``1\\.[012](\\.\\d+)?``."""
-    return _dotted(value, ("1",), ("0", "1", "2"))
+    return _version(value, _V1)
 
 
 def is_v21_version(value: Any) -> bool:
     """``2\\.1(\\.\\d+)?``: the promotions of I-5, S-3 and S-4 depend on this alone."""
-    return _dotted(value, ("2",), ("1",))
+    return _version(value, _V21)
 
 
 def is_agent_version(value: Any) -> bool:
@@ -72,7 +74,7 @@ def is_agent_version(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     parts = value.split(".")
-    return len(parts) == 3 and all(_digits(p) for p in parts)
+    return len(parts) == 3 and all(parts) and not "".join(parts).strip(_DIGITS)
 
 
 def is_schema_version(value: Any) -> bool:
@@ -80,12 +82,12 @@ def is_schema_version(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     parts = value.split(".")
-    return len(parts) in (2, 3) and all(_digits(p) for p in parts)
+    return len(parts) in (2, 3) and all(parts) and not "".join(parts).strip(_DIGITS)
 
 
 def is_hex64(value: Any) -> bool:
     """A SHA-256 or HMAC-SHA-256 tag as ECL writes it: 64 lowercase hex characters."""
-    return isinstance(value, str) and len(value) == 64 and _only(value, _HEX)
+    return isinstance(value, str) and len(value) == 64 and not value.strip(_HEX)
 
 
 def is_extension_field(value: Any) -> bool:
@@ -95,7 +97,7 @@ def is_extension_field(value: Any) -> bool:
         and value.startswith("x_")
         and len(value) > 2
         and value[2] in _LOWER
-        and _only(value, _LOWER + _DIGITS + "_")
+        and not value.strip(_LOWER + _DIGITS + "_")
     )
 
 
@@ -159,7 +161,7 @@ def is_message_handle(value: Any) -> bool:
         return False
     if not (value.startswith("ecl://thread/") and value[49:58] == "/message/"):
         return False
-    return _only(value[13:49], _HEX + "-") and _only(value[58:], _HEX + "-")
+    return not value[13:49].strip(_HEX + "-") and not value[58:].strip(_HEX + "-")
 
 
 def is_trust_role(value: Any) -> bool:
@@ -172,7 +174,7 @@ def is_trust_role(value: Any) -> bool:
 def is_project_id(value: Any) -> bool:
     """A project's id in its trust store and its receipts: 32 lowercase hex characters
     (128 random bits, made once by ``eidolons keys init``)."""
-    return isinstance(value, str) and len(value) == 32 and _only(value, _HEX)
+    return isinstance(value, str) and len(value) == 32 and not value.strip(_HEX)
 
 
 def is_trust_edge(value: Any) -> bool:
@@ -190,7 +192,7 @@ def is_safe_file_name(value: Any) -> bool:
         isinstance(value, str)
         and 0 < len(value) <= 200
         and value[0] in _ALNUM
-        and _only(value, _ALNUM + "._-")
+        and not value.strip(_ALNUM + "._-")
     )
 
 
@@ -220,6 +222,7 @@ def is_safe_relative_path(value: Any) -> bool:
         return False
     if value.startswith("/") or "\\" in value or has_dotdot(value):
         return False
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if len(value.translate(_CONTROLS)) != len(value):
         return False
-    return all(part not in ("", ".") for part in value.split("/"))
+    parts = value.split("/")
+    return "" not in parts and "." not in parts

@@ -1,27 +1,18 @@
-"""The integrity core: computing and comparing ECL integrity tags.
+"""ECL integrity tags, computed and compared, and the decision over a parsed envelope and
+a digest (:func:`precheck`, :func:`judge_digest`: checks 2-4 and 7, ECL §6.2.2).
 
-Rules:
-
-- ``sha256``: lowercase hex SHA-256 of the payload bytes.
-- ``hmac-sha256``: lowercase hex HMAC-SHA-256 of the payload bytes, keyed with the raw
-  bytes of ``ECL_HMAC_KEY`` (as ``openssl dgst -sha256 -hmac "$KEY"``).
-- Any other method is unsupported and never verifies.
-- Tags are compared in constant time and exactly (an upper-case tag does not match).
-- Hashing streams through one reused buffer and stops past the size cap; the bytes that
-  were hashed are the only bytes a caller may hand on (``keep=True`` returns them).
-
-No paths here: callers pass an open binary file (see :mod:`eidolons.io.payload`).
-
-SHA-256 is OpenSSL's (``hashlib``) for every payload above :data:`LIGHT_MAX_BYTES`, and
-once a process has hashed that many bytes (a server: the import has then paid for
-itself). Before that, the standard library's own C SHA-256 (``_sha256``, about a sixth of
-OpenSSL's speed here) computes the same digests without importing OpenSSL's module
-(``_hashlib`` costs about 1.8 ms, a fifth of an interpreter start). The switch-over is measured
-(``bench/bench_hash.py --switch``, ADR 0082); both agree (``tests/test_integrity_light.py``).
+``sha256`` is the hex SHA-256 of the payload bytes, ``hmac-sha256`` the hex HMAC-SHA-256
+keyed with ``ECL_HMAC_KEY``'s bytes; any other method never verifies. Tags compare in
+constant time and exactly. Hashing streams through one buffer and stops past the cap
+(``keep=True`` returns the bytes hashed: the only ones a caller may hand on). Small inputs
+hash with the builtin ``_sha256`` until :data:`LIGHT_MAX_BYTES`, then OpenSSL's (ADR
+0082, ``tests/test_integrity_light.py``). No paths: callers pass an open binary file.
 """
 
 from __future__ import annotations
 
+from eidolons.ecl.grammar import is_placeholder
+from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EidolonsError
 
 SUPPORTED_METHODS = ("sha256", "hmac-sha256")
@@ -75,6 +66,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from hashlib import _Hash
     from typing import Any, Protocol
+
+    from eidolons.ecl.envelope import Envelope
 
     class Readable(Protocol):
         def readinto(self, buffer: memoryview, /) -> int | None: ...
@@ -189,3 +182,35 @@ def digest_stream(
     sha_hex = sha.hexdigest()
     value = mac.hexdigest() if mac is not None else sha_hex
     return Digest(method, value, sha_hex, size, kept)
+
+
+def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
+    """Checks 1 (strict part) to 4, over the parsed envelope alone. None = go on."""
+    if strict:
+        problems = env.schema_problems()
+        if problems:
+            return Verdict.MALFORMED, "schema: " + "; ".join(problems)
+    if env.integrity_method not in SUPPORTED_METHODS:
+        return (
+            Verdict.UNSUPPORTED_ALGO,
+            f"integrity.method {env.integrity_method!r} is not sha256 or hmac-sha256",
+        )
+    if is_placeholder(env.integrity_value):
+        return Verdict.UNVERIFIABLE, "integrity.value is a placeholder; the digest is not filled"
+    declared = env.artifact.get("sha256")
+    if env.integrity_method == "sha256" and declared is not None:
+        # never laxer than the upstream gate: a non-hex value is a mismatch, not ignored;
+        # only a placeholder (the parent has not filled it) is not compared (ADR 0026)
+        if not isinstance(declared, str) or (
+            not is_placeholder(declared) and declared != env.integrity_value
+        ):
+            return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"
+    return None
+
+
+def judge_digest(env: Envelope, digest: Digest) -> tuple[Verdict, str]:
+    """Check 7: compare the recomputed tag with ``integrity.value``."""
+    name = "SHA-256" if env.integrity_method == "sha256" else "HMAC-SHA-256"
+    if tags_equal(env.integrity_value, digest.value):
+        return Verdict.PASS, f"payload {name} matches integrity tag"
+    return Verdict.TAMPER, f"payload {name} does not match integrity tag"

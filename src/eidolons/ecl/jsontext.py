@@ -1,19 +1,9 @@
-"""JSON text out, ASCII only, exactly as ``json.dumps(value, ensure_ascii=True, ...)``
-writes it, and in, exactly as ``json.loads`` reads it, without importing :mod:`json`
-(which imports ``re``) on the hot paths. (The strict reader of untrusted JSON is
-:mod:`eidolons.ecl.strict_json`; :func:`loads` is ``json.loads``, for the tool's own
-lines.)
-
-Pure. The C accelerators of the standard library (``_json.encode_basestring_ascii``,
-``_json.make_encoder``) do the work, behind a fallback to :mod:`json` itself: when
-``_json`` is missing, for any value this writer does not know (a type ``json`` would
-refuse or convert through ``default``), or for a cycle, the public encoder writes it (or
-raises its own error). ``tests/test_json_fast.py`` checks that both write the same text
-(ADR 0082).
-
-Writes are ASCII (``ensure_ascii=True``): untrusted strings (lone surrogates, file names
-that are not UTF-8) can never make the encoder fail, and stay valid JSON.
-"""
+"""JSON text out and in, exactly as ``json.dumps(value, ensure_ascii=True, ...)`` and
+``json.loads`` (the tool's own lines), by the C accelerators of ``_json`` without importing
+:mod:`json` (which imports ``re``); anything they do not know falls back to :mod:`json`
+(ADR 0082, ``tests/test_json_fast.py``). Pure. Writes are ASCII: untrusted strings can
+never make the encoder fail. The strict reader of untrusted JSON is
+:mod:`eidolons.ecl.strict_json`."""
 
 from __future__ import annotations
 

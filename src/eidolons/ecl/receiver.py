@@ -38,14 +38,18 @@ from enum import IntEnum
 from eidolons._text import printable
 from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.integrity import Digest, sha256_hex
+from eidolons.ecl.integrity import Digest, judge_digest, precheck, sha256_hex
 from eidolons.ecl.limits import Limits
-from eidolons.ecl.orchestrator import judge_digest, precheck
-from eidolons.ecl.rules.edge import RECEIVER_FAILURE_CODES, context_results, edge_results
+from eidolons.ecl.rules.edge import (
+    RECEIVER_FAILURE_CODES,
+    context_results,
+    edge_results,
+    is_markdown_path,
+    section_result,
+)
 from eidolons.ecl.rules.envelope import envelope_results
 from eidolons.ecl.rules.integrity import high_trust_problem
 from eidolons.ecl.rules.ise import ise_results
-from eidolons.ecl.sections import is_markdown_path, section_result
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, EnvelopeError
 

@@ -1,20 +1,10 @@
-"""Strict JSON: the only parser of untrusted JSON bytes (envelopes, ``--ise``).
+"""Strict JSON: the only parser of untrusted JSON bytes (envelopes, ``--ise``). Pure.
 
-Pure. Rules (each failure raises :class:`~eidolons.errors.EnvelopeError`):
-
-1. At most ``Limits.max_envelope_bytes`` bytes; valid UTF-8 (a BOM is refused).
-2. No duplicate keys at any depth (a duplicate ``integrity.value`` would let an attacker
-   show one digest to one reader and another to the next), no ``NaN`` / ``Infinity``, no
-   number that overflows a double (``1e999``, ``-1e999``: ``float`` would read it as an
-   infinity, the very value ``Infinity`` is refused for;
-   :func:`eidolons.ecl.jsontext.finite_float`, the one number rule, ADR 0128), no lone
-   surrogates, nesting at most ``Limits.max_json_depth``.
-
-The parse is the standard library's own C scanner (``_json.make_scanner``, what
-:func:`json.loads` runs), driven here so that :mod:`json` (which imports ``re``) is not
-imported when the bytes are valid; any failure is parsed again by :func:`json.loads` with
-the same hooks, whose error is the one reported (ADR 0082). Without ``_json``,
-:func:`json.loads` does all of it. ``tests/test_json_fast.py`` checks both agree.
+Each failure raises :class:`~eidolons.errors.EnvelopeError`: more than
+``Limits.max_envelope_bytes``, bad UTF-8 or a BOM, a duplicate key at any depth, ``NaN``
+or ``Infinity``, a number that overflows a double (ADR 0128), a lone surrogate, nesting
+deeper than ``Limits.max_json_depth``. The C scanner of ``json.loads`` does the parse;
+any failure is parsed again by :func:`json.loads`, whose error is reported (ADR 0082).
 """
 
 from __future__ import annotations
@@ -29,6 +19,9 @@ from eidolons.errors import EnvelopeError
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
+
+
+_DEFAULT_LIMITS = Limits()
 
 
 class _DuplicateKey(ValueError):
@@ -80,7 +73,7 @@ def _fast_loads(text: str) -> Any:
 
 def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
     """Parse untrusted JSON bytes under the rules in the module docstring (1 and 2)."""
-    limits = limits or Limits()
+    limits = limits or _DEFAULT_LIMITS
     if len(data) > limits.max_envelope_bytes:
         raise EnvelopeError(
             f"envelope is {len(data)} bytes, above the {limits.max_envelope_bytes}-byte cap"

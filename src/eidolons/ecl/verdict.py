@@ -1,5 +1,6 @@
 """Verdicts of the mechanical integrity check, their ECL §5.3 failure codes
-(``verify_failure_code``, :data:`_FAILURE_CODES`) and the orchestrator gate's exit code.
+(``verify_failure_code``, :data:`_FAILURE_CODES`), the orchestrator gate's exit code and
+what a pass rested on (its ``evidence``, ADR 0030).
 ``sender_*``: a required sender signature missing, untrusted or over other bytes (ADR
 0034); ``unregistered``: the orchestrator's key must not sign for this root (ADR 0032).
 """
@@ -87,3 +88,26 @@ def exit_code(verdict: Verdict, mode: str, strict: bool) -> int:
     if strict or verdict in BLOCKING:
         return EXIT_BLOCKED
     return EXIT_OK
+
+
+# What a pass rested on, strongest first: ``signed-receipt`` (a verified orchestrator
+# receipt), ``sender-signature``, ``hmac``, ``unsigned`` (nothing an agent could not
+# have produced).
+SIGNED_RECEIPT = "signed-receipt"
+SENDER_SIGNATURE = "sender-signature"
+HMAC = "hmac"
+UNSIGNED = "unsigned"
+ORDER = (SIGNED_RECEIPT, UNSIGNED, SENDER_SIGNATURE, HMAC)
+
+UNSIGNED_WARNING = (
+    "warning: evidence: unsigned: this project has no trust store (.eidolons/trust.json), "
+    "so any writer of the trace could have written this pass (run `eidolons keys init`)"
+)
+
+
+def combine(*parts: str) -> str:
+    """``signed-receipt+hmac``: the parts in vocabulary order, ``unsigned`` if none."""
+    kept = [p for p in ORDER if p in parts]
+    if len(kept) > 1 and UNSIGNED in kept and kept[0] != UNSIGNED:
+        kept.remove(UNSIGNED)
+    return "+".join(kept) if kept else UNSIGNED

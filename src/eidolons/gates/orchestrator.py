@@ -22,9 +22,16 @@ import time
 
 from eidolons._text import printable
 from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event, utc_now
-from eidolons.ecl.evidence import HMAC, SENDER_SIGNATURE, UNSIGNED_WARNING, combine
 from eidolons.ecl.limits import Limits
-from eidolons.ecl.verdict import EXIT_BLOCKED, Verdict, exit_code
+from eidolons.ecl.verdict import (
+    EXIT_BLOCKED,
+    HMAC,
+    SENDER_SIGNATURE,
+    UNSIGNED_WARNING,
+    Verdict,
+    combine,
+    exit_code,
+)
 from eidolons.errors import TraceWriteError
 from eidolons.gates.verify import VerificationResult, verify_envelope_file
 from eidolons.io.config import hmac_key_warning, payload_key

@@ -32,14 +32,6 @@ from eidolons.ecl.events import (
     trace_event,
     utc_now,
 )
-from eidolons.ecl.evidence import (
-    HMAC,
-    SENDER_SIGNATURE,
-    SIGNED_RECEIPT,
-    UNSIGNED,
-    UNSIGNED_WARNING,
-    combine,
-)
 from eidolons.ecl.integrity import Digest
 from eidolons.ecl.limits import Limits
 from eidolons.ecl.receiver import (
@@ -55,7 +47,16 @@ from eidolons.ecl.receiver import (
     reason_line,
     sections_apply,
 )
-from eidolons.ecl.verdict import RefusalCode, Verdict
+from eidolons.ecl.verdict import (
+    HMAC,
+    SENDER_SIGNATURE,
+    SIGNED_RECEIPT,
+    UNSIGNED,
+    UNSIGNED_WARNING,
+    RefusalCode,
+    Verdict,
+    combine,
+)
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.io import paths as pathstr
 from eidolons.io.config import payload_key
@@ -683,8 +684,10 @@ def _record(result: IncomingResult, store: TraceStore, took: int, root: StrPath)
     thread = _ids(result)[1]
     try:
         if result:
-            store.append(thread, receiver_event(result, "verify_pass", took, root))
-            appended = store.append(thread, receiver_event(result, "receive", took, root))
+            events = [
+                receiver_event(result, name, took, root) for name in ("verify_pass", "receive")
+            ]
+            appended = store.append_all(thread, events)[-1]
         else:
             appended = store.append(thread, receiver_event(result, "verify_fail", took, root))
         result.trace_path = appended.location

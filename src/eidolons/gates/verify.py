@@ -12,8 +12,8 @@
 6. method hmac-sha256 and no key -> ``no_key``;
 7. the recomputed tag equals ``integrity.value`` -> ``pass``, else ``tamper``.
 
-:func:`~eidolons.ecl.orchestrator.precheck` and
-:func:`~eidolons.ecl.orchestrator.judge_digest` are the pure decision; this module adds
+:func:`~eidolons.ecl.integrity.precheck` and
+:func:`~eidolons.ecl.integrity.judge_digest` are the pure decision; this module adds
 the file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 """
 
@@ -24,10 +24,11 @@ import os
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.integrity import (
     Digest,
+    judge_digest,
+    precheck,
     sha256_hex,
 )
 from eidolons.ecl.limits import Limits
-from eidolons.ecl.orchestrator import judge_digest, precheck
 from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
 from eidolons.io.payload import PayloadError, hash_payload, locate_payload, read_envelope

@@ -1,4 +1,5 @@
-"""The thread trace: ``<root>/.eidolons/.trace/<thread_id>.jsonl``, one JSON event per line.
+"""The thread trace: ``<root>/.eidolons/.trace/<thread_id>.jsonl``, one JSON event per line,
+and the default trace store over those files (:class:`JsonlStore`).
 
 Append-only: each line is one ``write`` under an exclusive ``flock`` (waited for until the
 trace timeout) on an ``O_APPEND`` descriptor, after a newline if a writer died mid-line.
@@ -22,9 +23,20 @@ from eidolons.io import paths as pathstr
 from eidolons.io.beneath import BeneathError, open_state_path
 from eidolons.io.config import TRACE_DIR, trace_scan_bound
 from eidolons.io.files import deadline, flock_until
+from eidolons.trace.store import (
+    Appended,
+    TraceReadError,
+    TraceStore,
+    first_payload_event,
+    is_payload_event,
+    judged_line,
+    latest_counted,
+    verdict_needle,
+)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    import pathlib
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from typing import Any, BinaryIO
 
@@ -85,6 +97,18 @@ def append_event(
     lock, ``before()`` runs before the write, ``after(fd, start, line, fstat_before)``
     after it (the indexes). ``until``: the lock's deadline. Raises
     :class:`TraceWriteError`."""
+    return append_events(path, [event], before, after, until)[0]
+
+
+def append_events(
+    path: Path,
+    events: Sequence[Mapping[str, Any]],
+    before: Callable[[], None] | None = None,
+    after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
+    until: float | None = None,
+) -> list[bytes]:
+    """:func:`append_event` for several events, each linked to the one before, in one
+    ``write`` under one lock (all of them or none); ``after`` sees the last line."""
     from eidolons.ecl.tracechain import chained, next_link
 
     written: list[bytes] = []
@@ -96,20 +120,23 @@ def append_event(
         fds.append(fd)
         states.append(os.fstat(fd))
         last, last_seq = _last_link(fd, size)
-        seq, prev = next_link(last, last_seq)
         if before is not None:
             before()
-        links.append((seq, prev))
-        written.append(encode_event(chained(event, seq, prev))[:-1])
+        for event in events:
+            seq, prev = next_link(last, last_seq)
+            links.append((seq, prev))
+            last, last_seq = encode_event(chained(event, seq, prev))[:-1], seq
+            written.append(last)
         return written
 
     def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0037)
-        _record_head(path, links[0], written[0])
-        if after is not None:  # the line is the file's last bytes (O_APPEND, locked)
-            after(fds[0], os.fstat(fds[0]).st_size - len(written[0]) - 1, written[0], states[0])
+        _record_head(path, links[-1], written[-1])
+        if after is not None:  # the lines are the file's last bytes (O_APPEND, locked)
+            start = os.fstat(fds[0]).st_size - len(written[-1]) - 1
+            after(fds[0], start, written[-1], states[0])
 
     append_lines(path, [], under_lock=link, after_write=anchor, until=until)
-    return written[0]
+    return written
 
 
 def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
@@ -174,7 +201,7 @@ def append_lines(
     ``under_lock(fd, size)`` returns while it is held; ``after_write()`` runs before it is
     released. The lock is waited for until ``until`` (default: the trace timeout). Raises
     :class:`TraceWriteError` on any failure."""
-    line = b"".join(raw + b"\n" for raw in lines)
+    line = b"\n".join(lines) + b"\n" if lines else b""
     try:
         until = deadline() if until is None else until
     except UsageError as exc:  # a bad EIDOLONS_TRACE_TIMEOUT_S: nothing is written
@@ -192,7 +219,8 @@ def append_lines(
         try:
             size = os.fstat(fd).st_size
             if under_lock is not None:
-                line = b"".join(raw + b"\n" for raw in under_lock(fd, size))
+                more = under_lock(fd, size)
+                line = b"\n".join(more) + b"\n" if more else b""
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line
             view = memoryview(line)
@@ -487,3 +515,144 @@ def search_pieces(fh: BinaryIO) -> Iterator[bytes]:
     + 1 bytes (an overlong line is several pieces), a torn last line included."""
     while raw := fh.readline(MAX_LINE_BYTES + 1):
         yield raw
+
+
+class JsonlStore(TraceStore):
+    """``<root>/.eidolons/.trace/<thread>.jsonl``; with ``file``, every thread is that one
+    file (``--trace FILE``)."""
+
+    kind = "jsonl"
+
+    def __init__(self, root: StrPath, file: StrPath | None = None) -> None:
+        self.root = root
+        self.file = file
+
+    def path(self, thread_id: str | None) -> pathlib.Path:
+        """The thread's file (:meth:`_file` as a :class:`~pathlib.Path`)."""
+        import pathlib
+
+        return pathlib.Path(self._file(thread_id))
+
+    def _file(self, thread_id: str | None) -> StrPath:
+        return self.file if self.file is not None else thread_trace_path(self.root, thread_id)
+
+    def describe(self) -> str:
+        return str(self.file if self.file is not None else pathstr.join(self.root, TRACE_DIR))
+
+    def location(self, thread_id: str | None) -> str:
+        return str(self._file(thread_id))
+
+    def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
+        return self.append_all(thread_id, [event])[0]
+
+    def append_all(
+        self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
+    ) -> list[Appended]:
+        path = self._file(thread_id)
+        from eidolons.trace.verdictindex import update
+
+        extra = [key for event in events for key in self._own_key(event)]
+        try:  # one deadline for the trace's lock and then the payload index's
+            until = deadline()
+        except UsageError as exc:
+            raise TraceWriteError(f"cannot append to trace {path}: {exc}") from None
+
+        def after(fd: int, start: int, line: bytes, before: os.stat_result) -> None:
+            update(fd, start, line)  # never raises; indexes the lines before it too
+            self.index_payloads(extra, before, until)
+
+        lines = append_events(path, events, after=after, until=until)
+        return [Appended(loads_json(line), line, str(path)) for line in lines]
+
+    def _own_key(self, event: Mapping[str, Any]) -> list[str]:
+        """The payload key of the payload event this append writes: the index names it even when
+        the full search would not read the line back (``--trace FILE``, a trace padded past the
+        scan bound)."""
+        key = event.get("payload_path")
+        if not isinstance(key, str) or not is_payload_event(event, [key]):
+            return []
+        return [key]
+
+    def index_payloads(
+        self,
+        extra: list[str] | None = None,
+        appended: os.stat_result | None = None,
+        until: float | None = None,
+    ) -> None:
+        """Bring this host's payload index (ADR 0110) up to the project's trace files, under the
+        trace's append lock (``appended``: the trace's ``fstat`` before the line; ``until``: the
+        lock deadline it shares). Never raises: an index left behind covers less, and its
+        readers take the full rule."""
+        from eidolons.trace.payloadfill import refresh
+
+        try:
+            refresh(str(self.root), is_payload_event, extra or (), appended, until)
+        except Exception:  # a hint: what it does not cover is read in full
+            pass
+
+    def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
+        # the verdict index answers in O(1) when it checks out (ADR 0087), else the scan
+        from eidolons.trace.verdictindex import lookup
+
+        path = self._file(thread_id)
+        try:
+            bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0021)
+            try:
+                fd = open_trace(path)
+            except FileNotFoundError:
+                return None
+            try:
+                st = os.fstat(fd)
+                found = lookup(fd, st, message_id, bound, path)
+                if found is not None:
+                    return found.event
+                needle = verdict_needle(message_id)
+                lines = reverse_lines(
+                    fd, st.st_size, contains=needle, max_bytes=bound, name=path, decode=judged_line
+                )
+                return latest_counted(lines, message_id)
+            finally:
+                os.close(fd)
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+        return None
+
+    def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
+        try:
+            yield from read_events(self._file(thread_id), judged_line)
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
+        try:
+            yield from read_raw_lines(self._file(thread_id))
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
+        try:
+            return read_new_events(self._file(thread_id), cursor, judged_line)
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def has_thread(self, thread_id: str) -> bool:
+        return os.path.isfile(self._file(thread_id))
+
+    def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
+        try:  # checks each file's size before reading it: a sparse hole is never read
+            return first_payload_event(payload_search_lines(self.root), keys)
+        except InputError as exc:
+            raise TraceReadError(str(exc)) from None
+
+    def threads(self) -> list[str]:
+        if self.file is not None:
+            return [pathstr.stem(self.file)]
+        try:
+            names = os.listdir(pathstr.join(self.root, TRACE_DIR))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            where = pathstr.join(self.root, TRACE_DIR)
+            raise TraceReadError(f"cannot list {where}: {exc.strerror}") from None
+        ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
+        return sorted(i for i in ids if thread_file_name(i) == i)

@@ -158,7 +158,7 @@ def _cover(
         except FileNotFoundError:
             break
     try:
-        listed = sorted(n for n in os.listdir(trace_dir) if n.endswith(".jsonl"))
+        listed = sorted([n for n in os.listdir(trace_dir) if n.endswith(".jsonl")])
     except FileNotFoundError:
         listed = []
     except OSError:
@@ -216,7 +216,7 @@ def _cover_file(
 
 def _state(st: os.stat_result) -> list[bytes]:
     """A file's coverage as readers compare it: device, inode, size, ctime."""
-    return [b"%d" % v for v in (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)]
+    return (b"%d %d %d %d" % (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)).split()
 
 
 def _resume(

@@ -1,6 +1,6 @@
 """The trace store: the one way the gates, the ``trace`` verbs and memory reach a trace.
 
-:class:`~eidolons.trace.jsonl.JsonlStore` (the default: one ECL JSONL file per thread) or
+:class:`~eidolons.trace.log.JsonlStore` (the default: one ECL JSONL file per thread) or
 :class:`~eidolons.trace.postgres.PostgresStore` (a shared append-only table, ADR 0070),
 chosen by :func:`open_store` (ADR 0071). The verdict rule (ADR 0005) is
 :func:`judged_line`'s; every reader and lookup applies it through this module.
@@ -16,7 +16,7 @@ from eidolons.io.project import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any, Self
 
     from eidolons.io.paths import StrPath
@@ -123,7 +123,10 @@ def counted_for(line: TraceLine) -> str | None:
 
 def latest_counted(lines: Iterable[TraceLine], message_id: str) -> dict[str, Any] | None:
     """The first of judged ``lines`` (read latest first) counted for ``message_id``."""
-    return next((ln.event for ln in lines if counted_for(ln) == message_id), None)
+    for line in lines:
+        if counted_for(line) == message_id:
+            return line.event
+    return None
 
 
 def record_from_line(raw: bytes, message_id: str, stamp: Stamp = NO_STAMP) -> dict[str, Any] | None:
@@ -183,6 +186,12 @@ class TraceStore:
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         raise NotImplementedError
+
+    def append_all(
+        self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
+    ) -> list[Appended]:
+        """The events appended in order (a store may write them at once: all or none)."""
+        return [self.append(thread_id, event) for event in events]
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         """The latest counted orchestrator verdict for ``message_id`` in the thread."""
@@ -291,7 +300,7 @@ def open_store(
     ``file`` (``--trace FILE``), that one JSONL file. Never raises: a configuration that
     cannot be honoured gives an :class:`UnavailableStore`."""
     if file is not None:
-        from eidolons.trace.jsonl import JsonlStore
+        from eidolons.trace.log import JsonlStore
 
         return JsonlStore(root, file=file)
     env = os.environ if env is None else env
@@ -309,7 +318,7 @@ def open_store(
         return PostgresStore(dsn)
     if required == "postgresql":
         return UnavailableStore(f"{PROJECT_FILE} requires PostgreSQL and {DSN_ENV} is not set")
-    from eidolons.trace.jsonl import JsonlStore
+    from eidolons.trace.log import JsonlStore
 
     return JsonlStore(root)
 

@@ -1,15 +1,12 @@
-"""The verdict index (ADR 0087): where each message's latest orchestrator verdict sits in a
-JSONL trace, so the record lookup costs the same on any trace length.
+"""The verdict index (ADRs 0087, 0037): where each message's latest orchestrator verdict
+sits in a JSONL trace, so the record lookup costs the same on any trace length.
 
-A hint, never evidence: the line it points to is re-read and must match byte for byte,
-then is judged by the store's rule; lines past what it covers are scanned backwards; any
-damage makes the lookup answer "cannot tell" (the caller scans). It lives in the host's
-config directory (``verdicts/<dev>-<ino>.idx``), written only under the trace's append
-lock. Format: two checksummed 256-byte header slots, then an open-addressing table of
-64-byte checksummed slots (id hash, offset, length, line SHA-256, check), rebuilt twice
-as large when half full.
-
-See ADR 0037.
+A hint, never evidence: the line it points to is re-read, must match byte for byte and is
+judged by the store's rule; lines past what it covers are scanned; any damage answers
+"cannot tell" (the caller scans). It lives in the host's config directory
+(``verdicts/<dev>-<ino>.idx``), written only under the trace's append lock: two
+checksummed header slots, then an open-addressing table of checksummed 64-byte slots,
+rebuilt twice as large when half full.
 """
 
 from __future__ import annotations
@@ -123,14 +120,15 @@ def read_header(raw: bytes, key: str) -> Header | None:
         fields = slot.split()
         if len(fields) == 8 and fields[0] == MAGIC_BYTES and fields[1].isdigit():
             candidates.append((int(fields[1]), fields, slot))
-    candidates.sort(key=lambda c: -c[0])  # the newer first
+    if len(candidates) == 2 and candidates[1][0] > candidates[0][0]:
+        candidates.reverse()  # the newer first
     for _, fields, slot in candidates:
-        if not all(f.isdigit() for f in fields[2:6]) or not fields[6].isascii():
+        if not b"".join(fields[2:6]).isdigit() or not fields[6].isascii():
             continue
         text = b" ".join(fields[:7]).decode("ascii")
         if slot != f"{text} {_check(key, text)}".encode().ljust(HEADER_SLOT - 1) + b"\n":
             continue
-        gen, cap, count, covered, last_start = (int(f) for f in fields[1:6])
+        gen, cap, count, covered, last_start = map(int, fields[1:6])
         if cap < MIN_CAPACITY or cap > MAX_CAPACITY or cap & (cap - 1) or count > cap // 2:
             continue
         return Header(gen, cap, count, covered, last_start, fields[6].decode("ascii"))

@@ -7,8 +7,15 @@ from collections.abc import Callable
 
 from eidolons.ecl import grammar
 from eidolons.ecl.integrity import tags_equal
-from eidolons.ecl.results import GateResult
-from eidolons.ecl.rules.common import Recorder, get, is_v21, text, token_count, trust_level
+from eidolons.ecl.rules.common import (
+    GateResult,
+    Recorder,
+    get,
+    is_v21,
+    text,
+    token_count,
+    trust_level,
+)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:

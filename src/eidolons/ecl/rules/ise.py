@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from eidolons.ecl import grammar
-from eidolons.ecl.results import GateResult
-from eidolons.ecl.rules.common import Recorder, get, is_v21, text, trust_level, truthy
-from eidolons.ecl.rules.schema import AUTHZ_FIELDS, is_grade, is_transcript_access
+from eidolons.ecl.rules.common import GateResult, Recorder, get, is_v21, text, trust_level, truthy
+from eidolons.ecl.rules.envelope import AUTHZ_FIELDS, is_grade, is_transcript_access
 from eidolons.ecl.strict_json import json_type
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eidolons.ecl.results import GateResult
-from eidolons.ecl.rules.common import get
-from eidolons.ecl.rules.edge import context_results, edge_contract, edge_results
+from eidolons.ecl.rules.common import GateResult, get
+from eidolons.ecl.rules.edge import (
+    context_results,
+    edge_contract,
+    edge_results,
+    is_markdown_path,
+    section_result,
+)
 from eidolons.ecl.rules.envelope import envelope_results, json_result
 from eidolons.ecl.rules.integrity import PayloadReader, integrity_results
 from eidolons.ecl.rules.ise import ise_results
-from eidolons.ecl.sections import is_markdown_path, section_result
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:

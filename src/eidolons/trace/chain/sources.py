@@ -168,7 +168,7 @@ def trace_events(
     A trace in ``read`` is taken from there, not read again (``trace verify`` judges the
     events and the hash chain of one read). Damaged lines are reported in
     ``collected.problems``."""
-    from eidolons.trace.jsonl import JsonlStore  # a file is read as the store reads one
+    from eidolons.trace.log import JsonlStore  # a file is read as the store reads one
 
     read = read or {}
     problems = collected.problems
