@@ -2,10 +2,8 @@
 reads, once each, what the pure check (:class:`eidolons.ecl.receiver.ReceiverCheck`, whose
 docstring lists the rules) decides on, then records the decision (ADR 0005, 0009).
 
-1. Trigger: the envelope is ``${ARTIFACT%.*}.envelope.json``, else ``ARTIFACT.envelope.json``
-   (an ARTIFACT ``*.envelope.json`` is the envelope). Neither: skipped (exit 0) unless the
-   project knows it as a hand-off (:mod:`eidolons.gates.trigger`: UNVERIFIED). Both:
-   SCHEMA_INVALID.
+1. Trigger: ``${ARTIFACT%.*}.envelope.json``, else ``ARTIFACT.envelope.json``. Neither:
+   skipped unless the project knows a hand-off (:mod:`eidolons.gates.trigger`); both: invalid.
 2. The envelope's bytes, read once; the evidence on record (a signed receipt with a trust
    store, else the orchestrator's latest verdict in the trace: ADR 0033); the payload,
    read once by descriptor and hashed (``reverify=False``: only when its bytes are needed);
