@@ -242,7 +242,7 @@ def package_src_dir() -> Path:
     return Path(eidolons.__file__).resolve().parent.parent
 
 
-#: the installed console launcher (``bin/eidolons``, ADR 0080) with its shebang rewritten,
+#: the installed console launcher (``bin/eidolons``, ADR 0022) with its shebang rewritten,
 #: as pip writes it
 _LAUNCHER = Path(__file__).resolve().parents[1] / "bin" / "eidolons"
 

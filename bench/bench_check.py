@@ -16,7 +16,7 @@ one warm-up round):
 (a) ``python -m eidolons check DIR --json --jobs 1`` as a subprocess (one process), stdout
     read and parsed (exit code and envelope count checked);
 (d) ``python -m eidolons check DIR --json``: the default, which uses every CPU this
-    process may run on from 512 envelopes on (ADR 0115);
+    process may run on from 512 envelopes on (ADR 0022);
 (b) baseline: one ``python -c`` process that, for the same envelopes in the same order,
     reads and ``json.loads`` each envelope and SHA-256s its payload: the least work any
     checker must do.

@@ -35,7 +35,7 @@ median-of; ours in-process is reported beside it. A missing ``openssl`` or
 stops paying for itself against ``_hashlib`` (OpenSSL, whose import costs about 1.8 ms):
 for payload sizes from 16 KiB to 4 MiB, a fresh ``python -c`` that imports one of the
 two and hashes the file, interleaved, medians; the crossover is where
-``eidolons.ecl.integrity.LIGHT_MAX_BYTES`` belongs (ADR 0082).
+``eidolons.ecl.integrity.LIGHT_MAX_BYTES`` belongs (ADR 0022).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The record lookup (``JsonlStore.latest_verdict``, what every receiver gate and the
 orchestrator-read hook call) on a 1,000,000-event trace against a 10-event one, and after
-the 1,000th reception of a hand-off against the first (ADR 0087).
+the 1,000th reception of a hand-off against the first (ADR 0022).
 
 Usage::
 
@@ -31,7 +31,7 @@ appends them). The lookup and the append of one reception's two events are timed
 the 1st and after the K-th; ratio K-th/1st (target: 1.0 within noise).
 
 Unless ``--no-scan``: the same lookups without the index (the full backward scan every
-lookup did before ADR 0087, with the scan bound widened so that it reads the whole
+lookup did before ADR 0022, with the scan bound widened so that it reads the whole
 file), a few rounds each, for the before/after comparison; and the 10-event lookup
 without the index (the old baseline).
 Reported: medians and minimums in microseconds, with the load average.

@@ -1,4 +1,4 @@
-"""The host's payload index (ADR 0110): what the hook's fast path and an append pay for it.
+"""The host's payload index (ADR 0018): what the hook's fast path and an append pay for it.
 
 Usage::
 
@@ -16,7 +16,7 @@ times (default 30, after one warm-up round), each a subprocess:
     ignores ``PYTHONPATH``): the index covers every trace, allowed at once;
 (c) with ``--compare SRC``: the same through another tree's ``src/`` (the tree before a
     change). Each hand-off is emitted through both trees, this one last, so that each
-    finds its own index (before ADR 0110: ``.eidolons/payloads.idx``) up to date.
+    finds its own index (before ADR 0018: ``.eidolons/payloads.idx``) up to date.
 
 Then, in-process, the cost of one ``JsonlStore.append`` (a receiver event) on the same
 project, median and minimum of 5 runs of 200, and with ``--compare`` the same in a

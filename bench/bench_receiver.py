@@ -25,7 +25,7 @@ bare        ``python -c pass`` (the same venv's interpreter: the baseline of eve
 off         ``verify-incoming HANDOFF --as vigil --no-memory``           target <= 3x
 on          ``verify-incoming HANDOFF --as vigil`` (local memory, N records)   <= 3.5x
 on+recall   the same with ``--show-recall`` (the recall is made only when shown,   <= 3.5x
-            ADR 0099)
+            ADR 0021)
 skip        ``verify-incoming notes.txt --as vigil`` (no envelope: SKIP)       <= 1.5x
 skip-json   the same with ``--json``                                           <= 1.5x
 signed      ``verify-incoming HANDOFF --as vigil --no-memory`` in the signed project
@@ -212,7 +212,7 @@ def main() -> int:
         rows: dict[str, tuple[Path, Path, list[str]]] = {
             "off": (root, payload, ["--no-memory"]),
             "on": (root, payload, []),
-            "on+recall": (root, payload, ["--show-recall"]),  # ADR 0099: recall shown
+            "on+recall": (root, payload, ["--show-recall"]),  # ADR 0021: recall shown
             "skip": (root, plain, []),
             "skip-json": (root, plain, ["--json"]),
             "signed": (signed.parent.parent.parent, signed, ["--no-memory"]),

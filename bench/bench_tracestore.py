@@ -18,7 +18,7 @@ the rows still form a valid chain). Then, interleaved, L lookups (default 300) o
 ``latest_verdict`` on each store over an open connection; reported: medians and the
 ratio large/small (target <= 1.5: the lookup must not grow with the store). For
 information, the lookup of a message verified *first* in the large store (JSONL: through
-the verdict index, ADR 0087, built once by the store's first append over the lines
+the verdict index, ADR 0022, built once by the store's first append over the lines
 written directly, with the scan bound widened for that one-off; PostgreSQL reads the same
 index entry), and what a one-shot gate process pays on PostgreSQL (connect + schema check
 + lookup). ``bench/bench_lookup.py`` measures the JSONL lookup's cases in detail.
@@ -75,7 +75,7 @@ def build_jsonl(root: Path, rows: int) -> JsonlStore:
                 fh.write(b"".join(batch))
                 batch.clear()
         fh.write(b"".join(batch))
-    # the store's first append indexes the lines written directly (ADR 0087), once; the
+    # the store's first append indexes the lines written directly (ADR 0022), once; the
     # scan bound is widened for it: a 1,000,000-row file is past the default 256 MiB (a
     # trace grown by gates is indexed append by append, never in one go)
     saved = os.environ.get("EIDOLONS_MAX_TRACE_SCAN_BYTES")
@@ -198,7 +198,7 @@ def main() -> int:
             med = time_lookups(stores, dict.fromkeys(stores, MID), args.lookups)
             from eidolons.trace.store import TraceReadError
 
-            try:  # further back than the scan bound (ADR 0021), JSONL refuses
+            try:  # further back than the scan bound (ADR 0007), JSONL refuses
                 first = time_lookups({"jsonl": stores["jsonl large"]}, {"jsonl": FIRST}, 3)
             except TraceReadError:
                 first = {"jsonl": float("nan")}
@@ -253,7 +253,7 @@ def main() -> int:
     far = (
         "refused: past the scan bound (EIDOLONS_MAX_TRACE_SCAN_BYTES)"
         if first["jsonl"] != first["jsonl"]  # NaN
-        else f"{us(first['jsonl'])} (the verdict index, ADR 0087; median of 3)"
+        else f"{us(first['jsonl'])} (the verdict index, ADR 0022; median of 3)"
     )
     print(f"info: message verified first of {args.rows:,}: jsonl {far}")
     print(f"info: the same on pg: {us(first['pg'])} (one index entry)")

@@ -1,4 +1,4 @@
-"""Opening beneath the boundary, by descriptor (ADR 0008): regression tests.
+"""Opening beneath the boundary, by descriptor (ADR 0002): regression tests.
 
 Each attack swaps or plants a symbolic link so that a name checked inside the project
 is opened outside it. Every one of them made a gate hash, record a pass for or append to

@@ -1,7 +1,7 @@
 """A module the CLI cannot import (a broken install, a missing dependency, a module
 shadowed on ``PYTHONPATH``) is an internal error: one line, exit 70, never a traceback
 and never a pass; for ``eidolons hook`` it is the hook's deny (exit 2), never the exit 1
-Claude Code takes as "run the tool" (ADR 0125)."""
+Claude Code takes as "run the tool" (ADR 0022)."""
 
 from __future__ import annotations
 

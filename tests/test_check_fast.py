@@ -153,7 +153,7 @@ def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
 
 
 def test_one_process_check_never_imports_multiprocessing(tmp_path: Path) -> None:
-    """A run below ``checker.AUTO_MIN`` envelopes (the default's threshold, ADR 0115)
+    """A run below ``checker.AUTO_MIN`` envelopes (the default's threshold, ADR 0022)
     stays in this process and does not even import the pool."""
     import json
     import subprocess

@@ -45,7 +45,7 @@ def golden_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def golden_runs(request: pytest.FixtureRequest, golden_root: Path) -> dict[str, dict[str, Any]]:
     """Every run twice: in this process only (``--jobs 1``) and with two forked workers
     (``--jobs 2``: every run of 128 envelopes or more; the corpus has 547, the fixtures'
-    runs stay in one process). The workers check *and render* their batches (ADR 0115):
+    runs stay in one process). The workers check *and render* their batches (ADR 0022):
     the same bytes are asked of them. The default (``auto`` from
     :data:`eidolons.gates.checker.AUTO_MIN` envelopes on) is one of these two."""
     from eidolons.gates import checker

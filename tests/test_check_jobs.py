@@ -1,4 +1,4 @@
-"""``eidolons check`` uses the cores it has by default (ADR 0115): how many workers a run
+"""``eidolons check`` uses the cores it has by default (ADR 0022): how many workers a run
 gets, that the default really forks on a large input and stays in one process on a small
 one, that a worker's error ends the run closed, and that the progress bar follows the
 workers' batches. The output itself is the golden record's (``tests/test_check_golden.py``

@@ -189,7 +189,7 @@ def test_the_verifying_path_does_not_load_pem_serialization(tmp_path: Path) -> N
         "with contextlib.redirect_stderr(io.StringIO()):\n"
         f"    argv = ['verify-incoming', {str(payload)!r}, '--as', 'vigil', '--no-memory']\n"
         "    assert main(argv) == 0\n"
-        # the receipt was verified by cryptography (its Rust classes, ADR 0089)
+        # the receipt was verified by cryptography (its Rust classes, ADR 0022)
         "assert 'cryptography.hazmat.bindings._rust' in sys.modules\n"
         "assert 'cryptography.hazmat.primitives.asymmetric.ed25519' not in sys.modules\n"
         "assert 'cryptography.hazmat.primitives.serialization' not in sys.modules\n"

@@ -155,7 +155,7 @@ def test_missing_payload_and_fifo(cli: Cli, project: Path) -> None:
     import os
 
     r = cli(*emit_cmd("nope.md"))
-    assert r.code == 2 and "No such file" in r.err  # malformed input: exit 2 (ADR 0027)
+    assert r.code == 2 and "No such file" in r.err  # malformed input: exit 2 (ADR 0003)
     os.mkfifo(project / "f.md")
     r = cli(*emit_cmd("f.md"))
     assert r.code == 2 and "not a regular file" in r.err

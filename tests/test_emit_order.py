@@ -1,4 +1,4 @@
-"""What ``emit`` records agrees with what it put on disk (ADR 0127): the envelope is
+"""What ``emit`` records agrees with what it put on disk (ADR 0006): the envelope is
 linked into place first, then the ``emit`` event is appended; a link that fails leaves
 no event naming an envelope that never appeared, and a trace that fails takes the
 envelope back (a ``--force``-replaced one is restored byte for byte)."""

@@ -1,4 +1,4 @@
-"""Every pass says which evidence it rested on (ADR 0030): in its trace event and output."""
+"""Every pass says which evidence it rested on (ADR 0010): in its trace event and output."""
 
 from __future__ import annotations
 

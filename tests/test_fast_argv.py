@@ -1,4 +1,4 @@
-"""The hot commands' argv fast path (ADR 0081) reads exactly what the one argparse parser
+"""The hot commands' argv fast path (ADR 0022) reads exactly what the one argparse parser
 reads: for every argv shape, either it declines (and the parser decides, help, errors and
 exit codes included) or it gives the same arguments the parser gives, with no output."""
 

@@ -1,4 +1,4 @@
-"""The one grammar (ADR 0010): every lexical rule once, whole-string, judged the same by
+"""The one grammar (ADR 0002): every lexical rule once, whole-string, judged the same by
 every gate, ``check`` and ``emit``. Tables of raw values, then the regressions the
 copies used to disagree on (``atlas\\n``, ``notes..v2.md``, ``r.md/``)."""
 
@@ -169,7 +169,7 @@ def test_trailing_slash_forms_are_malformed_everywhere(cli: Cli, project: Path, 
     assert r.code == 2
     i2 = [g for g in r.json()["results"] if g["id"] == "I-2"]
     assert i2[0]["status"] == "fail" and "not a safe relative path" in i2[0]["reason"]
-    # the refusal hand-back (ADR 0044) has its own thread, holding only its emit event
+    # the refusal hand-back (ADR 0017) has its own thread, holding only its emit event
     traces = [read_trace(f) for f in sorted((project / ".eidolons/.trace").iterdir())]
     gates = [t for t in traces if [e["event"] for e in t] != ["emit"]]
     assert [[e["event"] for e in t] for t in gates] == [["verify_fail", "verify_fail"]]

@@ -1,4 +1,4 @@
-"""Each rule of the grammar, written by hand over characters (ADR 0082), judges exactly
+"""Each rule of the grammar, written by hand over characters (ADR 0022), judges exactly
 what its specification pattern judges with ``re.fullmatch`` and ``re.ASCII``: on valid
 values, on every one-character mutation of them, and on random strings over the rule's
 alphabet plus the characters that broke the old copies (newlines, Unicode digits...)."""

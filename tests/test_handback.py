@@ -1,4 +1,4 @@
-"""The refusal hand-back (ADR 0044): every refusal of the receiver
+"""The refusal hand-back (ADR 0017): every refusal of the receiver
 gate leaves a REFUSE envelope for the orchestrator, beside a short report."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_the_handback_is_a_conformant_envelope_the_orchestrator_can_verify(
         for g in doc.get("gates", doc.get("results", []))
         if g.get("status") == "fail" and g.get("level") == "MUST"
     ]
-    # the only MUST failing: no shipped contract for the hand-back edge (ADR 0044)
+    # the only MUST failing: no shipped contract for the hand-back edge (ADR 0017)
     assert failed == ["C-1"], check.out
     assert cli("verify-envelope", path, "--block").code == 0
 

@@ -1,4 +1,4 @@
-"""The hash-chained trace (ADR 0035): every line this tool appends carries ``seq`` and
+"""The hash-chained trace (ADR 0012): every line this tool appends carries ``seq`` and
 ``prev``; ``trace verify`` finds an edited, removed, inserted or reordered line."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What ``eidolons verify-envelope ENV --block --json`` imports in a project without a
-trust store (ADRs 0080-0083): none of the modules taken off its path
+trust store (ADR 0022): none of the modules taken off its path
 comes back. Subprocess, ``-X importtime``; not timed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The builtin SHA-256 used for small payloads before OpenSSL is loaded (ADR 0082) gives
+"""The builtin SHA-256 used for small payloads before OpenSSL is loaded (ADR 0022) gives
 exactly OpenSSL's digests, and the switch to OpenSSL happens where it is documented."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The JSON reader and writer of the hot paths (ADR 0082) agree with :mod:`json`: the
+"""The JSON reader and writer of the hot paths (ADR 0022) agree with :mod:`json`: the
 strict reader through ``_json``'s scanner gives the value or the error ``json.loads``
 with the same hooks gives, on valid, broken and hostile texts; the writer writes what
 ``json.dumps(..., ensure_ascii=True)`` writes."""
@@ -25,7 +25,7 @@ def reference_loads(data: bytes) -> Any:
             text,
             object_pairs_hook=strict_json._no_duplicates,
             parse_constant=strict_json._no_constants,
-            parse_float=jsontext.finite_float,  # the number rule (ADR 0128)
+            parse_float=jsontext.finite_float,  # the number rule (ADR 0009)
         )
     except strict_json._DuplicateKey as exc:
         raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None

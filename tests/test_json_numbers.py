@@ -1,4 +1,4 @@
-"""The strict readers' one number rule (ADR 0128): a JSON number a double cannot hold
+"""The strict readers' one number rule (ADR 0009): a JSON number a double cannot hold
 (``1e999`` reads as an infinity under ``float``) is malformed input with the stable code,
 on the C scanner's path, on the public ``json.loads`` fallback and in the hook's event
 reader alike; finite extremes still read as ``float`` reads them."""

@@ -1,4 +1,4 @@
-"""``keys.crypto`` signs and verifies through cryptography's Rust classes (ADR 0089): the
+"""``keys.crypto`` signs and verifies through cryptography's Rust classes (ADR 0022): the
 same keys and signatures as the public API, without loading its Python wrappers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a gate records agrees with how it exits, whatever fails after the record (ADR 0098).
+"""What a gate records agrees with how it exits, whatever fails after the record (ADR 0003).
 
 Once ``verify-envelope``, ``run --verify`` or ``verify-incoming`` has put its verdict in
 the trace, what is left is saying it: a stdout or stderr that is closed, broken (the

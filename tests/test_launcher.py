@@ -1,4 +1,4 @@
-"""The console launcher (ADR 0080): a plain script that runs the CLI, so nothing is
+"""The console launcher (ADR 0022): a plain script that runs the CLI, so nothing is
 imported before our code (pip's generated entry-point shim imports ``re``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The layout rules (ADR 0007): the pure core never reaches I/O, and no import cycle.
+"""The layout rules (ADR 0001): the pure core never reaches I/O, and no import cycle.
 
 ``eidolons.ecl`` takes bytes and objects and returns results. Every module it imports,
 directly or through another ``eidolons`` module, at module level or inside a function,
@@ -218,7 +218,7 @@ def test_the_cycle_check_finds_one_through_an_importlib_string() -> None:
 
 
 def test_gates_and_memory_never_import_each_other() -> None:
-    """Memory is reached by callbacks (ADR 0011): the gates never import memory, and
+    """Memory is reached by callbacks (ADR 0021): the gates never import memory, and
     memory never imports the gates, in any spelling."""
     modules = package_modules()
     for name, info in modules.items():

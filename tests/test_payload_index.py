@@ -1,4 +1,4 @@
-"""The host's payload index (ADR 0110): what it covers is what the full search reads, read
+"""The host's payload index (ADR 0018): what it covers is what the full search reads, read
 by the same rule whether it is read at once or a piece at a time; writers in several
 processes never leave it claiming a trace it has not read; the hook reads it without
 ``hashlib``, ``pathlib`` or the trace store."""

@@ -1,4 +1,4 @@
-"""Host pins (ADR 0036): deleting or rewriting a signed project's trust store never
+"""Host pins (ADR 0011): deleting or rewriting a signed project's trust store never
 downgrades it to unsigned mode, nor adds an agent's key."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The orchestrator's key signs only for its own project (ADRs 0031, 0032).
+"""The orchestrator's key signs only for its own project (ADR 0011).
 
 A project's trust store names the project (a random id made once); ``keys init`` registers
 that id and the root's real path for the key on this host, outside the project. The gate
@@ -390,7 +390,7 @@ def test_a_moved_project_receives_as_it_is_but_signs_only_once_registered(
     os.rename(old_root, moved.root)
     moved_payload = moved.root / payload.relative_to(old_root)
     moved_envelope = moved.root / envelope.relative_to(old_root)
-    assert moved.cli("keys", "pin").code == 0  # the pin is keyed by path (ADR 0036)
+    assert moved.cli("keys", "pin").code == 0  # the pin is keyed by path (ADR 0011)
     assert moved.incoming(moved_payload).code == 0  # existing receipts stay valid
     r = moved.verify(moved_envelope, "--mode", "block")
     assert r.code == 3 and "eidolons keys register" in r.err

@@ -1,5 +1,5 @@
-"""Signed gate receipts (ADR 0032) and the receiver that accepts only evidence it can check
-(ADR 0033). Every attack a receipt answers is here, refused."""
+"""Signed gate receipts (ADR 0011) and the receiver that accepts only evidence it can check
+(ADR 0011). Every attack a receipt answers is here, refused."""
 
 from __future__ import annotations
 
@@ -484,7 +484,7 @@ def test_trace_verify_judges_keys_as_the_receiver_does(signed: Project, tmp_path
 
 
 def test_a_receipt_that_cannot_be_written_is_recorded_and_blocks(signed: Project) -> None:
-    """The documented late failure of a pass (README, ADR 0098): the sidecar receipt
+    """The documented late failure of a pass (README, ADR 0003): the sidecar receipt
     cannot be written, the verdict is recorded with its receipt in the trace, and block
     mode exits 3 (a receiver on another host would find no receipt); warn mode says so
     and exits 0."""

@@ -1,5 +1,5 @@
-"""The library's receiver gate and its caller's ``on_pass`` callback (ADR 0125 part 2, after
-ADR 0098): the callback runs after the pass is on record; when it raises, the record
+"""The library's receiver gate and its caller's ``on_pass`` callback (ADR 0022 part 2, after
+ADR 0003): the callback runs after the pass is on record; when it raises, the record
 stands (``verify_pass`` and ``receive`` stay in the trace, nothing is appended or
 undone) and the caller gets a typed error that carries the recorded result, never a
 silent pass and never a lost record."""

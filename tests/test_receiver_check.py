@@ -1,4 +1,4 @@
-"""The stepwise receiver checker (ADR 0009), fed raw inputs: no file is opened. Order
+"""The stepwise receiver checker (ADR 0005), fed raw inputs: no file is opened. Order
 is enforced; each step's rule refuses with its code."""
 
 from __future__ import annotations

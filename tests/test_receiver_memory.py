@@ -229,7 +229,7 @@ def _access_counts(project: Path) -> list[int]:
 
 
 def test_a_recall_nobody_is_shown_is_not_made(cli: Cli, project: Path) -> None:
-    # ADR 0099: plain verify-incoming delivers no recall (only --json and --show-recall
+    # ADR 0021: plain verify-incoming delivers no recall (only --json and --show-recall
     # do), so it makes none: no query, and no crystal counted as surfaced to anyone
     first = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report", name="a/first.md")
     assert cli("verify-incoming", first, "--as", "vigil").code == 0

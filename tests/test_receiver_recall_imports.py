@@ -1,4 +1,4 @@
-"""A recall shown by ``verify-incoming`` loads no ``re`` and no ``math`` (ADR 0121): the
+"""A recall shown by ``verify-incoming`` loads no ``re`` and no ``math`` (ADR 0022): the
 memory's patterns are compiled only where a plain scan cannot answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The receiver's early SKIP (ADR 0084): an artifact with no envelope that the project does
+"""The receiver's early SKIP (ADR 0022): an artifact with no envelope that the project does
 not know as a hand-off is decided before the gate, the contracts, the trace store or
 ``json`` are imported; every case the early decision cannot settle goes to the full path,
 which decides exactly as before. The cheap rules agree with the ones they stand in for."""
@@ -29,7 +29,7 @@ LAUNCH = (
     "import sys; from eidolons.cli.main import main; code = main(sys.argv[1:]); "
     "print(' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(code)"
 )
-#: what the early SKIP must not import (each was on this path before ADR 0084)
+#: what the early SKIP must not import (each was on this path before ADR 0022)
 NOT_IMPORTED = (
     "re",
     "argparse",
@@ -59,7 +59,7 @@ def traced(cli: Cli, project: Path) -> Path:
     exist) and a file with no envelope at its root."""
     _, envelope, _ = emit_payload(cli, project)
     assert cli("verify-envelope", envelope, "--block").code == 0
-    assert Path(index_path(str(project))).is_file()  # the host's payload index (ADR 0110)
+    assert Path(index_path(str(project))).is_file()  # the host's payload index (ADR 0018)
     (project / "notes.txt").write_text("not a hand-off\n")
     return project
 
@@ -283,7 +283,7 @@ def test_the_hook_s_trigger_is_the_gate_s(tmp_path: Path, name: str) -> None:
     assert has_envelope(str(artifact)) and find_envelope(artifact) is not None
 
 
-# --- the verified hand-off: what its path no longer imports (ADR 0085) -------------------
+# --- the verified hand-off: what its path no longer imports (ADR 0022) -------------------
 
 
 def test_the_receiver_records_are_not_dataclasses() -> None:
@@ -310,7 +310,7 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_crypto(
         "dataclasses",
         "typing",
     }
-    unwanted |= {"pathlib", "json", "re", "hashlib", "_hashlib"}  # ADR 0086
+    unwanted |= {"pathlib", "json", "re", "hashlib", "_hashlib"}  # ADR 0022
     assert sorted(unwanted & modules) == []
 
 
@@ -326,7 +326,7 @@ def test_a_repeated_reception_with_memory_on_does_not_import_uuid(cli: Cli, trac
 
 
 def test_a_reception_with_memory_on_opens_the_store_without_pathlib(cli: Cli, traced: Path) -> None:
-    # ADR 0095: the store is opened, created (first reception) and merged into (second)
+    # ADR 0021: the store is opened, created (first reception) and merged into (second)
     # on strings; threading, base64, contextlib and sqlite3's datetime adapters are not
     # needed; a merge builds no crystal, so it parses no date and writes no JSON
     payload = traced / "handoff" / "scout-report.md"

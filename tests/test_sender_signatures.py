@@ -1,4 +1,4 @@
-"""Sender signatures (ADR 0034): ``emit --sign``, checked by the orchestrator and the
+"""Sender signatures (ADR 0011): ``emit --sign``, checked by the orchestrator and the
 receiver whenever the trust store holds the sender's key or the edge requires one."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def pipe(project: Path, tmp_path: Path) -> Pipeline:
     assert p.cli("keys", "init", "--role", "sender:atlas", env=p.sender).code == 0
     assert p.cli("keys", "init", "--role", "sender:apivr", env=p.sender).code == 0
     # the senders' keys changed the store under the orchestrator's pin: refused until the
-    # operator accepts the new store (ADR 0036)
+    # operator accepts the new store (ADR 0011)
     refused = p.cli("keys", "list", env=p.orch)
     assert refused.code == 2 and "differs from the one this host pinned" in refused.err
     assert p.cli("keys", "pin", env=p.orch).code == 0

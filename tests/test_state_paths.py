@@ -1,4 +1,4 @@
-"""The project's state paths are spelled once (ADR 0129): in :mod:`eidolons.io.project`
+"""The project's state paths are spelled once (ADR 0001): in :mod:`eidolons.io.project`
 (``os`` only, on every path that needs one), imported everywhere else; and moving them
 there added no module to the hook's or the early SKIP's path."""
 
@@ -32,7 +32,7 @@ OTHER_MEANINGS = {
     ("hosts/hook/events.py", "config.toml"),  # Codex's own .codex/config.toml (host wiring)
     ("io/config.py", "handoffs"),  # the [handoffs] section of the TOML file
 }
-#: the payload index's own copies: its move is another change's (ADR 0110-0114)
+#: the payload index's own copies: its move is another change's (ADR 0018)
 PENDING = {"trace/payloadindex.py"}
 
 

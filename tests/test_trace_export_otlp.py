@@ -160,7 +160,7 @@ def test_every_thread_by_default(cli: Cli, project: Path, otlp: Receiver) -> Non
                "INFORM", "--kind", "scout-report", "--objective", "o").code == 0  # fmt: skip
     assert cli("trace", "export", "--otlp", otlp.url).code == 0
     # three threads: the chain, other.md, and the refusal's hand-back (its own thread, one
-    # REFUSE span apivr -> orchestrator; ADR 0044)
+    # REFUSE span apivr -> orchestrator; ADR 0017)
     assert len({s.trace_id for s in otlp.spans()}) == 3 and len(otlp.spans()) == 5
 
 

@@ -1,4 +1,4 @@
-"""The trace head anchored on this host (ADR 0037): a cut tail, or a tail rewritten with
+"""The trace head anchored on this host (ADR 0012): a cut tail, or a tail rewritten with
 a recomputed chain, is a break; a trace with no head says so instead of "intact"."""
 
 from __future__ import annotations

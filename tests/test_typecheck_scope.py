@@ -1,5 +1,5 @@
 """What `mypy` with no arguments checks (what land.sh and .ci/run run): the package and the
-tests, strictly (ADR 0135)."""
+tests, strictly (ADR 0024)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ Configuration
 """
 
 # No ``from __future__`` import here: ``python -m eidolons`` imports this package before
-# ``__main__``'s last resort can catch anything (a shadowed ``__future__``: ADR 0125).
+# ``__main__``'s last resort can catch anything (a shadowed ``__future__``: ADR 0022).
 import importlib
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)

@@ -1,5 +1,5 @@
 """``python -m eidolons``: as ``bin/eidolons`` (the same last resort when the CLI cannot
-be imported: one line and exit 70, the hook's deny for ``hook``; ADR 0125)."""
+be imported: one line and exit 70, the hook's deny for ``hook``; ADR 0022)."""
 
 import sys
 

@@ -1,5 +1,5 @@
 """The shipped contract index is built without validating each entry on every call
-(ADR 0083): this proves the fast form gives exactly the contracts validating gives, the
+(ADR 0022): this proves the fast form gives exactly the contracts validating gives, the
 same as the YAML sources, that a damaged index still fails closed, and that the fast
 load imports neither the validator, ``decimal``, ``importlib.resources`` nor
 ``dataclasses``, while a project contract is still validated (and can only narrow)."""

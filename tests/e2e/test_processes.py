@@ -1,4 +1,4 @@
-"""Real processes (ADR 0013): what only a process shows. The console script, exit codes
+"""Real processes (ADR 0024): what only a process shows. The console script, exit codes
 across a real exit, binary stdout, and a FIFO planted where each command reads never
 hanging it. Every spawn has a bounded timeout: a hang is a failure, not a stuck suite."""
 

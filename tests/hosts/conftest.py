@@ -22,7 +22,7 @@ SAMPLES = Path(__file__).parent / "samples"
 PAYLOAD_TEXT = "# Scout report\n\n## Decision target\nWhere does install.sh race? SECRET-BYTES\n"
 SECRET = "SECRET-BYTES"
 
-#: a sandbox that seals the shell (ADR 0140): on, strict, the hand-off directory unreadable
+#: a sandbox that seals the shell (ADR 0015): on, strict, the hand-off directory unreadable
 SEALED: dict[str, Any] = {
     "enabled": True,
     "allowUnsandboxedCommands": False,

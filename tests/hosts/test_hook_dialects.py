@@ -3,7 +3,7 @@ field from ``shared/hosts/README.md`` (sections 2.1 to 2.5), exact stdout and ex
 
 Cursor, Gemini CLI and Copilot name no agent in their events: a hand-off read there is
 judged as the envelope's addressee (``--as`` names another). Of a shell command these hosts
-run, the hook judges a plain ``eidolons`` command only (ADR 0140)."""
+run, the hook judges a plain ``eidolons`` command only (ADR 0015)."""
 
 from __future__ import annotations
 

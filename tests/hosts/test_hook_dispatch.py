@@ -1,4 +1,4 @@
-"""The orchestrator gate on dispatch (ADR 0140): when the main loop starts subagent R (an
+"""The orchestrator gate on dispatch (ADR 0015): when the main loop starts subagent R (an
 ``Agent`` or ``Task`` call naming ``subagent_type`` R), the hand-offs addressed to R that
 have no orchestrator verdict on record for their envelope bytes go through
 ``verify-envelope --block`` in the hook; a refusal denies the dispatch with its REFUSE

@@ -1,4 +1,4 @@
-"""The payload index (ADR 0049; on the host since ADR 0110): written by the gates with each
+"""The payload index (ADR 0018; on the host since ADR 0018): written by the gates with each
 emit or verification event, read by the hook's fast path so that a payload the trace names
 is gated even when its envelope was deleted."""
 
@@ -125,7 +125,7 @@ def test_an_index_that_cannot_tell_falls_back_to_the_full_rule(
 def test_an_index_that_cannot_be_written_leaves_the_append_and_the_full_rule(
     handoff: Handoff,
 ) -> None:
-    # ADR 0110: the index says "not named" only for the traces it covers, so an append
+    # ADR 0018: the index says "not named" only for the traces it covers, so an append
     # whose index cannot be written stands (the line is the record) and the hook, finding
     # the trace not covered, takes the full rule (this test asserted the opposite, a
     # refused append, while the index was trusted for any trace it had not seen)

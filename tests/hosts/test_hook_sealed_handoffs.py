@@ -1,4 +1,4 @@
-"""The hand-off directory is sealed for writes, and the gate's copies for reads (ADR 0140).
+"""The hand-off directory is sealed for writes, and the gate's copies for reads (ADR 0015).
 
 In a hand-off directory an agent may only create a new payload file with the Write tool
 (each host's tool that creates a file and cannot change one): never change an existing

@@ -1,7 +1,7 @@
 """The MCP server behind the Claude Code hook: the hook sees an ``mcp__eidolons__*`` call's
 path arguments as reads by the calling agent (``agent_type`` from the host, never from the
 call), so naming another receiver in ``read_verified`` does not get a subagent past it
-(ADR 0053). Golden stdin from the recorded Claude Code samples."""
+(ADR 0020). Golden stdin from the recorded Claude Code samples."""
 
 from __future__ import annotations
 

@@ -262,7 +262,7 @@ def test_emit_as_the_bound_receiver(bound: McpSession, mcp_root: Path) -> None:
         "kind": "root-cause-report",
         "objective": "Report.",
     }
-    # the sender's self-check (ADR 0024): a hand-off kupo would refuse is not written
+    # the sender's self-check (ADR 0006): a hand-off kupo would refuse is not written
     off = bound.call("emit", {**args, "kind": "debug-report"})
     assert off.is_error is True and "kupo would refuse this hand-off" in texts(off)
     assert "ARTIFACT_KIND_NOT_ALLOWED" in texts(off)

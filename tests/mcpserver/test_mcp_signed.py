@@ -1,4 +1,4 @@
-"""The MCP tools in a project with a trust store (signed receipts, ADR 0032/0033): the
+"""The MCP tools in a project with a trust store (signed receipts, ADR 0011/0033): the
 server never mints the orchestrator's evidence, and read_verified accepts only a receipt.
 
 In-process (the toolbox the server wraps): the transport is covered by test_mcp_server.py.

@@ -1,4 +1,4 @@
-"""One recall arm (ADR 0120): the staged look-up gives exactly what one query over every
+"""One recall arm (ADR 0022): the staged look-up gives exactly what one query over every
 match gives (the first ``fetch`` in-scope matches ordered by score, then id), on stores
 built to break it: ties across every look-up boundary, rows out of scope among the best,
 fewer matches than the ranked prefetch, more than it."""

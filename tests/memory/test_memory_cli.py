@@ -164,9 +164,9 @@ def test_memory_off_and_misconfigured(
 ) -> None:
     monkeypatch.setenv("EIDOLONS_MEMORY", "off")
     r = memory_cli(capsys, "recall", "q", "--json")
-    assert r.code == 3  # not done: exit 3 (ADR 0027)
+    assert r.code == 3  # not done: exit 3 (ADR 0003)
     assert r.json()["status"] == "skipped"
-    assert memory_cli(capsys, "stats").code == 3  # not done: exit 3 (ADR 0027)
+    assert memory_cli(capsys, "stats").code == 3  # not done: exit 3 (ADR 0003)
     monkeypatch.setenv("EIDOLONS_MEMORY", "sqlite")
     r = memory_cli(capsys, "recall", "q")
     assert r.code == 2
@@ -235,7 +235,7 @@ def test_a_refused_handoff_is_never_ingested(root: Path, code: str) -> None:
         return False, code  # a refusing gate never calls on_pass
 
     outcome = command.ingest_envelope(path, root, gate=gate)
-    assert outcome.exit_code == 3  # refused (ADR 0027)
+    assert outcome.exit_code == 3  # refused (ADR 0003)
     assert code in outcome.message
     assert outcome.memory is None
     assert not (root / ".eidolons" / "memory").exists()
@@ -274,7 +274,7 @@ def test_unavailable_or_crashing_gate_fails_closed(root: Path) -> None:
 def test_memory_refusal_after_a_pass(root: Path) -> None:
     path, raw = write_handoff(root)
     outcome = command.ingest_envelope(path, root, gate=passing(raw + b"not what was signed"))
-    assert outcome.exit_code == 3  # refused (ADR 0027)
+    assert outcome.exit_code == 3  # refused (ADR 0003)
     assert "INGEST_PAYLOAD_HASH_MISMATCH" in outcome.message
     assert crystals(root) == 0
 
@@ -316,7 +316,7 @@ def test_memory_off_is_reported(root: Path, monkeypatch: pytest.MonkeyPatch) -> 
     path, raw = write_handoff(root)
     assert (
         command.ingest_envelope(path, root, gate=passing(raw)).exit_code == 3
-    )  # not done: exit 3 (ADR 0027)
+    )  # not done: exit 3 (ADR 0003)
 
 
 # -- ingest through the command line -----------------------------------------------------
@@ -349,7 +349,7 @@ def test_cli_ingest_refusal_goes_to_stderr(
     path, _ = write_handoff(root)
     monkeypatch.setattr(command, "receiver_gate", lambda e, r, p: (False, "INTEGRITY_MISMATCH"))
     r = memory_cli(capsys, "ingest", str(path))
-    assert r.code == 3  # refused (ADR 0027)
+    assert r.code == 3  # refused (ADR 0003)
     assert r.err == (
         "eidolons: receiver gate refused the hand-off: INTEGRITY_MISMATCH; not ingested\n"
     )

@@ -1,4 +1,4 @@
-"""Faster ways to the same answers (ADR 0093): each is checked against the
+"""Faster ways to the same answers (ADR 0021): each is checked against the
 plain way it replaces."""
 
 from __future__ import annotations

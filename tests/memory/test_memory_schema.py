@@ -1,4 +1,4 @@
-"""The local store's schema 3 (ADR 0093): a store built by the schema-2 code is upgraded in
+"""The local store's schema 3 (ADR 0021): a store built by the schema-2 code is upgraded in
 place, once, under the creation lock, losing nothing; a newer schema is refused, never
 downgraded; the trigram index holds the excerpt's identifier tokens, and that still finds
 every case-exact occurrence of every identifier a query can carry.
@@ -106,7 +106,7 @@ def test_a_schema_2_store_is_upgraded_in_place_and_loses_nothing(tmp_path: Path)
         # visibility survives
         assert SEMANTIC in rank_ids(memory, {"agent_class_visibility": "forge"}, "rollback")
         assert rank_ids(memory, {"agent_class_visibility": "vigil"}, "rollback") == []
-        # a re-emitted hand-off of the old store is stored once (ADR 0028): same key
+        # a re-emitted hand-off of the old store is stored once (ADR 0021): same key
         _, objective, payload, sender, kind, _, _ = LEGACY["gated"]
         envelope, raw = make_handoff(objective=objective, payload=payload, sender=sender, kind=kind)
         again = memory.ingest(envelope, raw, gated=True)

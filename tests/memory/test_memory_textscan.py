@@ -1,4 +1,4 @@
-"""The memory's text rules without ``re`` (ADR 0121): every plain scan gives its
+"""The memory's text rules without ``re`` (ADR 0022): every plain scan gives its
 pattern's answer, or says it cannot and the pattern decides; a recall and a merge import
 no ``re``."""
 

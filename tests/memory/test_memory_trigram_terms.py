@@ -1,4 +1,4 @@
-"""Which identifier terms the trigram arm searches (ADR 0094): hyphenated words
+"""Which identifier terms the trigram arm searches (ADR 0021): hyphenated words
 (``scout-report``) are left to the word arm, every other identifier term is still searched
 by substring."""
 

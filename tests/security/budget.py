@@ -1,4 +1,4 @@
-"""A budget that cannot be dodged (ADR 0025): the receiver estimates the payload and
+"""A budget that cannot be dodged (ADR 0005): the receiver estimates the payload and
 summary itself (characters / 4) against the edge's token_budget_max, so leaving
 context_delta out or declaring tokens_used: 1 hides nothing."""
 

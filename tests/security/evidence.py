@@ -89,7 +89,7 @@ def test_deleting_the_trust_store_does_not_downgrade_a_signed_handoff(
     (signed.root / ".eidolons" / "trust.json").unlink()
     _rewrite_and_reemit(signed, payload)
     assert signed.verify(envelope, env=signed.keyless).code == 0  # unsigned pass on record
-    # on the orchestrator's host the pin refuses it (ADR 0036); on a host with no pin for
+    # on the orchestrator's host the pin refuses it (ADR 0011); on a host with no pin for
     # this project (a receiver's), the receipt beside the envelope does
     here = signed.incoming(payload, "--print-payload")
     assert here.code == 3 and "rewritten by an agent" not in here.out, here

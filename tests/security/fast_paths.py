@@ -1,6 +1,6 @@
 """Every fast path refuses what the full path it stands in for refuses: the fill of the
-payload index that the early SKIP and the hook trust (ADR 0049, ADR 0084), ``check
---jobs`` (ADR 0091) whose dying worker ends the run, and a nested project's hand-off read
+payload index that the early SKIP and the hook trust (ADR 0018, ADR 0022), ``check
+--jobs`` (ADR 0022) whose dying worker ends the run, and a nested project's hand-off read
 from the outer root."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from tests.security._probes import Cli, refused
 
 def _orphaned(cli: Cli, project: Path) -> tuple[Path, Path]:
     """A payload the trace names whose envelope is gone, in a project whose traces
-    predate the payload index (written before ADR 0049, or by another tool); and the
+    predate the payload index (written before ADR 0018, or by another tool); and the
     envelope of another hand-off, emitted, not yet verified."""
     payload, envelope, _ = emit_payload(cli, project, "notes/report.md")
     assert cli("verify-envelope", envelope, "--block").code == 0
     _, other, _ = emit_payload(cli, project, "notes/other.md")
-    Path(index_path(str(project))).unlink()  # the host's payload index (ADR 0110)
+    Path(index_path(str(project))).unlink()  # the host's payload index (ADR 0018)
     envelope.unlink()
     assert find_handoff(payload, project.resolve()) is not None  # the full search names it
     return payload, other
@@ -37,7 +37,7 @@ def test_an_index_first_made_by_a_trace_file_still_names_the_project_s_payloads(
     elsewhere = tmp_path / "elsewhere.jsonl"
     assert cli("verify-envelope", other, "--block", "--trace", elsewhere).code == 0
     assert Path(index_path(str(project))).is_file()
-    assert _hook_gates(payload, project)  # the hook's read rule (ADR 0049)
+    assert _hook_gates(payload, project)  # the hook's read rule (ADR 0018)
     assert not rules_out(str(payload), str(project.resolve()))  # the early SKIP's
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))
 
@@ -60,7 +60,7 @@ def test_an_index_fill_reads_every_trace_file_the_full_search_reads(
     named.rename(trace_dir / "old copy.jsonl")
     assert find_handoff(payload, project.resolve()) is not None
     assert cli("verify-envelope", other, "--block").code == 0  # creates the index
-    assert _hook_gates(payload, project)  # the hook's read rule (ADR 0049)
+    assert _hook_gates(payload, project)  # the hook's read rule (ADR 0018)
     assert not rules_out(str(payload), str(project.resolve()))  # the early SKIP's
     assert refused(cli("verify-incoming", payload, "--as", "vigil"))
 

@@ -2,7 +2,7 @@
 
 Each test is an attack that once got through: the hook must deny it (exit 2). The shell
 runs in Claude Code's sandbox, which keeps it out of the hand-offs, the keys and the gate's
-state (ADR 0140); of a Bash command the hook judges a plain ``eidolons`` command, in a
+state (ADR 0015); of a Bash command the hook judges a plain ``eidolons`` command, in a
 project whose sandbox is sealed (else every Bash call is denied)."""
 
 from __future__ import annotations

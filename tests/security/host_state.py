@@ -67,10 +67,10 @@ def test_an_agent_s_eidolons_root_does_not_move_the_hook(
 def test_a_search_above_the_host_config_directory_is_denied(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str | None
 ) -> None:
-    # ADR 0133: the hook denied a search of the config directory itself,
+    # ADR 0015: the hook denied a search of the config directory itself,
     # but not of its parent (~/.config, or ~): ripgrep (the Grep tool) there read the
     # signing keys, the trace heads and the indexes (a shell's grep -r is the sandbox's:
-    # the config directory is under its denyRead, ADR 0140)
+    # the config directory is under its denyRead, ADR 0015)
     config = tmp_path / "home" / ".config"
     keys = config / "eidolons" / "keys"
     keys.mkdir(parents=True)
@@ -85,7 +85,7 @@ def test_a_search_above_the_host_config_directory_is_denied(
 def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
     project: Path,
 ) -> None:
-    # ADR 0134: the hook is registered as this interpreter by absolute path
+    # ADR 0015: the hook is registered as this interpreter by absolute path
     # (`python -I -c BOOTSTRAP`), and the orchestrator's shell runs the `eidolons`
     # launcher beside it; with the virtual environment inside the project (a common
     # layout), an agent's Write of `.venv/bin/python` or `.venv/bin/eidolons` replaced

@@ -58,7 +58,7 @@ def test_a_broken_memory_store_neither_passes_nor_fails_the_gate(
 def test_the_memory_store_is_never_written_through_a_planted_link(
     cli: Cli, project: Path, tmp_path: Path, planted: str
 ) -> None:
-    # ADR 0132: the agent plants the store (or its directory, its WAL, its
+    # ADR 0021: the agent plants the store (or its directory, its WAL, its
     # journal, its creation lock) as a link to a file outside the project; the gate's
     # ingest after a pass (the MCP server's runs outside the agent's sandbox) created or
     # overwrote that file with an SQLite store holding hand-off text

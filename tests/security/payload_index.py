@@ -1,4 +1,4 @@
-"""Attacks on the payload index (ADR 0110): the hook and the receiver's early SKIP trust
+"""Attacks on the payload index (ADR 0018): the hook and the receiver's early SKIP trust
 the index in the allowing direction ("no trace names this path"), so an index an agent can
 write, one that does not cover every trace on disk, or one a writer left half-written,
 would let a receiver read a hand-off's bytes directly once its envelope is deleted. Each
@@ -252,7 +252,7 @@ def test_the_fast_path_stays_fast(
 def test_the_registered_hook_command_denies_the_header_only_attack(
     cli: Cli, project: Path, orphan: Path
 ) -> None:
-    # the attack of ADR 0110's context, through the command `eidolons init` registers
+    # the attack of ADR 0018's context, through the command `eidolons init` registers
     # (a real process: `python -I -c BOOTSTRAP claude-code --root ROOT`)
     import subprocess
 
@@ -475,7 +475,7 @@ def test_a_copied_project_is_judged_by_its_own_traces(
     cli: Cli, project: Path, orphan: Path, tmp_path: Path
 ) -> None:
     # a copy has another root inode, so no index of this host: the full rule reads the
-    # copied traces, which name the payload (the scrub of a copy is ADR 0110's limit)
+    # copied traces, which name the payload (the scrub of a copy is ADR 0018's limit)
     import shutil
 
     copy = tmp_path / "copy"
@@ -499,7 +499,7 @@ def test_a_moved_project_keeps_its_index(
 def test_a_hand_off_outside_the_project_stays_known_once_its_envelope_is_gone(
     cli: Cli, project: Path, tmp_path: Path, scrub: bool
 ) -> None:
-    # ADR 0131: a payload outside the project root (the envelope beside it,
+    # ADR 0018: a payload outside the project root (the envelope beside it,
     # its boundary its own directory: ADR 0002) was emitted and verified with no
     # payload_path at all, so once the agent deleted its envelope no rule knew it: the
     # hook allowed a Read of its bytes and verify-incoming skipped it
@@ -611,7 +611,7 @@ def _entry_lines(root: Path) -> list[bytes]:
 def test_a_line_moved_before_where_the_index_stopped_is_still_read(
     tmp_path: Path, append_to: str
 ) -> None:
-    # ADR 0138: the writer read a changed trace file on from where the
+    # ADR 0018: the writer read a changed trace file on from where the
     # index stopped when it was the same inode, not shorter, and its 64 bytes before that
     # point were unchanged. A line the index never read (appended by another tool) moved
     # by the agent, in place, before that point (its own padding line cut to make room,

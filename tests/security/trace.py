@@ -185,7 +185,7 @@ def test_trace_show_refuses_special_files_without_hanging(cli: Cli, project: Pat
 
 
 def test_emit_that_cannot_record_leaves_no_new_envelope(cli: Cli, project: Path) -> None:
-    # ADR 0127: the envelope is placed before its event; when the trace cannot be
+    # ADR 0006: the envelope is placed before its event; when the trace cannot be
     # written (here the agent made the trace directory a file), emit fails and the
     # envelope it would have replaced (--force) is back, byte for byte
     payload, envelope, _ = emit_payload(cli, project, "notes/placed.md")

@@ -1,4 +1,4 @@
-"""``check``'s parallel workers (ADR 0115) in a hostile environment: a worker killed, a
+"""``check``'s parallel workers (ADR 0022) in a hostile environment: a worker killed, a
 parent killed by a signal, forks refused, closed or full output streams, hostile
 envelopes. The run is never a pass it would not be in one process, and never hangs."""
 
@@ -153,7 +153,7 @@ def one_process(envelopes: Path) -> subprocess.CompletedProcess[bytes]:
 def test_a_signal_that_kills_the_parent_mid_run_takes_its_workers_with_it(
     envelopes: Path, sig: int
 ) -> None:
-    # ADR 0139: killed by a signal it does not handle, the parent of a
+    # ADR 0022: killed by a signal it does not handle, the parent of a
     # parallel run left its workers waiting forever on the task queue (they hold its
     # write end), holding the run's output pipe open: `check . | head`, a CI step or the
     # host's tool call reading its output hung, and the workers stayed

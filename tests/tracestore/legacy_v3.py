@@ -114,7 +114,7 @@ REVOKE UPDATE, DELETE, TRUNCATE ON {SCHEMA}.trace_events FROM {GATE_ROLE};
     (
         2,
         f"""
--- is this path a hand-off? (ADR 0021): the events naming a payload, by its key
+-- is this path a hand-off? (ADR 0007): the events naming a payload, by its key
 ALTER TABLE {SCHEMA}.trace_events ADD COLUMN payload_key bytea;
 COMMENT ON COLUMN {SCHEMA}.trace_events.payload_key IS
   'UTF-8 payload_path of an emit/verify_pass/verify_fail event (index only)';

@@ -121,7 +121,7 @@ def test_an_imported_payload_is_in_the_payload_index(
     cli: Cli, project: Path, tmp_path: Path, pg: PgServer, db: str
 ) -> None:
     # `trace import` appends lines without the store's append: it must still index the
-    # payloads they name (ADR 0049), or the receiver's early SKIP (ADR 0084) and the hook
+    # payloads they name (ADR 0018), or the receiver's early SKIP (ADR 0022) and the hook
     # would let through a hand-off whose envelope is gone
     files = history(cli, project, 1)
     dsn = pg.dsn(ORCH_LOGIN, db)
@@ -133,7 +133,7 @@ def test_an_imported_payload_is_in_the_payload_index(
     assert cli(*emit_cmd(mine, "--root", other, sender="atlas@1.4.2", to="vigil@1.9.0")).code == 0
     from eidolons.io.payloadindex import index_path
 
-    assert Path(index_path(str(other))).is_file()  # the host's payload index (ADR 0110)
+    assert Path(index_path(str(other))).is_file()  # the host's payload index (ADR 0018)
     r = cli("trace", "import", files[0].stem, "--dsn", dsn, "--root", other)
     assert r.code == 0, r.err
     payload = other / "handoff" / "r0.md"  # the imported hand-off's payload, no envelope

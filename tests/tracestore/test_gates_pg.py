@@ -201,7 +201,7 @@ def test_the_password_never_appears_in_a_refusal(cli: Cli, project: Path, tmp_pa
 def test_a_hand_off_named_by_the_shared_trace_is_refused_without_its_envelope(
     cli: Cli, project: Path, orch: dict[str, str], gate: dict[str, str]
 ) -> None:
-    """No silent skip (ADR 0021) across hosts: the emit event in PostgreSQL names it."""
+    """No silent skip (ADR 0007) across hosts: the emit event in PostgreSQL names it."""
     payload = project / "out" / "report.md"
     payload.parent.mkdir(parents=True)
     payload.write_text("# Report\n\n## Decision target\nx\n", encoding="utf-8")

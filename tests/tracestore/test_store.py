@@ -208,7 +208,7 @@ def test_read_new_returns_only_what_was_appended_since(store: TraceStore, thread
 
 
 def test_find_payload_names_the_hand_off(store: TraceStore, thread: str) -> None:
-    """ADR 0021's "does the trace name this payload?" on either store."""
+    """ADR 0007's "does the trace name this payload?" on either store."""
     key = f"out/{thread}.md"
     assert store.find_payload([key]) is None
     store.append(thread, verdict("receive", payload_path=key))  # a receive does not count

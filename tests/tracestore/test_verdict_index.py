@@ -1,4 +1,4 @@
-"""The verdict index (ADR 0087): a hint for the JSONL record lookup, never evidence.
+"""The verdict index (ADR 0022): a hint for the JSONL record lookup, never evidence.
 
 Every test compares with what the full backward scan answers on the same trace: the index
 may only make the lookup faster. "Answered by the index" is shown without timing: the
@@ -266,7 +266,7 @@ def test_the_scan_bound_applies_to_the_uncovered_tail_only(
     store: JsonlStore, thread: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An old record past the bound is found through the index (the bound is a cost
-    guard for reading, ADR 0087); a tail past the bound still refuses."""
+    guard for reading, ADR 0022); a tail past the bound still refuses."""
     from eidolons.trace.store import TraceReadError
 
     store.append(thread, verdict(n=1))
@@ -489,7 +489,7 @@ def test_an_unwritable_host_directory_leaves_appends_and_lookups_working(
 
 def test_the_index_never_lives_in_the_project(store: JsonlStore, thread: str) -> None:
     """An agent can write any file of the project: the index is in the host's config
-    directory, beside the trace heads and the keys (ADR 0087)."""
+    directory, beside the trace heads and the keys (ADR 0022)."""
     three_verdicts(store, thread)
     path = index_file(store, thread)
     assert path.is_file()
@@ -566,9 +566,9 @@ def test_the_lookup_agrees_with_the_full_scan_on_mixed_traces(
 
 
 def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str) -> None:
-    """What a reception writes is the same the 1st and the 1,000th time (ADR 0088): two
+    """What a reception writes is the same the 1st and the 1,000th time (ADR 0022): two
     trace lines, the heads, the verdict index's header; the payload index's entry only
-    once (the host's index, ADR 0110: only its coverage of the trace moves)."""
+    once (the host's index, ADR 0018: only its coverage of the trace moves)."""
     from eidolons.io.payloadindex import entry, index_path
     from eidolons.io.project import payload_index
 

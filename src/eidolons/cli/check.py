@@ -5,7 +5,7 @@ under a directory (recursively, links not followed, ``LC_ALL=C`` order, each onc
 prints upstream's text layout, ``-q`` lines or one JSON object, streamed in input order.
 Exit 0 conformant, 2 a MUST failed, 3 a SHOULD failed, 4 a warning, 1 a usage error
 (``eidolons: <message>``); a malformed envelope is an E-1 result, not a usage error.
-The layouts, options and the differences from upstream: ``docs/check.md``, ADR 0200.
+The layouts, options and the differences from upstream: ``docs/check.md``, ADR 0023.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
 def _jobs(raw: str | None) -> int | None:
     """``--jobs N``: a positive integer; ``auto`` is the number of CPUs this process may
     use. Absent: None, which is ``auto`` from :data:`eidolons.gates.checker.AUTO_MIN` envelopes
-    on and this process only below (:func:`eidolons.gates.checker.workers_for`; ADR 0115)."""
+    on and this process only below (:func:`eidolons.gates.checker.workers_for`; ADR 0022)."""
     if raw is None:
         return None
     if raw == "auto":

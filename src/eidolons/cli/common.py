@@ -41,7 +41,7 @@ def say(*lines: str) -> None:
 
 def speak(code: int, answer: Callable[[], object], undelivered: int | None = None) -> int:
     """Say a gate's answer (``answer()``) and return ``code``, the verdict's exit code,
-    even if the answer cannot be written (ADR 0098); ``undelivered`` replaces a 0 when
+    even if the answer cannot be written (ADR 0003); ``undelivered`` replaces a 0 when
     the answer was the hand-over itself (``--print-payload``)."""
     try:
         answer()

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     return _show(contract_set, args.from_, args.to, as_json=args.json)
 
 
-#: Fields printed but not enforced by the receiver gate (ADR 0022): shown as advisory.
+#: Fields printed but not enforced by the receiver gate (ADR 0008): shown as advisory.
 ADVISORY = (
     "edge_origin",
     "notes",

@@ -1,4 +1,4 @@
-"""``eidolons keys ACTION``: signing keys and the project's trust store (ADR 0031).
+"""``eidolons keys ACTION``: signing keys and the project's trust store (ADR 0011).
 
 Exit codes: 0 done, 2 usage or a malformed trust store / key / registry, 3 refused (an
 unsafe key file; ``register`` with no key of the project's on this host)."""

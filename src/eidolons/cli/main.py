@@ -1,7 +1,7 @@
 """The ``eidolons`` command line: parsing and dispatch. Each command is a module of
 :mod:`eidolons.cli` with ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``;
 only the module of the command run is imported (start-up), and ``hook`` is dispatched
-before argparse is even imported (ADR 0040)."""
+before argparse is even imported (ADR 0015)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ COMMANDS: dict[str, str] = {
     "completion": "completion",
 }
 
-#: One exit-code vocabulary for every command (ADR 0027); ``check`` keeps upstream's.
+#: One exit-code vocabulary for every command (ADR 0003); ``check`` keeps upstream's.
 EXIT_CODES = (
     "exit codes: 0 done or pass, 2 usage error or malformed input, 3 refused or blocked, "
     "70 internal error"
@@ -141,7 +141,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 #: the hot commands: their module declares ``OPTIONS`` (:mod:`eidolons.cli.options`), and
-#: the simple argv shapes are read without building an argparse parser (ADR 0081)
+#: the simple argv shapes are read without building an argparse parser (ADR 0022)
 FAST_COMMANDS = ("verify-envelope", "verify-incoming")
 
 
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     hook = args_list[:1] == ["hook"] and not {"-h", "--help"} & set(args_list)
     try:  # loading the command is under the error rule too: a module that cannot be
-        if hook:  # imported is an internal error, never a traceback (ADR 0125)
+        if hook:  # imported is an internal error, never a traceback (ADR 0022)
             from eidolons.hosts.hook.fast import main as hook_main
         else:
             fast = fast_args(args_list)

@@ -1,4 +1,4 @@
-"""``eidolons mcp serve``: the gates as an MCP server over stdio (ADRs 0052, 0053); the
+"""``eidolons mcp serve``: the gates as an MCP server over stdio (ADR 0020); the
 ``mcp`` SDK is imported only here."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``eidolons memory recall|ingest|stats``: recall from, ingest into (only what the
-receiver gate passed, the exact bytes it verified, after the pass is on record: ADR 0011)
+receiver gate passed, the exact bytes it verified, after the pass is on record: ADR 0021)
 and describe the hand-off memory. Exit codes: in ``_EPILOG``."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ HELP = "Recall from, ingest into (after the receiver gate) and describe the hand
 
 EXIT_OK = 0
 EXIT_USAGE = 2
-EXIT_NOT_DONE = 3  # refused, gate unavailable, memory off: one code (ADR 0027)
+EXIT_NOT_DONE = 3  # refused, gate unavailable, memory off: one code (ADR 0003)
 
 _EPILOG = (
     "exit codes: 0 done, 2 usage or bad input, 3 not done (refused by the receiver gate, "
@@ -92,7 +92,7 @@ def _recall(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--layers: {exc}") from None
     receiver = args.receiver.partition("@")[0] if args.receiver is not None else None
-    if receiver is not None:  # validated as verify-incoming validates it (ADR 0026)
+    if receiver is not None:  # validated as verify-incoming validates it (ADR 0009)
         from eidolons.ecl.grammar import is_slug
 
         if not is_slug(receiver):

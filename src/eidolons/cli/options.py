@@ -1,5 +1,5 @@
 """The hot commands' options, declared once for argparse (:func:`add_options`) and for
-:func:`fast_parse`, which reads their simple argv without importing argparse (ADR 0081:
+:func:`fast_parse`, which reads their simple argv without importing argparse (ADR 0022:
 ``bench/bench_verify.py`` shows the start-up budget needs it).
 
 :func:`fast_parse` answers only when it is sure argparse would answer the same:

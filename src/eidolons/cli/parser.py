@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-#: the usage exit code of every command (ADR 0027's vocabulary)
+#: the usage exit code of every command (ADR 0003's vocabulary)
 EXIT_USAGE = 2
 
 

@@ -166,7 +166,7 @@ def _route(
         if not command and not args.json:
             say(f"eidolons run: route allowed: {printable(decision.reason())}")
 
-    # the decision on record decides, whatever the output does (ADR 0098)
+    # the decision on record decides, whatever the output does (ADR 0003)
     code = speak(0 if decision.allowed else 3, answer)
     if code != 0 or not command:
         return code

@@ -2,7 +2,7 @@
 verify, cost, otel, report), the project's threads (list), OTLP export and the shared
 PostgreSQL store (store init, export, import).
 
-Exit codes: 0 done; 1 nothing found to read (``verify``: 2, ADR 0097); 2 usage; 3
+Exit codes: 0 done; 1 nothing found to read (``verify``: 2, ADR 0003); 2 usage; 3
 ``verify`` failures in block mode, ``cost`` over ``--budget``. A PATH that cannot be read
 is reported on stderr and skipped."""
 

@@ -64,7 +64,7 @@ def run_chain(args: argparse.Namespace) -> int:
         if collected.empty:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))
-        if verb == "verify":  # each trace read once: its events and its chain (ADR 0096)
+        if verb == "verify":  # each trace read once: its events and its chain (ADR 0012)
             read = _read_traces(collected, store)
             hops = sources.hops(collected, store, {snap.key: snap.lines for snap in read})
             chains, trusted = _chains(collected, read, root)
@@ -113,7 +113,7 @@ def _unshown(paths: list[str], collected: Collected) -> str | None:
 
 def _deleted_traces(paths: list[str], collected: Collected, store: TraceStore) -> None:
     """A trace named by thread id or ``.jsonl`` path that is gone, while this host holds
-    its head (ADR 0037), is verified as an empty trace: its head then reports the cut."""
+    its head (ADR 0012), is verified as an empty trace: its head then reports the cut."""
     from eidolons.keys.host import HeadError, recorded
     from eidolons.trace.log import thread_file_name
 

@@ -1,5 +1,5 @@
 """``eidolons trace store init``, ``trace export --to postgres``, ``trace import``: the
-shared PostgreSQL trace store (ADRs 0070-0074). Exit codes: 0 done; 2 usage; 3 the store
+shared PostgreSQL trace store (ADR 0014). Exit codes: 0 done; 2 usage; 3 the store
 refused or failed (nothing, or only whole threads, copied)."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _copy(args: argparse.Namespace) -> int:
                 pg.append_lines(name, new, after=len(have))
             elif new:
                 append_lines(files.path(name), new)
-                files.index_payloads()  # the host's payload index covers them (ADR 0110)
+                files.index_payloads()  # the host's payload index covers them (ADR 0018)
             print(f"{name}: {len(new)} line(s) copied, {len(have)} already there")
     finally:
         pg.close()

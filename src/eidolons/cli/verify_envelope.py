@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         return fail(exc)
     outcome = run_gate(
-        pathstr.pure(args.envelope),  # spelled as a Path would be (ADR 0082)
+        pathstr.pure(args.envelope),  # spelled as a Path would be (ADR 0022)
         root=root,
         mode=mode,
         strict=args.strict,
@@ -79,4 +79,4 @@ def run(args: argparse.Namespace) -> int:
         if warning is not None:  # even with --json: what was let through is never silent
             say(warning)
 
-    return speak(outcome.exit_code, answer)  # the verdict on record decides (ADR 0098)
+    return speak(outcome.exit_code, answer)  # the verdict on record decides (ADR 0003)

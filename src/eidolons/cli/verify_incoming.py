@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
             on_envelope, on_pass = gate_callbacks(memory, receiver)
             if not (args.json or args.show_recall):
-                on_envelope = None  # nothing would deliver the recall: none is made (ADR 0099)
+                on_envelope = None  # nothing would deliver the recall: none is made (ADR 0021)
         result = verify_incoming(
             artifact,
             receiver,
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         if memory is not None:
             try:
                 memory.close()
-            except Exception as exc:  # memory never reaches the verdict (ADR 0011, 0098)
+            except Exception as exc:  # memory never reaches the verdict (ADRs 0003, 0021)
                 why = f"{exc.__class__.__name__}: {exc}"
                 memory_note = f"{memory.backend} (not closed cleanly: {why})"
     result.extra["memory"] = memory_note or (memory.backend if memory is not None else "off")
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(result.payload)
             sys.stdout.buffer.flush()
 
-    # the decision on record decides the exit code, whatever the output does (ADR 0098);
+    # the decision on record decides the exit code, whatever the output does (ADR 0003);
     # a pass whose bytes could not be handed over whole is a 3
     code = 0 if result or result.status == "skipped" else 3
     return speak(code, answer, undelivered=3 if args.print_payload else None)
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _skip_early(args: argparse.Namespace) -> int | None:
     """The commonest case of a per-read gate, decided before anything it does not need is
-    imported (ADR 0084): an artifact with no envelope that the project does not know as a
+    imported (ADR 0022): an artifact with no envelope that the project does not know as a
     hand-off is skipped (exit 0). Only when that answer is certain: every check of the full
     path below that could answer otherwise (a usage error, ``--require-envelope``, an
     envelope beside it, a hand-off directory, the trace naming it, a root found by falling

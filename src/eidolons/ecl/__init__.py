@@ -1,4 +1,4 @@
-"""The pure core of eidolons: ECL over bytes and objects, no I/O (ADR 0007).
+"""The pure core of eidolons: ECL over bytes and objects, no I/O (ADR 0001).
 
 No module here opens a file, socket, database or process, reads the environment or
 prints (``tests/test_layout.py`` walks every import). Grammar, strict JSON, the envelope,

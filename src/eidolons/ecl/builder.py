@@ -75,7 +75,7 @@ def build_envelope(
     sender_signed: bool = False,
 ) -> dict[str, Any]:
     """The envelope as a dict. Raises :class:`UsageError` for one that breaks the schema
-    or, at 2.1 and trust high, lacks HMAC (I-5; ``sender_signed`` stands in, ADR 0034)
+    or, at 2.1 and trust high, lacks HMAC (I-5; ``sender_signed`` stands in, ADR 0011)
     or an ``ise`` block (S-3)."""
     if performative not in PERFORMATIVES:
         raise UsageError(f"--performative {performative!r} is not one of {sorted(PERFORMATIVES)}")

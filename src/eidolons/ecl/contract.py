@@ -69,7 +69,7 @@ class ContractError(EidolonsError):
 
 class _Record:
     """An immutable record with value equality (what ``@dataclass(frozen=True)`` gave,
-    without importing :mod:`dataclasses`, which pulls in :mod:`inspect`: ADR 0083)."""
+    without importing :mod:`dataclasses`, which pulls in :mod:`inspect`: ADR 0022)."""
 
     __slots__: tuple[str, ...] = ()
 
@@ -213,7 +213,7 @@ class Contract(_Record):
     def _build(cls, data: Any, source: str) -> Contract:
         """The contract of a document valid under the schema (:meth:`from_dict` has just
         validated it, or it is the shipped index, validated when it was built and by the
-        tests: ADR 0083)."""
+        tests: ADR 0022)."""
         artifacts = tuple(
             ContractArtifact(
                 kind=item["kind"],
@@ -281,7 +281,7 @@ class Contract(_Record):
         return tuple(self.source.split(SOURCE_SEPARATOR))
 
     def narrowed_by(self, other: Contract) -> Contract:
-        """This edge as a later source may narrow it, never widen it (ADR 0022):
+        """This edge as a later source may narrow it, never widen it (ADR 0008):
         performatives and artifact kinds are intersected, the budget is the smaller,
         required sections and handles the union, evidence anchors required if either
         requires them, trust the higher. ``edge_origin``, ``schema_ref``, ``notes`` and the
@@ -474,7 +474,7 @@ def index_entries(raw: bytes, source: str) -> dict[str, Any]:
 
 def index_contract(key: str, entry: Any, *, validate: bool = False) -> Contract:
     """The contract of one index entry. Without ``validate`` it is built as it is (the
-    index was validated when ``scripts/build_contracts.py`` wrote it: ADR 0083); a damaged
+    index was validated when ``scripts/build_contracts.py`` wrote it: ADR 0022); a damaged
     entry, or one whose key or file name is not its contract's, is a :class:`ContractError`."""
     if not isinstance(entry, dict):
         raise ContractError(BUILTIN_SOURCE, f"entry {key!r} must be an object")
@@ -532,7 +532,7 @@ class ContractSetUnavailable:
 class ContractSet:
     """The effective contracts: one per edge. The first source to declare an edge defines
     it; every later contract for that edge can only narrow it (:meth:`Contract.narrowed_by`),
-    so a project file can add edges and tighten edges, never loosen one (ADR 0022).
+    so a project file can add edges and tighten edges, never loosen one (ADR 0008).
 
     ``index`` (the shipped index's entries, :func:`index_entries`) is the lowest source,
     built one edge at a time when first asked for: a gate asks for one edge, so it builds

@@ -119,7 +119,7 @@ def trace_event(
 
 
 def hop_fields(env: Envelope) -> dict[str, Any]:
-    """What the envelope says about the hop, for chain views of the trace (ADR 0061)."""
+    """What the envelope says about the hop, for chain views of the trace (ADR 0004)."""
     out: dict[str, Any] = {"parent_id": env.parent_id}
     if env.artifact_kind is not None:
         out["artifact_kind"] = env.artifact_kind

@@ -2,7 +2,7 @@
 
 Pure. Each predicate is True only for a ``str`` matching the whole rule (a trailing
 newline would split a refusal line or a trace file name). The rules are written as tests
-over the characters (``re`` is not on the gates' path, ADR 0082); each docstring gives its
+over the characters (``re`` is not on the gates' path, ADR 0022); each docstring gives its
 pattern (``\\d`` ASCII only), and ``tests/test_grammar_rules.py`` checks every predicate
 against it with ``re.fullmatch`` on many generated strings.
 """

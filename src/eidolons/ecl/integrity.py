@@ -16,8 +16,8 @@ from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EidolonsError
 
 SUPPORTED_METHODS = ("sha256", "hmac-sha256")
-CHUNK = 256 * 1024  # measured: 1 MiB is slower here (L2), 64 KiB costs more calls (ADR 0082)
-#: the largest payload hashed without loading OpenSSL (measured, ADR 0082)
+CHUNK = 256 * 1024  # measured: 1 MiB is slower here (L2), 64 KiB costs more calls (ADR 0022)
+#: the largest payload hashed without loading OpenSSL (measured, ADR 0022)
 LIGHT_MAX_BYTES = 512 * 1024
 
 _light_sha256: Any
@@ -200,7 +200,7 @@ def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
     declared = env.artifact.get("sha256")
     if env.integrity_method == "sha256" and declared is not None:
         # never laxer than the upstream gate: a non-hex value is a mismatch, not ignored;
-        # only a placeholder (the parent has not filled it) is not compared (ADR 0026)
+        # only a placeholder (the parent has not filled it) is not compared (ADR 0009)
         if not isinstance(declared, str) or (
             not is_placeholder(declared) and declared != env.integrity_value
         ):

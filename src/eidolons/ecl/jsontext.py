@@ -1,7 +1,7 @@
 """JSON text out and in, exactly as ``json.dumps(value, ensure_ascii=True, ...)`` and
 ``json.loads`` (the tool's own lines), by the C accelerators of ``_json`` without importing
 :mod:`json` (which imports ``re``); anything they do not know falls back to :mod:`json`
-(ADR 0082, ``tests/test_json_fast.py``). Pure. Writes are ASCII: untrusted strings can
+(ADR 0022, ``tests/test_json_fast.py``). Pure. Writes are ASCII: untrusted strings can
 never make the encoder fail. The strict reader of untrusted JSON is
 :mod:`eidolons.ecl.strict_json`."""
 
@@ -48,7 +48,7 @@ class OutOfRange(ValueError):
 def finite_float(text: str) -> float:
     """The one number rule of the strict readers (:mod:`eidolons.ecl.strict_json`, the
     hook's event reader), given as ``parse_float`` to the C scanner and to
-    :func:`json.loads` alike (ADR 0128): a JSON number with a fraction or an exponent as
+    :func:`json.loads` alike (ADR 0009): a JSON number with a fraction or an exponent as
     ``float`` reads it, unless it overflows a double (``1e999``, ``-1e999``, 400 digits),
     which ``float`` reads as an infinity, the very value ``Infinity`` is refused for:
     :class:`OutOfRange`. An underflow (``1e-999``) is 0.0, as ``float`` reads it: the

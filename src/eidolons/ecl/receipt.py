@@ -1,4 +1,4 @@
-"""Gate receipts as in-toto Statements (ADR 0032): building one and judging one. Pure.
+"""Gate receipts as in-toto Statements (ADR 0011): building one and judging one. Pure.
 
 A receipt is a DSSE envelope (``payloadType: application/vnd.in-toto+json``) whose body
 is the Statement built by :func:`statement_bytes`:

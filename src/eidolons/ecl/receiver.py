@@ -93,7 +93,7 @@ class Step(IntEnum):
 class _Record:
     """A plain ``__slots__`` record with value equality and a readable ``repr``: the
     receiver's records are not dataclasses, because importing :mod:`dataclasses` pulls in
-    :mod:`inspect` on every gate's start-up (ADR 0085)."""
+    :mod:`inspect` on every gate's start-up (ADR 0022)."""
 
     __slots__: tuple[str, ...] = ()
 
@@ -315,7 +315,7 @@ def utf8_length(data: bytes | bytearray) -> int:
 def budget_estimate(
     env: Envelope, payload: bytes | bytearray | None, payload_size: int | None
 ) -> int | None:
-    """The receiver's own figure for what a hand-off puts in its context (ADR 0025): the
+    """The receiver's own figure for what a hand-off puts in its context (ADR 0005): the
     payload and the context summary, at the spec's heuristic of 4 characters a token
     (rounded up). From the verified bytes when given, else from ``payload_size`` (the
     characters counted while hashing, or the bytes: an upper bound); None when neither
@@ -345,7 +345,7 @@ def contract_failures(
     sender's self-check (``emit``) both call this, so they refuse with the same codes
     and reasons. ``payload`` is the verified bytes, or None when they are not available
     (then the section rule is not judged here: the caller refuses anyway). A valid
-    sender signature stands in for HMAC in the high-trust rule (ADR 0034)."""
+    sender signature stands in for HMAC in the high-trust rule (ADR 0011)."""
     out: list[Failure] = []
     problem = high_trust_problem(env.data, contract)
     if problem is not None and not signed_sender:
@@ -489,7 +489,7 @@ class ReceiverCheck:
             self.done = True
             return None
         self.envelope = env
-        self.envelope_sha256 = sha256_hex(data)  # builtin SHA-256 first (ADR 0082)
+        self.envelope_sha256 = sha256_hex(data)  # builtin SHA-256 first (ADR 0022)
         self.failures.extend(envelope_failures(env))
         early = precheck(env)
         if early is not None:
@@ -520,7 +520,7 @@ class ReceiverCheck:
         ``unreadable`` saying why the trace could not be read. With a trust store the
         evidence is a signed receipt, judged by the shell (``receipt``), not the record.
         ``sender_signed``: the sender's signature over these envelope bytes was verified
-        (it stands in for HMAC in the high-trust rule, ADR 0034); ``sender_problem``: the
+        (it stands in for HMAC in the high-trust rule, ADR 0011); ``sender_problem``: the
         store asked for one and it failed."""
         self._advance(Step.RECORD)
         env = self.envelope

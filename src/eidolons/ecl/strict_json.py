@@ -2,9 +2,9 @@
 
 Each failure raises :class:`~eidolons.errors.EnvelopeError`: more than
 ``Limits.max_envelope_bytes``, bad UTF-8 or a BOM, a duplicate key at any depth, ``NaN``
-or ``Infinity``, a number that overflows a double (ADR 0128), a lone surrogate, nesting
+or ``Infinity``, a number that overflows a double (ADR 0009), a lone surrogate, nesting
 deeper than ``Limits.max_json_depth``. The C scanner of ``json.loads`` does the parse;
-any failure is parsed again by :func:`json.loads`, whose error is reported (ADR 0082).
+any failure is parsed again by :func:`json.loads`, whose error is reported (ADR 0022).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def verify_chain(lines: Iterable[bytes]) -> ChainReport:
     """The first break in a thread's non-blank lines: line ``n`` must carry ``seq == n``
     and ``prev`` the hash of line ``n-1``. Lines before the first linked one are an
     unchained prefix; after it, any unlinked or damaged line is a break. A rewritten last
-    line goes unnoticed here: the signed receipts cover it (ADR 0035)."""
+    line goes unnoticed here: the signed receipts cover it (ADR 0012)."""
     report = ChainReport()
     previous: bytes | None = None
     started = False

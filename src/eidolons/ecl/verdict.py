@@ -1,8 +1,8 @@
 """Verdicts of the mechanical integrity check, their ECL §5.3 failure codes
 (``verify_failure_code``, :data:`_FAILURE_CODES`), the orchestrator gate's exit code and
-what a pass rested on (its ``evidence``, ADR 0030).
+what a pass rested on (its ``evidence``, ADR 0010).
 ``sender_*``: a required sender signature missing, untrusted or over other bytes (ADR
-0034); ``unregistered``: the orchestrator's key must not sign for this root (ADR 0032).
+0034); ``unregistered``: the orchestrator's key must not sign for this root (ADR 0011).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The conformance checker's shell (``eidolons check``): read each envelope and its
 payload (resolved by :mod:`eidolons.io.payload`, read once), decide with
-:mod:`eidolons.ecl.rules`, in this process or in forked workers (ADR 0091, 0115).
+:mod:`eidolons.ecl.rules`, in this process or in forked workers (ADR 0022).
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 def _worker_start() -> None:
     """A worker ignores ^C (the parent stops the workers and exits 130) and dies with
-    its parent (ADR 0139: orphans held the output pipe open, ``check . | head`` hung)."""
+    its parent (ADR 0022: orphans held the output pipe open, ``check . | head`` hung)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,7 +1,7 @@
 """The refusal hand-back: what a receiver's refusal leaves for the orchestrator (never a
 silent retry). A Markdown refusal report and its ECL envelope (``REFUSE`` to
 ``orchestrator``, ``parent_id`` the refused message, an ``emit`` event in its own
-thread), in ``<root>/.eidolons/refusals/`` where only a gate writes (ADR 0044); one per
+thread), in ``<root>/.eidolons/refusals/`` where only a gate writes (ADR 0017); one per
 (receiver, message, code).
 """
 

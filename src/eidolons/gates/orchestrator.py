@@ -86,9 +86,9 @@ class GateOutcome:
         self.exit_code = exit_code
         self.trace_path = trace_path
         self.trace_error = trace_error
-        self.evidence: str | None = None  # what a pass rested on (ADR 0030); None if no pass
+        self.evidence: str | None = None  # what a pass rested on (ADR 0010); None if no pass
         self.notes: list[str] = []  # warning lines about the evidence (stderr in text mode)
-        self.receipt: dict[str, Any] | None = None  # the signed DSSE receipt (ADR 0032)
+        self.receipt: dict[str, Any] | None = None  # the signed DSSE receipt (ADR 0011)
         self.receipt_path: str | None = None
 
     @property
@@ -124,7 +124,7 @@ def verify_event(
 ) -> dict[str, Any]:
     """The trace event for one verification (seed shapes plus gate, verdict, digests).
     With ``root``, ``payload_path`` names the payload so that it stays known as a
-    hand-off even if its envelope is deleted (ADR 0021)."""
+    hand-off even if its envelope is deleted (ADR 0007)."""
     passed = bool(result)
     fields = (
         None
@@ -172,7 +172,7 @@ def run_gate(
     never the live file); ``envelope_bytes`` is the route gate's one read of the envelope.
     The event goes to ``store``, else ``trace_file``, else the
     project's configured store. In a project with a trust store the gate must sign:
-    without a reachable orchestrator key it says so, and block mode exits 3 (ADR 0032)."""
+    without a reachable orchestrator key it says so, and block mode exits 3 (ADR 0011)."""
     start = time.monotonic_ns()
     result = verify_envelope_file(
         envelope_path,

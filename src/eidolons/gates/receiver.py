@@ -1,11 +1,11 @@
 """The receiver gate (``eidolons verify-incoming ARTIFACT --as RECEIVER``): the shell that
 reads, once each, what the pure check (:class:`eidolons.ecl.receiver.ReceiverCheck`, whose
-docstring lists the rules) decides on, then records the decision (ADR 0005, 0009).
+docstring lists the rules) decides on, then records the decision (ADR 0005).
 
 1. Trigger: ``${ARTIFACT%.*}.envelope.json``, else ``ARTIFACT.envelope.json``. Neither:
    skipped unless the project knows a hand-off (:mod:`eidolons.gates.trigger`); both: invalid.
 2. The envelope's bytes, read once; the evidence on record (a signed receipt with a trust
-   store, else the orchestrator's latest verdict in the trace: ADR 0033); the payload,
+   store, else the orchestrator's latest verdict in the trace: ADR 0011); the payload,
    read once by descriptor and hashed (``reverify=False``: only when its bytes are needed);
    the effective contract for ``from -> RECEIVER``.
 3. Refusal: a ``verify_fail`` event, ``[<receiver>-verify-incoming] REFUSE: <CODE> from
@@ -94,7 +94,7 @@ __all__ = [
 
 class OnPassError(EidolonsError):
     """``on_pass`` raised after the pass was recorded: the record stands; ``result`` is
-    the recorded result, the callback's exception the ``__cause__`` (ADR 0125)."""
+    the recorded result, the callback's exception the ``__cause__`` (ADR 0022)."""
 
     code = "ON_PASS_FAILED"
 
@@ -104,7 +104,7 @@ class OnPassError(EidolonsError):
 
 
 class IncomingResult:
-    """The receiver gate's decision. Truthy only on pass. (Not a dataclass: ADR 0085.)"""
+    """The receiver gate's decision. Truthy only on pass. (Not a dataclass: ADR 0022.)"""
 
     __slots__ = (
         "artifact",
@@ -145,7 +145,7 @@ class IncomingResult:
         self.envelope_sha256: str | None = None  # of the envelope bytes judged
         self.payload_sha256: str | None = None  # of the payload bytes judged (when read)
         self.known_handoff: dict[str, Any] | None = None  # the event naming a payload
-        self.evidence: str | None = None  # what the pass rested on (ADR 0030), on pass only
+        self.evidence: str | None = None  # what the pass rested on (ADR 0010), on pass only
         self.notes: list[str] = []  # warnings about the evidence
         self.extra: dict[str, Any] = {}
 
@@ -344,7 +344,7 @@ def _unread_payload(envelope_path: StrPath, env: Envelope, root: StrPath) -> str
 
 
 def _unsealed(root: StrPath, *paths: StrPath) -> str | None:
-    """Why a sealed project does not receive from these paths (ADR 0140), or None."""
+    """Why a sealed project does not receive from these paths (ADR 0015), or None."""
     from eidolons.io.config import outside_sealed
 
     for path in paths:
@@ -475,7 +475,7 @@ def _feed_record(
 ) -> bool:
     """Step 2: a signed receipt with a trust store (:mod:`eidolons.keys.receipts`), else
     the latest orchestrator verdict in the configured store (unreadable: refused, never a
-    fallback, ADR 0071). Returns whether the decision rests on a signed receipt."""
+    fallback, ADR 0014). Returns whether the decision rests on a signed receipt."""
     now = utc_now()
     try:
         trust = load_trust_store(root)
@@ -489,7 +489,7 @@ def _feed_record(
 
         if sender_signature_required(trust, env.sender.eidolon, check.as_receiver):
             # the sender's signature over the exact envelope bytes, when the store asks for
-            # it (ADR 0034); a valid one stands in for HMAC at high trust
+            # it (ADR 0011); a valid one stands in for HMAC at high trust
             found = check_sender_signature(
                 envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
             )
@@ -502,7 +502,7 @@ def _feed_record(
         record = lookup.latest_verdict(env.thread_id, env.message_id)
     except InputError as exc:  # unreadable trace file, unreachable or misconfigured store
         # not even a genuine receipt file beside the envelope stands in for a store that
-        # cannot be read: it may be older than the verdict the store holds (ADR 0071)
+        # cannot be read: it may be older than the verdict the store holds (ADR 0014)
         check.feed_record(None, unreadable=str(exc), **signer)
         return False
     finally:
@@ -512,7 +512,7 @@ def _feed_record(
         downgrade = None
         if judge_record(env, record, check.envelope_sha256 or "") is None:
             # a hand-off carrying a signed receipt in a project without a trust store:
-            # the trust store was deleted to downgrade it to unsigned mode (ADR 0033)
+            # the trust store was deleted to downgrade it to unsigned mode (ADR 0011)
             from eidolons.keys.receipts import signed_without_trust_store
 
             downgrade = signed_without_trust_store(envelope_path, record)
@@ -632,7 +632,7 @@ def verify_incoming(
 ) -> IncomingResult:
     """:func:`evaluate`, then the decision recorded in the thread's trace (``store``, else
     the project's). ``on_envelope`` runs before the verdict (recall), ``on_pass`` only
-    after a pass is on record, with the bytes verified (ingest: ADR 0011); an ``on_pass``
+    after a pass is on record, with the bytes verified (ingest: ADR 0021); an ``on_pass``
     that raises raises :class:`OnPassError`. ``require_envelope``: no envelope is
     UNVERIFIED, not skipped. ``handback``: a refusal writes the orchestrator's hand-back
     (its path in ``extra["handback"]``)."""

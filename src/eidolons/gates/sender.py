@@ -2,7 +2,7 @@
 
 Written atomically, never over a file unless ``force``; ids are UUIDv7; digest and HMAC
 from one read of the payload; the envelope is placed, then its ``emit`` event recorded,
-and taken back if the record fails (ADR 0127). :func:`build_envelope` is pure;
+and taken back if the record fails (ADR 0006). :func:`build_envelope` is pure;
 :func:`emit` does the I/O.
 """
 
@@ -71,7 +71,7 @@ class EmitResult:
     trace_path: str | None
     #: What the receiver would refuse, written anyway because ``check`` was off.
     refusals: list[Failure] = field(default_factory=list)
-    #: Where the payload was copied to: a sealed project's hand-off directory (ADR 0140).
+    #: Where the payload was copied to: a sealed project's hand-off directory (ADR 0015).
     placed: Path | None = None
 
 
@@ -136,7 +136,7 @@ def _ask_for_high_trust_flags(
     signer: Any = None,
 ) -> None:
     """A high-trust hand-off asks for its flags up front, naming them (a sender signature
-    stands in for HMAC, ADR 0034)."""
+    stands in for HMAC, ADR 0011)."""
     high = trust_level == "high" or (contract is not None and contract.trust_level == "high")
     if not high:
         return
@@ -221,10 +221,10 @@ def emit(
 ) -> EmitResult:
     """Write the envelope for ``payload`` and record the ``emit`` event (in ``store``, else
     ``trace_file``, else the project's store); with ``signer``, ``<stem>.envelope.sig`` signs
-    the envelope bytes (ADR 0034). The edge's contract (``contracts``, else loaded with
+    the envelope bytes (ADR 0011). The edge's contract (``contracts``, else loaded with
     ``contract_dirs``) gives ``edge_origin``, ``token_budget`` (else 4000) and
     ``trust_level``. With ``check``, a hand-off the receiver would refuse raises
-    :class:`HandoffRefused` before anything is written (ADR 0024); else its refusals are in
+    :class:`HandoffRefused` before anything is written (ADR 0006); else its refusals are in
     ``EmitResult.refusals``."""
     env = os.environ if env is None else env
     limits = limits or Limits()
@@ -272,7 +272,7 @@ def emit(
         method = "hmac-sha256" if key is not None else "sha256"
         location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
         # the bytes are kept only when the self-check needs them (required sections, the
-        # edge's budget: ADR 0025)
+        # edge's budget: ADR 0005)
         art = contract.artifact_for_kind(kind) if contract is not None else None
         keep = art is not None and bool(art.required_sections)
         keep = keep or (contract is not None and contract.token_budget_max is not None)
@@ -509,7 +509,7 @@ def emit_event(
 ) -> dict[str, Any]:
     """The ``emit`` trace event (the bash SDK's keys plus gate, digests and, when the
     payload lies in the project, ``payload_path``: the receiver then knows the file is a
-    hand-off even if its envelope is deleted, ADR 0021)."""
+    hand-off even if its envelope is deleted, ADR 0007)."""
     return trace_event(
         EventType.EMIT,
         Envelope.from_dict(envelope),

@@ -1,7 +1,7 @@
 """The receiver gate's SKIP (an artifact with no envelope that the project does not know as
 a hand-off): its line and its ``--json`` object, written once for the gate
 (:class:`eidolons.gates.receiver.IncomingResult`) and for the command's early decision,
-which prints them before anything else is imported (ADR 0084). Imports nothing but
+which prints them before anything else is imported (ADR 0022). Imports nothing but
 :mod:`eidolons._text`."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def _known_in(
     except InputError as exc:  # TraceReadError included: unreadable is not "absent"
         return f"the trace cannot rule it out ({exc})", None
     if event is None:
-        # the host's payload index (ADR 0110): a trace of this project named it, though
+        # the host's payload index (ADR 0018): a trace of this project named it, though
         # the trace on disk no longer does (lines removed, a file cut or deleted)
         from eidolons.io.payloadindex import named_on_host
 

@@ -1,4 +1,4 @@
-"""``eidolons doctor``: is this project set up so that no receiver can skip the gate? (ADR 0045)
+"""``eidolons doctor``: is this project set up so that no receiver can skip the gate? (ADR 0016)
 
 Checks, each finding reported once:
 
@@ -9,7 +9,7 @@ Checks, each finding reported once:
 - **drift**: each installed skill's inbound-edges table and REFUSE line match the contracts.
 - **hosts**: Claude Code's hook, launcher, interpreter, sandbox (strict, startable, hiding
   every hand-off directory), gate code out of a shell's reach, MCP server, and the wired
-  hook run for real (ADR 0140); Cursor's hooks fail closed; other hosts get a note.
+  hook run for real (ADR 0015); Cursor's hooks fail closed; other hosts get a note.
 - **keys**: the trust store loads as the gates load it; the key directory is outside the
   project, 0700, its keys 0600.
 - **trace-store** (with ``EIDOLONS_TRACE_DSN``): what this host's login may do there.
@@ -497,7 +497,7 @@ def check_keys(report: Report) -> None:
     from eidolons.keys.host import root_refusal
 
     refusal = root_refusal(report.root, utc_now()) if signed else None
-    if refusal is not None:  # every verify-envelope here would exit 3 (ADR 0032)
+    if refusal is not None:  # every verify-envelope here would exit 3 (ADR 0011)
         why = f"the orchestrator key would not sign at this root: {refusal}"
         report.fail("keys", report.rel(trust), why)
     directory = key_dir()

@@ -6,7 +6,7 @@ skips the hand-offs, keys and memory); ``keys init`` when there is no trust stor
 skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
 merged without disturbing foreign entries (a file that is not a JSON object is replaced
 only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
-``.eidolons/sealed`` (ADR 0140); then notes on the sandbox.
+``.eidolons/sealed`` (ADR 0015); then notes on the sandbox.
 
 ``.eidolons/init.json`` records what was created and merged; ``undo`` removes exactly
 that, never the signing key or the trust store.

@@ -6,7 +6,7 @@ exactly them; an entry is ours when it runs the launcher or the bootstrap
 (:func:`is_ours`). ``doctor`` and the hook read it back (:func:`check_claude_settings`,
 :func:`sandbox_problems`).
 
-- claude-code (ADR 0140): ``.claude/settings.json`` names no machine path: a
+- claude-code (ADR 0015): ``.claude/settings.json`` names no machine path: a
   ``PreToolUse`` hook (``*``, ``onFailure: "block"``) runs the launcher
   ``.claude/hooks/eidolons``; the sandbox is strict and hides the hand-offs, memory,
   copies and keys and keeps ``.eidolons/`` unwritable; ``.mcp.json`` registers the MCP
@@ -183,7 +183,7 @@ STATE_FILES = (
     *(d + "/**" for d in ("keys", "memory", os.path.relpath(COPIES_DIR, STATE_DIR))),
     "trust.json",
 )
-#: strict mode: a shell that cannot be sandboxed does not run (ADR 0140)
+#: strict mode: a shell that cannot be sandboxed does not run (ADR 0015)
 SANDBOX_SETTINGS = {"enabled": True, "allowUnsandboxedCommands": False, "failIfUnavailable": True}
 
 
@@ -461,7 +461,7 @@ def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, s
     """(file, advice) for each Claude Code agent file of a receiver that names no tools
     (it then inherits every tool, MCP servers of any kind included), or that lacks the
     gate's reader. Bash and Write are fine where the sandbox seals the shell: a receiver
-    that also sends (SPECTRA, APIVR) keeps Write and a sandboxed shell (ADR 0140)."""
+    that also sends (SPECTRA, APIVR) keeps Write and a sandboxed shell (ADR 0015)."""
     out: list[tuple[str, str]] = []
     allow = ", ".join(RECEIVER_TOOLS)
     for path, agent, meta in _agents(root):

@@ -1,4 +1,4 @@
-"""Opening files beneath a boundary directory, by descriptor (ADR 0008).
+"""Opening files beneath a boundary directory, by descriptor (ADR 0002).
 
 Every component is opened relative to its parent's descriptor with ``O_NOFOLLOW``; a link
 is resolved here, never above the boundary, at most :data:`MAX_SYMLINKS`; only a regular

@@ -12,7 +12,7 @@ defaults are documented in the README. Environment variables read here:
   and waiting for the trace.
 - ``ECL_HMAC_KEY``: the HMAC key, used as raw UTF-8 bytes (as ``openssl -hmac``).
 
-The state paths are spelled in :mod:`eidolons.io.project` (ADR 0129), which the hot paths
+The state paths are spelled in :mod:`eidolons.io.project` (ADR 0001), which the hot paths
 import without this module.
 """
 
@@ -177,7 +177,7 @@ def handoff_dirs(root: StrPath, env: Mapping[str, str] | None = None) -> tuple[P
 def sealed_handoff_dirs(root: StrPath) -> tuple[str, ...] | None:
     """The hand-off directories (resolved) of a sealed project, else None. A project is
     sealed when ``eidolons init`` wired it to a host that hides those directories from the
-    agents' shells (``.eidolons/sealed``, ADR 0140): a hand-off is then received only
+    agents' shells (``.eidolons/sealed``, ADR 0015): a hand-off is then received only
     from there, and ``emit`` places it there."""
     if not os.path.lexists(os.path.join(os.fspath(root), SEALED_FILE)):
         return None
@@ -228,7 +228,7 @@ def payload_key(path: StrPath, root: StrPath) -> str | None:
     """How events name a payload (``payload_path``): its path relative to the resolved
     root, with its directory resolved, POSIX separators; outside the root, that path
     absolute (a hand-off outside the project, its envelope deleted, must stay known:
-    ADR 0131). Never None for a path that has a name."""
+    ADR 0018). Never None for a path that has a name."""
     lexical = os.path.abspath(path)
     full = pathstr.join(os.path.realpath(pathstr.parent(lexical)), pathstr.name(lexical))
     real_root = pathstr.pure(os.path.realpath(root))
@@ -237,7 +237,7 @@ def payload_key(path: StrPath, root: StrPath) -> str | None:
     return pathstr.relative_to(full, real_root)
 
 
-#: Environment variables a gate's secrets live in: never handed to COMMAND (ADR 0026).
+#: Environment variables a gate's secrets live in: never handed to COMMAND (ADR 0009).
 SECRET_ENV = (
     "ECL_HMAC_KEY",
     TRACE_DSN_ENV,

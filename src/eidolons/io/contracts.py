@@ -1,4 +1,4 @@
-"""Loading the contract sets the receiver gate decides with (ECL §3, ADR 0008): a missing
+"""Loading the contract sets the receiver gate decides with (ECL §3, ADR 0002): a missing
 or broken contract must never let a hand-off through.
 
 1. **Sources**, lowest precedence first: the builtin set (``data/contracts/index.json``,
@@ -185,7 +185,7 @@ def _builtin_index() -> dict[str, Any]:
 
 
 def load_builtin_contracts() -> tuple[Contract, ...]:
-    """Every shipped contract, built without validating each entry again (ADR 0083: they
+    """Every shipped contract, built without validating each entry again (ADR 0022: they
     were validated when the index was built, and the tests prove the two agree)."""
     return tuple(index_contract(key, entry) for key, entry in _builtin_index().items())
 

@@ -1,5 +1,5 @@
 """Paths as ``str``, spelled exactly as :mod:`pathlib` spells them, ``os`` only: the hot
-paths avoid importing :mod:`pathlib` (ADR 0082); ``tests/test_pathstr.py`` checks each
+paths avoid importing :mod:`pathlib` (ADR 0022); ``tests/test_pathstr.py`` checks each
 function against :class:`pathlib.PurePosixPath`.
 """
 

@@ -1,4 +1,4 @@
-"""The index of payload paths the trace names, held on the host (ADR 0110): its entries
+"""The index of payload paths the trace names, held on the host (ADR 0018): its entries
 are evidence in the refusing direction (never removed); it says "not named" only for the
 trace files it covers exactly (device, inode, size, ctime), else "cannot tell". Written
 in place by :mod:`eidolons.trace.payloadfill`; readers take no lock. Format::
@@ -15,7 +15,7 @@ reader takes the body only between two equal even headers (:func:`snapshot`). En
 come first, old ones first, so a writer that stops half-way leaves them whole
 (:func:`recovered_entries`). Imports only ``os`` and ``_json`` (the hook's fast path).
 
-See ADRs 0037, 0087.
+See ADRs 0012, 0022.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ ENTRIES = b"entries\n"
 COVERS = b"covers\n"
 MAX_INDEX_BYTES = 8 * 1024 * 1024  # the most the allowing direction reads (the hook)
 #: the most the evidence direction reads (the full rule, the writer); past it the index
-#: is frozen and names every path (ADR 0130): an agent that forges emit lines by the
+#: is frozen and names every path (ADR 0018): an agent that forges emit lines by the
 #: million must not stop new entries from being recorded
 MAX_EVIDENCE_BYTES = 64 * 1024 * 1024
 
@@ -53,7 +53,7 @@ def payload_keys(path: str, root: str) -> list[str]:
     """The keys a path may be named by (``payload_path``): relative to the resolved root,
     for the path as written, with its directory resolved, and fully resolved; a spelling
     outside the root as it is, absolute (:func:`eidolons.io.config.payload_key` names a
-    payload outside the project so, ADR 0131). The one rule;
+    payload outside the project so, ADR 0018). The one rule;
     :func:`eidolons.gates.trigger.find_handoff` calls it."""
     real_root = os.path.realpath(root)
     prefix = real_root if real_root.endswith(os.sep) else real_root + os.sep
@@ -246,7 +246,7 @@ def names(index: bytes, path: str, root: str) -> bool:
 
 def named_on_host(path: str, root: str) -> str | None:
     """The index file when this host's index of the project names ``path`` (whatever the
-    traces hold now), else None: evidence that a trace named it (ADR 0110). Read as the
+    traces hold now), else None: evidence that a trace named it (ADR 0018). Read as the
     next writer reads it (:func:`recovered_entries`): an index a writer left half-way
     still holds every entry it had."""
     try:

@@ -1,6 +1,6 @@
 """The project's state paths and whether a path is a hand-off it knows, on ``str``, ``os``
 only: the hot paths (a per-read gate, the hook) apply these rules without importing
-:mod:`pathlib` or the trace store (ADRs 0084, 0129).
+:mod:`pathlib` or the trace store (ADRs 0001, 0022).
 
 :func:`found_root` is the one root rule; :func:`envelope_candidates` the receiver gate's
 trigger; :func:`rules_out` the exact, cheap "no" of
@@ -16,7 +16,7 @@ import os
 from eidolons.io import paths as pathstr
 from eidolons.io.paths import is_relative_to
 
-# The project's state paths, each spelled once (ADR 0129): this module is on every path
+# The project's state paths, each spelled once (ADR 0001): this module is on every path
 # that needs one (the early SKIP, the hook, the gates, the stores), and imports only os.
 ENVELOPE_SUFFIX = ".envelope.json"  # as eidolons.io.payload (importing it costs pathlib)
 STATE_DIR = ".eidolons"
@@ -28,7 +28,7 @@ TRACE_DIR = os.path.join(STATE_DIR, ".trace")
 #: searches read it back)
 IGNORE_FILE = os.path.join(STATE_DIR, ".ignore")
 IGNORE_LINES = ("handoffs/", "keys/", "memory/", "verified/")
-#: the gate's copies of the bytes it verified, which a host's Read is pointed at (ADR 0140)
+#: the gate's copies of the bytes it verified, which a host's Read is pointed at (ADR 0015)
 COPIES_DIR = os.path.join(STATE_DIR, "verified")
 #: written by ``eidolons init`` for a host: every hand-off lives in a hand-off directory
 SEALED_FILE = os.path.join(STATE_DIR, "sealed")
@@ -160,7 +160,7 @@ def foreign_projects(path: str | os.PathLike[str], root: str | os.PathLike[str])
 
 def rules_out(path: str, root: str) -> bool:
     """True only when :func:`eidolons.gates.trigger.find_handoff` ``(path, root)`` would
-    certainly answer None (ADR 0084): no configured hand-off directory, ``path`` under
+    certainly answer None (ADR 0022): no configured hand-off directory, ``path`` under
     ``.eidolons/handoffs/`` in no spelling, the JSONL store, and the host's payload index
     covering every trace file and not naming ``path``; a project holding ``path``
     (:func:`foreign_projects`) must rule it out too. ``root`` is resolved. False: cannot
@@ -183,7 +183,7 @@ def _rules_out_in(path: str, root: str) -> bool:
     if lies_under(path, os.path.join(root, HANDOFF_DIR)):
         return False
     # the host's payload index, covering every trace file within the full search's bound
-    # (no state directory: no trace, but the index may still name the path, ADR 0110)
+    # (no state directory: no trace, but the index may still name the path, ADR 0018)
     from eidolons.io.payloadindex import names
 
     index = payload_index(root, DEFAULT_MAX_TRACE_SCAN_BYTES)

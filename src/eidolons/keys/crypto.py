@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from eidolons.io.paths import StrPath
 
-try:  # the Rust classes the public ones are (ADR 0089): ~4 ms to load, not ~12 ms
+try:  # the Rust classes the public ones are (ADR 0022): ~4 ms to load, not ~12 ms
     from cryptography.hazmat.bindings._rust import openssl as _rust_openssl
 
     _ED = _rust_openssl.ed25519

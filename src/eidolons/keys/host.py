@@ -1,5 +1,5 @@
 """What this host keeps in its own directory, beside the keys: the private key files and
-the projects each orchestrator key signs for (ADR 0031), and the trace heads (ADR 0037).
+the projects each orchestrator key signs for (ADR 0011), and the trace heads (ADR 0012).
 No cryptography.
 
 A key lives in ``${XDG_CONFIG_HOME:-~/.config}/eidolons/keys/<keyid>.pem`` (0600, directory
@@ -350,7 +350,7 @@ def _slot(key: str, seq: int, sha256: str) -> bytes:
 def record(trace: StrPath, seq: int, sha256: str, prev: str) -> bool:
     """Record ``(seq, sha256)`` as the head of ``trace`` on this host (under the trace's
     append lock): two checksummed slots, slot ``seq % 2`` overwritten by one ``pwrite``, so
-    a torn write leaves the previous head valid (ADR 0037). The head moves only from the
+    a torn write leaves the previous head valid (ADR 0012). The head moves only from the
     line this append follows, or when there is none: a tail cut or rewritten before keeps
     the old head (returns False). Raises ``OSError``."""
     key = _trace_key(trace)

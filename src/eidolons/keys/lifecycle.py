@@ -1,6 +1,6 @@
 """A key's life, as library calls (``eidolons keys`` and ``eidolons init`` call these).
 :func:`init_role` is idempotent and never mints a rival orchestrator key on a receiver's
-host; :func:`register_root` moves a registration (a moved project). ADR 0036 for pins.
+host; :func:`register_root` moves a registration (a moved project). ADR 0011 for pins.
 """
 
 from __future__ import annotations

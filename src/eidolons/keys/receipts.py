@@ -1,5 +1,5 @@
 """Signed gate receipts and sender signatures: signing a verdict or an envelope, and
-deciding on what a receiver finds (ADRs 0032, 0033, 0034). The receipt statement itself is
+deciding on what a receiver finds (ADR 0011). The receipt statement itself is
 :mod:`eidolons.ecl.receipt` (pure).
 
 Rules:
@@ -286,7 +286,7 @@ class SigningState:
     with a ``problem``: a trust store the gate cannot produce evidence for (no reachable
     key, an unsafe key file, a broken store): say so, and block mode exits 3. ``refusal``:
     the key is here but must not sign for this root (a project not registered for it at
-    this path, an older store): the gate records no pass at all (ADR 0032)."""
+    this path, an older store): the gate records no pass at all (ADR 0011)."""
 
     __slots__ = ("problem", "refusal", "signer", "store")
 

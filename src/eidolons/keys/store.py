@@ -1,4 +1,4 @@
-"""The trust store: ``<root>/.eidolons/trust.json`` (ADR 0031), public keys only.
+"""The trust store: ``<root>/.eidolons/trust.json`` (ADR 0011), public keys only.
 
 Only keys listed count, for their role (``orchestrator`` signs receipts, ``sender:<eidolon>``
 that eidolon's envelopes), from ``created`` until ``not_after`` or ``revoked``. Parsed
@@ -6,7 +6,7 @@ strictly: a store that does not parse is :class:`TrustStoreError` and every gate
 closed. An orchestrator key counts only for the ``projects`` pinned for it
 (:meth:`TrustStore.project_refusal`, the one rule). Saved atomically.
 
-Host pins (ADR 0036): deleting or rewriting ``trust.json`` must not downgrade a signed
+Host pins (ADR 0011): deleting or rewriting ``trust.json`` must not downgrade a signed
 project. Every change by ``eidolons keys`` (or ``keys pin``) records the store's SHA-256 in
 the host's ``pins.json``; with a pin, a missing store or one of other bytes is refused, and
 so is a pins file that cannot be read.
@@ -282,7 +282,7 @@ class TrustStore:
         return (dumps(doc, indent=2) + "\n").encode("ascii")
 
     def save(self, root: Path | None = None, now: str | None = None) -> None:
-        """Write the store; with ``root``, pin it on this host (ADR 0036): every change
+        """Write the store; with ``root``, pin it on this host (ADR 0011): every change
         made through ``eidolons keys`` is pinned, any other change is refused."""
         data = self.to_bytes()
         if root is not None:

@@ -12,9 +12,9 @@ tools, and two backends: ``local``, the embedded store under ``<root>/.eidolons/
    "reason", "backend": "unavailable"}`` (a recall with empty ``records``).
 4. Every answer names its backend in ``"backend"``, as :attr:`Memory.backend` does.
 5. Ingest happens only after the receiver gate passed, through :func:`gate_callbacks`;
-   memory and gates never import each other (ADR 0011).
+   memory and gates never import each other (ADR 0021).
 
-Importing this module is cheap (no sqlite3, asyncio, mcp nor typing, ADR 0085): the
+Importing this module is cheap (no sqlite3, asyncio, mcp nor typing, ADR 0022): the
 backends are imported by :func:`open_memory`.
 """
 
@@ -56,7 +56,7 @@ __all__ = [
     "recall_before",
 ]
 
-TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (ADR 0085)
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (ADR 0022)
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
@@ -75,7 +75,7 @@ _STORE_DIR = os.path.join(".eidolons", "memory")  # the local store, under the p
 
 
 def __getattr__(name: str) -> Path:
-    if name == "STORE_DIR":  # a Path, made on first use: no pathlib at open (ADR 0095)
+    if name == "STORE_DIR":  # a Path, made on first use: no pathlib at open (ADR 0021)
         from pathlib import Path
 
         return Path(_STORE_DIR)
@@ -119,7 +119,7 @@ class Memory(Protocol):
     ) -> dict[str, Any]:
         """``{"status": "ingested", "id", "layer", "trust_tier", "validation_state", ...,
         "commit_status", "backend"}`` or a refusal ``{"error", "message", "backend"}``.
-        ``gated``: the hand-off passed both gates (ADR 0028)."""
+        ``gated``: the hand-off passed both gates (ADR 0021)."""
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -325,7 +325,7 @@ def gate_callbacks(
 ) -> tuple[
     Callable[[Any], Mapping[str, Any]], Callable[[Any, bytes | bytearray | None], Mapping[str, Any]]
 ]:
-    """The receiver gate's callbacks (ADR 0011): ``on_envelope`` recalls before the
+    """The receiver gate's callbacks (ADR 0021): ``on_envelope`` recalls before the
     verdict, ``on_pass`` ingests after the pass is on record."""
 
     def on_envelope(envelope: Any) -> Mapping[str, Any]:

@@ -46,7 +46,7 @@ BACKEND_UNAVAILABLE: Final = "unavailable"
 
 class Frozen:
     """A record of the fields ``_fields`` names, in order: frozen, compared by value (a
-    dataclass would import :mod:`inspect` at a gate's memory open, ADR 0085)."""
+    dataclass would import :mod:`inspect` at a gate's memory open, ADR 0022)."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()

@@ -4,11 +4,11 @@ One file, ``<store_dir>/memory.sqlite3`` (:mod:`eidolons.memory.schema`), in WAL
 shared by every gate process of the project. ``ingest`` refuses what
 :func:`~eidolons.memory.mapping.validate_envelope` refuses, then stores one ``episodic``
 crystal, or merges a repeat of ``(project, message_id, artifact.sha256)`` or of the hand-off's
-content key (ADR 0028). ``recall`` keeps in SQL the rows of the project, active, of the chosen
+content key (ADR 0021). ``recall`` keeps in SQL the rows of the project, active, of the chosen
 layers and visible to the caller's class; ranks them with two arms, BM25 over words and a
-trigram match of the query's identifier-like tokens (ADRs 0093, 0094, 0120); fuses the arms
+trigram match of the query's identifier-like tokens (ADRs 0021, 0022); fuses the arms
 by weighted reciprocal rank; packs the first ``k`` into the server's token budget. Where the
-store differs from the server: ADR 0100.
+store differs from the server: ADR 0021.
 """
 
 from __future__ import annotations
@@ -66,14 +66,14 @@ if TYPE_CHECKING:
 PREFETCH_FACTOR: Final = 10
 PREFETCH_MIN: Final = 300
 """An arm ranks its best ``max(PREFETCH_FACTOR x fetch, PREFETCH_MIN)`` matches before
-the scope is judged; past them it runs over every match (ADR 0120)."""
+the scope is judged; past them it runs over every match (ADR 0022)."""
 LOOKUP_MAX: Final = 500  # ranked rows looked up per statement (SQLite's oldest limit: 999)
-WAL_CHECKPOINT_PAGES: Final = 4000  # fewer checkpoints, each two fsyncs (ADR 0093)
+WAL_CHECKPOINT_PAGES: Final = 4000  # fewer checkpoints, each two fsyncs (ADR 0021)
 PRUNE_MIN_DOCS: Final = 1000
 
 
 def _new_id() -> str:
-    """A new record id (``uuid`` imports ``platform``: not for a recall or a merge, ADR 0085)."""
+    """A new record id (``uuid`` imports ``platform``: not for a recall or a merge, ADR 0022)."""
     import uuid
 
     return str(uuid.uuid4())
@@ -119,7 +119,7 @@ class LocalMemory:
     def __init__(
         self, store_dir: str | os.PathLike[str], *, project: str, limits: LocalLimits | None = None
     ) -> None:
-        # strings inside: no pathlib at open (ADR 0095)
+        # strings inside: no pathlib at open (ADR 0021)
         self._dir = os.fspath(store_dir)
         self._db = os.path.join(self._dir, schema.DB_NAME)
         self._project = project
@@ -162,9 +162,9 @@ class LocalMemory:
             check_same_thread=False,
         )
         try:
-            # the journal mode is set under the creation lock only (ADR 0012)
+            # the journal mode is set under the creation lock only (ADR 0021)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
-            # durable against the process's death, not a power cut, as the trace (ADR 0093)
+            # durable against the process's death, not a power cut, as the trace (ADR 0021)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
             if not schema.ready(conn, create=create, store_dir=self._dir):
@@ -200,7 +200,7 @@ class LocalMemory:
         gated: bool = False,
     ) -> dict[str, Any]:
         """The CRYSTALIUM ``ingest`` tool: the stored or merged crystal, or a refusal.
-        ``gated``: the hand-off passed both gates (stored ``validated``, ADR 0028)."""
+        ``gated``: the hand-off passed both gates (stored ``validated``, ADR 0021)."""
         if payload is None:
             return input_error("'payload' is a required property", self.backend)
         if not isinstance(payload, bytes | bytearray | memoryview | str | Mapping | list):
@@ -269,7 +269,7 @@ class LocalMemory:
                         **notes,
                     },
                 }
-                import json  # a new crystal only: a merge imports no json (ADR 0095)
+                import json  # a new crystal only: a merge imports no json (ADR 0021)
 
                 blob = json.dumps(crystal, ensure_ascii=False, sort_keys=True, default=str)
                 ident = _new_id()
@@ -456,7 +456,7 @@ class LocalMemory:
         if len(terms) <= 1:
             return terms
         # the word index's own document count, the N of its BM25: a quarter of the pages
-        # a count of ``crystals`` reads (ADR 0120)
+        # a count of ``crystals`` reads (ADR 0022)
         (total,) = conn.execute("SELECT count(*) FROM crystals_fts_docsize").fetchone()
         if total < PRUNE_MIN_DOCS:
             return terms
@@ -471,7 +471,7 @@ class LocalMemory:
         self, conn: sqlite3.Connection, table: str, match: str, where: _Scope, fetch: int
     ) -> list[str]:
         """One arm's first ``fetch`` in-scope matches by (score, id), as one query over
-        every match would rank them, in fewer reads (ADR 0120): the FTS table ranks alone,
+        every match would rank them, in fewer reads (ADR 0022): the FTS table ranks alone,
         the best rows are looked up ``fetch`` at a time until the answer is certain, and
         past the prefetched rows the arm runs once over every match."""
         order = f"bm25({table}, 5.0, 1.0)"
@@ -672,7 +672,7 @@ def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) 
 
 def _refuse_links(store_dir: str, db: str) -> None:
     """Raise :class:`OSError` when the store's directory or a file of its database is a
-    link or not of its kind: the gate's state is never reached through a link (ADR 0132).
+    link or not of its kind: the gate's state is never reached through a link (ADR 0021).
     The store is then unavailable: memory is skipped, the verdict unchanged."""
     st = os.lstat(store_dir)
     if st.st_mode & 0o170000 != 0o040000:

@@ -209,14 +209,14 @@ def trust_tier(envelope: Mapping[str, Any]) -> str:
 
 def validation_state(tier: str, gated: bool = False) -> str:
     """T3 is ``quarantined``; a hand-off that passed both gates (``gated``) is
-    ``validated`` (ADR 0028); anything else ``unverified``."""
+    ``validated`` (ADR 0021); anything else ``unverified``."""
     if tier == "T3":
         return "quarantined"
     return "validated" if gated else "unverified"
 
 
 def handoff_key(envelope: Mapping[str, Any]) -> str:
-    """The idempotency key of a hand-off's content (ADR 0028): SHA-256 of the sender and
+    """The idempotency key of a hand-off's content (ADR 0021): SHA-256 of the sender and
     receiver (lower-cased), performative, artifact kind, objective and payload SHA-256."""
     parts = [
         str(_get(envelope, "from.eidolon")).lower(),
@@ -257,7 +257,7 @@ def decode_payload(
                 raw = payload.encode("utf-8")
                 notes["payload_decode_error"] = "base64"
         elif encoding == "json":
-            import json  # json only where a payload is JSON (a merge imports none, ADR 0095)
+            import json  # json only where a payload is JSON (a merge imports none, ADR 0021)
 
             try:
                 native = json.loads(payload)
@@ -297,7 +297,7 @@ def _bounded(
 
 
 def estimate_tokens(text: str) -> int:
-    """``math.ceil(words x 1.3)``, the server's estimate, without :mod:`math` (ADR 0121)."""
+    """``math.ceil(words x 1.3)``, the server's estimate, without :mod:`math` (ADR 0022)."""
     return int(-(-(len(text.split()) * 1.3) // 1))
 
 

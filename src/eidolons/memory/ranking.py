@@ -26,7 +26,7 @@ _SEPARATORS: Final = r"\s\"'`()\[\]{}<>,;|"
 _CANDIDATE_RE: Final = LazyPattern(
     f"(?<![^{_SEPARATORS}])(?![a-z]+(?![^{_SEPARATORS}]))[^{_SEPARATORS}]+"
 )
-_SCAN_MAX: Final = 512  # longer texts (an excerpt) by the pattern: no re at a recall (ADR 0121)
+_SCAN_MAX: Final = 512  # longer texts (an excerpt) by the pattern: no re at a recall (ADR 0022)
 _IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
 _KEBAB_WORDS_RE: Final = LazyPattern(r"(?i)[a-z]+(?:-[a-z]+)+")
 
@@ -79,7 +79,7 @@ def identifier_terms(query: str) -> list[str]:
 
 def trigram_terms(query: str) -> list[str]:
     """:func:`identifier_terms` but the hyphenated words (``scout-report``), which the word
-    arm already searches as their words (ADR 0094)."""
+    arm already searches as their words (ADR 0021)."""
     return [term for term in identifier_terms(query) if not _kebab_words(term) or has_camel(term)]
 
 
@@ -91,7 +91,7 @@ def _kebab_words(term: str) -> bool:
 
 def identifier_text(text: str) -> str:
     """What the trigram index holds of a text: its identifier- and path-like tokens, in
-    order, one space apart; every occurrence of a query term lies inside one (ADR 0093)."""
+    order, one space apart; every occurrence of a query term lies inside one (ADR 0021)."""
     return " ".join(_identifier_tokens(text))
 
 

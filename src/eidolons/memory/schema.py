@@ -1,4 +1,4 @@
-"""The local store's SQLite schema, its creation and its upgrades (ADRs 0012, 0028, 0093).
+"""The local store's SQLite schema, its creation and its upgrades (ADR 0021).
 
 Tables: ``meta`` (``schema_version``; ``trigram``, 1 when SQLite has the trigram tokenizer),
 ``crystals`` (one row per crystal; the index ``crystals_live`` covers every scope column a
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-try:  # what sqlite3 re-exports, without sqlite3.dbapi2's datetime adapters (ADR 0095)
+try:  # what sqlite3 re-exports, without sqlite3.dbapi2's datetime adapters (ADR 0021)
     import _sqlite3 as sqlite3
 except ImportError:  # an interpreter without it: the public module
     import sqlite3  # type: ignore[no-redef]
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 DB_NAME: Final = "memory.sqlite3"
 CREATION_LOCK: Final = ".create.lock"
 SCHEMA_VERSION: Final = "3"
-"""1: the first store; 2: ``crystals.handoff_key`` (ADR 0028); 3: the trigram index holds
-identifier-like tokens only, and the scope index covers every scope column (ADR 0093)."""
+"""1: the first store; 2: ``crystals.handoff_key`` (ADR 0021); 3: the trigram index holds
+identifier-like tokens only, and the scope index covers every scope column (ADR 0021)."""
 UPGRADABLE: Final = frozenset({"1", "2"})
 
 
@@ -133,7 +133,7 @@ class creation_lock:  # a class, not contextlib's: no contextlib at open
         self._fd = -1
 
     def __enter__(self) -> None:
-        # never through a planted link (the gate's state, ADR 0132)
+        # never through a planted link (the gate's state, ADR 0021)
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
             flock_until(fd, deadline(), self._path)

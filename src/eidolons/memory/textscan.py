@@ -1,5 +1,5 @@
 """The memory's text rules by plain scans, so a recall or a merge imports no :mod:`re`
-(ADR 0121). Each rule stays a :class:`LazyPattern`, compiled on first use; each scan gives
+(ADR 0022). Each rule stays a :class:`LazyPattern`, compiled on first use; each scan gives
 the pattern's exact answer or None (then the caller uses the pattern), as
 ``tests/memory/test_memory_textscan.py`` checks."""
 

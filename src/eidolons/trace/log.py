@@ -129,7 +129,7 @@ def append_events(
             written.append(last)
         return written
 
-    def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0037)
+    def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0012)
         _record_head(path, links[-1], written[-1])
         if after is not None:  # the lines are the file's last bytes (O_APPEND, locked)
             start = os.fstat(fds[0]).st_size - len(written[-1]) - 1
@@ -140,7 +140,7 @@ def append_events(
 
 
 def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
-    """Record the thread's new head on this host (ADR 0037); silent when it cannot (the
+    """Record the thread's new head on this host (ADR 0012); silent when it cannot (the
     gates' stderr is a contract): ``trace verify`` reports a head left behind."""
     from eidolons.ecl.tracechain import line_hash
     from eidolons.keys.host import record
@@ -579,7 +579,7 @@ class JsonlStore(TraceStore):
         appended: os.stat_result | None = None,
         until: float | None = None,
     ) -> None:
-        """Bring this host's payload index (ADR 0110) up to the project's trace files, under the
+        """Bring this host's payload index (ADR 0018) up to the project's trace files, under the
         trace's append lock (``appended``: the trace's ``fstat`` before the line; ``until``: the
         lock deadline it shares). Never raises: an index left behind covers less, and its
         readers take the full rule."""
@@ -591,12 +591,12 @@ class JsonlStore(TraceStore):
             pass
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
-        # the verdict index answers in O(1) when it checks out (ADR 0087), else the scan
+        # the verdict index answers in O(1) when it checks out (ADR 0022), else the scan
         from eidolons.trace.verdictindex import lookup
 
         path = self._file(thread_id)
         try:
-            bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0021)
+            bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0007)
             try:
                 fd = open_trace(path)
             except FileNotFoundError:

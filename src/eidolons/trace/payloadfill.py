@@ -1,4 +1,4 @@
-"""Bringing this host's payload index (:mod:`eidolons.io.payloadindex`, ADR 0110) up to the
+"""Bringing this host's payload index (:mod:`eidolons.io.payloadindex`, ADR 0018) up to the
 project's trace files: called by the JSONL store after each append and by ``trace
 import``. Under the index's lock it reads what the index does not cover, by the full
 search's rule on the same pieces, and writes the new entries in place; what it records as
@@ -66,7 +66,7 @@ def refresh(
         found = snapshot(fd, MAX_EVIDENCE_BYTES)
         gen = _generation(fd)
         old = parse(found[1], root_st) if found is not None else None
-        # an index a writer left half-way: its entries are evidence still (ADR 0110)
+        # an index a writer left half-way: its entries are evidence still (ADR 0018)
         keys = _Keys(old.entries if old else b"\n" + b"".join(read_recovered(fd, root_st)))
         cover = _cover(root, old, keys, is_payload, appended)
         extra = list(extra)
@@ -224,7 +224,7 @@ def _resume(
 ) -> int:
     """Where to read the file from: where the index stopped when it is the file this process
     just appended to, as the index covered it (``appended``: ctime cannot be set back), and
-    the bytes before that point are unchanged; else 0: read whole again (ADR 0138)."""
+    the bytes before that point are unchanged; else 0: read whole again (ADR 0018)."""
     if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
         return 0
     if appended is None or _state(appended) != prev[:4]:

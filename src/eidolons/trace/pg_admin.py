@@ -1,4 +1,4 @@
-"""``eidolons trace store init`` and ``doctor``'s report of what a login may do (ADR 0072).
+"""``eidolons trace store init`` and ``doctor``'s report of what a login may do (ADR 0014).
 
 Authority is bound to this database: each ``--grant-*`` login is a row of
 ``eidolons.writers`` with CONNECT, USAGE, SELECT and INSERT here, and CONNECT is revoked
@@ -223,7 +223,7 @@ class Authority:
     problems: list[str] = field(default_factory=list)
 
 
-UPGRADE = "run eidolons trace store init as the database's administrator (ADR 0072)"
+UPGRADE = "run eidolons trace store init as the database's administrator (ADR 0014)"
 
 
 def authority_report(dsn: str) -> Authority:

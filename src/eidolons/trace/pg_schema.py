@@ -1,4 +1,4 @@
-"""The PostgreSQL trace schema and its migrations (ADR 0072), applied once each, in order,
+"""The PostgreSQL trace schema and its migrations (ADR 0014), applied once each, in order,
 by ``eidolons trace store init``. ``eidolons.writers`` names the logins bound to this
 database; only an ``orchestrator`` may record orchestrator verdicts (migration 4 took
 every privilege of the old cluster-wide roles, :data:`LEGACY_ROLES`).
@@ -102,7 +102,7 @@ REVOKE ALL ON {SCHEMA}.trace_events, {SCHEMA}.schema_version FROM PUBLIC;
     (
         2,
         f"""
--- is this path a hand-off? (ADR 0021): the events naming a payload, by its key
+-- is this path a hand-off? (ADR 0007): the events naming a payload, by its key
 ALTER TABLE {SCHEMA}.trace_events ADD COLUMN payload_key bytea;
 COMMENT ON COLUMN {SCHEMA}.trace_events.payload_key IS
   'UTF-8 payload_path of an emit/verify_pass/verify_fail event (index only)';

@@ -1,4 +1,4 @@
-"""The client's own bound on a PostgreSQL connection (ADR 0072): a server that stops
+"""The client's own bound on a PostgreSQL connection (ADR 0014): a server that stops
 answering (a stopped backend, which no server timeout or keepalive notices) fails the
 gate within the timeout. Past a wait's deadline the socket is shut down and the backend's
 statement cancelled; the connection is never used again. One daemon thread serves every

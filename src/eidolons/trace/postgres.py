@@ -1,4 +1,4 @@
-"""The shared store: one append-only table on PostgreSQL (ADRs 0070, 0072, 0073).
+"""The shared store: one append-only table on PostgreSQL (ADR 0014).
 
 An append is one transaction under a per-thread advisory lock; the insert trigger checks
 the chain link and lets only a login bound as orchestrator stamp a verdict. Reads run in
@@ -84,7 +84,7 @@ def timeout_s(env: Mapping[str, str] | None = None) -> float:
 
 
 def payload_key(event: Mapping[str, Any]) -> bytes | None:
-    """The index key of an event naming a payload (ADR 0021): its ``payload_path``."""
+    """The index key of an event naming a payload (ADR 0007): its ``payload_path``."""
     key = event.get("payload_path")
     if isinstance(key, str) and is_payload_event(event, [key]):
         return key.encode("utf-8", "surrogatepass")

@@ -1,8 +1,8 @@
 """The trace store: the one way the gates, the ``trace`` verbs and memory reach a trace.
 
 :class:`~eidolons.trace.log.JsonlStore` (the default: one ECL JSONL file per thread) or
-:class:`~eidolons.trace.postgres.PostgresStore` (a shared append-only table, ADR 0070),
-chosen by :func:`open_store` (ADR 0071). The verdict rule (ADR 0005) is
+:class:`~eidolons.trace.postgres.PostgresStore` (a shared append-only table, ADR 0014),
+chosen by :func:`open_store` (ADR 0014). The verdict rule (ADR 0005) is
 :func:`judged_line`'s; every reader and lookup applies it through this module.
 """
 
@@ -12,7 +12,7 @@ import os
 
 from eidolons.ecl.events import EventType, GateName
 from eidolons.errors import InputError, TraceWriteError, UsageError
-from eidolons.io.project import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0129)
+from eidolons.io.project import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0001)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def payload_needle(key: str) -> bytes:
 
 
 def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
-    """An emit or verification event naming one of ``keys`` as its payload (ADR 0021)."""
+    """An emit or verification event naming one of ``keys`` as its payload (ADR 0007)."""
     return (
         event is not None
         and event.get("event") in (EventType.EMIT, *VERDICT_EVENTS)
@@ -218,7 +218,7 @@ class TraceStore:
         raise self._unreadable()
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
-        """A payload event of any thread naming one of ``keys`` (ADR 0021), or None;
+        """A payload event of any thread naming one of ``keys`` (ADR 0007), or None;
         raises :class:`TraceReadError` past the trace scan bound (the caller cannot tell)."""
         raise self._unreadable()
 
@@ -294,7 +294,7 @@ def project_requirement(root: StrPath) -> str | None:
 def open_store(
     root: StrPath, env: Mapping[str, str] | None = None, *, file: StrPath | None = None
 ) -> TraceStore:
-    """The project's configured store (ADR 0071): PostgreSQL when ``EIDOLONS_TRACE_DSN``
+    """The project's configured store (ADR 0014): PostgreSQL when ``EIDOLONS_TRACE_DSN``
     is set (the DSN comes only from the environment, never from a project file), else
     the JSONL files; ``.eidolons/trace-store.json`` can only require PostgreSQL. With
     ``file`` (``--trace FILE``), that one JSONL file. Never raises: a configuration that

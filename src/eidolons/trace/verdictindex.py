@@ -1,4 +1,4 @@
-"""The verdict index (ADRs 0087, 0037): where each message's latest orchestrator verdict
+"""The verdict index (ADRs 0012, 0022): where each message's latest orchestrator verdict
 sits in a JSONL trace, so the record lookup costs the same on any trace length.
 
 A hint, never evidence: the line it points to is re-read, must match byte for byte and is

@@ -1,4 +1,4 @@
-"""``trace verify`` (ADR 0035): for each trace, the hash chain over the exact line bytes;
+"""``trace verify`` (ADR 0012): for each trace, the hash chain over the exact line bytes;
 for each orchestrator verdict line, whether the gate counts it (the store's readers judge
 it) and, if so, its receipt (``valid``, ``none``, ``invalid: <why>``, or ``unchecked``
 without a trust store); for a JSONL file, its tail against this host's head anchor (ADR
@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
 
 class TraceSnapshot:
-    """One trace read once (ADR 0096): ``raw``, its non-blank lines' exact bytes (what the
+    """One trace read once (ADR 0012): ``raw``, its non-blank lines' exact bytes (what the
     hash chain covers), and ``lines``, the same bytes as the store's readers judge them
     (:func:`eidolons.trace.store.judged_line`); ``file``, the JSONL file (None for
-    PostgreSQL); ``head``, this host's head anchor for it (ADR 0037), read before the
+    PostgreSQL); ``head``, this host's head anchor for it (ADR 0012), read before the
     bytes, so a concurrent append leaves it at or behind what was read."""
 
     __slots__ = ("file", "head", "kind", "lines", "name", "raw")
@@ -110,7 +110,7 @@ def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) ->
 
 
 def head_status(snap: TraceSnapshot) -> dict[str, Any] | None:
-    """The trace against the head this host recorded for its file (ADR 0037); None for a
+    """The trace against the head this host recorded for its file (ADR 0012); None for a
     store that is not a file (PostgreSQL keeps its own append-only guarantees)."""
     if snap.file is None:
         return None

@@ -1,7 +1,7 @@
 """The ECL conformance rules (digest section 10.3), one module per gate family.
 
 ``eidolons check`` and the receiver gate decide with these functions, so a rule cannot
-drift between the two (ADR 0200, which also lists every deliberate difference from the
+drift between the two (ADR 0023, which also lists every deliberate difference from the
 upstream checker). Pure: envelope bytes, parsed objects, contracts and an injected
 payload reader in, :class:`~eidolons.ecl.rules.common.GateResult` records out.
 

@@ -29,7 +29,7 @@ else:  # the same fields for the interpreter: typing.NamedTuple would import typ
 class GateResult(_GateResult):
     """One gate's outcome for one envelope, truthy only when ``status`` is ok. ``level``
     MUST, SHOULD or INFO; ``status`` ok, fail or warn; ``target`` the envelope. A named
-    tuple: ``check`` makes about 25 per envelope (ADR 0090)."""
+    tuple: ``check`` makes about 25 per envelope (ADR 0022)."""
 
     __slots__ = ()
 

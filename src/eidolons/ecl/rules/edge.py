@@ -165,7 +165,7 @@ def _block_parser() -> Any:
 
 def markdown_headings(text: str) -> list[tuple[int, str]]:
     """The top-level headings (ATX or setext, not in code, HTML, quotes or lists) of a
-    Markdown document as ``(level, raw text)``, by a CommonMark parser (ADR 0023). Lines
+    Markdown document as ``(level, raw text)``, by a CommonMark parser (ADR 0008). Lines
     end only at ``\n``, ``\r\n`` or ``\r``; YAML front matter is skipped."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[0].rstrip(" \t") == "---":

@@ -1,4 +1,4 @@
-"""``eidolons hook HOST``: the receiver gate inside agent hosts (ADRs 0040, 0140).
+"""``eidolons hook HOST``: the receiver gate inside agent hosts (ADR 0015).
 
 :mod:`~eidolons.hosts.hook.fast` is the entry point and allows at once what touches
 nothing of ECL's; :mod:`~eidolons.hosts.hook.events` parses the event and holds the

@@ -1,4 +1,4 @@
-"""The hook's full decision for a call that touches something of ECL's (ADR 0140).
+"""The hook's full decision for a call that touches something of ECL's (ADR 0015).
 
 The shell is sealed by the host's sandbox, never by reading its commands. For the calling
 agent R (none: the main loop):
@@ -52,7 +52,7 @@ from eidolons.hosts.hook.events import (
 )
 from eidolons.io.files import atomic_write, read_regular, read_text
 from eidolons.io.paths import is_relative_to
-from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0129)
+from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0001)
 from eidolons.io.project import IGNORE_LINES as IGNORE_LINES
 
 ORCHESTRATOR = "orchestrator"

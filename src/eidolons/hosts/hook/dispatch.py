@@ -1,4 +1,4 @@
-"""The orchestrator gate in the hook (ADR 0140): when the main loop starts subagent R, the
+"""The orchestrator gate in the hook (ADR 0015): when the main loop starts subagent R, the
 hand-offs addressed to R with no orchestrator verdict on record for their envelope bytes
 go through ``verify-envelope --block`` in the hook's process (outside the sandbox, where
 the key is); a refusal denies the dispatch. The main loop's read of an unjudged hand-off

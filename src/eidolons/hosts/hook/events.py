@@ -16,7 +16,7 @@ import os
 from eidolons.io.paths import is_relative_to
 from eidolons.io.project import COPIES_DIR, STATE_DIR
 
-# the project's state paths, spelled once (ADR 0129; os only), still importable from here
+# the project's state paths, spelled once (ADR 0001; os only), still importable from here
 from eidolons.io.project import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
 from eidolons.io.project import HANDOFF_DIR as HANDOFF_DIR
 
@@ -452,7 +452,7 @@ def user_key_dir() -> str:
 
 def key_dirs(root: str) -> tuple[str, ...]:
     """The project's ``.eidolons/keys`` and the user's key directory; with
-    ``EIDOLONS_KEY_DIR``, the config directory too (heads and indexes, ADR 0110)."""
+    ``EIDOLONS_KEY_DIR``, the config directory too (heads and indexes, ADR 0018)."""
     dirs = (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
     if not os.environ.get("EIDOLONS_KEY_DIR"):
         return dirs
@@ -497,7 +497,7 @@ MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
 def gate_code() -> tuple[str, ...]:
-    """The code the hook runs (ADR 0134): the package, site-packages (a ``.pth`` there runs
+    """The code the hook runs (ADR 0015): the package, site-packages (a ``.pth`` there runs
     at every start) and the interpreter with its directory. Rewriting them rewrites the gate."""
     import site  # already imported at start-up (no -S)
     import sys

@@ -1,5 +1,5 @@
 """``eidolons hook HOST [EVENT] [--root DIR] [--as RECEIVER]``: one hook event in, one
-decision out, in the host's dialect (ADR 0040).
+decision out, in the host's dialect (ADR 0015).
 
 A call that touches nothing of ECL's imports only ``os``, ``sys`` and ``_json``. Answers:
 

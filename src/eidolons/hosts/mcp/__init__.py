@@ -1,4 +1,4 @@
-"""``eidolons mcp serve``: the gates as MCP tools (ADR 0052).
+"""``eidolons mcp serve``: the gates as MCP tools (ADR 0020).
 
 :mod:`eidolons.hosts.mcp.tools` holds what each tool does, without the SDK, so it is
 importable and testable without ``mcp``; :mod:`eidolons.hosts.mcp.server` is the only

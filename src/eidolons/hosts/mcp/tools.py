@@ -1,4 +1,4 @@
-"""What each tool of ``eidolons mcp serve`` does, without the MCP SDK (ADRs 0052, 0053).
+"""What each tool of ``eidolons mcp serve`` does, without the MCP SDK (ADR 0020).
 
 A :class:`Toolbox` serves one project root and, with ``--as``, one receiver. Each tool
 returns a :class:`Reply` and never raises. Rules:
@@ -166,7 +166,7 @@ class Toolbox:
     def artifact_path(self, path: str) -> Path:
         """The artifact of a gate call. Unbound, it must be absolute: the server then takes
         the receiver from the caller, and a host hook binds the caller's identity only to
-        paths it can recognise in the call (Claude Code's sees absolute ones), ADR 0053."""
+        paths it can recognise in the call (Claude Code's sees absolute ones), ADR 0020."""
         if self.bound is None and isinstance(path, str) and not os.path.isabs(path):
             raise ToolInputError(
                 "an unbound server takes only absolute artifact paths (or start it with --as)"
@@ -380,7 +380,7 @@ class Toolbox:
             )
         recipient = parse_agent(to, "to")
         key = None
-        if hmac and self.bound is None:  # ADR 0053: the key must not tag for any caller
+        if hmac and self.bound is None:  # ADR 0020: the key must not tag for any caller
             raise ToolInputError(
                 "hmac: only a server bound to the sender (--as) tags with ECL_HMAC_KEY; an "
                 "unbound server would tag any caller's payload"
@@ -389,7 +389,7 @@ class Toolbox:
             key = hmac_key(os.environ)
             if key is None:
                 raise ToolInputError("hmac needs ECL_HMAC_KEY in the server's environment")
-        # the contract's defaults and the sender's self-check (ADR 0024) come with emit:
+        # the contract's defaults and the sender's self-check (ADR 0006) come with emit:
         # a hand-off the receiver would refuse is an error reply, nothing written
         source = self.resolve(payload, "payload")
         result = emit(

@@ -1,5 +1,5 @@
 """Install (and remove) rendered verify-incoming skills where hosts and the nexus read them
-(ADR 0050). For a receiver ``R``:
+(ADR 0019). For a receiver ``R``:
 
 1. ``.claude/skills/R-verify-incoming/SKILL.md`` and ``.agents/skills/...`` always.
 2. The member tree, when ``.eidolons/R/`` is a real directory holding a member marker:
@@ -104,7 +104,7 @@ class SkillConflict(SkillError):
     ``refused`` lists the refused actions, ``written`` the paths changed anyway."""
 
     code = "SKILL_CONFLICT"
-    exit_code = 3  # refused, the rest written (ADR 0050)
+    exit_code = 3  # refused, the rest written (ADR 0019)
 
     def __init__(self, refused: Sequence[SkillAction], written: Sequence[Path]) -> None:
         first = refused[0]
