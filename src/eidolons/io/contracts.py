@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 
 from eidolons.ecl.contract import (
     BUILTIN_SOURCE,
@@ -74,32 +73,18 @@ _INDEX_PATH = ("data", "contracts", "index.json")
 
 def _read_regular_file(path: Path) -> bytes:
     """Read ``path`` refusing links and non-regular files, at most the size cap + 1."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    from eidolons.io.files import read_regular
+
     try:
-        fd = os.open(path, flags)
+        return read_regular(path, MAX_CONTRACT_BYTES)
     except OSError as exc:
         if exc.errno == errno.ELOOP or path.is_symlink():
             raise ContractError(
                 str(path), "is a symbolic link; contract files must be regular files"
             ) from None
+        if exc.errno == errno.EINVAL:
+            raise ContractError(str(path), "not a regular file") from None
         raise ContractError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ContractError(str(path), "not a regular file")
-        chunks: list[bytes] = []
-        remaining = MAX_CONTRACT_BYTES + 1
-        while remaining > 0:
-            chunk = os.read(fd, remaining)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise ContractError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 def load_contract_file(path: Path) -> Contract:
