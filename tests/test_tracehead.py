@@ -10,7 +10,7 @@ import pytest
 
 from eidolons.ecl.tracechain import chained, next_link
 from eidolons.keys.host import head_path, recorded
-from eidolons.trace.log import append_event, read_snapshot
+from eidolons.trace.log import append_event, append_events, read_snapshot
 from tests.conftest import Run, run_cli
 
 
@@ -49,6 +49,21 @@ def test_normal_appends_stay_anchored_and_intact(project: Path) -> None:
     assert chain["head"]["seq"] == 4 and chain["head"]["after"] == 0
     text = run_cli("trace", "verify", path, "--block", cwd=project)
     assert text.code == 0 and "head anchored on this host at seq 4" in text.out
+
+
+def test_events_written_together_move_the_head_and_a_later_cut_is_a_break(
+    project: Path,
+) -> None:
+    # a pass writes its verify_pass and receive in one write: the head must follow both,
+    # and every append after them, or a cut of the later tail goes unseen
+    path = _trace(project, 2)
+    append_events(path, [{"event": "verify_pass", "n": 2}, {"event": "receive", "n": 3}])
+    assert recorded(path)[0] == 4  # type: ignore[index]
+    append_event(path, {"event": "verify_fail", "thread_id": "t1", "n": 4})
+    assert recorded(path)[0] == 5  # type: ignore[index]
+    path.write_bytes(b"".join(x + b"\n" for x in _lines(path)[:2]))
+    r = _verify(project, "t1")
+    assert r.code == 3 and r.json()["chains"][0]["head"]["state"] == "cut", r
 
 
 def test_a_cut_tail_is_a_break(project: Path) -> None:

@@ -50,6 +50,7 @@ def test_fast_form_equals_the_validated_index_and_the_yaml_sources() -> None:
         lambda e: e["contract"].pop("artifacts"),
         lambda e: e["contract"].update(artifacts=[{"schema_ref": "x"}]),
         lambda e: e["contract"].update(context_delta={"token_budget_max": "many"}),
+        lambda e: e["contract"].update(context_delta={"token_budget_max": float("inf")}),
         lambda e: e["contract"].update(to="somebody-else"),
         lambda e: e.update(contract=None),
         lambda e: e["contract"].update(

@@ -486,7 +486,7 @@ def index_contract(key: str, entry: Any, *, validate: bool = False) -> Contract:
     else:
         try:
             contract = Contract._build(document, BUILTIN_SOURCE)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
             raise ContractError(where, f"damaged index entry {key!r}: {exc!r}") from None
     if key != edge_key(contract.from_, contract.to) or file_name != contract.file_name:
         raise ContractError(where, f"index entry {key!r} does not match its contract")

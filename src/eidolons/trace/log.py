@@ -130,7 +130,8 @@ def append_events(
         return written
 
     def anchor() -> None:  # still under the lock: the head moves with the file (ADR 0012)
-        _record_head(path, links[-1], written[-1])
+        for link_, line in zip(links, written, strict=True):  # each moves it from the last
+            _record_head(path, link_, line)
         if after is not None:  # the lines are the file's last bytes (O_APPEND, locked)
             start = os.fstat(fds[0]).st_size - len(written[-1]) - 1
             after(fds[0], start, written[-1], states[0])
