@@ -87,14 +87,13 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
     names, code = imported(argv, tmp_path, json.dumps(event))
     assert code == 0
     ours = {n for n in names if n.startswith("eidolons")}
-    # the key directories are found when first needed (eidolons.keys.host, not on every
-    # call); the state names' home is the only module added
+    # the key directories are found when first needed: no eidolons.keys module on these
+    # paths; the state names' home is the only module added
     assert ours <= {
         "eidolons",
         "eidolons.cli",  # the packages' own __init__: a docstring each
         "eidolons.hosts",
         "eidolons.io",
-        "eidolons.trace",
         "eidolons.errors",
         "eidolons.ecl",  # the strict JSON reader the event is parsed by, and its limits
         "eidolons.ecl.jsontext",
@@ -107,8 +106,6 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
         "eidolons.io.project",
         "eidolons.io.paths",
         "eidolons.io.payloadindex",
-        "eidolons.keys",
-        "eidolons.keys.host",
     }, sorted(ours)
     if tool["tool_name"] == "TodoWrite":
         assert "eidolons.keys.host" not in ours
