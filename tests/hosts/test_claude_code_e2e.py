@@ -32,7 +32,6 @@ import json
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -172,13 +171,13 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         ),
     ]
     swap_steps = [tool("Read", file_path=str(swap), offset=1, limit=100 + i) for i in range(12)]
-    sessions = {  # concurrent sessions, many tool calls each (the suite's time)
+    sessions = {  # one after another: the host's start-up is the suite's time, not the calls
         "main": seq(*(f"bash {c}" for c in READS)),
         "main-writes": seq(*(f"bash {c}" for c in WRITES)),
         "vigil": f"agent vigil {seq(*vigil_steps)}",
         "vigil-writes": f"agent vigil {seq(*vigil_writes)}",
-        "swap": f"agent vigil {seq(*swap_steps)}",
     }
+    runs = {k: p.session(d) for k, d in sessions.items()}
     stop = threading.Event()
     good_bytes = swap.read_bytes()
 
@@ -203,13 +202,12 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
             time.sleep(0.002)
 
     thread = threading.Thread(target=swapper, daemon=True)
-    with ThreadPoolExecutor(max_workers=len(sessions)) as pool:
-        futures = {k: pool.submit(p.session, d) for k, d in sessions.items()}
-        time.sleep(2)
-        thread.start()
-        runs = {k: f.result() for k, f in futures.items()}
-    stop.set()
-    thread.join()
+    thread.start()  # while the receiver reads the swapped payload, again and again
+    try:
+        runs["swap"] = p.session(f"agent vigil {seq(*swap_steps)}")
+    finally:
+        stop.set()
+        thread.join()
     return {
         "project": p,
         "runs": runs,

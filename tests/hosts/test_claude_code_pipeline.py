@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -120,10 +119,8 @@ def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> d
         performative="REQUEST",
     )
     tampered.write_text(request.replace("enough?", f"enough? {ATTACK}"))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        main = pool.submit(p.session, seq(*steps), 300)
-        late = pool.submit(p.session, f"agent forge read {tampered}")
-        runs = {"main": main.result(), "late": late.result()}
+    steps.append(f"agent forge read {tampered}")
+    runs = {"main": p.session(seq(*steps), 300)}
     trace = "".join(
         f.read_text() for f in sorted((p.root / ".eidolons" / ".trace").glob("*.jsonl"))
     )
@@ -166,7 +163,7 @@ def test_a_handoff_tampered_before_dispatch_is_refused_at_dispatch(
 ) -> None:
     root = pipeline["project"].root
     step = f"agent forge read {root / '.eidolons' / 'handoffs' / 'late.md'}"
-    seen = result(pipeline, step, "late")
+    seen = result(pipeline, step, "main")
     assert seen["is_error"], seen
     assert "[orchestrator-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas" in seen["text"]
     assert ATTACK not in seen["text"]
