@@ -97,8 +97,7 @@ def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
 
 
 def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
-    from eidolons.ecl.rules.common import GateResult
-    from eidolons.ecl.rules.envelope import envelope_results
+    from eidolons.ecl.envelope import GateResult, envelope_results
 
     results = envelope_results({"envelope_version": "1.0"}, target="/t/x.envelope.json")
     assert results and all(type(r) is GateResult for r in results)
@@ -138,7 +137,7 @@ def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
     """``_text`` writes an int itself instead of through ``json.dumps``: same text."""
     import json
 
-    from eidolons.ecl.rules.common import text as _text
+    from eidolons.ecl.envelope import text as _text
 
     if value is None or value is False:
         assert _text(value) == ""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.rules.common import GateResult
+from eidolons.ecl.envelope import GateResult
 from eidolons.ecl.rules.edge import (
     is_markdown_path,
     markdown_headings,

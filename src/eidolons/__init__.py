@@ -57,7 +57,7 @@ _EXPORTS: dict[str, str] = {
     "thread_trace_path": "eidolons.trace.log",
     "TraceStore": "eidolons.trace.store",
     "open_store": "eidolons.trace.store",
-    "Limits": "eidolons.ecl.limits",
+    "Limits": "eidolons.ecl.grammar",
     "find_root": "eidolons.io.config",
 }
 
@@ -101,8 +101,8 @@ def __getattr__(name: str) -> object:
 if TYPE_CHECKING:
     from eidolons.ecl.builder import build_envelope
     from eidolons.ecl.envelope import AgentRef, Envelope, parse_envelope
+    from eidolons.ecl.grammar import Limits
     from eidolons.ecl.integrity import digest_bytes, digest_stream
-    from eidolons.ecl.limits import Limits
     from eidolons.ecl.verdict import Verdict
     from eidolons.errors import EidolonsError, EnvelopeError
     from eidolons.gates.checker import check_envelope

@@ -458,7 +458,7 @@ def index_entries(raw: bytes, source: str) -> dict[str, Any]:
     """The ``contracts`` object of a shipped ``index.json`` (bytes), edge key to entry,
     each entry not yet built (:func:`index_contract` builds one). Raises
     :class:`ContractError` for bytes that are not such an index."""
-    from eidolons.ecl.jsontext import loads  # the package's own file, not untrusted input
+    from eidolons.ecl.grammar import loads  # the package's own file, not untrusted input
 
     try:
         index = loads(raw)

@@ -23,7 +23,7 @@ project, :meth:`eidolons.keys.store.TrustStore.project_refusal`), applied before
 
 from __future__ import annotations
 
-from eidolons.ecl.strict_json import loads_strict
+from eidolons.ecl.grammar import loads_strict
 from eidolons.errors import EnvelopeError
 
 TYPE_CHECKING = False
@@ -53,7 +53,7 @@ def statement(
 def statement_bytes(doc: dict[str, Any]) -> bytes:
     """The serialized body: compact, sorted, ASCII JSON (the signature covers these bytes;
     verifiers parse the bytes they verified, never a re-encoding)."""
-    from eidolons.ecl.jsontext import dumps
+    from eidolons.ecl.grammar import dumps
 
     return dumps(doc, compact=True, sort_keys=True).encode()
 

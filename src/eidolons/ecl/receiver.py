@@ -37,9 +37,9 @@ from enum import IntEnum
 
 from eidolons._text import printable
 from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
-from eidolons.ecl.envelope import Envelope, parse_envelope
+from eidolons.ecl.envelope import Envelope, envelope_results, ise_results, parse_envelope
+from eidolons.ecl.grammar import Limits
 from eidolons.ecl.integrity import Digest, judge_digest, precheck, sha256_hex
-from eidolons.ecl.limits import Limits
 from eidolons.ecl.rules.edge import (
     RECEIVER_FAILURE_CODES,
     context_results,
@@ -47,9 +47,7 @@ from eidolons.ecl.rules.edge import (
     is_markdown_path,
     section_result,
 )
-from eidolons.ecl.rules.envelope import envelope_results
 from eidolons.ecl.rules.integrity import high_trust_problem
-from eidolons.ecl.rules.ise import ise_results
 from eidolons.ecl.verdict import RefusalCode, Verdict
 from eidolons.errors import EidolonsError, EnvelopeError
 

@@ -30,8 +30,8 @@ from eidolons.ecl.events import (
     trace_event,
     utc_now,
 )
+from eidolons.ecl.grammar import Limits
 from eidolons.ecl.integrity import Digest
-from eidolons.ecl.limits import Limits
 from eidolons.ecl.receiver import (
     CharCount,
     Failure,

@@ -174,7 +174,7 @@ def read_host_json(path: str, error: type[Exception], what: str) -> object:
         return None
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}") from None
-    from eidolons.ecl.jsontext import loads
+    from eidolons.ecl.grammar import loads
 
     try:
         return loads(raw)

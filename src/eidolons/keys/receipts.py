@@ -109,7 +109,7 @@ def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
 
 
 def write_receipt(envelope_path: StrPath, receipt: dict[str, Any]) -> str:
-    from eidolons.ecl.jsontext import dumps
+    from eidolons.ecl.grammar import dumps
 
     path = receipt_path(envelope_path)
     data = (dumps(receipt, indent=2) + "\n").encode("ascii")
@@ -143,7 +143,7 @@ def read_receipt(envelope_path: StrPath) -> tuple[Any, str | None]:
 def _read_sidecar(path: str, limit: int, what: str) -> tuple[Any, str | None]:
     """The JSON document in the sidecar ``path`` (read beneath its directory, strictly):
     (document, None), or (None, why) when it cannot be read or parsed."""
-    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.ecl.grammar import loads_strict
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.payload import read_envelope_bytes
 

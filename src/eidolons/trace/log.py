@@ -15,9 +15,9 @@ import os
 import stat
 
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
+from eidolons.ecl.grammar import dumps as dumps_json
 from eidolons.ecl.grammar import is_safe_file_name
-from eidolons.ecl.jsontext import dumps as dumps_json
-from eidolons.ecl.jsontext import loads as loads_json
+from eidolons.ecl.grammar import loads as loads_json
 from eidolons.errors import InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
 from eidolons.io.beneath import BeneathError, open_state_path

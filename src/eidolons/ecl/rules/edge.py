@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from eidolons.ecl.rules.common import GateResult, Recorder, get, text, token_count
+from eidolons.ecl.envelope import GateResult, Recorder, get, text, token_count
 from eidolons.ecl.verdict import RefusalCode
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)

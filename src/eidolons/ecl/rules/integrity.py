@@ -6,8 +6,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from eidolons.ecl import grammar
-from eidolons.ecl.integrity import tags_equal
-from eidolons.ecl.rules.common import (
+from eidolons.ecl.envelope import (
     GateResult,
     Recorder,
     get,
@@ -16,6 +15,7 @@ from eidolons.ecl.rules.common import (
     token_count,
     trust_level,
 )
+from eidolons.ecl.integrity import tags_equal
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
