@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "parse_envelope": "eidolons.ecl.envelope",
     "EnvelopeError": "eidolons.errors",
     "EidolonsError": "eidolons.errors",
-    "Verdict": "eidolons.ecl.verdict",
+    "Verdict": "eidolons.ecl.integrity",
     "VerificationResult": "eidolons.gates.verify",
     "verify_envelope_file": "eidolons.gates.verify",
     "digest_bytes": "eidolons.ecl.integrity",
@@ -102,8 +102,7 @@ if TYPE_CHECKING:
     from eidolons.ecl.builder import build_envelope
     from eidolons.ecl.envelope import AgentRef, Envelope, parse_envelope
     from eidolons.ecl.grammar import Limits
-    from eidolons.ecl.integrity import digest_bytes, digest_stream
-    from eidolons.ecl.verdict import Verdict
+    from eidolons.ecl.integrity import Verdict, digest_bytes, digest_stream
     from eidolons.errors import EidolonsError, EnvelopeError
     from eidolons.gates.checker import check_envelope
     from eidolons.gates.orchestrator import run_gate

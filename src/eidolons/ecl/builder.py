@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eidolons.ecl import grammar
+from eidolons.ecl.contract import high_trust_problem
 from eidolons.ecl.envelope import (
     EDGE_ORIGINS,
     PERFORMATIVES,
@@ -23,7 +24,6 @@ from eidolons.ecl.envelope import (
 from eidolons.ecl.events import utc_now
 from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.integrity import Digest
-from eidolons.ecl.rules.integrity import high_trust_problem
 from eidolons.errors import UsageError
 
 __all__ = ["ContextDelta", "build_envelope", "parse_agent"]

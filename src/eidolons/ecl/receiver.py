@@ -22,7 +22,7 @@ never opens a file:
 4. :meth:`ReceiverCheck.feed_contracts` - the effective contract set (or the typed
    failure of loading it: UNDECLARED_EDGE for every hand-off). ``to.eidolon`` must be
    the receiver and the edge declared (UNDECLARED_EDGE); the high-trust rule
-   (:func:`eidolons.ecl.rules.integrity.high_trust_problem`: UNVERIFIED at every version);
+   (:func:`eidolons.ecl.contract.high_trust_problem`: UNVERIFIED at every version);
    C-2/C-3/D-1/D-2 and, for a Markdown payload, the required sections (R-1).
 
 Then :meth:`ReceiverCheck.decision`. Feeding a step twice or out of order raises
@@ -36,19 +36,26 @@ from __future__ import annotations
 from enum import IntEnum
 
 from eidolons._text import printable
-from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
-from eidolons.ecl.envelope import Envelope, envelope_results, ise_results, parse_envelope
-from eidolons.ecl.grammar import Limits
-from eidolons.ecl.integrity import Digest, judge_digest, precheck, sha256_hex
-from eidolons.ecl.rules.edge import (
-    RECEIVER_FAILURE_CODES,
+from eidolons.ecl.contract import (
+    Contract,
+    ContractSet,
+    ContractSetUnavailable,
     context_results,
     edge_results,
+    high_trust_problem,
     is_markdown_path,
     section_result,
 )
-from eidolons.ecl.rules.integrity import high_trust_problem
-from eidolons.ecl.verdict import RefusalCode, Verdict
+from eidolons.ecl.envelope import Envelope, envelope_results, ise_results, parse_envelope
+from eidolons.ecl.grammar import Limits
+from eidolons.ecl.integrity import (
+    Digest,
+    RefusalCode,
+    Verdict,
+    judge_digest,
+    precheck,
+    sha256_hex,
+)
 from eidolons.errors import EidolonsError, EnvelopeError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -400,6 +407,17 @@ def contract_failures(
                 )
             )
     return out
+
+
+#: The receiver gate's refusal code for a failed gate (ECL §5.3 names).
+RECEIVER_FAILURE_CODES: dict[str, RefusalCode] = {
+    "C-1": RefusalCode.UNDECLARED_EDGE,
+    "C-2": RefusalCode.PERFORMATIVE_NOT_ALLOWED,
+    "C-3": RefusalCode.ARTIFACT_KIND_NOT_ALLOWED,
+    "D-1": RefusalCode.CONTEXT_OVER_BUDGET,
+    "D-2": RefusalCode.CONTEXT_OVER_BUDGET,
+    "R-1": RefusalCode.MISSING_REQUIRED_SECTION,
+}
 
 
 _EARLY_CODES: dict[Verdict, RefusalCode] = {

@@ -25,11 +25,11 @@ from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.grammar import Limits
 from eidolons.ecl.integrity import (
     Digest,
+    Verdict,
     judge_digest,
     precheck,
     sha256_hex,
 )
-from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
 from eidolons.io.payload import PayloadError, hash_payload, locate_payload, read_envelope
 

@@ -1,6 +1,6 @@
 """Signed gate receipts and sender signatures: signing a verdict or an envelope, and
 deciding on what a receiver finds (ADR 0011). The receipt statement itself is
-:mod:`eidolons.ecl.receipt` (pure).
+:mod:`eidolons.ecl.events` (pure).
 
 Rules:
 
@@ -16,7 +16,7 @@ Rules:
   the statement's project).
 - A receiver with a trust store accepts as integrity evidence only a trusted receipt
   whose statement vouches for this envelope's exact bytes and this payload's digest
-  (:func:`eidolons.ecl.receipt.judge_statement`). It looks at the
+  (:func:`eidolons.ecl.events.judge_statement`). It looks at the
   sidecar receipt and at the receipt of the latest orchestrator event for the message in
   the trace; among the receipts that verify and name these envelope bytes, the one signed
   latest decides. Nothing else is evidence: an unsigned line, a receipt signed by any other
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-from eidolons.ecl.receipt import (
+from eidolons.ecl.events import (
     PAYLOAD_TYPE,
     RECEIPT_GATE,
     judge_names,
@@ -40,7 +40,7 @@ from eidolons.ecl.receipt import (
     statement,
     statement_bytes,
 )
-from eidolons.ecl.verdict import RefusalCode
+from eidolons.ecl.integrity import RefusalCode
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write, readable_mode
 from eidolons.keys.store import ORCHESTRATOR, TrustStore, sender_role, ts_key

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from eidolons.ecl.envelope import GateResult, envelope_results, get, ise_results, json_result
-from eidolons.ecl.rules.edge import (
+from eidolons.ecl.contract import (
     context_results,
     edge_contract,
     edge_results,
     is_markdown_path,
     section_result,
 )
+from eidolons.ecl.envelope import GateResult, envelope_results, get, ise_results, json_result
 from eidolons.ecl.rules.integrity import PayloadReader, integrity_results
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
