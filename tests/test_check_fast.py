@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.contract import markdown_headings
+from eidolons.ecl.grammar import markdown_headings
 from tests.golden_check.corpus import MARKDOWN, SECTIONS_MD
 
 
@@ -109,7 +109,7 @@ def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
 
 
 def test_section_names_normalise_the_same_cached_or_not() -> None:
-    from eidolons.ecl.contract import _normalise, normalise_section
+    from eidolons.ecl.grammar import _normalise, normalise_section
 
     for text in ["Decision target", " decision--target ", "FINDINGS", "Gaps\t\u00a0x", "ß-Straße"]:
         assert normalise_section(text) == _normalise(text)

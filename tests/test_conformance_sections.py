@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.contract import (
-    is_markdown_path,
-    markdown_headings,
-    normalise_section,
-    section_result,
-)
+from eidolons.ecl.contract import section_result
 from eidolons.ecl.envelope import GateResult
+from eidolons.ecl.grammar import is_markdown_path, markdown_headings, normalise_section
 from eidolons.io.contracts import Contract
 
 SECTIONS = ["decision_target", "findings", "gaps", "scope"]

@@ -26,8 +26,6 @@ from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.integrity import Digest
 from eidolons.errors import UsageError
 
-__all__ = ["ContextDelta", "build_envelope", "parse_agent"]
-
 
 def parse_agent(spec: str, option: str) -> AgentRef:
     """``atlas`` or ``atlas@1.4.2`` (a missing version is ``n/a``)."""

@@ -12,9 +12,8 @@ rules (sources, directory entries, bytes, content, fail closed) are listed there
 
 from __future__ import annotations
 
-import functools
-
 from eidolons.ecl.envelope import GateResult, Recorder, get, text, token_count, trust_level
+from eidolons.ecl.grammar import is_markdown_path, markdown_headings, normalise_section
 from eidolons.errors import EidolonsError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -24,21 +23,6 @@ if TYPE_CHECKING:
 
     from eidolons.ecl._contract_schema import JsonSchemaValueException
 
-__all__ = [
-    "BUILTIN_SOURCE",
-    "INDEX_FORMAT",
-    "MAX_CONTRACT_BYTES",
-    "Contract",
-    "ContractArtifact",
-    "ContractError",
-    "ContractSet",
-    "ContractSetUnavailable",
-    "contracts_from_index",
-    "edge_key",
-    "index_contract",
-    "index_entries",
-    "parse_contract_bytes",
-]
 
 #: ``Contract.source`` of the contracts shipped in the package.
 BUILTIN_SOURCE = "builtin"
@@ -59,11 +43,8 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class ContractError(EidolonsError):
-    """A contract or contract set that cannot be used. Never treated as an allow.
-
-    ``source`` names the file (or ``builtin``/directory) and ``problem`` says what is
-    wrong; ``str(error)`` is ``"<source>: <problem>"``, which the CLI prints as is.
-    """
+    """A contract or contract set that cannot be used, never an allow; ``str(error)`` is
+    ``"<source>: <problem>"``, which the CLI prints as is."""
 
     code = "CONTRACT_INVALID"
     exit_code = 2
@@ -80,9 +61,10 @@ class _Record:
 
     __slots__: tuple[str, ...] = ()
 
-    def _set(self, **values: Any) -> None:
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+    def _set(self, values: dict[str, Any]) -> None:
+        """Each slot from ``values`` (the constructor's ``locals()``)."""
+        for name in self.__slots__:
+            object.__setattr__(self, name, values[name])
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -122,12 +104,7 @@ class ContractArtifact(_Record):
         required_sections: tuple[str, ...] = (),
         evidence_anchor_required: bool = False,
     ) -> None:
-        self._set(
-            kind=kind,
-            schema_ref=schema_ref,
-            required_sections=required_sections,
-            evidence_anchor_required=evidence_anchor_required,
-        )
+        self._set(locals())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,13 +116,8 @@ class ContractArtifact(_Record):
 
 
 class Contract(_Record):
-    """A validated hand-off contract for the edge ``from_ -> to``.
-
-    Build instances with :meth:`from_dict`, which validates; every loader in this module
-    does, so a ``Contract`` obtained from a loader or a :class:`ContractSet` is a valid
-    one. ``source`` says where it was loaded from: ``"builtin"`` or the YAML file's path.
-    ``trust_level`` and ``notes`` are None when the document omits them.
-    """
+    """A validated hand-off contract for the edge ``from_ -> to`` (build it with
+    :meth:`from_dict`, which validates). ``source``: ``builtin`` or the file it came from."""
 
     __slots__ = (
         "artifacts",
@@ -186,28 +158,12 @@ class Contract(_Record):
         source: str = BUILTIN_SOURCE,
         contract_version: str = "1.0",
     ) -> None:
-        self._set(
-            from_=from_,
-            to=to,
-            edge_origin=edge_origin,
-            performatives_allowed=performatives_allowed,
-            artifacts=artifacts,
-            token_budget_max=token_budget_max,
-            required_handles=required_handles,
-            trust_level=trust_level,
-            notes=notes,
-            source=source,
-            contract_version=contract_version,
-        )
+        self._set(locals())
 
     @classmethod
     def from_dict(cls, data: Any, source: str) -> Contract:
-        """Validate ``data`` (a parsed contract document) and build the contract.
-
-        Raises :class:`ContractError` naming ``source`` if the data does not match
-        ``handoff-contract.v1.json`` or repeats an artifact kind. The file-name rule is
-        checked by the file loader, which knows the name.
-        """
+        """Validate ``data`` against ``handoff-contract.v1.json`` and build the contract;
+        :class:`ContractError` naming ``source`` if it does not match."""
         from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
 
         try:
@@ -254,13 +210,8 @@ class Contract(_Record):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract in its canonical document form (no ``source``).
-
-        Defaults are written out (``required_sections: []``,
-        ``evidence_anchor_required: false``) so the output says what is enforced.
-        ``context_delta``, ``trust_level`` and ``notes`` are omitted when unset. The shipped
-        YAML files are in this form, so ``from_dict(d).to_dict() == d`` for each of them.
-        """
+        """The contract in its canonical document form (no ``source``), defaults written out;
+        ``from_dict(d).to_dict() == d`` for each shipped file."""
         out: dict[str, Any] = {
             "contract_version": self.contract_version,
             "from": self.from_,
@@ -288,11 +239,8 @@ class Contract(_Record):
         return tuple(self.source.split(SOURCE_SEPARATOR))
 
     def narrowed_by(self, other: Contract) -> Contract:
-        """This edge as a later source may narrow it, never widen it (ADR 0008):
-        performatives and artifact kinds are intersected, the budget is the smaller,
-        required sections and handles the union, evidence anchors required if either
-        requires them, trust the higher. ``edge_origin``, ``schema_ref``, ``notes`` and the
-        order of lists stay this contract's; ``source`` lists both."""
+        """This edge as a later source may narrow it, never widen it (ADR 0008): lists
+        intersected, the smaller budget, sections and handles united, the higher trust."""
         if other.key != self.key:
             raise ValueError(f"cannot narrow {self.key} with {other.key}")
         theirs = {a.kind: a for a in other.artifacts}
@@ -361,21 +309,10 @@ def _schema_problem(exc: JsonSchemaValueException) -> str:
     return f"does not match handoff-contract.v1: {message}"
 
 
-# --------------------------------------------------------------------------- YAML
-
-
-_LOADER: list[Any] = []  # the loader class, built once
-
-
 def _yaml_loader() -> Any:
-    """The strict safe loader class (built once). Imports yaml, so only called for YAML
-    input."""
-    if not _LOADER:
-        _LOADER.append(_build_yaml_loader())
-    return _LOADER[0]
-
-
-def _build_yaml_loader() -> Any:
+    """The strict safe loader class, built once (only YAML input imports yaml)."""
+    if _LOADER:
+        return _LOADER[0]
     import yaml
     from yaml.constructor import ConstructorError
 
@@ -411,11 +348,12 @@ def _build_yaml_loader() -> Any:
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
-    return type(
-        "ContractYamlLoader",
-        (base,),
-        {"construct_object": construct_object, "construct_mapping": construct_mapping},
-    )
+    methods = {"construct_object": construct_object, "construct_mapping": construct_mapping}
+    _LOADER.append(type("ContractYamlLoader", (base,), methods))
+    return _LOADER[0]
+
+
+_LOADER: list[Any] = []
 
 
 def _yaml_problem(exc: Exception) -> str:
@@ -430,10 +368,8 @@ def _yaml_problem(exc: Exception) -> str:
 
 
 def parse_contract_bytes(data: bytes, source: str) -> Contract:
-    """Parse and validate one contract document from ``data``. Pure: no file access.
-
-    Does not check the file name (the caller knows it); see :func:`load_contract_file`.
-    """
+    """Parse and validate one contract document from ``data`` (the file name is the
+    caller's to check)."""
     import yaml
 
     if len(data) > MAX_CONTRACT_BYTES:
@@ -508,9 +444,6 @@ def contracts_from_index(raw: bytes, source: str, *, validate: bool = True) -> t
     return tuple(index_contract(key, entry, validate=validate) for key, entry in entries.items())
 
 
-# --------------------------------------------------------------------------- sets
-
-
 class ContractSetUnavailable:
     """A contract set that failed to load: a typed, fail-closed value (never an
     exception passed around as one). Every edge is refused against it (UNDECLARED_EDGE);
@@ -537,14 +470,10 @@ class ContractSetUnavailable:
 
 
 class ContractSet:
-    """The effective contracts: one per edge. The first source to declare an edge defines
-    it; every later contract for that edge can only narrow it (:meth:`Contract.narrowed_by`),
-    so a project file can add edges and tighten edges, never loosen one (ADR 0008).
-
-    ``index`` (the shipped index's entries, :func:`index_entries`) is the lowest source,
-    built one edge at a time when first asked for: a gate asks for one edge, so it builds
-    one contract, not the whole set. A damaged entry raises :class:`ContractError` when
-    built (:meth:`checked` turns that into the unavailable set)."""
+    """The effective contracts, one per edge: a later source can add and narrow edges
+    (:meth:`Contract.narrowed_by`), never widen one (ADR 0008). ``index`` (the shipped
+    index's entries) is the lowest source, built one edge at a time when first asked for;
+    a damaged entry raises :class:`ContractError` (:meth:`checked`: the unavailable set)."""
 
     def __init__(
         self,
@@ -615,9 +544,6 @@ def as_contract_set(contracts: object) -> ContractSet | ContractSetUnavailable:
     if isinstance(contracts, Exception):
         return ContractSetUnavailable(ContractError("contracts", str(contracts)))
     return ContractSetUnavailable(ContractError("contracts", f"not a contract set: {contracts!r}"))
-
-
-# --------------------------------------------------------------------- rules
 
 
 def is_high_trust(env: Mapping[str, Any], contract: Contract | None = None) -> bool:
@@ -724,74 +650,6 @@ def context_results(
     else:
         rec.warn("D-3", "SHOULD", "summary_within_200_tokens", f"heuristic≈{heuristic}")
     return rec.out
-
-
-#: Payload names (``artifact.path``) treated as Markdown by R-1, compared lower-case.
-MARKDOWN_SUFFIXES: tuple[str, ...] = (".md", ".markdown")
-
-
-_SEPARATORS = r"[\s\-]+"
-_SEPARATORS_RE: list[Any] = []  # compiled on first use: re is not on every gate's start-up
-
-
-def normalise_section(text: str) -> str:
-    """A heading or section name as compared by R-1: trimmed, case-folded, and every run
-    of whitespace and hyphens turned into one underscore (``Decision target`` and
-    ``decision-target`` both give ``decision_target``)."""
-    if len(text) <= _CACHED_LENGTH:  # the same few names, on every payload checked
-        return _normalise_cached(text)
-    return _normalise(text)
-
-
-def _normalise(text: str) -> str:
-    if not _SEPARATORS_RE:
-        import re
-
-        _SEPARATORS_RE.append(re.compile(_SEPARATORS))
-    return str(_SEPARATORS_RE[0].sub("_", text.strip()).casefold())
-
-
-_CACHED_LENGTH = 120  # longer headings are normalised each time, never kept
-_normalise_cached = functools.lru_cache(maxsize=2048)(_normalise)
-
-
-def is_markdown_path(path: str) -> bool:
-    """True when ``path`` names a Markdown file (``.md`` or ``.markdown``, any case)."""
-    return path.lower().endswith(MARKDOWN_SUFFIXES)
-
-
-_PARSER: list[Any] = []  # the one MarkdownIt, built on first use
-
-
-def _block_parser() -> Any:
-    """The CommonMark parser, built once, its ``inline`` rules off: a heading's text is
-    the block parser's, so they change no heading and cost half the parse
-    (``tests/test_sections_markdown.py`` checks the headings match the full parse)."""
-    if not _PARSER:
-        from markdown_it import MarkdownIt
-
-        _PARSER.append(MarkdownIt("commonmark").disable(["inline", "text_join"]))
-    return _PARSER[0]
-
-
-def markdown_headings(text: str) -> list[tuple[int, str]]:
-    """The top-level headings (ATX or setext, not in code, HTML, quotes or lists) of a
-    Markdown document as ``(level, raw text)``, by a CommonMark parser (ADR 0008). Lines
-    end only at ``\n``, ``\r\n`` or ``\r``; YAML front matter is skipped."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines and lines[0].rstrip(" \t") == "---":
-        for i in range(1, len(lines)):
-            if lines[i].rstrip(" \t") in ("---", "..."):
-                lines = [""] * (i + 1) + lines[i + 1 :]  # keep line numbers, drop the block
-                break
-    tokens = _block_parser().parse("\n".join(lines))
-    headings: list[tuple[int, str]] = []
-    for i, token in enumerate(tokens):
-        # a section is a top-level heading: not one inside a block quote or a list item
-        if token.type != "heading_open" or token.level != 0 or i + 1 >= len(tokens):
-            continue
-        headings.append((int(token.tag[1:]), tokens[i + 1].content.strip()))
-    return headings
 
 
 def section_result(

@@ -1,13 +1,9 @@
-"""The ECL envelope (wire format 1.0 to 2.1): the model, its strict parse, its schema
-(digest section 2, written once as a table) and its gates E-1..E-8, E-3.compat and
-S-1..S-4 (ECL §6.5), for the receiver gate and ``eidolons check`` alike. Pure.
-
-:func:`parse_envelope` refuses (:class:`EnvelopeError`, the ``malformed`` verdict) what
-integrity depends on: non-strict JSON (:func:`eidolons.ecl.grammar.loads_strict`), a top
-level that is not an object, or a missing or ill-typed version, agent, performative,
-``artifact.path`` (a safe relative path) or integrity method and value. Every other
-schema rule is a string of :meth:`Envelope.schema_problems`.
-"""
+"""The ECL envelope (1.0 to 2.1): the model, its strict parse, its schema (digest section
+2, one table) and its gates E-1..E-8, E-3.compat and S-1..S-4 (ECL §6.5), for the
+receiver gate and ``eidolons check`` alike. Pure. :func:`parse_envelope` refuses
+(``malformed``) non-strict JSON, a top level not an object, and a missing or ill-typed
+field integrity depends on (``artifact.path`` must be a safe relative path); every other
+schema rule is a string of :meth:`Envelope.schema_problems`."""
 
 from __future__ import annotations
 
@@ -87,8 +83,7 @@ class AgentRef:
 
 
 class Envelope:
-    """A parsed envelope: ``data`` is the object as received (unknown and ``x_*`` fields
-    kept), the typed attributes the fields integrity depends on."""
+    """A parsed envelope: ``data`` as received, typed the fields integrity depends on."""
 
     __slots__ = (
         "artifact",
@@ -164,8 +159,7 @@ class Envelope:
         return value if isinstance(value, dict) else None
 
     def schema_problems(self) -> list[str]:
-        """Every violation of the envelope schema (digest section 2) that :meth:`from_dict`
-        does not already refuse, as human-readable strings."""
+        """Every schema violation (digest section 2) :meth:`from_dict` lets through."""
         env = self.data
         out = [f"missing required field {key}" for key in missing_fields(env)]
         add = out.append
@@ -187,8 +181,7 @@ def parse_envelope(data: bytes, limits: Limits | None = None) -> Envelope:
     return Envelope.from_dict(loads_strict(data, limits))
 
 
-#: the fields integrity depends on, in the order they are checked: (path, kind), where a
-#: ``name`` is a non-empty string
+#: the fields integrity depends on, in order: (path, kind); a ``name`` is a non-empty str
 _NEEDED: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("envelope_version",), str),
     (("from",), dict),
@@ -205,8 +198,7 @@ _NEEDED: tuple[tuple[tuple[str, ...], Any], ...] = (
 
 
 def _needs(data: Mapping[str, Any]) -> list[Any]:
-    """The values of :data:`_NEEDED` in ``data``, each present, not null and of its kind,
-    else EnvelopeError naming the first that is not."""
+    """The values of :data:`_NEEDED`, else EnvelopeError naming the first one missing."""
     out = []
     for path, kind in _NEEDED:
         label = ".".join(path)
@@ -220,9 +212,6 @@ def _needs(data: Mapping[str, Any]) -> list[Any]:
             raise EnvelopeError(f"{label} is empty")
         out.append(value)
     return out
-
-
-# ------------------------------------------------------------------- the schema
 
 
 def missing_fields(env: Mapping[str, Any]) -> list[str]:
@@ -260,12 +249,10 @@ def _expected(value: Any, add: Callable[[str], None]) -> None:
 
 
 def check_object(spec: Obj, obj: Any, add: Callable[[str], None]) -> None:
-    """Add every problem of ``obj`` against ``spec`` ``(label, rules, required, allowed,
-    unknown_first)``: ``required`` keys missing, ``allowed`` keys (None: any) reported
-    before the rules or after them. A rule ``(key, when, check, message)`` applies when
-    ``when`` is ``all``, ``in`` (key present) or ``set`` (not null); ``check`` is a
-    frozenset (a string in it), a type or a predicate, failing with the field's name and
-    ``message`` (``%r``: the value); with no message, a nested spec or ``(value, add)``."""
+    """Add every problem of ``obj`` against ``spec`` (:data:`Obj`). A rule ``(key, when,
+    check, message)`` applies ``all``, ``in`` (key present) or ``set`` (not null); ``check``
+    is a frozenset, a type or a predicate, or, with no message, a nested spec or
+    ``(value, add)``; ``%r`` in ``message`` shows the value."""
     label, rules, required, allowed, unknown_first = spec
     if not isinstance(obj, dict):
         add(f"{label} must be an object")
@@ -453,13 +440,10 @@ ENVELOPE: Obj = (
     True,
 )
 
-# -------------------------------------------------------------------- the gates
-
 
 class GateResult(_GateResult):
-    """One gate's outcome for one envelope, truthy only when ``status`` is ok. ``level``
-    MUST, SHOULD or INFO; ``status`` ok, fail or warn; ``target`` the envelope. A named
-    tuple: ``check`` makes about 25 per envelope (ADR 0022)."""
+    """One gate's outcome (``level`` MUST, SHOULD or INFO; ``status`` ok, fail or warn),
+    truthy only when ok: a named tuple, ``check`` makes 25 per envelope (ADR 0022)."""
 
     __slots__ = ()
 
@@ -510,8 +494,7 @@ class Recorder:
         self.out.append(_result(GateResult, (gid, level, status, name, problem, self.target)))
 
     def graded(self, gid: str, v21: bool, name: str, problem: str | None, reasons: Any) -> None:
-        """A rule that is MUST for 2.1 envelopes, SHOULD before: ``reasons`` is the
-        (fail, warn) pair; no ``problem`` records ok at the same level."""
+        """MUST for 2.1 envelopes, SHOULD before; ``reasons``: the (fail, warn) pair."""
         level = "MUST" if v21 else "SHOULD"
         if problem is None:
             self.ok(gid, level, name)
@@ -522,8 +505,7 @@ class Recorder:
 
 
 def text(value: Any) -> str:
-    """A value as ``jq -r '.x // ""'`` prints it (null and false as ``""``, strings raw,
-    other values as compact JSON). For reason strings only, never for decisions."""
+    """A value as ``jq -r '.x // ""'`` prints it, for reasons only (never decisions)."""
     if value is None or value is False:
         return ""
     if isinstance(value, str):
@@ -567,8 +549,7 @@ def trust_level(env: Mapping[str, Any]) -> Any:
 
 
 def token_count(value: Any) -> int | None:
-    """Absent, null or false count as 0 (upstream ``// 0``); a non-negative JSON integer
-    (or integral float) is itself; anything else is None."""
+    """A non-negative integer (or integral float) count; absent or false is 0, else None."""
     if value is None or value is False:
         return 0
     if isinstance(value, bool):
@@ -581,19 +562,6 @@ def token_count(value: Any) -> int | None:
 
 
 COMPAT_REASON = "v1.x envelope accepted under v2.0 receiver, §7.3 window valid through 2027-05-13"
-
-
-def json_result(
-    data: bytes, *, limits: Limits | None = None, target: str | None = None
-) -> tuple[GateResult, Mapping[str, Any] | None]:
-    """E-1: parse ``data`` strictly. Returns the result and the top-level object (an
-    empty mapping when the JSON is valid but not an object), or None when E-1 failed."""
-    try:
-        value = loads_strict(data, limits)
-    except EnvelopeError as exc:
-        return GateResult("E-1", "MUST", "fail", "envelope_is_json", str(exc), target), None
-    e1 = GateResult("E-1", "MUST", "ok", "envelope_is_json", None, target)
-    return e1, value if isinstance(value, dict) else {}
 
 
 def _path_problem(path: Any) -> str | None:
@@ -653,8 +621,7 @@ S3_REASONS = (
 
 
 def ise_results(env: Mapping[str, Any], *, target: str | None = None) -> list[GateResult]:
-    """S-1, S-2 and S-4 when ``ise`` is present (S-4 for 2.1 envelopes), then S-3, in
-    upstream's order."""
+    """S-1, S-2 and S-4 (2.1) when ``ise`` is present, then S-3 (upstream's order)."""
     rec = Recorder(target)
     ise = env.get("ise")
     present = truthy(ise)

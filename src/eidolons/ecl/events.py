@@ -11,27 +11,15 @@ The trace's hash chain: each line of a thread carries ``seq`` (1-based) and ``pr
 SHA-256 of the previous line's exact bytes, 64 zeros for the first); the JSONL writer and
 the PostgreSQL store both link with :func:`next_link` and :func:`chained`.
 
-Gate receipts as in-toto Statements (ADR 0011), built and judged here:
-
-A receipt is a DSSE envelope (``payloadType: application/vnd.in-toto+json``) whose body
-is the Statement built by :func:`statement_bytes`:
-
-- ``_type`` ``https://in-toto.io/Statement/v1``;
-- ``subject``: the payload (``name`` = ``artifact.path``, ``digest.sha256`` = the SHA-256
-  of the bytes hashed), or, when no payload was hashed, the envelope file itself;
-- ``predicateType`` :data:`PREDICATE_TYPE`; ``predicate``: ``project`` (the id of the
-  project whose gate signed it, from its trust store), ``message_id, thread_id, from,
-  to, performative, integrity {method, value}, envelope_sha256, verdict, failure_code,
-  gate, command, time, verifier``.
-
-:func:`judge_statement` decides, over the exact bytes a trusted signature covered,
-whether a receipt vouches for *this* envelope and payload: the statement must be an
-eidolons receipt written by the orchestrator gate, for these exact envelope bytes and (when
-the receiver hashed the payload) these payload bytes, with verdict ``pass``. A valid
-receipt for other bytes, or a signed verdict that is not a pass, is INTEGRITY_MISMATCH;
-anything that is not such a statement is UNVERIFIED. Whether the statement's
-``project`` counts is the trust store's rule (the pair of the signing key and the
-project, :meth:`eidolons.keys.store.TrustStore.project_refusal`), applied before this one.
+Gate receipts (ADR 0011): a DSSE envelope (``application/vnd.in-toto+json``) over the
+in-toto Statement of :func:`statement_bytes`: ``subject`` the payload (``artifact.path``
+and the SHA-256 of the bytes hashed, or the envelope file when none was hashed),
+``predicate`` the project id, the envelope's ids, agents, performative and integrity,
+``envelope_sha256``, ``verdict``, ``failure_code``, ``gate``, ``command``, ``time`` and
+``verifier``. :func:`judge_statement` decides over the bytes a trusted signature covered:
+an orchestrator-gate pass for these exact envelope (and payload) bytes, or else
+INTEGRITY_MISMATCH (other bytes, a signed non-pass) or UNVERIFIED (not such a
+statement). Whether its ``project`` counts is the trust store's rule, applied first.
 """
 
 from __future__ import annotations
@@ -125,24 +113,20 @@ def trace_event(
     out["gate"] = str(gate)
     if gate_fields:
         out.update(gate_fields)
-    if duration_ms is not None:
-        out["duration_ms"] = duration_ms
-    value = (
-        integrity_value if integrity_value is not None else (env.integrity_value if env else None)
+    value = env.integrity_value if env and integrity_value is None else integrity_value
+    tail = (
+        ("duration_ms", duration_ms),
+        ("integrity_value", value),
+        ("payload_sha256", payload_sha256),
+        ("envelope_sha256", envelope_sha256),
+        ("payload_path", payload_path),
+        ("emitter" if event is EventType.EMIT else "verifier", TOOL),
+        ("evidence", evidence),
+        ("reason", reason),
     )
-    if value is not None:
-        out["integrity_value"] = value
-    if payload_sha256 is not None:
-        out["payload_sha256"] = payload_sha256
-    if envelope_sha256 is not None:
-        out["envelope_sha256"] = envelope_sha256
-    if payload_path is not None:
-        out["payload_path"] = payload_path
-    out["emitter" if event is EventType.EMIT else "verifier"] = TOOL
-    if evidence is not None:
-        out["evidence"] = evidence
-    if reason is not None:
-        out["reason"] = reason
+    for key, given in tail:
+        if given is not None:
+            out[key] = given
     return out
 
 

@@ -8,11 +8,12 @@ from eidolons.ecl.contract import (
     context_results,
     edge_contract,
     edge_results,
-    is_markdown_path,
     section_result,
 )
-from eidolons.ecl.envelope import GateResult, envelope_results, get, ise_results, json_result
+from eidolons.ecl.envelope import GateResult, envelope_results, get, ise_results
+from eidolons.ecl.grammar import is_markdown_path, loads_strict
 from eidolons.ecl.rules.integrity import PayloadReader, integrity_results
+from eidolons.errors import EnvelopeError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -20,6 +21,18 @@ if TYPE_CHECKING:
 
     from eidolons.ecl.contract import Contract, ContractSet
     from eidolons.ecl.grammar import Limits
+
+
+def json_result(
+    data: bytes, *, limits: Limits | None = None, target: str | None = None
+) -> tuple[GateResult, Mapping[str, Any] | None]:
+    """E-1 and the top-level object (``{}`` for valid JSON not an object; None: failed)."""
+    try:
+        value = loads_strict(data, limits)
+    except EnvelopeError as exc:
+        return GateResult("E-1", "MUST", "fail", "envelope_is_json", str(exc), target), None
+    e1 = GateResult("E-1", "MUST", "ok", "envelope_is_json", None, target)
+    return e1, value if isinstance(value, dict) else {}
 
 
 def _wants_sections(env: Mapping[str, Any], contract: Contract | None) -> bool:
