@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
-UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.verdict)
+UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.integrity)
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
