@@ -63,8 +63,8 @@ from _benchlib import (
     make_project,
     run_timed,
 )
+from eidolons.ecl.grammar import Limits
 from eidolons.ecl.integrity import LIGHT_MAX_BYTES, digest_stream
-from eidolons.ecl.limits import Limits
 
 TARGET_FRACTION = 0.90
 HMAC_KEY = b"eidolons-bench-key"

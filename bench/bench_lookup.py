@@ -53,7 +53,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eidolons.ecl.tracechain import chained, next_link  # noqa: E402
+from eidolons.ecl.events import chained, next_link  # noqa: E402
 from eidolons.trace import verdictindex  # noqa: E402
 from eidolons.trace.log import JsonlStore, encode_event  # noqa: E402
 

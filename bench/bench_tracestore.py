@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _benchlib import filler_event  # noqa: E402
-from eidolons.ecl.tracechain import next_link  # noqa: E402
+from eidolons.ecl.events import next_link  # noqa: E402
 from eidolons.trace.log import JsonlStore, encode_event  # noqa: E402
 from eidolons.trace.store import TraceStore  # noqa: E402
 

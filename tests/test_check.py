@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.rules.common import GateResult, exit_code
-from eidolons.ecl.rules.edge import context_results, edge_results
+from eidolons.ecl.contract import context_results, edge_results
+from eidolons.ecl.envelope import GateResult
 from eidolons.ecl.rules.integrity import PayloadFacts, PayloadUnavailable
-from eidolons.ecl.rules.run import run_gates
+from eidolons.ecl.rules.run import exit_code, run_gates
 from eidolons.gates.checker import check_envelope
 from eidolons.io.contracts import Contract, ContractSet
 from tests._builders import DROP, edit, envelope_for

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.rules.edge import markdown_headings
+from eidolons.ecl.grammar import markdown_headings
 from tests.golden_check.corpus import MARKDOWN, SECTIONS_MD
 
 
@@ -97,8 +97,7 @@ def test_json_strings_are_what_json_dumps_gives(text: str) -> None:
 
 
 def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
-    from eidolons.ecl.rules.common import GateResult
-    from eidolons.ecl.rules.envelope import envelope_results
+    from eidolons.ecl.envelope import GateResult, envelope_results
 
     results = envelope_results({"envelope_version": "1.0"}, target="/t/x.envelope.json")
     assert results and all(type(r) is GateResult for r in results)
@@ -110,7 +109,7 @@ def test_results_built_by_the_recorder_are_ordinary_gate_results() -> None:
 
 
 def test_section_names_normalise_the_same_cached_or_not() -> None:
-    from eidolons.ecl.rules.edge import _normalise, normalise_section
+    from eidolons.ecl.grammar import _normalise, normalise_section
 
     for text in ["Decision target", " decision--target ", "FINDINGS", "Gaps\t\u00a0x", "ß-Straße"]:
         assert normalise_section(text) == _normalise(text)
@@ -138,7 +137,7 @@ def test_reason_text_of_a_value_is_unchanged(value: Any) -> None:
     """``_text`` writes an int itself instead of through ``json.dumps``: same text."""
     import json
 
-    from eidolons.ecl.rules.common import text as _text
+    from eidolons.ecl.envelope import text as _text
 
     if value is None or value is False:
         assert _text(value) == ""

@@ -1,4 +1,4 @@
-"""R-1 required sections (:func:`eidolons.ecl.rules.edge.section_result`) and the small
+"""R-1 required sections (:func:`eidolons.ecl.contract.section_result`) and the small
 Markdown reader behind it (:func:`markdown_headings`, :func:`normalise_section`)."""
 
 from __future__ import annotations
@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.rules.common import GateResult
-from eidolons.ecl.rules.edge import (
-    is_markdown_path,
-    markdown_headings,
-    normalise_section,
-    section_result,
-)
+from eidolons.ecl.contract import section_result
+from eidolons.ecl.envelope import GateResult
+from eidolons.ecl.grammar import is_markdown_path, markdown_headings, normalise_section
 from eidolons.io.contracts import Contract
 
 SECTIONS = ["decision_target", "findings", "gaps", "scope"]

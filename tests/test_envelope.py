@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.grammar import is_placeholder, is_safe_relative_path
-from eidolons.ecl.limits import Limits
-from eidolons.ecl.strict_json import loads_strict
+from eidolons.ecl.grammar import Limits, is_placeholder, is_safe_relative_path, loads_strict
 from eidolons.errors import EnvelopeError
 
 # written by hand, not by tests/_builders.py: this tests the envelope model that the
@@ -270,7 +268,7 @@ def test_missing_agent_version_is_na() -> None:
     ],
 )
 def test_a_lone_surrogate_is_refused_whatever_the_case_of_its_escape(raw: bytes) -> None:
-    """The tree rules are skipped for text that cannot break them (strict_json): an
+    """The tree rules are skipped for text that cannot break them (ecl.grammar): an
     escape spelled in upper case must not read as such a text."""
     with pytest.raises(EnvelopeError, match="lone surrogate"):
         loads_strict(raw)

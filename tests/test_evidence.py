@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from eidolons.ecl.verdict import UNSIGNED_WARNING, combine
+from eidolons.ecl.integrity import UNSIGNED_WARNING, combine
 from tests.conftest import Run, clean_env, emit_payload, read_trace
 
 Cli = Callable[..., Run]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.ecl.tracechain import GENESIS, verify_chain
+from eidolons.ecl.events import GENESIS, verify_chain
 from eidolons.trace.log import append_event
 from tests.conftest import Run, clean_env, emit_payload, run_cli
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl import jsontext, strict_json
-from eidolons.ecl.limits import Limits
+from eidolons.ecl import grammar
+from eidolons.ecl.grammar import Limits
 from eidolons.errors import EnvelopeError
 
 
@@ -23,13 +23,13 @@ def reference_loads(data: bytes) -> Any:
     try:
         value = json.loads(
             text,
-            object_pairs_hook=strict_json._no_duplicates,
-            parse_constant=strict_json._no_constants,
-            parse_float=jsontext.finite_float,  # the number rule (ADR 0009)
+            object_pairs_hook=grammar._no_duplicates,
+            parse_constant=grammar._no_constants,
+            parse_float=grammar.finite_float,  # the number rule (ADR 0009)
         )
-    except strict_json._DuplicateKey as exc:
+    except grammar._DuplicateKey as exc:
         raise EnvelopeError(f"duplicate JSON key {str(exc)!r}") from None
-    except jsontext.OutOfRange as exc:
+    except grammar.OutOfRange as exc:
         raise EnvelopeError(f"not valid JSON: number {exc} is out of range") from None
     except RecursionError:
         raise EnvelopeError("JSON nesting too deep") from None
@@ -39,7 +39,7 @@ def reference_loads(data: bytes) -> Any:
         ) from None
     except ValueError as exc:
         raise EnvelopeError(f"not valid JSON: {exc}") from None
-    strict_json._check_tree(value, Limits().max_json_depth)
+    grammar._check_tree(value, Limits().max_json_depth)
     return value
 
 
@@ -131,7 +131,7 @@ def test_strict_reader_agrees_with_json_on_generated_texts() -> None:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             continue
-        fast = outcome(strict_json.loads_strict, data)
+        fast = outcome(grammar.loads_strict, data)
         ref = outcome(reference_loads, data)
         assert fast == ref or (
             fast[0] == ref[0] == "ok" and json.dumps(fast[1]) == json.dumps(ref[1])
@@ -142,15 +142,15 @@ def test_strict_reader_agrees_with_json_on_generated_texts() -> None:
 
 def test_fast_path_really_skips_json_on_valid_text() -> None:
     # valid text is parsed by the scanner itself (no retry), hostile text retried
-    assert strict_json._fast_loads(' {"a": [1, 2.5, "x", null, true]} ') == {
+    assert grammar._fast_loads(' {"a": [1, 2.5, "x", null, true]} ') == {
         "a": [1, 2.5, "x", None, True]
     }
-    retry = vars(strict_json)["_Retry"]  # jsontext.NotWhole, imported under that name
+    retry = grammar.NotWhole
     for bad in ("NaN", "[1,]", '{"a": 1} 2', ""):
         with pytest.raises(retry):
-            strict_json._fast_loads(bad)
-    with pytest.raises(strict_json._DuplicateKey):
-        strict_json._fast_loads('{"a": 1, "a": 1}')
+            grammar._fast_loads(bad)
+    with pytest.raises(grammar._DuplicateKey):
+        grammar._fast_loads('{"a": 1, "a": 1}')
 
 
 def test_writer_agrees_with_json_dumps() -> None:
@@ -174,19 +174,19 @@ def test_writer_agrees_with_json_dumps() -> None:
     values += [random_value(rng) for _ in range(500)]
     for value in values:
         for indent in (None, 2, 0, 4):
-            assert jsontext.dumps(value, indent=indent) == json.dumps(
+            assert grammar.dumps(value, indent=indent) == json.dumps(
                 value, ensure_ascii=True, indent=indent
             ), (value, indent)
-        assert jsontext.dumps(value, compact=True) == json.dumps(
+        assert grammar.dumps(value, compact=True) == json.dumps(
             value, ensure_ascii=True, separators=(",", ":")
         )
         try:
             expected = json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
         except TypeError:  # keys that do not sort (mixed types): both refuse
             with pytest.raises(TypeError):
-                jsontext.dumps(value, compact=True, sort_keys=True)
+                grammar.dumps(value, compact=True, sort_keys=True)
         else:
-            assert jsontext.dumps(value, compact=True, sort_keys=True) == expected
+            assert grammar.dumps(value, compact=True, sort_keys=True) == expected
 
 
 def test_writer_leaves_unknown_values_and_cycles_to_json() -> None:
@@ -195,10 +195,10 @@ def test_writer_leaves_unknown_values_and_cycles_to_json() -> None:
 
     for indent in (None, 2):
         with pytest.raises(TypeError, match="not JSON serializable"):
-            jsontext.dumps({"a": Odd()}, indent=indent)
+            grammar.dumps({"a": Odd()}, indent=indent)
         with pytest.raises(TypeError, match="keys must be"):
-            jsontext.dumps({(1, 2): 1}, indent=indent)
+            grammar.dumps({(1, 2): 1}, indent=indent)
         loop: list[Any] = []
         loop.append(loop)
         with pytest.raises(ValueError, match="Circular reference"):
-            jsontext.dumps(loop, indent=indent)
+            grammar.dumps(loop, indent=indent)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.ecl import jsontext, strict_json
+from eidolons.ecl import grammar
 from eidolons.errors import EnvelopeError
 from eidolons.hosts.hook.events import HookInputError, loads_event
 from tests.conftest import Run, emit_cmd, emit_payload
@@ -41,11 +41,11 @@ FINITE = {
 def _both_paths(monkeypatch: pytest.MonkeyPatch, data: bytes) -> list[tuple[str, str]]:
     """What the fast path and the public fallback (no ``_json`` scanner) say."""
     out = []
-    for scan in (strict_json._scan, None):
+    for scan in (grammar._scan, None):
         with monkeypatch.context() as m:
-            m.setattr(strict_json, "_scan", scan)
+            m.setattr(grammar, "_scan", scan)
             try:
-                out.append(("ok", repr(strict_json.loads_strict(data))))
+                out.append(("ok", repr(grammar.loads_strict(data))))
             except EnvelopeError as exc:
                 out.append((exc.code, str(exc)))
     return out
@@ -67,14 +67,14 @@ def test_finite_extremes_read_as_float_reads_them(
     text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _both_paths(monkeypatch, text.encode()) == [("ok", repr(FINITE[text]))] * 2
-    assert jsontext.finite_float(text) == float(text)
+    assert grammar.finite_float(text) == float(text)
 
 
 def test_the_one_rule_is_what_both_readers_are_given() -> None:
-    assert strict_json._Options.parse_float is jsontext.finite_float
-    with pytest.raises(jsontext.OutOfRange):
-        json.loads("[1e999]", parse_float=jsontext.finite_float)
-    assert jsontext.loads(b"1e999") == float("inf")  # the tool's own lines: json.loads
+    assert grammar._Options.parse_float is grammar.finite_float
+    with pytest.raises(grammar.OutOfRange):
+        json.loads("[1e999]", parse_float=grammar.finite_float)
+    assert grammar.loads(b"1e999") == float("inf")  # the tool's own lines: json.loads
 
 
 @pytest.mark.parametrize("text", ['{"n": 1e999}', '{"tool_input": {"offset": -1e400}}'])

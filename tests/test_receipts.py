@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.ecl.receipt import PREDICATE_TYPE, STATEMENT_TYPE, statement_bytes
-from eidolons.ecl.verdict import UNSIGNED_WARNING
+from eidolons.ecl.events import PREDICATE_TYPE, STATEMENT_TYPE, statement_bytes
+from eidolons.ecl.integrity import UNSIGNED_WARNING
 from eidolons.keys.crypto import Signer, sign_envelope, verify_envelope
 from eidolons.keys.store import load_trust_store
 from tests._builders import forge_pass

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.envelope import PERFORMATIVES
-from eidolons.ecl.verdict import UNSIGNED_WARNING
+from eidolons.ecl.integrity import UNSIGNED_WARNING
 from eidolons.io.contracts import ContractSet
 from tests.conftest import Run, clean_env, emit_cmd, read_trace
 

@@ -345,7 +345,7 @@ def test_a_reception_with_memory_on_opens_the_store_without_pathlib(cli: Cli, tr
 
 @pytest.mark.parametrize(
     "module, name",
-    [("ecl/rules/common.py", "GateResult"), ("ecl/rules/integrity.py", "PayloadFacts")],
+    [("ecl/envelope.py", "GateResult"), ("ecl/rules/integrity.py", "PayloadFacts")],
 )
 def test_the_named_tuples_declare_the_same_fields_twice(module: str, name: str) -> None:
     # the type checker's NamedTuple and the interpreter's namedtuple (no typing at start-up)

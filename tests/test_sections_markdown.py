@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.ecl.rules.edge import markdown_headings
+from eidolons.ecl.grammar import markdown_headings
 from tests.conftest import Run, emit_cmd, emit_payload
 
 Cli = Callable[..., Run]

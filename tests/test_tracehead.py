@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.ecl.tracechain import chained, next_link
+from eidolons.ecl.events import chained, next_link
 from eidolons.keys.host import head_path, recorded
 from eidolons.trace.log import append_event, append_events, read_snapshot
 from tests.conftest import Run, run_cli

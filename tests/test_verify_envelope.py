@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.ecl.verdict import UNSIGNED_WARNING
+from eidolons.ecl.integrity import UNSIGNED_WARNING
 from tests._builders import rewrite
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace, trace_files
 

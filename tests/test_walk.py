@@ -114,7 +114,7 @@ def test_each_question_is_asked_once(signed: tuple[Path, dict[str, str], str]) -
         "ecl/envelope.py:schema_problems",
         "ecl/integrity.py:judge_digest",
         "keys/crypto.py:verify_envelope",
-        "ecl/strict_json.py:loads_strict",
+        "ecl/grammar.py:loads_strict",
     ]
     counted = {name: calls.get(name, 0) for name in once}
     assert counted["ecl/envelope.py:schema_problems"] == 1, counted

@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "parse_envelope": "eidolons.ecl.envelope",
     "EnvelopeError": "eidolons.errors",
     "EidolonsError": "eidolons.errors",
-    "Verdict": "eidolons.ecl.verdict",
+    "Verdict": "eidolons.ecl.integrity",
     "VerificationResult": "eidolons.gates.verify",
     "verify_envelope_file": "eidolons.gates.verify",
     "digest_bytes": "eidolons.ecl.integrity",
@@ -57,7 +57,7 @@ _EXPORTS: dict[str, str] = {
     "thread_trace_path": "eidolons.trace.log",
     "TraceStore": "eidolons.trace.store",
     "open_store": "eidolons.trace.store",
-    "Limits": "eidolons.ecl.limits",
+    "Limits": "eidolons.ecl.grammar",
     "find_root": "eidolons.io.config",
 }
 
@@ -101,9 +101,8 @@ def __getattr__(name: str) -> object:
 if TYPE_CHECKING:
     from eidolons.ecl.builder import build_envelope
     from eidolons.ecl.envelope import AgentRef, Envelope, parse_envelope
-    from eidolons.ecl.integrity import digest_bytes, digest_stream
-    from eidolons.ecl.limits import Limits
-    from eidolons.ecl.verdict import Verdict
+    from eidolons.ecl.grammar import Limits
+    from eidolons.ecl.integrity import Verdict, digest_bytes, digest_stream
     from eidolons.errors import EidolonsError, EnvelopeError
     from eidolons.gates.checker import check_envelope
     from eidolons.gates.orchestrator import run_gate

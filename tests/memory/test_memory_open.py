@@ -26,7 +26,7 @@ def test_now_is_datetime_isoformat_to_the_second() -> None:
 
 
 def test_the_hand_off_key_is_the_sha256_of_the_json_dumps_of_its_parts() -> None:
-    # the key (ADR 0021) is written by jsontext, not json: the same text, so the same key
+    # the key (ADR 0021) is written by ecl.grammar, not json: the same text, so the same key
     # for every store already holding one
     import hashlib
     import json

@@ -140,9 +140,9 @@ def test_a_recall_and_a_merge_import_no_re(tmp_path: object) -> None:
     memory.close()
     code = f"""
 import sys
-from eidolons.ecl import jsontext
+from eidolons.ecl import grammar
 from eidolons.memory.local import LocalMemory
-envelope = jsontext.loads(sys.argv[1].encode()); raw = sys.argv[2].encode()
+envelope = grammar.loads(sys.argv[1].encode()); raw = sys.argv[2].encode()
 memory = LocalMemory({str(where)!r}, project="p")
 got = memory.recall({{}}, "Rotate the key for 10.0.0.1 deploy-2 fooBar auth_handler", k=5)
 assert len(got["records"]) == 5, got

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from eidolons.ecl.tracechain import GENESIS
+from eidolons.ecl.events import GENESIS
 from eidolons.trace.postgres import PostgresStore
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
 

@@ -114,7 +114,7 @@ def test_with_connect_opened_again_the_other_logins_still_have_no_rights_here(
     administrator who opens the database to PUBLIC again gives Y's logins nothing."""
     import psycopg
 
-    from eidolons.ecl.tracechain import GENESIS
+    from eidolons.ecl.events import GENESIS
 
     pg.admin(f"GRANT CONNECT ON DATABASE {x.db} TO PUBLIC")
     login = y.gate if who == "gate" else y.orch
@@ -292,7 +292,7 @@ def test_the_trigger_itself_refuses_a_login_not_bound_here(
     this database does not bind it."""
     import psycopg
 
-    from eidolons.ecl.tracechain import GENESIS
+    from eidolons.ecl.events import GENESIS
 
     pg.admin(f"GRANT CONNECT ON DATABASE {x.db} TO {y.orch}", db=x.db)
     pg.admin(f"GRANT USAGE ON SCHEMA eidolons TO {y.orch}", db=x.db)

@@ -220,7 +220,7 @@ def test_migrating_an_older_store_keeps_every_row_findable(
     """A store at schema 1 (no payload index) gets the column from its rows' bytes."""
     import psycopg
 
-    from eidolons.ecl.tracechain import next_link
+    from eidolons.ecl.events import next_link
     from eidolons.trace import pg_admin, pg_schema, postgres
     from eidolons.trace.log import encode_event
 

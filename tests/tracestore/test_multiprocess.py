@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.tracechain import GENESIS
+from eidolons.ecl.events import GENESIS
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
 
 THREAD = f"thread-many-hosts-{uuid.uuid4()}"  # fixed before the processes fork

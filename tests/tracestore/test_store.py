@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.tracechain import GENESIS, line_hash, verify_chain
+from eidolons.ecl.events import GENESIS, line_hash, verify_chain
 from eidolons.trace.log import JsonlStore
 from eidolons.trace.store import TraceStore
 from tests.tracestore.pgserver import ORCH_LOGIN, PgServer

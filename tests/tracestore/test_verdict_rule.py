@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eidolons.ecl.tracechain import chained
+from eidolons.ecl.events import chained
 from eidolons.trace.log import encode_event
 from tests.conftest import Run, clean_env, emit_payload, trace_files
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 from eidolons._text import printable
 
 if TYPE_CHECKING:
-    from eidolons.ecl.rules.common import GateResult
+    from eidolons.ecl.envelope import GateResult
 
 HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
 
@@ -338,7 +338,7 @@ class _Report:
         """The output lines of a batch of envelopes' results and what they count: pure
         (it reads only the options set by :meth:`start`), so a worker process renders
         its own batches and the parent only writes them (:meth:`add`)."""
-        from eidolons.ecl.rules.common import exit_code
+        from eidolons.ecl.rules.run import exit_code
 
         counts: dict[str, int] = {}
         for results in batch:

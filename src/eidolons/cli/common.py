@@ -78,7 +78,7 @@ def fail(exc: EidolonsError, exit_code: int | None = None) -> int:
 
 def print_json(value: Any) -> None:
     # ASCII: untrusted strings (lone surrogates, non-UTF-8 names) stay valid JSON
-    from eidolons.ecl.jsontext import dumps
+    from eidolons.ecl.grammar import dumps
 
     sys.stdout.write(dumps(value, indent=2) + "\n")
     sys.stdout.flush()

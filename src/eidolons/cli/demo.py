@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.cli.trace_chain import event_line as _format
-    from eidolons.ecl.verdict import Verdict
+    from eidolons.ecl.integrity import Verdict
     from eidolons.gates.orchestrator import run_gate, text_line
     from eidolons.gates.receiver import verify_incoming
     from eidolons.gates.sender import emit, parse_agent

@@ -161,7 +161,7 @@ def _signer(root: Path, sender: str) -> object:
 
 
 def _ise(raw: str | None) -> dict[str, object] | None:
-    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.ecl.grammar import loads_strict
 
     if raw is None:
         return None

@@ -160,7 +160,7 @@ def receiver_gate(
     envelope_path: Path, root: Path, on_pass: Callable[[Any, Any], Mapping[str, Any]]
 ) -> tuple[bool, str]:
     """The receiver gate as the hand-off's addressed recipient, ``on_pass`` its callback."""
-    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.grammar import Limits
     from eidolons.gates.receiver import verify_incoming
     from eidolons.io.config import hmac_key
     from eidolons.io.contracts import load_contracts

@@ -34,8 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from eidolons.ecl.grammar import is_slug
-    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.grammar import Limits, is_slug
     from eidolons.gates.orchestrator import run_gate
     from eidolons.io.config import find_root, hmac_key, verify_mode
 

@@ -194,7 +194,7 @@ def _skip_early(args: argparse.Namespace) -> int | None:
 
     if any(os.path.lexists(p) for p in envelope_candidates(artifact)):
         return None
-    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.grammar import Limits
     from eidolons.errors import UsageError
 
     try:  # a cap the full path refuses is never skipped

@@ -12,15 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from eidolons.ecl import grammar
-from eidolons.ecl.envelope import AgentRef, Envelope
+from eidolons.ecl.contract import high_trust_problem
+from eidolons.ecl.envelope import (
+    EDGE_ORIGINS,
+    PERFORMATIVES,
+    TIERS,
+    TRUST_LEVELS,
+    AgentRef,
+    Envelope,
+)
 from eidolons.ecl.events import utc_now
 from eidolons.ecl.grammar import is_safe_relative_path
 from eidolons.ecl.integrity import Digest
-from eidolons.ecl.rules.envelope import EDGE_ORIGINS, PERFORMATIVES, TIERS, TRUST_LEVELS
-from eidolons.ecl.rules.integrity import high_trust_problem
 from eidolons.errors import UsageError
-
-__all__ = ["ContextDelta", "build_envelope", "parse_agent"]
 
 
 def parse_agent(spec: str, option: str) -> AgentRef:

@@ -1,5 +1,9 @@
-"""Hand-off contracts, pure: the model, its validation, parsing of contract bytes, and the
-contract set (one contract per edge, the later source winning).
+"""Hand-off contracts, pure: the model, its validation, parsing of contract bytes, the
+contract set (one contract per edge, the later source winning), and the rules an
+envelope is judged by against its edge's contract: C-1..C-4 (the hand-off graph),
+D-0..D-3 (the context budget), R-1 (a Markdown payload's required sections,
+:func:`section_result`: MUST at the receiver gate, INFO at ``check``) and the high-trust
+rule (:func:`high_trust_problem`).
 
 No file access here: :mod:`eidolons.io.contracts` reads the builtin index, the project's
 ``.eidolons/contracts/`` and ``--contracts`` directories and hands this module bytes. The
@@ -8,30 +12,17 @@ rules (sources, directory entries, bytes, content, fail closed) are listed there
 
 from __future__ import annotations
 
+from eidolons.ecl.envelope import GateResult, Recorder, get, text, token_count, trust_level
+from eidolons.ecl.grammar import is_markdown_path, markdown_headings, normalise_section
 from eidolons.errors import EidolonsError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from typing import Any
 
     from eidolons.ecl._contract_schema import JsonSchemaValueException
 
-__all__ = [
-    "BUILTIN_SOURCE",
-    "INDEX_FORMAT",
-    "MAX_CONTRACT_BYTES",
-    "Contract",
-    "ContractArtifact",
-    "ContractError",
-    "ContractSet",
-    "ContractSetUnavailable",
-    "contracts_from_index",
-    "edge_key",
-    "index_contract",
-    "index_entries",
-    "parse_contract_bytes",
-]
 
 #: ``Contract.source`` of the contracts shipped in the package.
 BUILTIN_SOURCE = "builtin"
@@ -52,11 +43,8 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class ContractError(EidolonsError):
-    """A contract or contract set that cannot be used. Never treated as an allow.
-
-    ``source`` names the file (or ``builtin``/directory) and ``problem`` says what is
-    wrong; ``str(error)`` is ``"<source>: <problem>"``, which the CLI prints as is.
-    """
+    """A contract or contract set that cannot be used, never an allow; ``str(error)`` is
+    ``"<source>: <problem>"``, which the CLI prints as is."""
 
     code = "CONTRACT_INVALID"
     exit_code = 2
@@ -73,9 +61,10 @@ class _Record:
 
     __slots__: tuple[str, ...] = ()
 
-    def _set(self, **values: Any) -> None:
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+    def _set(self, values: dict[str, Any]) -> None:
+        """Each slot from ``values`` (the constructor's ``locals()``)."""
+        for name in self.__slots__:
+            object.__setattr__(self, name, values[name])
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -115,12 +104,7 @@ class ContractArtifact(_Record):
         required_sections: tuple[str, ...] = (),
         evidence_anchor_required: bool = False,
     ) -> None:
-        self._set(
-            kind=kind,
-            schema_ref=schema_ref,
-            required_sections=required_sections,
-            evidence_anchor_required=evidence_anchor_required,
-        )
+        self._set(locals())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,13 +116,8 @@ class ContractArtifact(_Record):
 
 
 class Contract(_Record):
-    """A validated hand-off contract for the edge ``from_ -> to``.
-
-    Build instances with :meth:`from_dict`, which validates; every loader in this module
-    does, so a ``Contract`` obtained from a loader or a :class:`ContractSet` is a valid
-    one. ``source`` says where it was loaded from: ``"builtin"`` or the YAML file's path.
-    ``trust_level`` and ``notes`` are None when the document omits them.
-    """
+    """A validated hand-off contract for the edge ``from_ -> to`` (build it with
+    :meth:`from_dict`, which validates). ``source``: ``builtin`` or the file it came from."""
 
     __slots__ = (
         "artifacts",
@@ -179,28 +158,12 @@ class Contract(_Record):
         source: str = BUILTIN_SOURCE,
         contract_version: str = "1.0",
     ) -> None:
-        self._set(
-            from_=from_,
-            to=to,
-            edge_origin=edge_origin,
-            performatives_allowed=performatives_allowed,
-            artifacts=artifacts,
-            token_budget_max=token_budget_max,
-            required_handles=required_handles,
-            trust_level=trust_level,
-            notes=notes,
-            source=source,
-            contract_version=contract_version,
-        )
+        self._set(locals())
 
     @classmethod
     def from_dict(cls, data: Any, source: str) -> Contract:
-        """Validate ``data`` (a parsed contract document) and build the contract.
-
-        Raises :class:`ContractError` naming ``source`` if the data does not match
-        ``handoff-contract.v1.json`` or repeats an artifact kind. The file-name rule is
-        checked by the file loader, which knows the name.
-        """
+        """Validate ``data`` against ``handoff-contract.v1.json`` and build the contract;
+        :class:`ContractError` naming ``source`` if it does not match."""
         from eidolons.ecl._contract_schema import JsonSchemaValueException, validate_contract
 
         try:
@@ -247,13 +210,8 @@ class Contract(_Record):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract in its canonical document form (no ``source``).
-
-        Defaults are written out (``required_sections: []``,
-        ``evidence_anchor_required: false``) so the output says what is enforced.
-        ``context_delta``, ``trust_level`` and ``notes`` are omitted when unset. The shipped
-        YAML files are in this form, so ``from_dict(d).to_dict() == d`` for each of them.
-        """
+        """The contract in its canonical document form (no ``source``), defaults written out;
+        ``from_dict(d).to_dict() == d`` for each shipped file."""
         out: dict[str, Any] = {
             "contract_version": self.contract_version,
             "from": self.from_,
@@ -281,11 +239,8 @@ class Contract(_Record):
         return tuple(self.source.split(SOURCE_SEPARATOR))
 
     def narrowed_by(self, other: Contract) -> Contract:
-        """This edge as a later source may narrow it, never widen it (ADR 0008):
-        performatives and artifact kinds are intersected, the budget is the smaller,
-        required sections and handles the union, evidence anchors required if either
-        requires them, trust the higher. ``edge_origin``, ``schema_ref``, ``notes`` and the
-        order of lists stay this contract's; ``source`` lists both."""
+        """This edge as a later source may narrow it, never widen it (ADR 0008): lists
+        intersected, the smaller budget, sections and handles united, the higher trust."""
         if other.key != self.key:
             raise ValueError(f"cannot narrow {self.key} with {other.key}")
         theirs = {a.kind: a for a in other.artifacts}
@@ -354,21 +309,10 @@ def _schema_problem(exc: JsonSchemaValueException) -> str:
     return f"does not match handoff-contract.v1: {message}"
 
 
-# --------------------------------------------------------------------------- YAML
-
-
-_LOADER: list[Any] = []  # the loader class, built once
-
-
 def _yaml_loader() -> Any:
-    """The strict safe loader class (built once). Imports yaml, so only called for YAML
-    input."""
-    if not _LOADER:
-        _LOADER.append(_build_yaml_loader())
-    return _LOADER[0]
-
-
-def _build_yaml_loader() -> Any:
+    """The strict safe loader class, built once (only YAML input imports yaml)."""
+    if _LOADER:
+        return _LOADER[0]
     import yaml
     from yaml.constructor import ConstructorError
 
@@ -404,11 +348,12 @@ def _build_yaml_loader() -> Any:
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
-    return type(
-        "ContractYamlLoader",
-        (base,),
-        {"construct_object": construct_object, "construct_mapping": construct_mapping},
-    )
+    methods = {"construct_object": construct_object, "construct_mapping": construct_mapping}
+    _LOADER.append(type("ContractYamlLoader", (base,), methods))
+    return _LOADER[0]
+
+
+_LOADER: list[Any] = []
 
 
 def _yaml_problem(exc: Exception) -> str:
@@ -423,10 +368,8 @@ def _yaml_problem(exc: Exception) -> str:
 
 
 def parse_contract_bytes(data: bytes, source: str) -> Contract:
-    """Parse and validate one contract document from ``data``. Pure: no file access.
-
-    Does not check the file name (the caller knows it); see :func:`load_contract_file`.
-    """
+    """Parse and validate one contract document from ``data`` (the file name is the
+    caller's to check)."""
     import yaml
 
     if len(data) > MAX_CONTRACT_BYTES:
@@ -458,7 +401,7 @@ def index_entries(raw: bytes, source: str) -> dict[str, Any]:
     """The ``contracts`` object of a shipped ``index.json`` (bytes), edge key to entry,
     each entry not yet built (:func:`index_contract` builds one). Raises
     :class:`ContractError` for bytes that are not such an index."""
-    from eidolons.ecl.jsontext import loads  # the package's own file, not untrusted input
+    from eidolons.ecl.grammar import loads  # the package's own file, not untrusted input
 
     try:
         index = loads(raw)
@@ -501,9 +444,6 @@ def contracts_from_index(raw: bytes, source: str, *, validate: bool = True) -> t
     return tuple(index_contract(key, entry, validate=validate) for key, entry in entries.items())
 
 
-# --------------------------------------------------------------------------- sets
-
-
 class ContractSetUnavailable:
     """A contract set that failed to load: a typed, fail-closed value (never an
     exception passed around as one). Every edge is refused against it (UNDECLARED_EDGE);
@@ -530,14 +470,10 @@ class ContractSetUnavailable:
 
 
 class ContractSet:
-    """The effective contracts: one per edge. The first source to declare an edge defines
-    it; every later contract for that edge can only narrow it (:meth:`Contract.narrowed_by`),
-    so a project file can add edges and tighten edges, never loosen one (ADR 0008).
-
-    ``index`` (the shipped index's entries, :func:`index_entries`) is the lowest source,
-    built one edge at a time when first asked for: a gate asks for one edge, so it builds
-    one contract, not the whole set. A damaged entry raises :class:`ContractError` when
-    built (:meth:`checked` turns that into the unavailable set)."""
+    """The effective contracts, one per edge: a later source can add and narrow edges
+    (:meth:`Contract.narrowed_by`), never widen one (ADR 0008). ``index`` (the shipped
+    index's entries) is the lowest source, built one edge at a time when first asked for;
+    a damaged entry raises :class:`ContractError` (:meth:`checked`: the unavailable set)."""
 
     def __init__(
         self,
@@ -608,3 +544,139 @@ def as_contract_set(contracts: object) -> ContractSet | ContractSetUnavailable:
     if isinstance(contracts, Exception):
         return ContractSetUnavailable(ContractError("contracts", str(contracts)))
     return ContractSetUnavailable(ContractError("contracts", f"not a contract set: {contracts!r}"))
+
+
+def is_high_trust(env: Mapping[str, Any], contract: Contract | None = None) -> bool:
+    """The higher of the envelope's and the edge contract's trust: dropping
+    ``constraints`` must not downgrade a high-trust edge."""
+    return trust_level(env) == "high" or (contract is not None and contract.trust_level == "high")
+
+
+def high_trust_problem(env: Mapping[str, Any], contract: Contract | None = None) -> str | None:
+    """At trust high (the envelope's or the edge's) the method must be hmac-sha256: the
+    receiver refuses UNVERIFIED, the sender refuses to write, I-5 reports. None when it
+    holds."""
+    method = get(env, "integrity", "method")
+    if not is_high_trust(env, contract) or method == "hmac-sha256":
+        return None
+    return (
+        "trust_level high (edge contract or envelope) requires hmac-sha256 integrity or a "
+        f"sender signature, the envelope uses {text(method)}"
+    )
+
+
+def edge_contract(env: Mapping[str, Any], contracts: ContractSet) -> Contract | None:
+    """The contract of the envelope's ``from.eidolon -> to.eidolon``, None if none."""
+    sender, receiver = get(env, "from", "eidolon"), get(env, "to", "eidolon")
+    if isinstance(sender, str) and isinstance(receiver, str):
+        return contracts.get(sender, receiver)
+    return None
+
+
+def edge_results(
+    env: Mapping[str, Any], contract: Contract | None, *, target: str | None = None
+) -> list[GateResult]:
+    """C-1..C-4 against the edge's ``contract``; without one only C-1 (failed)."""
+    rec = Recorder(target)
+    if contract is None:
+        sender, receiver = text(get(env, "from", "eidolon")), text(get(env, "to", "eidolon"))
+        reason = f"no contract for {sender} -> {receiver}"
+        rec.fail("C-1", "MUST", "contract_for_edge_exists", reason)
+        return rec.out
+    rec.ok("C-1", "MUST", "contract_for_edge_exists")
+
+    performative = env.get("performative")
+    ok = isinstance(performative, str) and performative in contract.performatives_allowed
+    problem = None if ok else f"performative={text(performative)} not in contract"
+    rec.judge("C-2", "MUST", "performative_allowed_on_edge", problem)
+
+    kind = get(env, "artifact", "kind")
+    ok = isinstance(kind, str) and contract.artifact_for_kind(kind) is not None
+    problem = None if ok else f"kind={text(kind)} not in contract"
+    rec.judge("C-3", "MUST", "artifact_kind_allowed_on_edge", problem)
+
+    origin = text(env.get("edge_origin"))
+    ok = not origin or origin == contract.edge_origin
+    problem = None if ok else f"envelope={origin} contract={contract.edge_origin}"
+    rec.judge("C-4", "SHOULD", "edge_origin_consistent", problem, "warn")
+    return rec.out
+
+
+def context_results(
+    env: Mapping[str, Any], contract: Contract | None, *, target: str | None = None
+) -> list[GateResult]:
+    """D-0..D-3; D-2 only with a contract that sets ``token_budget_max``."""
+    rec = Recorder(target)
+    delta = env.get("context_delta")
+    if delta is None:
+        rec.warn("D-0", "SHOULD", "context_delta_present", "envelope omits context_delta")
+        return rec.out
+    rec.ok("D-0", "SHOULD", "context_delta_present")
+
+    if isinstance(delta, dict):
+        raw_used, raw_budget = delta.get("tokens_used"), delta.get("token_budget")
+        used, budget = token_count(raw_used), token_count(raw_budget)
+        shown_used, shown_budget = text(raw_used) or "0", text(raw_budget) or "0"
+        used_problem = "tokens_used must be a non-negative integer"
+        budget_problem = "token_budget must be a non-negative integer"
+    else:  # jq cannot index a non-object: upstream's values come out empty and fail
+        used = budget = None
+        shown_used = shown_budget = ""
+        used_problem = budget_problem = "context_delta must be an object"
+
+    name = "tokens_used_within_envelope_budget"
+    if used is None or budget is None:
+        problem = used_problem if used is None else budget_problem
+        rec.fail("D-1", "MUST", name, f"used={shown_used} budget={shown_budget} ({problem})")
+    elif used <= budget:
+        rec.ok("D-1", "MUST", name)
+    else:
+        rec.fail("D-1", "MUST", name, f"used={used} budget={budget}")
+
+    if contract is not None and contract.token_budget_max is not None:
+        cmax = contract.token_budget_max
+        name = "tokens_used_within_contract_budget"
+        if used is None:
+            rec.fail("D-2", "MUST", name, f"used={shown_used} contract_max={cmax} ({used_problem})")
+        elif used <= cmax:
+            rec.ok("D-2", "MUST", name)
+        else:
+            rec.fail("D-2", "MUST", name, f"used={used} contract_max={cmax}")
+
+    summary = delta.get("summary") if isinstance(delta, dict) else None
+    heuristic = (len(text(summary).encode("utf-8", "surrogatepass")) + 1) // 4
+    if heuristic <= 200:
+        rec.ok("D-3", "SHOULD", "summary_within_200_tokens")
+    else:
+        rec.warn("D-3", "SHOULD", "summary_within_200_tokens", f"heuristic≈{heuristic}")
+    return rec.out
+
+
+def section_result(
+    payload: bytes | bytearray,
+    contract: Contract | None,
+    kind: str | None,
+    *,
+    level: str = "INFO",
+    path: str | None = None,
+    target: str | None = None,
+) -> GateResult | None:
+    """R-1: each ``required_sections`` name of the contract's entry for ``kind`` is a
+    heading (both normalised); the reason lists the missing ones in contract order.
+    None when it does not apply (no contract, kind or sections, or ``path`` given and not
+    Markdown)."""
+    if contract is None or kind is None:
+        return None
+    artifact = contract.artifact_for_kind(kind)
+    if artifact is None or not artifact.required_sections:
+        return None
+    if path is not None and not is_markdown_path(path):
+        return None
+    found = {normalise_section(t) for _, t in markdown_headings(payload.decode("utf-8", "replace"))}
+    missing = [s for s in artifact.required_sections if normalise_section(s) not in found]
+    name = "required_sections_present"
+    if missing:
+        return GateResult(
+            "R-1", level, "fail", name, "missing sections: " + ", ".join(missing), target
+        )
+    return GateResult("R-1", level, "ok", name, None, target)

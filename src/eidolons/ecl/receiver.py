@@ -1,34 +1,25 @@
 """The receiver's decision as a stepwise checker (python-tuf's ``TrustedMetadataSet``).
 
-Pure: it is fed what the shell (:mod:`eidolons.gates.receiver`) read, in this order, and
-never opens a file:
+Pure: the shell (:mod:`eidolons.gates.receiver`) feeds it what it read, in this order:
 
-1. :meth:`ReceiverCheck.feed_envelope` - the envelope's bytes, exactly as read once.
-   Strict parse and schema (SCHEMA_INVALID), the conformance MUSTs that need neither
-   payload nor contract (E-*, S-*), then the envelope's own integrity fields: an
+1. :meth:`ReceiverCheck.feed_envelope`: the envelope's bytes as read once. Strict parse
+   and schema, the E-/S- MUSTs (SCHEMA_INVALID), then its own integrity fields: an
    unsupported method is SCHEMA_INVALID, a placeholder digest UNVERIFIED,
-   ``artifact.sha256`` differing from the tag INTEGRITY_MISMATCH. An envelope that does
-   not parse ends the check (:attr:`done`).
-2. :meth:`ReceiverCheck.feed_record` - the latest orchestrator verdict found in the
-   trace for the envelope's ``message_id`` (or why the trace could not be read). Only a
-   ``verify_pass`` for this method, tag, payload digest and these exact envelope bytes
-   confirms; anything else is INTEGRITY_MISMATCH (a fail or another envelope on record)
-   or UNVERIFIED (nothing on record, no ``message_id``, unreadable trace).
-3. :meth:`ReceiverCheck.feed_payload` - the digest of the one read of the payload (or
-   why it could not be read) and whether the file read is the artifact the receiver
-   asked about (same device and inode). A tag that does not match, or a different file,
-   is INTEGRITY_MISMATCH. Without re-verification the shell may feed no digest, only
-   the identity; bytes it did read it must feed, and they must match.
-4. :meth:`ReceiverCheck.feed_contracts` - the effective contract set (or the typed
-   failure of loading it: UNDECLARED_EDGE for every hand-off). ``to.eidolon`` must be
-   the receiver and the edge declared (UNDECLARED_EDGE); the high-trust rule
-   (:func:`eidolons.ecl.rules.integrity.high_trust_problem`: UNVERIFIED at every version);
-   C-2/C-3/D-1/D-2 and, for a Markdown payload, the required sections (R-1).
+   ``artifact.sha256`` differing from the tag INTEGRITY_MISMATCH. No parse ends the check.
+2. :meth:`ReceiverCheck.feed_record`: the latest orchestrator verdict on record for the
+   ``message_id``. Only a ``verify_pass`` for this method, tag, payload digest and these
+   exact envelope bytes confirms; a fail or another envelope is INTEGRITY_MISMATCH,
+   nothing on record (or an unreadable trace) UNVERIFIED.
+3. :meth:`ReceiverCheck.feed_payload`: the digest of the one read of the payload and
+   whether the file read is the artifact asked about (device and inode); a mismatch
+   either way is INTEGRITY_MISMATCH. Bytes the shell read it must feed.
+4. :meth:`ReceiverCheck.feed_contracts`: the contract set (or its typed failure:
+   UNDECLARED_EDGE). ``to.eidolon`` must be the receiver and the edge declared; the
+   high-trust rule (UNVERIFIED); C-2/C-3/D-1/D-2, B-1, H-1 and R-1.
 
-Then :meth:`ReceiverCheck.decision`. Feeding a step twice or out of order raises
-:class:`CheckOrderError`; so does asking for the decision before the last step, unless
-the check is already :attr:`done` (a failure that ends it). The decision holds the
-payload bytes only when they were fed and every rule passed.
+Then :meth:`ReceiverCheck.decision`. A step fed twice or out of order, or a decision
+asked for early (unless the check is :attr:`done`), raises :class:`CheckOrderError`. The
+decision holds the payload bytes only when every rule passed.
 """
 
 from __future__ import annotations
@@ -36,44 +27,31 @@ from __future__ import annotations
 from enum import IntEnum
 
 from eidolons._text import printable
-from eidolons.ecl.contract import Contract, ContractSet, ContractSetUnavailable
-from eidolons.ecl.envelope import Envelope, parse_envelope
-from eidolons.ecl.integrity import Digest, judge_digest, precheck, sha256_hex
-from eidolons.ecl.limits import Limits
-from eidolons.ecl.rules.edge import (
-    RECEIVER_FAILURE_CODES,
+from eidolons.ecl.contract import (
+    Contract,
+    ContractSet,
+    ContractSetUnavailable,
     context_results,
     edge_results,
-    is_markdown_path,
+    high_trust_problem,
     section_result,
 )
-from eidolons.ecl.rules.envelope import envelope_results
-from eidolons.ecl.rules.integrity import high_trust_problem
-from eidolons.ecl.rules.ise import ise_results
-from eidolons.ecl.verdict import RefusalCode, Verdict
+from eidolons.ecl.envelope import Envelope, envelope_results, ise_results, parse_envelope
+from eidolons.ecl.grammar import Limits, is_markdown_path
+from eidolons.ecl.integrity import (
+    Digest,
+    RefusalCode,
+    Verdict,
+    judge_digest,
+    precheck,
+    sha256_hex,
+)
 from eidolons.errors import EidolonsError, EnvelopeError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
-
-__all__ = [
-    "CheckOrderError",
-    "Failure",
-    "ReceiptJudgement",
-    "ReceiverCheck",
-    "ReceiverDecision",
-    "Step",
-    "budget_estimate",
-    "contract_failures",
-    "edge_budget",
-    "envelope_failures",
-    "judge_record",
-    "needs_payload",
-    "reason_line",
-    "sections_apply",
-]
 
 
 class CheckOrderError(EidolonsError):
@@ -147,44 +125,39 @@ class ReceiptJudgement(_Record):
 
 
 class ReceiverDecision(_Record):
-    """What the checker decided. Truthy only when every rule passed."""
+    """What the checker decided. Truthy only when every rule passed. ``hmac_checked``: an
+    HMAC tag was recomputed over bytes read; ``sender_signed``: a verified sender
+    signature; ``payload``: the bytes fed at step 3, only on pass."""
 
     __slots__ = (
         "contract_source",
         "envelope",
         "envelope_sha256",
         "failures",
-        "hmac_checked",  # an HMAC tag was recomputed over bytes read (evidence)
+        "hmac_checked",
         "passed",
-        "payload",  # the bytes fed at step 3, only on pass
+        "payload",
         "payload_sha256",
         "record",
-        "sender_signed",  # a verified sender signature (evidence)
+        "sender_signed",
     )
+    contract_source: str | None
+    envelope: Envelope | None
+    envelope_sha256: str | None
+    failures: list[Failure]
+    hmac_checked: bool
+    passed: bool
+    payload: bytes | bytearray | None
+    payload_sha256: str | None
+    record: dict[str, Any] | None
+    sender_signed: bool
 
-    def __init__(
-        self,
-        passed: bool,
-        failures: list[Failure],
-        envelope: Envelope | None,
-        envelope_sha256: str | None,
-        record: dict[str, Any] | None,
-        payload: bytes | bytearray | None,
-        payload_sha256: str | None,
-        hmac_checked: bool,
-        sender_signed: bool,
-        contract_source: str | None,
-    ) -> None:
+    def __init__(self, check: ReceiverCheck, passed: bool) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(check, name, None))
         self.passed = passed
-        self.failures = failures
-        self.envelope = envelope
-        self.envelope_sha256 = envelope_sha256
-        self.record = record
-        self.payload = payload
-        self.payload_sha256 = payload_sha256
-        self.hmac_checked = hmac_checked
-        self.sender_signed = sender_signed
-        self.contract_source = contract_source
+        self.failures = list(check.failures)
+        self.payload = check.payload if passed else None
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -260,11 +233,8 @@ def edge_budget(
 
 
 def envelope_failures(env: Envelope, *, signed_sender: bool = False) -> list[Failure]:
-    """Step 1's schema and conformance MUSTs that need no payload nor contract (E-*,
-    S-*): the rules ``eidolons check`` applies, so a hand-off ``check`` fails is never
-    accepted. The sender's self-check (``emit``) calls it too. The high-trust rule is
-    not here but in :func:`contract_failures` (it needs the edge's trust), so
-    ``signed_sender`` changes nothing here; it is accepted for the callers' symmetry."""
+    """Step 1's schema and E-/S- MUSTs, the rules ``eidolons check`` applies (``emit``
+    calls it too). ``signed_sender`` changes nothing here (the callers' symmetry)."""
     out: list[Failure] = []
     problems = env.schema_problems()
     if problems:
@@ -315,11 +285,8 @@ def utf8_length(data: bytes | bytearray) -> int:
 def budget_estimate(
     env: Envelope, payload: bytes | bytearray | None, payload_size: int | None
 ) -> int | None:
-    """The receiver's own figure for what a hand-off puts in its context (ADR 0005): the
-    payload and the context summary, at the spec's heuristic of 4 characters a token
-    (rounded up). From the verified bytes when given, else from ``payload_size`` (the
-    characters counted while hashing, or the bytes: an upper bound); None when neither
-    is known."""
+    """The receiver's own figure for a hand-off's context (ADR 0005): the payload (or
+    ``payload_size``) and the summary, 4 characters a token, rounded up; None if unknown."""
     if payload is not None:
         chars = utf8_length(payload)
     elif payload_size is not None:
@@ -340,12 +307,9 @@ def contract_failures(
     signed_sender: bool = False,
     payload_size: int | None = None,
 ) -> list[Failure]:
-    """Step 4's rules for an envelope addressed to ``contract``'s receiver: every rule
-    of the effective contract that needs no trace record. The receiver gate and the
-    sender's self-check (``emit``) both call this, so they refuse with the same codes
-    and reasons. ``payload`` is the verified bytes, or None when they are not available
-    (then the section rule is not judged here: the caller refuses anyway). A valid
-    sender signature stands in for HMAC in the high-trust rule (ADR 0011)."""
+    """Step 4's rules of the effective contract for this envelope (the receiver gate and
+    ``emit`` alike). ``payload``: the verified bytes or None (R-1 then not judged here); a
+    valid sender signature stands in for HMAC at high trust (ADR 0011)."""
     out: list[Failure] = []
     problem = high_trust_problem(env.data, contract)
     if problem is not None and not signed_sender:
@@ -402,6 +366,17 @@ def contract_failures(
                 )
             )
     return out
+
+
+#: The receiver gate's refusal code for a failed gate (ECL §5.3 names).
+RECEIVER_FAILURE_CODES: dict[str, RefusalCode] = {
+    "C-1": RefusalCode.UNDECLARED_EDGE,
+    "C-2": RefusalCode.PERFORMATIVE_NOT_ALLOWED,
+    "C-3": RefusalCode.ARTIFACT_KIND_NOT_ALLOWED,
+    "D-1": RefusalCode.CONTEXT_OVER_BUDGET,
+    "D-2": RefusalCode.CONTEXT_OVER_BUDGET,
+    "R-1": RefusalCode.MISSING_REQUIRED_SECTION,
+}
 
 
 _EARLY_CODES: dict[Verdict, RefusalCode] = {
@@ -516,12 +491,9 @@ class ReceiverCheck:
         sender_signed: bool = False,
         sender_problem: tuple[str, str] | None = None,
     ) -> None:
-        """Step 2: the orchestrator record found (None: nothing on record), or
-        ``unreadable`` saying why the trace could not be read. With a trust store the
-        evidence is a signed receipt, judged by the shell (``receipt``), not the record.
-        ``sender_signed``: the sender's signature over these envelope bytes was verified
-        (it stands in for HMAC in the high-trust rule, ADR 0011); ``sender_problem``: the
-        store asked for one and it failed."""
+        """Step 2: the orchestrator record (None: nothing on record) or why the trace is
+        ``unreadable``; with a trust store the shell's ``receipt`` judgement instead.
+        ``sender_signed``/``sender_problem``: the sender signature's check (ADR 0011)."""
         self._advance(Step.RECORD)
         env = self.envelope
         assert env is not None and self.envelope_sha256 is not None
@@ -569,12 +541,9 @@ class ReceiverCheck:
         size: int | None = None,
         chars: int | None = None,
     ) -> None:
-        """Step 3: the digest of the one read of the payload (``digest.data`` holds the
-        bytes when the shell kept them), or ``error`` (not located, not readable, no
-        key...). ``is_artifact`` False: the file read is not the artifact asked about.
-        With no digest and no error, only the identity was checked (no re-verification);
-        ``size`` is then the file's size, an upper bound on its characters (B-1).
-        ``chars``: the digest's characters, counted while hashing (bytes not kept)."""
+        """Step 3: the digest of the one read of the payload, or ``error``; ``is_artifact``
+        False: another file was read. No digest and no error: only the identity was
+        checked, ``size`` bounding its characters (B-1); ``chars`` counted while hashing."""
         self._advance(Step.PAYLOAD)
         self.payload_size = size
         env = self.envelope
@@ -657,16 +626,4 @@ class ReceiverCheck:
     def decision(self) -> ReceiverDecision:
         if not self.done and self.step != Step.CONTRACTS:
             raise CheckOrderError(f"the decision was asked for after {self.step.name}")
-        passed = not self.failures and not self.done
-        return ReceiverDecision(
-            passed=passed,
-            failures=list(self.failures),
-            envelope=self.envelope,
-            envelope_sha256=self.envelope_sha256,
-            record=self.record,
-            payload=self.payload if passed else None,
-            payload_sha256=self.payload_sha256,
-            hmac_checked=self.hmac_checked,
-            sender_signed=self.sender_signed,
-            contract_source=self.contract_source,
-        )
+        return ReceiverDecision(self, passed=not self.failures and not self.done)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from eidolons.ecl.limits import Limits
-from eidolons.ecl.rules.common import GateResult
+from eidolons.ecl.envelope import GateResult
+from eidolons.ecl.grammar import Limits
 from eidolons.ecl.rules.integrity import PayloadFacts, PayloadUnavailable
 from eidolons.ecl.rules.run import results_after_e1, run_gates
 from eidolons.errors import InputError

@@ -22,8 +22,8 @@ import time
 
 from eidolons._text import printable
 from eidolons.ecl.events import EventType, GateName, elapsed_ms, trace_event, utc_now
-from eidolons.ecl.limits import Limits
-from eidolons.ecl.verdict import (
+from eidolons.ecl.grammar import Limits
+from eidolons.ecl.integrity import (
     EXIT_BLOCKED,
     HMAC,
     SENDER_SIGNATURE,

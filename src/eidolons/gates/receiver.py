@@ -30,8 +30,18 @@ from eidolons.ecl.events import (
     trace_event,
     utc_now,
 )
-from eidolons.ecl.integrity import Digest
-from eidolons.ecl.limits import Limits
+from eidolons.ecl.grammar import Limits
+from eidolons.ecl.integrity import (
+    HMAC,
+    SENDER_SIGNATURE,
+    SIGNED_RECEIPT,
+    UNSIGNED,
+    UNSIGNED_WARNING,
+    Digest,
+    RefusalCode,
+    Verdict,
+    combine,
+)
 from eidolons.ecl.receiver import (
     CharCount,
     Failure,
@@ -44,16 +54,6 @@ from eidolons.ecl.receiver import (
     judge_record,
     reason_line,
     sections_apply,
-)
-from eidolons.ecl.verdict import (
-    HMAC,
-    SENDER_SIGNATURE,
-    SIGNED_RECEIPT,
-    UNSIGNED,
-    UNSIGNED_WARNING,
-    RefusalCode,
-    Verdict,
-    combine,
 )
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.io import paths as pathstr

@@ -22,11 +22,9 @@ from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
 from eidolons.ecl.contract import ContractSetUnavailable, as_contract_set
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
-from eidolons.ecl.grammar import is_safe_file_name
-from eidolons.ecl.integrity import Digest
-from eidolons.ecl.limits import Limits
+from eidolons.ecl.grammar import Limits, is_safe_file_name
+from eidolons.ecl.integrity import Digest, RefusalCode
 from eidolons.ecl.receiver import Failure, contract_failures, envelope_failures, reason_line
-from eidolons.ecl.verdict import RefusalCode
 from eidolons.errors import EidolonsError, InputError, UsageError
 from eidolons.gates.trigger import find_handoff
 from eidolons.io.config import HANDOFF_DIR, payload_key

@@ -22,14 +22,14 @@ from __future__ import annotations
 import os
 
 from eidolons.ecl.envelope import Envelope, parse_envelope
+from eidolons.ecl.grammar import Limits
 from eidolons.ecl.integrity import (
     Digest,
+    Verdict,
     judge_digest,
     precheck,
     sha256_hex,
 )
-from eidolons.ecl.limits import Limits
-from eidolons.ecl.verdict import Verdict
 from eidolons.errors import EnvelopeError, InputError
 from eidolons.io.payload import PayloadError, hash_payload, locate_payload, read_envelope
 

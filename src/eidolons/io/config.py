@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, Limits, _int_env
+from eidolons.ecl.grammar import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, Limits, _int_env
 from eidolons.errors import UsageError
 from eidolons.io import paths as pathstr
 from eidolons.io.project import (

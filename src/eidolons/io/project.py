@@ -173,7 +173,7 @@ def rules_out(path: str, root: str) -> bool:
 
 def _rules_out_in(path: str, root: str) -> bool:
     """:func:`rules_out` by the rules of the one project ``root``."""
-    from eidolons.ecl.limits import DEFAULT_MAX_TRACE_SCAN_BYTES
+    from eidolons.ecl.grammar import DEFAULT_MAX_TRACE_SCAN_BYTES
 
     state = _kind(os.path.join(root, STATE_DIR))
     if state not in (0, _S_IFDIR):  # a link or a file: the stores refuse to read through it

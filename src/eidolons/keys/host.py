@@ -174,7 +174,7 @@ def read_host_json(path: str, error: type[Exception], what: str) -> object:
         return None
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}") from None
-    from eidolons.ecl.jsontext import loads
+    from eidolons.ecl.grammar import loads
 
     try:
         return loads(raw)
@@ -409,7 +409,7 @@ def check_head(lines: Sequence[bytes], head: tuple[int, str] | None) -> dict[str
     ``state``: ``anchored`` (the line at the head's ``seq`` is the recorded one; ``after``
     lines were appended after it without a head, e.g. by another tool), ``none`` (no
     head on this host), ``cut`` or ``rewritten`` (both a break, ``reason`` says which)."""
-    from eidolons.ecl.tracechain import line_hash
+    from eidolons.ecl.events import line_hash
 
     if head is None:
         return {"state": "none", "ok": True, "reason": "no head anchor on this host"}

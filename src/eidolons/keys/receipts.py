@@ -1,6 +1,6 @@
 """Signed gate receipts and sender signatures: signing a verdict or an envelope, and
 deciding on what a receiver finds (ADR 0011). The receipt statement itself is
-:mod:`eidolons.ecl.receipt` (pure).
+:mod:`eidolons.ecl.events` (pure).
 
 Rules:
 
@@ -16,7 +16,7 @@ Rules:
   the statement's project).
 - A receiver with a trust store accepts as integrity evidence only a trusted receipt
   whose statement vouches for this envelope's exact bytes and this payload's digest
-  (:func:`eidolons.ecl.receipt.judge_statement`). It looks at the
+  (:func:`eidolons.ecl.events.judge_statement`). It looks at the
   sidecar receipt and at the receipt of the latest orchestrator event for the message in
   the trace; among the receipts that verify and name these envelope bytes, the one signed
   latest decides. Nothing else is evidence: an unsigned line, a receipt signed by any other
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-from eidolons.ecl.receipt import (
+from eidolons.ecl.events import (
     PAYLOAD_TYPE,
     RECEIPT_GATE,
     judge_names,
@@ -40,7 +40,7 @@ from eidolons.ecl.receipt import (
     statement,
     statement_bytes,
 )
-from eidolons.ecl.verdict import RefusalCode
+from eidolons.ecl.integrity import RefusalCode
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write, readable_mode
 from eidolons.keys.store import ORCHESTRATOR, TrustStore, sender_role, ts_key
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
-UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.verdict)
+UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.integrity)
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 
 
@@ -109,7 +109,7 @@ def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
 
 
 def write_receipt(envelope_path: StrPath, receipt: dict[str, Any]) -> str:
-    from eidolons.ecl.jsontext import dumps
+    from eidolons.ecl.grammar import dumps
 
     path = receipt_path(envelope_path)
     data = (dumps(receipt, indent=2) + "\n").encode("ascii")
@@ -143,7 +143,7 @@ def read_receipt(envelope_path: StrPath) -> tuple[Any, str | None]:
 def _read_sidecar(path: str, limit: int, what: str) -> tuple[Any, str | None]:
     """The JSON document in the sidecar ``path`` (read beneath its directory, strictly):
     (document, None), or (None, why) when it cannot be read or parsed."""
-    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.ecl.grammar import loads_strict
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.payload import read_envelope_bytes
 

@@ -234,7 +234,7 @@ class TrustStore:
 
     @classmethod
     def parse(cls, data: bytes, path: StrPath) -> TrustStore:
-        from eidolons.ecl.strict_json import loads_strict
+        from eidolons.ecl.grammar import loads_strict
         from eidolons.errors import EnvelopeError
 
         try:
@@ -277,7 +277,7 @@ class TrustStore:
             keys=[k.to_dict() for k in self.keys],
             require_sender_signature=self.require_sender_signature,
         )
-        from eidolons.ecl.jsontext import dumps
+        from eidolons.ecl.grammar import dumps
 
         return (dumps(doc, indent=2) + "\n").encode("ascii")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from eidolons.ecl import jsontext
+from eidolons.ecl import grammar
 from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
 from eidolons.ecl.grammar import is_hex64
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
@@ -226,7 +226,7 @@ def handoff_key(envelope: Mapping[str, Any]) -> str:
         str(envelope.get("objective")),
         str(_get(envelope, "artifact.sha256")),
     ]
-    return sha256_hex(jsontext.dumps(parts).encode())  # json.dumps(parts, ensure_ascii=True)
+    return sha256_hex(grammar.dumps(parts).encode())  # json.dumps(parts, ensure_ascii=True)
 
 
 def provenance_source(tier: str) -> str:

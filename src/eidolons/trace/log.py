@@ -15,9 +15,9 @@ import os
 import stat
 
 from eidolons.ecl.events import UNKNOWN as UNKNOWN_THREAD
+from eidolons.ecl.grammar import dumps as dumps_json
 from eidolons.ecl.grammar import is_safe_file_name
-from eidolons.ecl.jsontext import dumps as dumps_json
-from eidolons.ecl.jsontext import loads as loads_json
+from eidolons.ecl.grammar import loads as loads_json
 from eidolons.errors import InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
 from eidolons.io.beneath import BeneathError, open_state_path
@@ -93,7 +93,7 @@ def append_event(
     until: float | None = None,
 ) -> bytes:
     """Append one event as one line linked into the thread's hash chain
-    (:mod:`eidolons.ecl.tracechain`); returns the line's bytes (no newline). Under the
+    (:mod:`eidolons.ecl.events`); returns the line's bytes (no newline). Under the
     lock, ``before()`` runs before the write, ``after(fd, start, line, fstat_before)``
     after it (the indexes). ``until``: the lock's deadline. Raises
     :class:`TraceWriteError`."""
@@ -109,7 +109,7 @@ def append_events(
 ) -> list[bytes]:
     """:func:`append_event` for several events, each linked to the one before, in one
     ``write`` under one lock (all of them or none); ``after`` sees the last line."""
-    from eidolons.ecl.tracechain import chained, next_link
+    from eidolons.ecl.events import chained, next_link
 
     written: list[bytes] = []
     links: list[tuple[int, str]] = []
@@ -143,7 +143,7 @@ def append_events(
 def _record_head(path: Path, link: tuple[int, str], line: bytes) -> None:
     """Record the thread's new head on this host (ADR 0012); silent when it cannot (the
     gates' stderr is a contract): ``trace verify`` reports a head left behind."""
-    from eidolons.ecl.tracechain import line_hash
+    from eidolons.ecl.events import line_hash
     from eidolons.keys.host import record
 
     try:

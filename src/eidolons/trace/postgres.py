@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 
-from eidolons.ecl.tracechain import chained, next_link
+from eidolons.ecl.events import chained, next_link
 from eidolons.errors import TraceWriteError
 from eidolons.io.config import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
 from eidolons.trace.log import TraceLine, decode_line, encode_event, thread_file_name

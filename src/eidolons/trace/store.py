@@ -48,7 +48,7 @@ class Appended:
 
 def verdict_needle(message_id: str) -> bytes:
     """The id as this tool writes it inside a line (compact ASCII JSON, no quotes)."""
-    from eidolons.ecl.jsontext import dumps
+    from eidolons.ecl.grammar import dumps
 
     return dumps(message_id)[1:-1].encode("ascii")
 
@@ -139,7 +139,7 @@ def record_from_line(raw: bytes, message_id: str, stamp: Stamp = NO_STAMP) -> di
 
 def payload_needle(key: str) -> bytes:
     """``"payload_path":"<key>"`` as this tool writes it (compact ASCII JSON)."""
-    from eidolons.ecl.jsontext import dumps
+    from eidolons.ecl.grammar import dumps
 
     return b'"payload_path":' + dumps(key).encode("ascii")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eidolons.ecl.tracechain import verify_chain
+from eidolons.ecl.events import verify_chain
 from eidolons.errors import InputError
 from eidolons.keys.store import TrustStore
 from eidolons.trace.log import TraceLine, read_snapshot

@@ -6,23 +6,21 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from eidolons.ecl import grammar
-from eidolons.ecl.integrity import tags_equal
-from eidolons.ecl.rules.common import (
+from eidolons.ecl.contract import high_trust_problem
+from eidolons.ecl.envelope import (
     GateResult,
     Recorder,
     get,
     is_v21,
     text,
     token_count,
-    trust_level,
 )
+from eidolons.ecl.integrity import tags_equal
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, NamedTuple
-
-    from eidolons.ecl.contract import Contract
 
     class _PayloadFacts(NamedTuple):
         size: int
@@ -62,25 +60,6 @@ class PayloadUnavailable(Exception):
 #: ``reader(artifact_path, want_hmac, keep_bytes) -> PayloadFacts``; raises
 #: :class:`PayloadUnavailable`. It resolves the payload and reads it once.
 PayloadReader = Callable[[str, bool, bool], PayloadFacts]
-
-
-def is_high_trust(env: Mapping[str, Any], contract: Contract | None = None) -> bool:
-    """The higher of the envelope's and the edge contract's trust: dropping
-    ``constraints`` must not downgrade a high-trust edge."""
-    return trust_level(env) == "high" or (contract is not None and contract.trust_level == "high")
-
-
-def high_trust_problem(env: Mapping[str, Any], contract: Contract | None = None) -> str | None:
-    """At trust high (the envelope's or the edge's) the method must be hmac-sha256: the
-    receiver refuses UNVERIFIED, the sender refuses to write, I-5 reports. None when it
-    holds."""
-    method = get(env, "integrity", "method")
-    if not is_high_trust(env, contract) or method == "hmac-sha256":
-        return None
-    return (
-        "trust_level high (edge contract or envelope) requires hmac-sha256 integrity or a "
-        f"sender signature, the envelope uses {text(method)}"
-    )
 
 
 def hmac_at_high_trust_result(env: Mapping[str, Any], *, target: str | None = None) -> GateResult:

@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from eidolons.ecl.rules.common import GateResult, get
-from eidolons.ecl.rules.edge import (
+from eidolons.ecl.contract import (
     context_results,
     edge_contract,
     edge_results,
-    is_markdown_path,
     section_result,
 )
-from eidolons.ecl.rules.envelope import envelope_results, json_result
+from eidolons.ecl.envelope import GateResult, envelope_results, get, ise_results
+from eidolons.ecl.grammar import is_markdown_path, loads_strict
 from eidolons.ecl.rules.integrity import PayloadReader, integrity_results
-from eidolons.ecl.rules.ise import ise_results
+from eidolons.errors import EnvelopeError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     from typing import Any
 
     from eidolons.ecl.contract import Contract, ContractSet
-    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.grammar import Limits
+
+
+def json_result(
+    data: bytes, *, limits: Limits | None = None, target: str | None = None
+) -> tuple[GateResult, Mapping[str, Any] | None]:
+    """E-1 and the top-level object (``{}`` for valid JSON not an object; None: failed)."""
+    try:
+        value = loads_strict(data, limits)
+    except EnvelopeError as exc:
+        return GateResult("E-1", "MUST", "fail", "envelope_is_json", str(exc), target), None
+    e1 = GateResult("E-1", "MUST", "ok", "envelope_is_json", None, target)
+    return e1, value if isinstance(value, dict) else {}
 
 
 def _wants_sections(env: Mapping[str, Any], contract: Contract | None) -> bool:
@@ -77,3 +88,17 @@ def results_after_e1(
         if r1 is not None:
             results.append(r1)
     return results
+
+
+def exit_code(results: Iterable[GateResult]) -> int:
+    """2 if a MUST failed, else 3 if a SHOULD failed, else 4 if anything warned (any
+    level), else 0. INFO failures do not count."""
+    code = 0
+    for r in results:
+        if r.status == "fail" and r.level == "MUST":
+            return 2
+        if r.status == "fail" and r.level == "SHOULD":
+            code = 3
+        elif r.status == "warn" and code == 0:
+            code = 4
+    return code

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from eidolons.ecl.verdict import RefusalCode
+from eidolons.ecl.integrity import RefusalCode
 from eidolons.hosts.hook.events import (
     DISPATCH,
     ENVELOPE_SUFFIX,

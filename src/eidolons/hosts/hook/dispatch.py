@@ -23,7 +23,7 @@ def addressed(handoff_dirs: tuple[str, ...], target: str) -> list[str]:
     """The envelopes in ``handoff_dirs`` (recursively, links not followed) whose receiver
     is ``target``; raises :class:`OverflowError` past :data:`MAX_ENVELOPES`."""
     from eidolons.ecl.envelope import parse_envelope
-    from eidolons.ecl.limits import Limits
+    from eidolons.ecl.grammar import Limits
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.payload import read_envelope_bytes
     from eidolons.io.project import ENVELOPE_SUFFIX

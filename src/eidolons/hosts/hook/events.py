@@ -50,11 +50,10 @@ class HookInputError(Exception):
 
 def loads_event(data: bytes) -> dict[str, Any]:
     """One hook event, parsed by the strict reader of untrusted JSON
-    (:func:`eidolons.ecl.strict_json.loads_strict`: no duplicate key, no ``NaN``, no
+    (:func:`eidolons.ecl.grammar.loads_strict`: no duplicate key, no ``NaN``, no
     overflowing number, no lone surrogate, at most :data:`MAX_DEPTH` deep), at most
     :data:`MAX_EVENT_BYTES`. Raises :class:`HookInputError`."""
-    from eidolons.ecl.limits import Limits
-    from eidolons.ecl.strict_json import loads_strict
+    from eidolons.ecl.grammar import Limits, loads_strict
     from eidolons.errors import EnvelopeError
 
     if len(data) > MAX_EVENT_BYTES:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from eidolons.ecl.envelope import parse_envelope
 from eidolons.ecl.events import utc_now
-from eidolons.ecl.verdict import Verdict
+from eidolons.ecl.integrity import Verdict
 from eidolons.errors import EnvelopeError, InputError
 from eidolons.gates.receiver import (
     INTEGRITY_MISMATCH,

@@ -456,7 +456,7 @@ class Toolbox:
 
     @_tool
     def check(self, paths: list[str], strict: bool = False) -> Reply:
-        from eidolons.ecl.rules.common import exit_code
+        from eidolons.ecl.rules.run import exit_code
         from eidolons.gates.checker import check_envelope
         from eidolons.io.config import Limits, hmac_key
         from eidolons.io.payload import ENVELOPE_SUFFIX, find_envelopes, listed_before

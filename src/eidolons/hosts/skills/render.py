@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from eidolons._text import printable
 from eidolons.ecl.grammar import is_slug
-from eidolons.ecl.verdict import RefusalCode
+from eidolons.ecl.integrity import RefusalCode
 from eidolons.errors import EidolonsError
 from eidolons.io.files import package_text
 
