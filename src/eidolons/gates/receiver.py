@@ -38,9 +38,7 @@ from eidolons.ecl.receiver import (
     ReceiptJudgement,
     ReceiverCheck,
     budget_estimate,
-    contract_failures,
     edge_budget,
-    envelope_failures,
     judge_record,
     reason_line,
     sections_apply,
@@ -75,21 +73,6 @@ INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 UNVERIFIED = RefusalCode.UNVERIFIED
 SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
 REFUSAL_CODES = tuple(RefusalCode)
-
-
-__all__ = [
-    "REFUSAL_CODES",
-    "Failure",
-    "IncomingResult",
-    "Snapshot",
-    "budget_estimate",
-    "contract_failures",
-    "envelope_failures",
-    "evaluate",
-    "judge_record",
-    "receiver_event",
-    "verify_incoming",
-]
 
 
 class OnPassError(EidolonsError):
@@ -256,6 +239,8 @@ def receiver_event(
         fields["decision"] = "refused"
         fields["failures"] = [f.code for f in result.failures]
     payload = result.payload_path or (result.artifact if env is None else None)
+    written = result.extra.get("handback")
+    handback = {"handback": str(written)} if kind == EventType.VERIFY_FAIL and written else {}
     return trace_event(
         EventType(kind),
         env,
@@ -264,7 +249,7 @@ def receiver_event(
         payload_path=payload_key(payload, root) if root and payload else None,
         to=_receiver_label(env, result.receiver),
         fields=fields,
-        gate_fields={"receiver": result.receiver, **_handback_field(result, kind)},
+        gate_fields={"receiver": result.receiver, **handback},
         reason=result.failures[0].message if kind == EventType.VERIFY_FAIL else None,
         evidence=result.evidence if kind == EventType.VERIFY_PASS else None,
         duration_ms=duration_ms,
@@ -320,13 +305,6 @@ def _identity(path: StrPath) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
-
-
-def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
-    written = result.extra.get("handback")
-    if kind != EventType.VERIFY_FAIL or not written:
-        return {}
-    return {"handback": str(written)}
 
 
 def _unread_payload(envelope_path: StrPath, env: Envelope, root: StrPath) -> str | None:

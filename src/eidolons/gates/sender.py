@@ -106,8 +106,8 @@ def self_check(
     signed_sender: bool = False,
 ) -> list[Failure]:
     """What the receiver gate would refuse in this envelope, judged now by the receiver's
-    own rules (:func:`eidolons.gates.receiver.envelope_failures` and
-    :func:`~eidolons.gates.receiver.contract_failures`): everything but the trace record."""
+    own rules (:func:`eidolons.ecl.receiver.envelope_failures` and
+    :func:`~eidolons.ecl.receiver.contract_failures`): everything but the trace record."""
     env = Envelope.from_dict(dict(envelope))
     failures = envelope_failures(env, signed_sender=signed_sender)
     contracts = as_contract_set(contracts)
