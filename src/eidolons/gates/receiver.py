@@ -348,12 +348,10 @@ def evaluate(
     on_envelope: OnEnvelope | None = None,
     known: Known | None = None,
 ) -> IncomingResult:
-    """The decision, without writing anything: reads the envelope (once, or the route's
-    ``snapshot``), the evidence, the payload, and feeds each to the check. An artifact
-    with no envelope is skipped unless the project knows it as a hand-off (``known``: the
-    caller's :func:`~eidolons.gates.trigger.find_handoff` answer) or ``require_envelope``.
-    ``want_payload``: on pass, ``payload`` holds the verified bytes; ``receiver`` None
-    judges as the addressed recipient."""
+    """The decision, writing nothing: the envelope (read once, or the route's ``snapshot``),
+    the evidence and the payload fed to the check. No envelope: skipped unless a known
+    hand-off (``known``: :func:`~eidolons.gates.trigger.find_handoff`'s answer) or
+    ``require_envelope``; ``receiver`` None judges as the addressed recipient."""
     limits = limits or Limits()
     contract_set = as_contract_set(contracts)
     artifact = pathstr.pure(artifact)  # spelled as a Path prints it, without pathlib
@@ -610,10 +608,8 @@ def verify_incoming(
 ) -> IncomingResult:
     """:func:`evaluate`, then the decision recorded in the thread's trace (``store``, else
     the project's). ``on_envelope`` runs before the verdict (recall), ``on_pass`` only
-    after a pass is on record, with the bytes verified (ingest: ADR 0021); an ``on_pass``
-    that raises raises :class:`OnPassError`. ``require_envelope``: no envelope is
-    UNVERIFIED, not skipped. ``handback``: a refusal writes the orchestrator's hand-back
-    (its path in ``extra["handback"]``)."""
+    after a pass is on record, with the bytes verified (ingest: ADR 0021; if it raises:
+    :class:`OnPassError`). ``handback``: a refusal writes the orchestrator's hand-back."""
     own = store is None
     store = open_store(root) if store is None else store
     start = time.monotonic_ns()

@@ -347,10 +347,9 @@ def _write_and_record(
     target: TraceStore | Callable[[], TraceStore] | None,
 ) -> str | None:
     """Place the signature (with ``signer``), then the envelope, then record the ``emit``
-    event in ``target`` (a store, or a function opening one to close after; None: no
-    event), so no event names an envelope that never appeared; returns where the event
-    went. A record that fails takes back what was placed, a replaced file restored (ADR
-    0127). Raises :class:`InputError` on a write failure."""
+    event in ``target`` (a store, or a function opening one; None: no event); returns
+    where the event went. A record that fails takes back what was placed (ADR 0006).
+    Raises :class:`InputError` on a write failure."""
     import json
 
     data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
