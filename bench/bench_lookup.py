@@ -14,7 +14,7 @@ pipeline writes them: the sender's ``emit``, the orchestrator's ``verify_pass``,
 receiver's ``verify_pass`` and ``receive``. The thread's first hand-off is its *root*
 (``message_id`` = ``thread_id``, what ``emit`` makes by default), so every line of the
 thread holds the root's id. All lines but the last are written directly, chained with the
-library's own functions (``ecl.tracechain.next_link``/``chained``, ``trace.encode_event``:
+library's own functions (``ecl.events.next_link``/``chained``, ``trace.encode_event``:
 the bytes a gate writes); the last hand-off is appended through ``JsonlStore.append``,
 as a gate does, which also builds the verdict index of the lines before it (timed, for
 information: the one-off cost of indexing a trace that other tools wrote).
@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eidolons.ecl.events import chained, next_link  # noqa: E402
-from eidolons.trace import verdictindex  # noqa: E402
+from eidolons.trace import indexes  # noqa: E402
 from eidolons.trace.log import JsonlStore, encode_event  # noqa: E402
 
 TS = "2026-12-01T09:00:00.000Z"
@@ -192,13 +192,13 @@ def receptions(root: Path, k: int, rounds: int) -> dict[str, list[float]]:
 
 def without_index(fn: Callable[[], object]) -> float:
     """One lookup with the index out of the way (the scan every lookup did before)."""
-    saved = verdictindex.lookup
-    verdictindex.lookup = lambda *a, **k: None  # type: ignore[assignment]
+    saved = indexes.lookup
+    indexes.lookup = lambda *a, **k: None  # type: ignore[assignment]
     try:
         with wide_bound():
             return timed(fn)
     finally:
-        verdictindex.lookup = saved
+        indexes.lookup = saved
 
 
 def main() -> None:

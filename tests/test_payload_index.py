@@ -19,8 +19,8 @@ from eidolons.io import project as knownhandoff
 from eidolons.io.payloadindex import entry, index_path
 from eidolons.io.project import payload_index, trace_states
 from eidolons.trace import store as tracestore
+from eidolons.trace.indexes import refresh
 from eidolons.trace.log import MAX_LINE_BYTES, JsonlStore, payload_search_lines
-from eidolons.trace.payloadfill import refresh
 from eidolons.trace.store import first_payload_event, is_payload_event
 
 
@@ -253,7 +253,7 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
         writes.append(len(data))
         return real_pwrite(fd, data, offset)
 
-    monkeypatch.setattr("eidolons.trace.payloadfill.os.pwrite", pwrite)
+    monkeypatch.setattr("eidolons.trace.indexes.os.pwrite", pwrite)
     for i in range(5000, 5003):
         with trace.open("ab") as fh:
             fh.write(emit_line(f"out/{i:05d}.md") + b"\n" + emit_line("out/00007.md") + b"\n")
@@ -271,7 +271,7 @@ def test_an_append_writes_the_index_tail_only_and_leaves_it_exact(
     cut = data.rindex(b"00007")  # same size, the last line changed: read from the start
     trace.write_bytes(data[:cut] + b"00009" + data[cut + 5 :])
     writes.clear()
-    monkeypatch.setattr("eidolons.trace.payloadfill.os.pwrite", pwrite)
+    monkeypatch.setattr("eidolons.trace.indexes.os.pwrite", pwrite)
     refresh(root_s, is_payload_event)
     monkeypatch.undo()
     assert max(writes) < 1024, writes  # nothing new: the entries stay as they are

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.envelope import parse_envelope
-from eidolons.gates.receiver import INTEGRITY_MISMATCH, judge_record
+from eidolons.ecl.receiver import judge_record
+from eidolons.gates.receiver import INTEGRITY_MISMATCH
 from tests.conftest import Run, clean_env, emit_cmd, emit_payload, read_trace
 from tests.security._probes import EVIL, TAMPERED, Cli, envelope_of, load, trace_of, verified
 from tests.test_receipts import Project

@@ -359,8 +359,8 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
     # new body up to the cut, the old body after it. Neither the full rule's evidence
     # (named_on_host) nor the next writer may lose an entry the old index had.
     from eidolons.io.payloadindex import HEAD_BYTES, head, named_on_host, read_head
+    from eidolons.trace.indexes import refresh
     from eidolons.trace.log import JsonlStore
-    from eidolons.trace.payloadfill import refresh
     from eidolons.trace.store import is_payload_event
 
     root = tmp_path / "p"
@@ -647,7 +647,7 @@ def test_an_append_still_reads_only_what_follows_the_index(
 ) -> None:
     # the fix reads again only a file changed by something else than this append: the
     # store's own append reads its line, not the file (the amendment's point)
-    from eidolons.trace import payloadfill
+    from eidolons.trace import indexes
 
     root = (tmp_path / "p").resolve()
     store = _store(root)
@@ -655,13 +655,13 @@ def test_an_append_still_reads_only_what_follows_the_index(
         store.append("t", {"event": "note", "n": "x" * 200})
     size = (root / ".eidolons" / ".trace" / "t.jsonl").stat().st_size
     starts: list[int] = []
-    real = payloadfill._scan
+    real = indexes._scan
 
     def scan(fd: int, start: int, end: int, *rest: object) -> int:
         starts.append(start)
         return real(fd, start, end, *rest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(payloadfill, "_scan", scan)
+    monkeypatch.setattr(indexes, "_scan", scan)
     store.append("t", {"event": "emit", "message_id": "m", "payload_path": "a.md"})
     assert starts == [size]
     assert _named(root, "a.md") is True
@@ -675,7 +675,7 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
     # truncation, before the even header (3): readers take the full rule, the evidence
     # direction still names every entry, the next writer loses and duplicates none
     from eidolons.io.payloadindex import named_on_host
-    from eidolons.trace import payloadfill
+    from eidolons.trace import indexes
     from eidolons.trace.store import is_payload_event
 
     root = (tmp_path / "p").resolve()
@@ -685,7 +685,7 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
         store.append("t", {"event": "emit", "message_id": key, "payload_path": key})
     trace_dir = root / ".eidolons" / ".trace"
     (trace_dir / "gone.jsonl").write_bytes(_emit_line("gone.md"))
-    payloadfill.refresh(str(root), is_payload_event)
+    indexes.refresh(str(root), is_payload_event)
     (trace_dir / "gone.jsonl").unlink()  # the coverage shrinks too
     (trace_dir / "t.jsonl").open("ab").write(_emit_line("new.md"))
     calls = {"n": 0}
@@ -705,13 +705,13 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
     monkeypatch.setattr(os, "pwrite", pwrite)
     monkeypatch.setattr(os, "ftruncate", ftruncate)
     with pytest.raises(OSError):
-        payloadfill.refresh(str(root), is_payload_event)
+        indexes.refresh(str(root), is_payload_event)
     monkeypatch.undo()
     for key in [*keys, "gone.md"]:
         assert named_on_host(str(root / key), str(root)) is not None, key
         assert _named(root, key) is not False, key
     assert _named(root, "new.md") is not False
-    payloadfill.refresh(str(root), is_payload_event)
+    indexes.refresh(str(root), is_payload_event)
     for key in [*keys, "gone.md", "new.md"]:
         assert _named(root, key) is True, key
     lines = _entry_lines(root)
@@ -755,11 +755,11 @@ def test_an_index_crossing_the_evidence_limit_keeps_every_entry(
     # the allowing direction never says "not named" for a key a trace named
     from eidolons.io import payloadindex
     from eidolons.io.payloadindex import named_on_host
-    from eidolons.trace import payloadfill
+    from eidolons.trace import indexes
 
     limit = 4096
     monkeypatch.setattr(payloadindex, "MAX_EVIDENCE_BYTES", limit)
-    monkeypatch.setattr(payloadfill, "MAX_EVIDENCE_BYTES", limit)
+    monkeypatch.setattr(indexes, "MAX_EVIDENCE_BYTES", limit)
     monkeypatch.setattr(payloadindex, "MAX_INDEX_BYTES", limit)
     root = (tmp_path / "p").resolve()
     store = _store(root)

@@ -20,7 +20,7 @@ import pytest
 
 import eidolons.trace.log
 from eidolons.errors import InputError
-from eidolons.trace import log, verdictindex
+from eidolons.trace import indexes, log
 from eidolons.trace.log import JsonlStore, iter_reverse
 
 MID = "7d3a0a4e-1b2c-4d5e-8f90-123456789abc"
@@ -71,7 +71,7 @@ def raw_verdict(**fields: Any) -> bytes:
 
 
 def index_file(store: JsonlStore, thread: str) -> Path:
-    return Path(verdictindex.index_path(os.stat(store.path(thread))))
+    return Path(indexes.index_path(os.stat(store.path(thread))))
 
 
 def full_scan(store: JsonlStore, thread: str, mid: str = MID) -> dict[str, Any] | None:
@@ -106,17 +106,17 @@ def n_of(record: dict[str, Any] | None) -> Any:
 
 
 def slots(path: Path) -> list[tuple[int, bytes]]:
-    data = path.read_bytes()[verdictindex.HEADER :]
+    data = path.read_bytes()[indexes.HEADER :]
     found = []
-    for number in range(len(data) // verdictindex.SLOT):
-        raw = data[number * verdictindex.SLOT : (number + 1) * verdictindex.SLOT]
-        if raw[:16] != verdictindex.NO_ID:
+    for number in range(len(data) // indexes.SLOT):
+        raw = data[number * indexes.SLOT : (number + 1) * indexes.SLOT]
+        if raw[:16] != indexes.NO_ID:
             found.append((number, raw))
     return found
 
 
 def slot_of(path: Path, mid: str) -> tuple[int, bytes]:
-    idh = verdictindex.id_hash(json.dumps(mid)[1:-1].encode())
+    idh = indexes.id_hash(json.dumps(mid)[1:-1].encode())
     (hit,) = [s for s in slots(path) if s[1][:16] == idh]
     return hit
 
@@ -136,13 +136,13 @@ def forge_slot(store: JsonlStore, thread: str, mid: str, off: int, line: bytes) 
     """Rewrite ``mid``'s slot to point at ``line`` at ``off``, with a valid checksum."""
     path = index_file(store, thread)
     number, raw = slot_of(path, mid)
-    key = verdictindex.file_key(os.stat(store.path(thread)))
-    forged = verdictindex.slot_bytes(
+    key = indexes.file_key(os.stat(store.path(thread)))
+    forged = indexes.slot_bytes(
         key, number, raw[:16], off, len(line), hashlib.sha256(line).digest()
     )
     data = bytearray(path.read_bytes())
-    at = verdictindex.HEADER + number * verdictindex.SLOT
-    data[at : at + verdictindex.SLOT] = forged
+    at = indexes.HEADER + number * indexes.SLOT
+    data[at : at + indexes.SLOT] = forged
     path.write_bytes(bytes(data))
 
 
@@ -373,16 +373,16 @@ def test_a_header_edited_without_its_checksum_is_not_read(store: JsonlStore, thr
     add_raw(store, thread, fail)
     path = index_file(store, thread)
     data = path.read_bytes()
-    key = verdictindex.file_key(os.stat(store.path(thread)))
-    header = verdictindex.read_header(data, key)
+    key = indexes.file_key(os.stat(store.path(thread)))
+    header = indexes.read_header(data, key)
     assert header is not None
-    old = verdictindex.header_slot(key, header)
+    old = indexes.header_slot(key, header)
     header.covered, header.last_start = size + len(fail) + 1, size
     header.last_sha = hashlib.sha256(fail).hexdigest()
-    new = verdictindex.header_slot(key, header)
+    new = indexes.header_slot(key, header)
     forged = new.replace(new.split()[-1], old.split()[-1])  # with the old checksum
     assert forged != new and len(forged) == len(new)
-    path.write_bytes(forged + forged + data[verdictindex.HEADER :])
+    path.write_bytes(forged + forged + data[indexes.HEADER :])
     assert n_of(store.latest_verdict(thread, MID)) == 2 == n_of(full_scan(store, thread))
 
 
@@ -405,13 +405,13 @@ def test_a_damaged_index_falls_back_to_the_scan(
     path = index_file(store, thread)
     data = bytearray(path.read_bytes())
     if damage == "truncate":
-        data = data[: verdictindex.HEADER + 10 * verdictindex.SLOT]
+        data = data[: indexes.HEADER + 10 * indexes.SLOT]
     elif damage == "header":
-        for at in (30, verdictindex.HEADER_SLOT + 30):
+        for at in (30, indexes.HEADER_SLOT + 30):
             data[at] ^= 1
     elif damage == "slot":
         number, _ = slot_of(path, MID)
-        data[verdictindex.HEADER + number * verdictindex.SLOT + 20] ^= 1
+        data[indexes.HEADER + number * indexes.SLOT + 20] ^= 1
     elif damage == "empty":
         data = bytearray()
     else:
@@ -420,7 +420,7 @@ def test_a_damaged_index_falls_back_to_the_scan(
     assert n_of(store.latest_verdict(thread, MID)) == 3
     assert n_of(store.latest_verdict(thread, OTHER)) == 2
     store.append(thread, verdict("verify_pass", n=4))  # the next append rebuilds it
-    assert verdictindex.read_header(path.read_bytes(), path.stem) is not None
+    assert indexes.read_header(path.read_bytes(), path.stem) is not None
 
 
 def test_a_slot_zeroed_is_damage_not_absence(store: JsonlStore, thread: str) -> None:
@@ -429,8 +429,8 @@ def test_a_slot_zeroed_is_damage_not_absence(store: JsonlStore, thread: str) -> 
     path = index_file(store, thread)
     number, _ = slot_of(path, MID)
     data = bytearray(path.read_bytes())
-    at = verdictindex.HEADER + number * verdictindex.SLOT
-    data[at : at + verdictindex.SLOT] = bytes(verdictindex.SLOT)
+    at = indexes.HEADER + number * indexes.SLOT
+    data[at : at + indexes.SLOT] = bytes(indexes.SLOT)
     path.write_bytes(bytes(data))
     assert n_of(store.latest_verdict(thread, MID)) == 1
 
@@ -501,7 +501,7 @@ def test_the_index_never_lives_in_the_project(store: JsonlStore, thread: str) ->
 def test_catching_up_finds_every_line_across_read_boundaries(
     store: JsonlStore, thread: str, no_scan: None, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
-    monkeypatch.setattr(verdictindex, "CHUNK", chunk)
+    monkeypatch.setattr(indexes, "CHUNK", chunk)
     store.append(thread, verdict(mid="first"))
     for i in range(6):
         add_raw(store, thread, raw_verdict(mid=f"m-{i}", n=i, pad="q" * (i * 13)))
@@ -517,8 +517,8 @@ def test_the_table_grows_and_keeps_every_message(
     for i in range(1100):  # past half of the table several times: it grows each time
         store.append(thread, verdict(mid=f"m-{i}", n=i))
     store.append(thread, verdict("verify_fail", mid="m-3", n="late"))
-    key = verdictindex.file_key(os.stat(store.path(thread)))
-    header = verdictindex.read_header(index_file(store, thread).read_bytes(), key)
+    key = indexes.file_key(os.stat(store.path(thread)))
+    header = indexes.read_header(index_file(store, thread).read_bytes(), key)
     assert header is not None and header.capacity >= 4096 and header.count == 1100
     assert [n_of(store.latest_verdict(thread, f"m-{i}")) for i in (0, 511, 512, 1099)] == [
         0,
@@ -585,7 +585,7 @@ def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str
         sizes.append(index.stat().st_size)
         verdict_index = index_file(store, thread).stat().st_size
     assert max(sizes) - min(sizes) <= 4  # the trace's size and ctime, a few digits longer
-    assert verdict_index == verdictindex.HEADER + verdictindex.MIN_CAPACITY * verdictindex.SLOT
+    assert verdict_index == indexes.HEADER + indexes.MIN_CAPACITY * indexes.SLOT
     store.append(thread, verdict("verify_pass", payload_path="out/b.md"))  # a new path
     assert payload_index(root) == b"\n" + entry("out/a.md") + entry("out/b.md")
     index.write_bytes(b"")  # emptied by someone: the next append indexes the trace again
@@ -642,7 +642,7 @@ def test_an_index_update_that_fails_never_fails_the_append(
     def broken(*a: Any, **k: Any) -> None:
         raise RuntimeError("a bug in the index")
 
-    monkeypatch.setattr(verdictindex, "_update", broken)
+    monkeypatch.setattr(indexes, "_update", broken)
     store.append(thread, verdict("verify_fail", n=2))  # appended all the same
     assert not path.exists()  # and the index that fell behind is gone
     assert n_of(store.latest_verdict(thread, MID)) == 2

@@ -200,12 +200,10 @@ def check_batches(
     jobs: int | None = 1,
 ) -> Generator[tuple[int, T], None, None]:
     """:func:`check_envelope` on every path in contiguous batches, each handed to
-    ``render``; yields ``(envelopes done, rendered)`` in the order of ``paths`` whatever
-    ``jobs`` is. With workers (:func:`workers_for`), the first envelope is checked here
-    (every worker inherits what it built), the rest by forked workers that check *and
-    render* their ranges, at most :data:`WINDOW` batches each ahead. A dead worker raises
-    ``BrokenProcessPool`` (exit 70), a worker's exception is re-raised: never a hang nor
-    a missing result. ``jobs=None`` never forks a process running other threads."""
+    ``render``; yields ``(envelopes done, rendered)`` in the order of ``paths``. With
+    workers (:func:`workers_for`), the first envelope is checked here, the rest by forked
+    workers that check and render their ranges, at most :data:`WINDOW` batches ahead; a
+    dead worker raises ``BrokenProcessPool`` (exit 70), never a hang."""
     job = _Job(contracts, root, key, strict, limits or Limits(), paths, render)
     workers = workers_for(len(paths), jobs)
     if jobs is None and _other_threads():

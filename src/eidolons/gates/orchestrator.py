@@ -167,12 +167,10 @@ def run_gate(
     command: str = "verify-envelope",
     envelope_bytes: bytes | None = None,
 ) -> GateOutcome:
-    """Verify, sign the verdict's receipt, record the event, decide the exit code.
-    ``sink`` receives the exact bytes hashed (the route gate hands COMMAND that snapshot,
-    never the live file); ``envelope_bytes`` is the route gate's one read of the envelope.
-    The event goes to ``store``, else ``trace_file``, else the
-    project's configured store. In a project with a trust store the gate must sign:
-    without a reachable orchestrator key it says so, and block mode exits 3 (ADR 0011)."""
+    """Verify, sign the verdict's receipt, record the event (in ``store``, else
+    ``trace_file``, else the project's), decide the exit code. ``sink`` receives the exact
+    bytes hashed; ``envelope_bytes`` is the route gate's one read of the envelope. With a
+    trust store and no reachable orchestrator key, block mode exits 3 (ADR 0011)."""
     start = time.monotonic_ns()
     result = verify_envelope_file(
         envelope_path,

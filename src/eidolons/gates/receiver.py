@@ -48,9 +48,7 @@ from eidolons.ecl.receiver import (
     ReceiptJudgement,
     ReceiverCheck,
     budget_estimate,
-    contract_failures,
     edge_budget,
-    envelope_failures,
     judge_record,
     reason_line,
     sections_apply,
@@ -75,21 +73,6 @@ INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
 UNVERIFIED = RefusalCode.UNVERIFIED
 SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
 REFUSAL_CODES = tuple(RefusalCode)
-
-
-__all__ = [
-    "REFUSAL_CODES",
-    "Failure",
-    "IncomingResult",
-    "Snapshot",
-    "budget_estimate",
-    "contract_failures",
-    "envelope_failures",
-    "evaluate",
-    "judge_record",
-    "receiver_event",
-    "verify_incoming",
-]
 
 
 class OnPassError(EidolonsError):
@@ -256,6 +239,8 @@ def receiver_event(
         fields["decision"] = "refused"
         fields["failures"] = [f.code for f in result.failures]
     payload = result.payload_path or (result.artifact if env is None else None)
+    written = result.extra.get("handback")
+    handback = {"handback": str(written)} if kind == EventType.VERIFY_FAIL and written else {}
     return trace_event(
         EventType(kind),
         env,
@@ -264,7 +249,7 @@ def receiver_event(
         payload_path=payload_key(payload, root) if root and payload else None,
         to=_receiver_label(env, result.receiver),
         fields=fields,
-        gate_fields={"receiver": result.receiver, **_handback_field(result, kind)},
+        gate_fields={"receiver": result.receiver, **handback},
         reason=result.failures[0].message if kind == EventType.VERIFY_FAIL else None,
         evidence=result.evidence if kind == EventType.VERIFY_PASS else None,
         duration_ms=duration_ms,
@@ -322,13 +307,6 @@ def _identity(path: StrPath) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _handback_field(result: IncomingResult, kind: str) -> dict[str, str]:
-    written = result.extra.get("handback")
-    if kind != EventType.VERIFY_FAIL or not written:
-        return {}
-    return {"handback": str(written)}
-
-
 def _unread_payload(envelope_path: StrPath, env: Envelope, root: StrPath) -> str | None:
     """Where the envelope's payload lies when the check did not read it (no re-verify), in
     a sealed project only (elsewhere there is nothing to judge it by); None when it cannot
@@ -370,12 +348,10 @@ def evaluate(
     on_envelope: OnEnvelope | None = None,
     known: Known | None = None,
 ) -> IncomingResult:
-    """The decision, without writing anything: reads the envelope (once, or the route's
-    ``snapshot``), the evidence, the payload, and feeds each to the check. An artifact
-    with no envelope is skipped unless the project knows it as a hand-off (``known``: the
-    caller's :func:`~eidolons.gates.trigger.find_handoff` answer) or ``require_envelope``.
-    ``want_payload``: on pass, ``payload`` holds the verified bytes; ``receiver`` None
-    judges as the addressed recipient."""
+    """The decision, writing nothing: the envelope (read once, or the route's ``snapshot``),
+    the evidence and the payload fed to the check. No envelope: skipped unless a known
+    hand-off (``known``: :func:`~eidolons.gates.trigger.find_handoff`'s answer) or
+    ``require_envelope``; ``receiver`` None judges as the addressed recipient."""
     limits = limits or Limits()
     contract_set = as_contract_set(contracts)
     artifact = pathstr.pure(artifact)  # spelled as a Path prints it, without pathlib
@@ -632,10 +608,8 @@ def verify_incoming(
 ) -> IncomingResult:
     """:func:`evaluate`, then the decision recorded in the thread's trace (``store``, else
     the project's). ``on_envelope`` runs before the verdict (recall), ``on_pass`` only
-    after a pass is on record, with the bytes verified (ingest: ADR 0021); an ``on_pass``
-    that raises raises :class:`OnPassError`. ``require_envelope``: no envelope is
-    UNVERIFIED, not skipped. ``handback``: a refusal writes the orchestrator's hand-back
-    (its path in ``extra["handback"]``)."""
+    after a pass is on record, with the bytes verified (ingest: ADR 0021; if it raises:
+    :class:`OnPassError`). ``handback``: a refusal writes the orchestrator's hand-back."""
     own = store is None
     store = open_store(root) if store is None else store
     start = time.monotonic_ns()

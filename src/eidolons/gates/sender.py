@@ -104,8 +104,8 @@ def self_check(
     signed_sender: bool = False,
 ) -> list[Failure]:
     """What the receiver gate would refuse in this envelope, judged now by the receiver's
-    own rules (:func:`eidolons.gates.receiver.envelope_failures` and
-    :func:`~eidolons.gates.receiver.contract_failures`): everything but the trace record."""
+    own rules (:func:`eidolons.ecl.receiver.envelope_failures` and
+    :func:`~eidolons.ecl.receiver.contract_failures`): everything but the trace record."""
     env = Envelope.from_dict(dict(envelope))
     failures = envelope_failures(env, signed_sender=signed_sender)
     contracts = as_contract_set(contracts)
@@ -345,10 +345,9 @@ def _write_and_record(
     target: TraceStore | Callable[[], TraceStore] | None,
 ) -> str | None:
     """Place the signature (with ``signer``), then the envelope, then record the ``emit``
-    event in ``target`` (a store, or a function opening one to close after; None: no
-    event), so no event names an envelope that never appeared; returns where the event
-    went. A record that fails takes back what was placed, a replaced file restored (ADR
-    0127). Raises :class:`InputError` on a write failure."""
+    event in ``target`` (a store, or a function opening one; None: no event); returns
+    where the event went. A record that fails takes back what was placed (ADR 0006).
+    Raises :class:`InputError` on a write failure."""
     import json
 
     data = (json.dumps(envelope, indent=2, ensure_ascii=False) + "\n").encode("utf-8")

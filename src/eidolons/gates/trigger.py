@@ -17,15 +17,11 @@ if TYPE_CHECKING:
 def find_handoff(
     path: StrPath, root: StrPath, env: Mapping[str, str] | None = None, *, trace: bool = True
 ) -> tuple[str, dict[str, object] | None] | None:
-    """Why the project knows ``path`` to be a hand-off payload, and the trace event that
-    names it if any; None when it does not. ``path`` is a hand-off when it lies under a
-    hand-off directory (:func:`handoff_dirs`), or (``trace=True``) when an ``emit`` or
-    verification event in the trace names it (``payload_path``). A trace too large to
-    search within the bound is not evidence of absence: the path is then reported as a
-    possible hand-off (fail closed). With ``trace``, a path that another project holds
-    (:func:`foreign_projects`, a ``.eidolons/`` between it and the root, or above the
-    root) is a hand-off too when that project's own rules say so: deleting the envelope
-    of a nested project's hand-off must not make it readable from the outer root."""
+    """Why the project knows ``path`` as a hand-off payload (and the trace event naming
+    it), or None: it lies under a hand-off directory, or (``trace``) a trace event names
+    it as ``payload_path``; a trace too large to search rules nothing out (fail closed).
+    With ``trace``, a path another project holds (:func:`foreign_projects`) is a hand-off
+    when that project's rules say so: a nested project's hand-off stays one."""
     found = _known_in(path, root, env, trace=trace)
     if found is not None or not trace:
         return found

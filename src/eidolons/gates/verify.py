@@ -125,11 +125,9 @@ def verify_envelope_file(
     sink: Writable | None = None,
     envelope_bytes: bytes | None = None,
 ) -> VerificationResult:
-    """Run checks 1-7 on an envelope file. Never raises for bad input: every failure is a
-    verdict. With ``keep_payload`` the result's ``digest.data`` holds the exact bytes
-    that were hashed (on pass only those may be handed on); ``sink`` receives them.
-    ``envelope_bytes``: the caller's one read of the envelope (the route gate), judged
-    instead of reading the file (opened beneath ``root`` by descriptor) here."""
+    """Run checks 1-7 on an envelope file; every failure is a verdict, never an exception.
+    ``keep_payload``: ``digest.data`` holds the exact bytes hashed (``sink`` receives
+    them); ``envelope_bytes``: the route gate's one read of the envelope, judged instead."""
     limits = limits or Limits()
     root_real = os.path.realpath(root)  # resolved once for this check
     envelope_real = None

@@ -1,7 +1,7 @@
 """The index of payload paths the trace names, held on the host (ADR 0018): its entries
 are evidence in the refusing direction (never removed); it says "not named" only for the
 trace files it covers exactly (device, inode, size, ctime), else "cannot tell". Written
-in place by :mod:`eidolons.trace.payloadfill`; readers take no lock. Format::
+in place by :mod:`eidolons.trace.indexes`; readers take no lock. Format::
 
     eidolons-payload-index v3 <gen> <length>        (padded to 64 bytes)
     root <dev> <ino>

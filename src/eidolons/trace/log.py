@@ -5,7 +5,7 @@ Append-only: each line is one ``write`` under an exclusive ``flock`` (waited for
 trace timeout) on an ``O_APPEND`` descriptor, after a newline if a writer died mid-line.
 An unsafe thread id is traced under ``unknown``. Readers report damage, never raise on it;
 :func:`iter_reverse` reads from the end in blocks, so a recent event costs the same on any
-trace length (old ones: the verdict index, :mod:`eidolons.trace.verdictindex`).
+trace length (old ones: the verdict index, :mod:`eidolons.trace.indexes`).
 """
 
 from __future__ import annotations
@@ -550,7 +550,7 @@ class JsonlStore(TraceStore):
         self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
     ) -> list[Appended]:
         path = self._file(thread_id)
-        from eidolons.trace.verdictindex import update
+        from eidolons.trace.indexes import update
 
         extra = [key for event in events for key in self._own_key(event)]
         try:  # one deadline for the trace's lock and then the payload index's
@@ -584,7 +584,7 @@ class JsonlStore(TraceStore):
         trace's append lock (``appended``: the trace's ``fstat`` before the line; ``until``: the
         lock deadline it shares). Never raises: an index left behind covers less, and its
         readers take the full rule."""
-        from eidolons.trace.payloadfill import refresh
+        from eidolons.trace.indexes import refresh
 
         try:
             refresh(str(self.root), is_payload_event, extra or (), appended, until)
@@ -593,7 +593,7 @@ class JsonlStore(TraceStore):
 
     def latest_verdict(self, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
         # the verdict index answers in O(1) when it checks out (ADR 0022), else the scan
-        from eidolons.trace.verdictindex import lookup
+        from eidolons.trace.indexes import lookup
 
         path = self._file(thread_id)
         try:

@@ -63,13 +63,6 @@ class InitResult:
     missing: list[str] = field(default_factory=list)  # bound here, no such role any more
 
 
-def wanted_logins(gate: Iterable[str], orchestrator: Iterable[str]) -> dict[str, str]:
-    """login -> authority; a login named for both is an orchestrator (it is a gate too)."""
-    out = dict.fromkeys(gate, GATE)
-    out.update(dict.fromkeys(orchestrator, ORCHESTRATOR))
-    return out
-
-
 def init_schema(
     dsn: str, grant_gate: Iterable[str] = (), grant_orchestrator: Iterable[str] = ()
 ) -> InitResult:
@@ -78,7 +71,8 @@ def init_schema(
     which logins to keep, :class:`TraceWriteError` when the store refuses."""
     import psycopg
 
-    wanted = wanted_logins(grant_gate, grant_orchestrator)
+    wanted = dict.fromkeys(grant_gate, GATE)  # login -> authority; named for both: orchestrator
+    wanted.update(dict.fromkeys(grant_orchestrator, ORCHESTRATOR))
     conn = connect(dsn, bounded=False)
     try:
         with conn.transaction():

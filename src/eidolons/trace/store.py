@@ -137,13 +137,6 @@ def record_from_line(raw: bytes, message_id: str, stamp: Stamp = NO_STAMP) -> di
     return line.event if counted_for(line) == message_id else None
 
 
-def payload_needle(key: str) -> bytes:
-    """``"payload_path":"<key>"`` as this tool writes it (compact ASCII JSON)."""
-    from eidolons.ecl.grammar import dumps
-
-    return b'"payload_path":' + dumps(key).encode("ascii")
-
-
 def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
     """An emit or verification event naming one of ``keys`` as its payload (ADR 0007)."""
     return (
@@ -155,9 +148,11 @@ def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
 
 def first_payload_event(lines: Iterable[bytes], keys: list[str]) -> dict[str, Any] | None:
     """The first of raw ``lines`` that is a payload event for one of ``keys``, or None."""
+    from eidolons.ecl.grammar import dumps
     from eidolons.trace.log import decode_line
 
-    needles = [payload_needle(k) for k in keys]
+    # ``"payload_path":"<key>"`` as this tool writes it (compact ASCII JSON)
+    needles = [b'"payload_path":' + dumps(k).encode("ascii") for k in keys]
     for raw in lines if keys else ():
         if any(n in raw for n in needles):
             event = decode_line(raw, 0).event

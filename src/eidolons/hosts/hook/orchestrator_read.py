@@ -15,13 +15,9 @@ from pathlib import Path
 from eidolons.ecl.envelope import parse_envelope
 from eidolons.ecl.events import utc_now
 from eidolons.ecl.integrity import Verdict
+from eidolons.ecl.receiver import judge_record
 from eidolons.errors import EnvelopeError, InputError
-from eidolons.gates.receiver import (
-    INTEGRITY_MISMATCH,
-    SCHEMA_INVALID,
-    UNVERIFIED,
-    judge_record,
-)
+from eidolons.gates.receiver import INTEGRITY_MISMATCH, SCHEMA_INVALID, UNVERIFIED
 from eidolons.gates.verify import verify_parsed
 from eidolons.io.config import Limits, hmac_key
 from eidolons.io.payload import (

@@ -26,11 +26,3 @@ def trace_id_bytes(thread_id: str) -> bytes:
 
 def span_id_bytes(message_id: str) -> bytes:
     return _hashed("ecl.message_id", message_id, 8)
-
-
-def trace_id(thread_id: str) -> str:
-    return trace_id_bytes(thread_id).hex()
-
-
-def span_id(message_id: str) -> str:
-    return span_id_bytes(message_id).hex()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from eidolons._text import printable
 from eidolons.trace.chain import UNKNOWN, Hop
-from eidolons.trace.chain.ids import span_id, trace_id
+from eidolons.trace.chain.ids import span_id_bytes, trace_id_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -134,9 +134,9 @@ def otel_doc(hops: Sequence[Hop], version: str = DEFAULT_OTEL_VERSION) -> dict[s
                 "trace_id": thread,
                 "span_id": h.message_id,
                 "parent_span_id": h.parent_id,
-                "otel_trace_id": trace_id(thread),
-                "otel_span_id": span_id(h.message_id),
-                "otel_parent_span_id": span_id(h.parent_id) if h.parent_id else None,
+                "otel_trace_id": trace_id_bytes(thread).hex(),
+                "otel_span_id": span_id_bytes(h.message_id).hex(),
+                "otel_parent_span_id": span_id_bytes(h.parent_id).hex() if h.parent_id else None,
                 "name": f"invoke_agent {_name(h.sender)}",
                 "start_time": h.ts,
                 "attributes": {

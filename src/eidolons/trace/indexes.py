@@ -1,20 +1,52 @@
-"""The verdict index (ADRs 0012, 0022): where each message's latest orchestrator verdict
-sits in a JSONL trace, so the record lookup costs the same on any trace length.
+"""This host's indexes of the JSONL trace, brought up under its append lock: hints, never
+evidence (what they do not cover is read in full).
 
-A hint, never evidence: the line it points to is re-read, must match byte for byte and is
-judged by the store's rule; lines past what it covers are scanned; any damage answers
-"cannot tell" (the caller scans). It lives in the host's config directory
-(``verdicts/<dev>-<ino>.idx``), written only under the trace's append lock: two
-checksummed header slots, then an open-addressing table of checksummed 64-byte slots,
-rebuilt twice as large when half full.
+The verdict index (ADRs 0012, 0022): where each message's latest orchestrator verdict sits
+in a trace, so the record lookup costs the same on any trace length. The line it points to
+is re-read, must match byte for byte and is judged by the store's rule; lines past what it
+covers are scanned; any damage answers "cannot tell" (the caller scans). It lives in the
+host's config directory (``verdicts/<dev>-<ino>.idx``): two checksummed header slots, then
+an open-addressing table of checksummed 64-byte slots, rebuilt twice as large when half
+full.
+
+The payload index's fill (:mod:`eidolons.io.payloadindex`, ADR 0018), after each append
+and by ``trace import``: under the index's lock it reads what the index does not cover, by
+the full search's rule on the same pieces, and writes the new entries in place; what it
+records as covered is what ``fstat`` said before the read.
 """
 
 from __future__ import annotations
 
 import os
+from _json import encode_basestring_ascii
 
 from eidolons.ecl.integrity import sha256 as _sha256
-from eidolons.trace.log import MAX_LINE_BYTES, reverse_lines
+from eidolons.ecl.integrity import sha256_hex
+from eidolons.io.config import TRACE_DIR, trace_scan_bound
+from eidolons.io.files import deadline, flock_until
+from eidolons.io.payloadindex import (
+    COVERS,
+    ENTRIES,
+    HEAD_BYTES,
+    MAX_EVIDENCE_BYTES,
+    Index,
+    entry,
+    frozen,
+    head,
+    index_file,
+    parse,
+    read_head,
+    read_recovered,
+    root_line,
+    snapshot,
+)
+from eidolons.trace.log import (
+    MAX_LINE_BYTES,
+    PAYLOAD_FIELD,
+    decode_line,
+    reverse_lines,
+    search_pieces,
+)
 from eidolons.trace.store import (
     counted_for,
     judged_line,
@@ -25,7 +57,10 @@ from eidolons.trace.store import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any
+
+    IsPayload = Callable[[Mapping[str, Any] | None, list[str]], bool]
 
 INDEX_DIR = "verdicts"
 MAGIC = "evidx1"
@@ -217,10 +252,9 @@ def _open_index(st: os.stat_result, flags: int) -> tuple[int, int] | None:
 def lookup(
     fd: int, st: os.stat_result, message_id: str, bound: int, name: object = ""
 ) -> Found | None:
-    """The latest orchestrator verdict for ``message_id`` in the open trace ``fd``
-    (``st`` its ``fstat``) as the index and the uncovered tail tell it, or None when
-    they cannot tell (the caller scans). Raises :class:`eidolons.errors.InputError` when
-    the uncovered tail is past ``bound`` (the scan bound) with no verdict in it."""
+    """The latest orchestrator verdict for ``message_id`` in the open trace ``fd`` as the
+    index and the uncovered tail tell it, or None: cannot tell (the caller scans). Raises
+    :class:`~eidolons.errors.InputError` for a tail past ``bound`` with no verdict."""
     opened = _open_index(st, os.O_RDONLY)
     if opened is None:
         return None
@@ -277,10 +311,8 @@ Entry = tuple[bytes, int, int, bytes]  # id hash, offset, length, line SHA-256
 
 
 def scan_forward(fd: int, start: int, end: int) -> list[Entry]:
-    """The verdict lines among the whole lines of ``[start, end)`` (``start`` a line
-    start, ``end`` just past a newline), in order. A line longer than
-    :data:`MAX_LINE_BYTES` is damage (never held whole, never indexed), as for every
-    reader."""
+    """The verdict lines among the whole lines of ``[start, end)``, in order; an overlong
+    line is damage (never held whole, never indexed), as for every reader."""
     out: list[Entry] = []
     pos, carry, carry_at, overlong = start, b"", start, False
     while pos < end:
@@ -316,8 +348,7 @@ def _add(out: list[Entry], raw: bytes, at: int) -> None:
 
 def update(fd: int, start: int, line: bytes) -> None:
     """Bring the index of the open trace ``fd`` up to the line just written at ``start``
-    (the caller holds the append lock). Never raises: the index is a hint; one that
-    cannot be brought up to date is removed (the lookup then scans)."""
+    (under the append lock). Never raises: an index it cannot update is removed."""
     try:
         _update(fd, os.fstat(fd), start, line)
     except Exception:  # whatever went wrong, the append stands (the line is the record)
@@ -359,8 +390,6 @@ def _update(fd: int, st: os.stat_result, start: int, line: bytes) -> None:
 
 def _entries(fd: int, covered: int, start: int, line: bytes) -> list[Entry]:
     """The verdicts of the uncovered lines before ``start``, then of ``line``."""
-    from eidolons.io.config import trace_scan_bound
-
     if start - covered > trace_scan_bound():
         raise ValueError("too much of the trace to index")
     new = scan_forward(fd, covered, start) if start > covered else []
@@ -400,31 +429,17 @@ def _read_entries(ifd: int, key: str, header: Header) -> list[Entry]:
     return sorted(out, key=lambda e: e[1])  # trace order: a later verdict overwrites
 
 
-def _discard(tmp: tuple[int, str]) -> None:
-    if tmp[0] >= 0:
-        os.close(tmp[0])
-    try:
-        os.unlink(tmp[1])
-    except OSError:
-        pass
-
-
-def _create_tmp(st: os.stat_result) -> tuple[int, str]:
+def _rebuild(
+    fd: int, st: os.stat_result, key: str, entries: list[Entry] | None, start: int, line: bytes
+) -> None:
+    """A fresh table of the latest of ``entries`` per message (None: the whole trace),
+    renamed over the index; created before the trace is read (an unwritable host
+    directory costs no scan)."""
     path = index_path(st)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    return os.open(tmp, flags, 0o600), tmp
-
-
-def _rebuild(
-    fd: int, st: os.stat_result, key: str, entries: list[Entry] | None, start: int, line: bytes
-) -> None:
-    """A fresh table holding the latest of ``entries`` per message (None: of the whole
-    trace before ``start``, then ``line``), written to a new file renamed over the
-    index. The new file is created before the trace is read: a host directory that
-    cannot be written costs no scan."""
-    tmp = _create_tmp(st)
+    fd_tmp = os.open(tmp, flags, 0o600)
     try:
         if entries is None:
             entries = _entries(fd, 0, start, line)
@@ -449,10 +464,237 @@ def _rebuild(
         head = head[HEADER_SLOT:] + head[:HEADER_SLOT]  # gen 1 is slot 1
         view = memoryview(head + body)
         while view:
-            view = view[os.write(tmp[0], view) :]
-        os.close(tmp[0])
-        tmp = (-1, tmp[1])
-        os.replace(tmp[1], index_path(st))
+            view = view[os.write(fd_tmp, view) :]
+        os.close(fd_tmp)
+        fd_tmp = -1
+        os.replace(tmp, path)
     except BaseException:
-        _discard(tmp)
+        if fd_tmp >= 0:
+            os.close(fd_tmp)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         raise
+
+
+TAIL = 64  # bytes before the point a file was read to, re-checked before reading on
+
+
+def refresh(
+    root: str,
+    is_payload: IsPayload,
+    extra: Iterable[str] = (),
+    appended: os.stat_result | None = None,
+    until: float | None = None,
+) -> None:
+    """Bring the payload index of ``root`` up to every trace file on disk, adding the keys
+    of ``extra`` (appended outside the trace directory). ``is_payload``: the store's rule;
+    ``appended``: the ``fstat``, before its line, of the trace just appended to, the one
+    file read on from where the index stopped (ADR 0018). Raises :class:`OSError`."""
+    until = deadline() if until is None else until
+    root_st = os.stat(root)
+    path = index_file(root_st)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o170000 != 0o100000:
+            raise OSError(f"{path} is not a regular file")
+        flock_until(fd, until, path)
+        if frozen(fd):  # its entries cannot all be read back: it stays, naming every path
+            return
+        found = snapshot(fd, MAX_EVIDENCE_BYTES)
+        gen = _generation(fd)
+        old = parse(found[1], root_st) if found is not None else None
+        # an index a writer left half-way: its entries are evidence still (ADR 0018)
+        keys = _Keys(old.entries if old else b"\n" + b"".join(read_recovered(fd, root_st)))
+        cover = _cover(root, old, keys, is_payload, appended)
+        extra = list(extra)
+        if cover is None:
+            if not extra:
+                return
+            # the payload of a --trace FILE (which the full search does not read) is
+            # recorded still, with nothing covered: readers then take the full rule
+            cover = b""
+        for key in extra:
+            keys.add(entry(key))
+        tail = b"".join(keys.new) + COVERS + cover
+        if old is not None:  # the entries it has stay where they are: only the tail is written
+            at = len(root_line(root_st) + ENTRIES) - 1 + len(old.entries)  # its covers line
+            if old.raw[at:] == tail:
+                return
+            body_length = at + len(tail)
+        else:
+            tail = root_line(root_st) + ENTRIES + keys.old[1:] + tail
+            at, body_length = 0, len(tail)
+        # written whatever its size (the entries are evidence); past MAX_INDEX_BYTES the
+        # hook no longer reads it (the full rule), past MAX_EVIDENCE_BYTES it is frozen
+        os.pwrite(fd, head(gen + 1, 0), 0)  # odd: readers take the full rule meanwhile
+        os.pwrite(fd, tail, HEAD_BYTES + at)
+        os.ftruncate(fd, HEAD_BYTES + body_length)
+        if os.environ.get("EIDOLONS_TRACE_FSYNC") == "1":
+            os.fsync(fd)
+        os.pwrite(fd, head(gen + 2, body_length), 0)
+    finally:
+        os.close(fd)
+
+
+def _generation(fd: int) -> int:
+    """The file's generation made even (a writer that died half-way left it odd; a new
+    or damaged file is 0), so that the next one differs from every earlier one."""
+    found = read_head(os.pread(fd, HEAD_BYTES, 0))
+    return 0 if found is None else found[0] + found[0] % 2
+
+
+class _Keys:
+    """The index's entry lines: ``old``, the block it has (after a newline, as
+    ``Index.entries``), and ``new``, found since. Past :data:`_SEARCHES` lookups the block
+    is split into a set once: an append costs what it reads, not what the index holds."""
+
+    __slots__ = ("_searches", "_set", "new", "old")
+
+    def __init__(self, old: bytes) -> None:
+        self.old = old
+        self.new: dict[bytes, None] = {}
+        self._searches = 0
+        self._set: set[bytes] | None = None
+
+    def add(self, line: bytes) -> None:
+        if line in self.new:
+            return
+        if self._set is None:
+            self._searches += 1
+            if self._searches > _SEARCHES:
+                self._set = set(self.old[1:].splitlines(keepends=True))
+            elif b"\n" + line in self.old:
+                return
+        if self._set is None or line not in self._set:
+            self.new[line] = None
+
+
+_SEARCHES = 32
+
+
+def _cover(
+    root: str,
+    old: Index | None,
+    keys: _Keys,
+    is_payload: IsPayload,
+    appended: os.stat_result | None = None,
+) -> bytes | None:
+    """The coverage lines of the trace files on disk, their payload keys added to ``keys``;
+    None when the trace directory cannot be read as the full search reads it."""
+    trace_dir = os.path.join(root, TRACE_DIR)
+    for d in (os.path.dirname(trace_dir), trace_dir):
+        try:
+            if os.lstat(d).st_mode & 0o170000 != 0o040000:
+                return None
+        except FileNotFoundError:
+            break
+    try:
+        listed = sorted([n for n in os.listdir(trace_dir) if n.endswith(".jsonl")])
+    except FileNotFoundError:
+        listed = []
+    except OSError:
+        return None
+    cover: list[bytes] = []
+    budget = trace_scan_bound()
+    for name in listed:
+        encoded = encode_basestring_ascii(name).encode("ascii")
+        prev = old.cover.get(encoded) if old is not None else None
+        path = os.path.join(trace_dir, name)
+        line, used = _cover_file(path, prev, budget, keys, is_payload, appended)
+        budget -= used
+        if line is not None:
+            cover.append(b"trace " + line + b" " + encoded + b"\n")
+    return b"".join(cover)
+
+
+def _cover_file(
+    path: str,
+    prev: list[bytes] | None,
+    budget: int,
+    keys: _Keys,
+    is_payload: IsPayload,
+    appended: os.stat_result | None = None,
+) -> tuple[bytes | None, int]:
+    """(the file's coverage fields, bytes read): its payload keys added to ``keys``; None
+    when it is not a regular file opened without a link, or past ``budget``. A file as
+    the index covers it already (``lstat``, as readers see it) is not opened."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return None, 0
+    if prev is not None and seen.st_mode & 0o170000 == 0o100000 and prev[:4] == _state(seen):
+        return b" ".join(prev[:6]), 0  # unchanged since it was read
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None, 0
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o170000 != 0o100000:
+            return None, 0
+        state = _state(st)
+        start = _resume(fd, st, prev, appended)
+        if st.st_size - start > budget:
+            return None, 0
+        clean = _scan(fd, start, st.st_size, keys, is_payload)
+        fields = [*state, b"%d" % clean, _tail(fd, clean).encode("ascii")]
+        return b" ".join(fields), st.st_size - start
+    except OSError:
+        return None, 0
+    finally:
+        os.close(fd)
+
+
+def _state(st: os.stat_result) -> list[bytes]:
+    """A file's coverage as readers compare it: device, inode, size, ctime."""
+    return (b"%d %d %d %d" % (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)).split()
+
+
+def _resume(
+    fd: int, st: os.stat_result, prev: list[bytes] | None, appended: os.stat_result | None
+) -> int:
+    """Where to read the file from: where the index stopped when it is the file this process
+    just appended to, as the index covered it (``appended``: ctime cannot be set back), and
+    the bytes before that point are unchanged; else 0: read whole again (ADR 0018)."""
+    if prev is None or prev[:2] != [b"%d" % st.st_dev, b"%d" % st.st_ino]:
+        return 0
+    if appended is None or _state(appended) != prev[:4]:
+        return 0
+    try:
+        size, clean = int(prev[2]), int(prev[4])
+    except ValueError:
+        return 0
+    if clean > size or size > st.st_size or _tail(fd, clean).encode("ascii") != prev[5]:
+        return 0
+    return clean
+
+
+def _tail(fd: int, clean: int) -> str:
+    start = max(0, clean - TAIL)
+    return sha256_hex(os.pread(fd, clean - start, start))
+
+
+def _scan(fd: int, start: int, size: int, keys: _Keys, is_payload: IsPayload) -> int:
+    """Add the payload keys of ``[start, size)`` to ``keys`` by the full search's rule on
+    the same pieces; returns the end of the last whole line read (a later scan's start)."""
+    clean = pos = start
+    if start >= size:
+        return clean
+    with open(os.dup(fd), "rb") as fh:
+        fh.seek(start)
+        for raw in search_pieces(fh):
+            pos += len(raw)
+            if raw.endswith(b"\n") and pos <= size:
+                clean = pos
+            if PAYLOAD_FIELD in raw:
+                event = decode_line(raw.rstrip(b"\n"), 0).event
+                key = event.get("payload_path") if event else None
+                if isinstance(key, str) and is_payload(event, [key]):
+                    keys.add(entry(key))
+            if pos >= size:
+                break
+    return clean
