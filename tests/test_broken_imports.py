@@ -9,7 +9,6 @@ import importlib
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +139,12 @@ def test_a_command_module_that_cannot_load_is_an_internal_error(
 def test_the_fast_argv_reader_that_cannot_load_is_an_internal_error(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(
-        sys.modules, "eidolons.cli.options", types.ModuleType("eidolons.cli.options")
-    )
+    import eidolons.cli.main as cli_main
+
+    def unloadable(*args: object) -> None:
+        raise ImportError("cannot import name 'fast_parse'")
+
+    monkeypatch.setattr(cli_main, "fast_parse", unloadable)
     monkeypatch.chdir(project)
     assert main(["verify-incoming", "notes.md", "--as", "vigil"]) == 70
     out, err = capsys.readouterr()

@@ -238,7 +238,7 @@ def command_import_violations(
     modules: dict[str, ModuleInfo], commands: set[str] | None = None
 ) -> list[str]:
     """Every ``eidolons.cli`` module that imports a command module other than itself:
-    commands share only the CLI's plumbing (``main``, ``common``, ``options``, ``parser``,
+    commands share only the CLI's plumbing (``main``, ``parser``,
     the ``trace`` command's parts) and the library."""
     commands = _commands() if commands is None else commands
     problems = []
@@ -253,7 +253,7 @@ def command_import_violations(
 
 def test_no_command_imports_another_command() -> None:
     modules = package_modules()
-    assert f"{PACKAGE}.cli.common" in modules and f"{PACKAGE}.cli.check" in _commands()
+    assert f"{PACKAGE}.cli.main" in modules and f"{PACKAGE}.cli.check" in _commands()
     assert command_import_violations(modules) == []
 
 
@@ -277,7 +277,7 @@ def test_the_command_import_check_catches_a_planted_import(planted: str, source:
 def test_the_command_import_check_allows_the_plumbing() -> None:
     modules = package_modules()
     name = f"{PACKAGE}.cli.memory"
-    source = "from eidolons.cli.common import print_json\nfrom eidolons.io import config\n"
+    source = "from eidolons.cli.main import print_json\nfrom eidolons.io import config\n"
     modules[name] = parse_module(name, SRC / PACKAGE / "cli" / "memory.py", source)
     assert command_import_violations(modules) == []
 

@@ -130,7 +130,7 @@ def _exit_1_on_usage_errors(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.cli.common import error
+    from eidolons.cli.main import error
 
     try:
         return _run(args)

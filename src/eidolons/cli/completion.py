@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from eidolons.cli.common import error
+from eidolons.cli.main import error
 
 HELP = "print a shell completion script (bash, zsh or fish)"
 SHELLS = ("bash", "zsh", "fish")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from eidolons.cli.common import contract_set as load_contract_set
-from eidolons.cli.common import error, print_json, project_root
+from eidolons.cli.main import contract_set as load_contract_set
+from eidolons.cli.main import error, print_json, project_root
 
 if TYPE_CHECKING:
     from eidolons.io.contracts import Contract, ContractSet

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from eidolons.cli.common import error, use_color
+from eidolons.cli.main import error, use_color
 
 HELP = "run a self-contained demonstration: emit, verify, tamper, verify, show the trace"
 

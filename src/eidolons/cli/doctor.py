@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from eidolons.cli.common import print_json, project_root
+from eidolons.cli.main import print_json, project_root
 
 HELP = "check the set-up: D8 receiver skills, skill drift, host hooks, keys, receiver agents"
 

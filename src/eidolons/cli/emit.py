@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from eidolons._text import printable
-from eidolons.cli.common import fail, print_json, say
+from eidolons.cli.main import fail, print_json, say
 from eidolons.errors import EidolonsError, EnvelopeError, UsageError
 
 HELP = "write the ECL envelope for a payload and record the emit event"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eidolons.cli.common import error, print_json, project_root
+from eidolons.cli.main import error, print_json, project_root
 
 HELP = "set the project up: .eidolons/, hand-off dir, keys, skills and each host's hook"
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eidolons.cli.common import fail, print_json
+from eidolons.cli.main import fail, print_json
 from eidolons.ecl.events import utc_now
 from eidolons.errors import EidolonsError, UsageError
 from eidolons.io.config import find_root

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from eidolons.cli.common import error, project_root
+from eidolons.cli.main import error, project_root
 
 HELP = "Serve the gates as MCP tools over stdio (read_verified: the gate as the only reader)."
 

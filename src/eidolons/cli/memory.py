@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eidolons.cli.common import error as _error
-from eidolons.cli.common import fail, print_json
+from eidolons.cli.main import error as _error
+from eidolons.cli.main import fail, print_json
 from eidolons.errors import EidolonsError, InputError, UsageError
 from eidolons.io.config import find_root
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eidolons._text import printable
-from eidolons.cli.common import error, fail, print_json, say, speak
+from eidolons.cli.main import error, fail, print_json, say, speak
 from eidolons.errors import EnvelopeError, InputError, UsageError
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eidolons._text import printable
-from eidolons.cli.common import contract_set as load_contract_set
-from eidolons.cli.common import error, print_json, project_root
+from eidolons.cli.main import contract_set as load_contract_set
+from eidolons.cli.main import error, print_json, project_root
 
 if TYPE_CHECKING:
     from eidolons.hosts.skills.install import SkillAction

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eidolons.cli.common import fail
+from eidolons.cli.main import fail
 from eidolons.errors import EidolonsError
 
 HELP = "a thread's trace: events, the hand-off chain, its graph, cost and report"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from eidolons._text import printable
-from eidolons.cli.common import error, print_json, project_root, use_color
+from eidolons.cli.main import error, print_json, project_root, use_color
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import os
 import sys
 
 from eidolons._text import printable
-from eidolons.cli.common import error, project_root
+from eidolons.cli.main import error, project_root
 
 EXIT_NOTHING = 1
 EXIT_REFUSED = 3

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from eidolons._text import printable
-from eidolons.cli.common import print_json, project_root
+from eidolons.cli.main import print_json, project_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

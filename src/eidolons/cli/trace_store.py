@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eidolons.cli.common import error, fail, project_root
+from eidolons.cli.main import error, fail, project_root
 from eidolons.errors import EidolonsError, UsageError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from eidolons.cli.options import Option, add_options
+from eidolons.cli.main import Option, add_options
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eidolons._text import printable
-    from eidolons.cli.common import fail, print_json, say, speak, use_color
+    from eidolons.cli.main import fail, print_json, say, speak, use_color
     from eidolons.errors import UsageError
     from eidolons.gates.orchestrator import run_gate, text_line, warning_line
     from eidolons.io import paths as pathstr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from eidolons.cli.options import Option, add_options
+from eidolons.cli.main import Option, add_options
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if early is not None:
         return early
     from eidolons._text import printable
-    from eidolons.cli.common import error, fail, gate_memory, print_json, say, speak
+    from eidolons.cli.main import error, fail, gate_memory, print_json, say, speak
     from eidolons.ecl.grammar import is_slug
     from eidolons.errors import UsageError
     from eidolons.io import paths as pathstr
@@ -203,7 +203,7 @@ def _skip_early(args: argparse.Namespace) -> int | None:
         return None
     if not rules_out(artifact, root):
         return None
-    from eidolons.cli.common import print_json, say
+    from eidolons.cli.main import print_json, say
     from eidolons.gates.skip import skip_line, skipped_json
 
     if args.json:
@@ -239,7 +239,7 @@ def _print_recall(recall: dict[str, object]) -> None:
     """Recalled records on stderr, every field escaped: memory holds text from earlier
     payloads, which an attacker may have written."""
     from eidolons._text import printable
-    from eidolons.cli.common import say
+    from eidolons.cli.main import say
 
     records = recall.get("records") or []
     backend = printable(str(recall.get("backend", "?")))
