@@ -9,7 +9,6 @@ import importlib
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +139,9 @@ def test_a_command_module_that_cannot_load_is_an_internal_error(
 def test_the_fast_argv_reader_that_cannot_load_is_an_internal_error(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(
-        sys.modules, "eidolons.cli.options", types.ModuleType("eidolons.cli.options")
-    )
+    import eidolons.cli.common as common
+
+    monkeypatch.delattr(common, "fast_parse")  # ``from eidolons.cli.common import`` fails
     monkeypatch.chdir(project)
     assert main(["verify-incoming", "notes.md", "--as", "vigil"]) == 70
     out, err = capsys.readouterr()

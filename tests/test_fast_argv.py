@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.cli import main as cli
-from eidolons.cli.options import Option, fast_parse
+from eidolons.cli.common import Option, fast_parse
 
 COMMANDS = cli.FAST_COMMANDS
 VALUES = ("x.envelope.json", "", "-", "--", "-x", "-1", "a b", "--json", "warn", "block", "é")

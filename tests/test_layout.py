@@ -238,7 +238,7 @@ def command_import_violations(
     modules: dict[str, ModuleInfo], commands: set[str] | None = None
 ) -> list[str]:
     """Every ``eidolons.cli`` module that imports a command module other than itself:
-    commands share only the CLI's plumbing (``main``, ``common``, ``options``, ``parser``,
+    commands share only the CLI's plumbing (``main``, ``common``, ``parser``,
     the ``trace`` command's parts) and the library."""
     commands = _commands() if commands is None else commands
     problems = []

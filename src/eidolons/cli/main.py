@@ -1,7 +1,9 @@
 """The ``eidolons`` command line: parsing and dispatch. Each command is a module of
-:mod:`eidolons.cli` with ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``;
-only the module of the command run is imported (start-up), and ``hook`` is dispatched
-before argparse is even imported (ADR 0015)."""
+:mod:`eidolons.cli` with ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``; only
+the module of the command run is imported (start-up), and ``hook`` is dispatched before
+argparse is even imported (ADR 0015). The hot commands (``verify-envelope``,
+``verify-incoming``) read their simple argv without argparse
+(:func:`eidolons.cli.common.fast_parse`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
     from typing import Any
+
 
 # command name -> module under eidolons.cli (order = order in --help)
 COMMANDS: dict[str, str] = {
@@ -140,22 +143,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: the hot commands: their module declares ``OPTIONS`` (:mod:`eidolons.cli.options`), and
+#: the hot commands: their module declares ``OPTIONS`` (:class:`Option`), and
 #: the simple argv shapes are read without building an argparse parser (ADR 0022)
 FAST_COMMANDS = ("verify-envelope", "verify-incoming")
 
 
 def fast_args(args_list: Sequence[str]) -> Any | None:
     """A hot command's simple argv parsed without argparse (as the full parser would
-    parse it), or None for anything else (:func:`eidolons.cli.options.fast_parse`)."""
+    parse it), or None for anything else (:func:`fast_parse`)."""
     if not args_list or args_list[0] not in FAST_COMMANDS:
         return None
-    from eidolons.cli.options import fast_parse
-
     module = _load(args_list[0])
     options = getattr(module, "OPTIONS", None)
     if module is None or options is None:
         return None
+    from eidolons.cli.common import fast_parse
+
     args = fast_parse(args_list[1:], options)
     if args is not None:
         vars(args).update(command=args_list[0], _run=module.run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from eidolons.cli.options import Option, add_options
+from eidolons.cli.common import Option, add_options
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
