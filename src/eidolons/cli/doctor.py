@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         for finding in report.findings:
-            print(finding.line())
+            print(f"doctor: [{finding['check']}] {finding['subject']}: {finding['message']}")
         for note in report.notes:
             print(f"doctor: note: {note}")
         n = len(report.findings)

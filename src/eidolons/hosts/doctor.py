@@ -36,30 +36,17 @@ STATE_DIRS = frozenset(
 )
 
 
-class Finding:
-    __slots__ = ("check", "message", "subject")
-
-    def __init__(self, check: str, subject: str, message: str) -> None:
-        self.check = check
-        self.subject = subject
-        self.message = message
-
-    def to_dict(self) -> dict[str, str]:
-        return {"check": self.check, "subject": self.subject, "message": self.message}
-
-    def line(self) -> str:
-        return f"doctor: [{self.check}] {self.subject}: {self.message}"
-
-
 class Report:
+    """The findings (what to fix), the checks passed and the notes of one run."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.findings: list[Finding] = []
+        self.findings: list[dict[str, str]] = []
         self.passed: list[dict[str, str]] = []
         self.notes: list[str] = []
 
     def fail(self, check: str, subject: str, message: str) -> None:
-        self.findings.append(Finding(check, subject, message))
+        self.findings.append({"check": check, "subject": subject, "message": message})
 
     def ok(self, check: str, subject: str, message: str) -> None:
         self.passed.append({"check": check, "subject": subject, "message": message})
@@ -69,16 +56,14 @@ class Report:
         self.notes.append(message)
 
     def rel(self, path: Path | str) -> str:
-        try:
-            return str(Path(path).relative_to(self.root))
-        except ValueError:
-            return str(path)
+        path = Path(path)
+        return str(path.relative_to(self.root) if path.is_relative_to(self.root) else path)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "root": str(self.root),
             "ok": not self.findings,
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": self.findings,
             "passed": self.passed,
             "notes": self.notes,
         }
@@ -200,7 +185,6 @@ def check_d8(report: Report) -> None:
         report.fail("D8", ".eidolons", unlisted)
     for name in installed:
         klass = classes.get(name)
-        subject = f"D8 {name}"
         if klass is None:
             report.fail("D8", name, "not in the roster (no capability class known)")
             continue
@@ -232,7 +216,6 @@ def check_d8(report: Report) -> None:
                     bad = True
             if not bad:
                 report.ok("D8", where, f"blocking verify-incoming gate present (class={klass})")
-        del subject
 
 
 # --- drift ----------------------------------------------------------------------------
@@ -294,7 +277,7 @@ def check_drift(report: Report) -> None:
 
 def check_hosts(report: Report) -> None:
     from eidolons.hosts.init import InitError, load_json_object
-    from eidolons.hosts.wiring import check_cursor_hooks
+    from eidolons.hosts.wiring import CONFIG_FILES, check_cursor_hooks
 
     root = report.root
     if (root / ".claude").is_dir():
@@ -311,24 +294,13 @@ def check_hosts(report: Report) -> None:
                 report.fail("hosts", report.rel(cursor), problem)
             if not problems:
                 report.ok("hosts", report.rel(cursor), "Cursor hooks wired fail-closed")
-    from eidolons.hosts.wiring import CONFIG_FILES
-
-    for host, fails_open in (
-        ("cursor", False),
-        ("codex", True),
-        ("gemini", True),
-        ("copilot", False),
-    ):
+    for host in ("cursor", "codex", "gemini", "copilot"):
         if (root / CONFIG_FILES[host]).exists():
+            fails_open = "; and a hook that cannot start lets the tool run (fails open)"
             report.note(
                 f"{host}: the gate holds for the host's file tools and the MCP reader only; "
                 "its shell cannot be kept out of a directory, so a shell command can read a "
-                "hand-off without the gate"
-                + (
-                    "; and a hook that cannot start lets the tool run (fails open)"
-                    if fails_open
-                    else ""
-                )
+                "hand-off without the gate" + (fails_open if host in ("codex", "gemini") else "")
             )
 
 

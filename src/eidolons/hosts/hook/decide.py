@@ -77,34 +77,28 @@ IDENTITY_OPTIONS = {"verify-incoming": "--as", "emit": "--from"}
 class Decision:
     """Allow or deny, with the reason shown to the model (deny) and, on a verified read,
     context for the model and the tool input pointed at the gate's copy of the bytes it
-    judged (``updated_input``). ``handback``: the refusal hand-back written for the
-    orchestrator, when there is one."""
+    judged (``updated_input``)."""
 
-    __slots__ = ("allow", "context", "handback", "reason", "updated_input")
+    __slots__ = ("allow", "context", "reason", "updated_input")
 
     def __init__(
         self,
         allow: bool,
         reason: str = "",
         context: str | None = None,
-        handback: str | None = None,
         updated_input: dict[str, Any] | None = None,
     ) -> None:
         self.allow = allow
         self.reason = reason
         self.context = context
-        self.handback = handback
         self.updated_input = updated_input
-
-    def __repr__(self) -> str:
-        return f"Decision(allow={self.allow}, reason={self.reason!r})"
 
 
 ALLOW = Decision(True)
 
 
-def deny(reason: str, handback: str | None = None) -> Decision:
-    return Decision(False, reason, handback=handback)
+def deny(reason: str) -> Decision:
+    return Decision(False, reason)
 
 
 _WRITE_REASONS = {
@@ -242,7 +236,7 @@ class Decider:
         if handback:
             lines.append(f"hand-back for the orchestrator: {handback}")
         lines.append("Do not process this payload; hand the refusal back to the orchestrator.")
-        return deny("\n".join(lines), handback=handback)
+        return deny("\n".join(lines))
 
     def _orchestrator_read(self, path: str, redirect: dict[str, Any] | None) -> Decision:
         from eidolons.hosts.hook.dispatch import gate_one

@@ -24,6 +24,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (star
 if TYPE_CHECKING:
     from typing import Any
 
+    Spec = tuple[str, tuple[str, ...], tuple[str, ...], str | None]
+
 MAX_EVENT_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_LINK_SCAN = 100_000
@@ -111,10 +113,8 @@ class ToolCall:
 # --- field access -----------------------------------------------------------------------
 
 
-def _str(doc: dict[str, Any], key: str, *, required: bool = True) -> str | None:
+def _str(doc: dict[str, Any], key: str) -> str:
     value = doc.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str):
         raise HookInputError(f"{key} must be a string")
     return value
@@ -144,12 +144,12 @@ def _cwd(doc: dict[str, Any], fallback: str | None = None) -> str:
     return cwd
 
 
-def _receiver(doc: dict[str, Any], key: str = "agent_type") -> str | None:
-    value = doc.get(key)
+def _receiver(doc: dict[str, Any]) -> str | None:
+    value = doc.get("agent_type")
     if value is None or value == "":
         return None
     if not isinstance(value, str) or len(value) > 200:
-        raise HookInputError(f"{key} must be a string")
+        raise HookInputError("agent_type must be a string")
     return value
 
 
@@ -204,55 +204,89 @@ def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | No
     )
 
 
-# --- per host -----------------------------------------------------------------------------
+# --- per host: a table per dialect ----------------------------------------------------------
 
-# tools that name no file of their own (their text is not a path to read)
-_CLAUDE_PASS = frozenset(
-    {
-        "Agent",
-        "Task",
-        "TodoWrite",
-        "TodoRead",
-        "WebFetch",
-        "WebSearch",
-        "ExitPlanMode",
-        "EnterPlanMode",
-        "AskUserQuestion",
-        "SendMessage",
-        "BashOutput",
-        "KillShell",
-        "KillBash",
-        "TaskOutput",
-        "TaskStop",
-        "SlashCommand",
-        "Skill",
-        "ListMcpResourcesTool",
-    }
-)
+# a tool's Spec: (kind, the keys naming its paths, the keys naming its patterns, what a call
+# without a path lacks: None when it may name none; a search or listing without one is of cwd)
+_FILE = ("file_path", "notebook_path")
+_CLAUDE_TOOLS: dict[str, Spec] = {
+    **dict.fromkeys(("Read", "NotebookRead"), (READ, _FILE, (), "tool_input.file_path")),
+    **dict.fromkeys(
+        ("Write", "Edit", "MultiEdit", "NotebookEdit"), (WRITE, _FILE, (), "tool_input.file_path")
+    ),
+    "Grep": (SEARCH, ("path",), ("pattern", "glob"), None),
+    **dict.fromkeys(("Glob", "LS"), (LIST, ("path",), ("pattern", "glob"), None)),
+    # tools that name no file of their own (their text is not a path to read)
+    **dict.fromkeys(
+        (
+            *("Agent", "Task", "TodoWrite", "TodoRead", "WebFetch", "WebSearch"),
+            *("ExitPlanMode", "EnterPlanMode", "AskUserQuestion", "SendMessage"),
+            *("BashOutput", "KillShell", "KillBash", "TaskOutput", "TaskStop"),
+            *("SlashCommand", "Skill", "ListMcpResourcesTool"),
+        ),
+        (PASS, (), (), None),
+    ),
+}
+_SHELLS = frozenset({"Bash", "PowerShell", "shell", "exec_command", "local_shell"})
+_CURSOR_FILE = ("file_path", "path", "target_file")
+_CURSOR_TOOLS: dict[str, Spec] = {
+    "Read": (READ, _CURSOR_FILE, (), None),
+    "Write": (WRITE, _CURSOR_FILE, (), None),
+}
+_GEMINI_TOOLS: dict[str, Spec] = {
+    **dict.fromkeys(("write_file", "replace"), (WRITE, ("file_path", "path"), (), None)),
+    **dict.fromkeys(
+        ("glob", "list_directory"), (LIST, ("path", "dir_path"), ("pattern", "include"), None)
+    ),
+    **dict.fromkeys(
+        ("search_file_content", "grep"),
+        (SEARCH, ("path", "dir_path"), ("pattern", "include"), None),
+    ),
+}
+_GEMINI_READ = {"read_file": ("absolute_path", "file_path", "path"), "read_many_files": ("paths",)}
+_COPILOT_TOOLS: dict[str, Spec] = {
+    "view": (READ, ("path", "file_path"), (), "a path"),
+    **dict.fromkeys(("edit", "create"), (WRITE, ("path", "file_path"), (), "a path")),
+}
+
+
+def _call(
+    host: str, tool: str, spec: Spec, args: dict[str, Any], cwd: str, receiver: str | None
+) -> ToolCall:
+    """The call ``spec`` describes."""
+    kind, keys, pattern_keys, missing = spec
+    paths = _paths(args, keys, cwd)
+    if missing is not None and not paths:
+        raise HookInputError(f"{tool} without {missing}")
+    if kind == SEARCH or kind == LIST:
+        paths = paths or [cwd]
+    patterns = [v for k in pattern_keys if isinstance(v := args.get(k), str) and v]
+    return ToolCall(
+        host, tool, kind, cwd, paths=paths, patterns=patterns, receiver=receiver, tool_input=args
+    )
+
+
+def _dialect(
+    host: str,
+    tool: str,
+    args: dict[str, Any],
+    cwd: str,
+    table: dict[str, Spec],
+    claude: dict[str, str],
+) -> ToolCall:
+    """A tool of ``table``, else the Claude Code tool ``claude`` maps it to, else generic."""
+    if tool in table:
+        return _call(host, tool, table[tool], args, cwd, None)
+    if tool in claude:
+        return claude_tool_call(host, claude[tool], args, cwd, None)
+    return _generic(host, tool, args, cwd, None)
 
 
 def claude_tool_call(
     host: str, tool: str, tool_input: dict[str, Any], cwd: str, receiver: str | None
 ) -> ToolCall:
     """Claude Code's tool names (also Codex's, which reuses them)."""
-    if tool == "Read" or tool == "NotebookRead":
-        paths = _paths(tool_input, ("file_path", "notebook_path"), cwd)
-        if not paths:
-            raise HookInputError(f"{tool} without tool_input.file_path")
-        return ToolCall(
-            host, tool, READ, cwd, paths=paths, receiver=receiver, tool_input=tool_input
-        )
-    if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
-        paths = _paths(tool_input, ("file_path", "notebook_path"), cwd)
-        if not paths:
-            raise HookInputError(f"{tool} without tool_input.file_path")
-        return ToolCall(host, tool, WRITE, cwd, paths=paths, receiver=receiver)
-    if tool in ("Grep", "Glob", "LS"):
-        paths = _paths(tool_input, ("path",), cwd) or [cwd]
-        patterns = [v for k in ("pattern", "glob") if isinstance(v := tool_input.get(k), str) and v]
-        kind = SEARCH if tool == "Grep" else LIST
-        return ToolCall(host, tool, kind, cwd, paths=paths, patterns=patterns, receiver=receiver)
-    if tool in ("Bash", "PowerShell", "shell", "exec_command", "local_shell"):
+    if tool in _SHELLS:
         command = tool_input.get("command")
         if isinstance(command, list) and all(isinstance(c, str) for c in command):
             command = " ".join(_quote(c) for c in command)
@@ -270,8 +304,9 @@ def claude_tool_call(
         if target is not None and not isinstance(target, str):
             raise HookInputError(f"{tool} with a subagent_type that is not a string")
         return ToolCall(host, tool, DISPATCH, cwd, receiver=None, target=target or None)
-    if tool in _CLAUDE_PASS:
-        return ToolCall(host, tool, PASS, cwd, receiver=receiver)
+    spec = _CLAUDE_TOOLS.get(tool)
+    if spec is not None:
+        return _call(host, tool, spec, tool_input, cwd, receiver)
     return _generic(host, tool, tool_input, cwd, receiver)
 
 
@@ -296,11 +331,7 @@ def _pre_tool_use(host: str, doc: dict[str, Any]) -> ToolCall:
     if doc.get("hook_event_name") != "PreToolUse":
         raise HookInputError("hook_event_name must be PreToolUse")
     tool = _str(doc, "tool_name")
-    assert tool is not None
     return claude_tool_call(host, tool, _obj(doc, "tool_input"), _cwd(doc), _receiver(doc))
-
-
-_CURSOR_TOOLS = {"Shell": "Bash", "Read": "Read", "Write": "Write", "Grep": "Grep", "Task": "Task"}
 
 
 def parse_cursor(doc: dict[str, Any]) -> ToolCall:
@@ -311,31 +342,16 @@ def parse_cursor(doc: dict[str, Any]) -> ToolCall:
     event = doc.get("hook_event_name")
     if event in ("beforeReadFile", "beforeTabFileRead"):
         path = _str(doc, "file_path")
-        assert path is not None
         return ToolCall("cursor", "Read", READ, cwd, paths=[_abs(path, cwd)])
     if event == "beforeShellExecution":
-        command = _str(doc, "command")
-        return ToolCall("cursor", "Shell", SHELL, cwd, command=command)
+        return ToolCall("cursor", "Shell", SHELL, cwd, command=_str(doc, "command"))
     if event == "preToolUse":
         tool = _str(doc, "tool_name")
-        assert tool is not None
-        tool_input = doc.get("tool_input")
-        if not isinstance(tool_input, dict):
-            raise HookInputError("tool_input must be an object")
-        if tool == "Read":
-            paths = _paths(tool_input, ("file_path", "path", "target_file"), cwd)
-            return ToolCall("cursor", tool, READ, cwd, paths=paths)
-        mapped = _CURSOR_TOOLS.get(tool)
-        if mapped is not None:
-            if mapped == "Write":
-                paths = _paths(tool_input, ("file_path", "path", "target_file"), cwd)
-                return ToolCall("cursor", tool, WRITE, cwd, paths=paths)
-            return claude_tool_call("cursor", mapped, tool_input, cwd, None)
-        return _generic("cursor", tool, tool_input, cwd, None)
+        tool_input = _obj(doc, "tool_input")
+        to_claude = {"Shell": "Bash", "Grep": "Grep", "Task": "Task"}
+        return _dialect("cursor", tool, tool_input, cwd, _CURSOR_TOOLS, to_claude)
     if event == "beforeMCPExecution":
-        tool = _str(doc, "tool_name")
-        assert tool is not None
-        return _generic("cursor", tool, doc.get("tool_input"), cwd, None)
+        return _generic("cursor", _str(doc, "tool_name"), doc.get("tool_input"), cwd, None)
     raise HookInputError(f"hook_event_name {event!r} is not an event this hook gates")
 
 
@@ -348,15 +364,11 @@ def _glob_root(pattern: str) -> str:
     return pattern
 
 
-_GEMINI_READ = {"read_file": ("absolute_path", "file_path", "path"), "read_many_files": ("paths",)}
-
-
 def parse_gemini(doc: dict[str, Any]) -> ToolCall:
     if doc.get("hook_event_name") != "BeforeTool":
         raise HookInputError("hook_event_name must be BeforeTool")
     cwd = _cwd(doc)
     tool = _str(doc, "tool_name")
-    assert tool is not None
     args = _obj(doc, "tool_input")
     if tool in _GEMINI_READ:
         paths = _paths(args, _GEMINI_READ[tool], cwd)
@@ -375,45 +387,26 @@ def parse_gemini(doc: dict[str, Any]) -> ToolCall:
             files = [p for p in paths if p not in globs and p not in dirs]
             return ToolCall("gemini", tool, SEARCH, cwd, paths=roots + files, patterns=names)
         return ToolCall("gemini", tool, READ, cwd, paths=paths)
-    if tool in ("write_file", "replace"):
-        return ToolCall("gemini", tool, WRITE, cwd, paths=_paths(args, ("file_path", "path"), cwd))
-    if tool in ("glob", "list_directory", "search_file_content", "grep"):
-        paths = _paths(args, ("path", "dir_path"), cwd) or [cwd]
-        patterns = [v for k in ("pattern", "include") if isinstance(v := args.get(k), str) and v]
-        kind = SEARCH if tool in ("search_file_content", "grep") else LIST
-        return ToolCall("gemini", tool, kind, cwd, paths=paths, patterns=patterns)
     if tool == "run_shell_command":
         command = _str(args, "command")
         directory = args.get("directory")
         if isinstance(directory, str) and directory:
             cwd = _abs(directory, cwd)
         return ToolCall("gemini", tool, SHELL, cwd, command=command)
-    return _generic("gemini", tool, args, cwd, None)
-
-
-_COPILOT = {"bash": "Bash", "view": "Read", "edit": "Edit", "create": "Write"}
+    return _dialect("gemini", tool, args, cwd, _GEMINI_TOOLS, {})
 
 
 def parse_copilot(doc: dict[str, Any]) -> ToolCall:
     cwd = _cwd(doc)
     tool = _str(doc, "toolName")
-    assert tool is not None
     raw_args = doc.get("toolArgs")
     if isinstance(raw_args, str):
-        args: Any = loads_event(raw_args.encode("utf-8", "surrogatepass"))
+        args = loads_event(raw_args.encode("utf-8", "surrogatepass"))
     elif isinstance(raw_args, dict):
         args = raw_args
     else:
         raise HookInputError("toolArgs must be a JSON string")
-    mapped = _COPILOT.get(tool)
-    if mapped is None:
-        return _generic("copilot", tool, args, cwd, None)
-    if mapped in ("Read", "Edit", "Write"):
-        paths = _paths(args, ("path", "file_path"), cwd)
-        if not paths:
-            raise HookInputError(f"{tool} without a path")
-        return ToolCall("copilot", tool, READ if mapped == "Read" else WRITE, cwd, paths=paths)
-    return claude_tool_call("copilot", mapped, args, cwd, None)
+    return _dialect("copilot", tool, args, cwd, _COPILOT_TOOLS, {"bash": "Bash"})
 
 
 PARSERS = {

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,17 +30,6 @@ from eidolons.io.files import atomic_write, read_regular, read_text, readable_mo
 
 if TYPE_CHECKING:
     from eidolons.io.contracts import ContractSet
-
-__all__ = [
-    "SkillAction",
-    "SkillConflict",
-    "Target",
-    "install_skills",
-    "plan_install",
-    "plan_uninstall",
-    "skill_targets",
-    "uninstall_skills",
-]
 
 MAX_SKILL_BYTES = 1024 * 1024
 MEMBER_MARKERS = (
@@ -53,17 +42,8 @@ MEMBER_MARKERS = (
 )
 HOST_SKILL_DIRS = (Path(".claude") / "skills", Path(".agents") / "skills")
 
-# statuses
-WRITTEN, UPDATED, UNCHANGED, LINKED, REFUSED, REMOVED, KEPT = (
-    "written",
-    "updated",
-    "unchanged",
-    "linked",
-    "refused",
-    "removed",
-    "kept",
-)
-CHANGES = (WRITTEN, UPDATED, REMOVED)
+WRITTEN, UPDATED, UNCHANGED = "written", "updated", "unchanged"
+LINKED, REFUSED, REMOVED, KEPT = "linked", "refused", "removed", "kept"
 
 
 @dataclass(frozen=True)
@@ -86,13 +66,14 @@ class SkillAction:
 
     @property
     def changed(self) -> bool:
-        return self.status in CHANGES
+        return self.status in (WRITTEN, UPDATED, REMOVED)
 
     def to_dict(self, root: Path) -> dict[str, str]:
+        path = self.target.path
         return {
             "receiver": self.target.receiver,
             "layout": self.target.layout,
-            "path": _relative(self.target.path, root),
+            "path": str(path.relative_to(root) if path.is_relative_to(root) else path),
             "status": self.status,
             "reason": self.reason,
         }
@@ -114,13 +95,6 @@ class SkillConflict(SkillError):
         )
         self.refused = list(refused)
         self.written = list(written)
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 # --------------------------------------------------------------------------- targets
@@ -164,24 +138,28 @@ def _eiis_major(member: Path) -> int | None:
     return None
 
 
+def _all_targets(root: Path, receiver: str) -> list[Target]:
+    """Every place a skill of ``receiver``'s may be: both member layouts, then the hosts'."""
+    skills = root / ".eidolons" / receiver / "skills"
+    name = skill_name(receiver)
+    return [
+        Target(receiver, "eiis-3", skills / "verify-incoming" / "SKILL.md"),
+        Target(receiver, "eiis-flat", skills / "verify-incoming.md"),
+        Target(receiver, "claude-code", root / HOST_SKILL_DIRS[0] / name / "SKILL.md"),
+        Target(receiver, "agents", root / HOST_SKILL_DIRS[1] / name / "SKILL.md"),
+    ]
+
+
 def skill_targets(root: Path, receiver: str) -> list[Target]:
     """Where ``receiver``'s skill goes under ``root`` (module rules 1-2), member tree first."""
-    targets: list[Target] = []
+    eiis3, flat, *hosts = _all_targets(root, receiver)
     member = _member_dir(root, receiver)
-    if member is not None:
-        major = _eiis_major(member)
-        if major is None:  # no version recorded: a skill directory says 3.x
-            major = 3 if (member / "skills" / "verify-incoming").is_dir() else 1
-        if major >= 3:
-            targets.append(
-                Target(receiver, "eiis-3", member / "skills" / "verify-incoming" / "SKILL.md")
-            )
-        else:
-            targets.append(Target(receiver, "eiis-flat", member / "skills" / "verify-incoming.md"))
-    name = skill_name(receiver)
-    targets.append(Target(receiver, "claude-code", root / HOST_SKILL_DIRS[0] / name / "SKILL.md"))
-    targets.append(Target(receiver, "agents", root / HOST_SKILL_DIRS[1] / name / "SKILL.md"))
-    return targets
+    if member is None:
+        return hosts
+    major = _eiis_major(member)
+    if major is None:  # no version recorded: a skill directory says 3.x
+        major = 3 if eiis3.path.parent.is_dir() else 1
+    return [eiis3 if major >= 3 else flat, *hosts]
 
 
 # --------------------------------------------------------------------------- reading
@@ -259,23 +237,6 @@ def plan_install(
     return actions
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    atomic_write(path, data, readable_mode() & 0o644)
-
-
-def apply_install(actions: Iterable[SkillAction], data: bytes) -> list[SkillAction]:
-    """Carry out planned actions; a target that fails to write becomes ``refused``."""
-    done: list[SkillAction] = []
-    for action in actions:
-        if action.status in (WRITTEN, UPDATED):
-            try:
-                _write_atomic(action.target.path, data)
-            except OSError as exc:
-                action = SkillAction(action.target, REFUSED, f"cannot write: {exc.strerror or exc}")
-        done.append(action)
-    return done
-
-
 def install_actions(
     root: Path,
     receivers: Sequence[str],
@@ -289,8 +250,14 @@ def install_actions(
     rendered = [(r, render_skill(r, contract_set)) for r in receivers]
     actions: list[SkillAction] = []
     for receiver, data in rendered:
-        planned = plan_install(root, receiver, data, force=force)
-        actions.extend(planned if dry_run else apply_install(planned, data))
+        for action in plan_install(root, receiver, data, force=force):
+            if action.status in (WRITTEN, UPDATED) and not dry_run:
+                try:  # a target that fails to write becomes refused
+                    atomic_write(action.target.path, data, readable_mode() & 0o644)
+                except OSError as exc:
+                    reason = f"cannot write: {exc.strerror or exc}"
+                    action = SkillAction(action.target, REFUSED, reason)
+            actions.append(action)
     return actions
 
 
@@ -344,16 +311,8 @@ def _installed_receivers(root: Path) -> list[str]:
 def plan_uninstall(root: Path, receiver: str, *, force: bool = False) -> list[SkillAction]:
     """What removing ``receiver``'s skills would do. Every layout is considered, whatever
     the member's version is now."""
-    member = root / ".eidolons" / receiver / "skills"
-    name = skill_name(receiver)
-    targets = [
-        Target(receiver, "eiis-3", member / "verify-incoming" / "SKILL.md"),
-        Target(receiver, "eiis-flat", member / "verify-incoming.md"),
-        Target(receiver, "claude-code", root / HOST_SKILL_DIRS[0] / name / "SKILL.md"),
-        Target(receiver, "agents", root / HOST_SKILL_DIRS[1] / name / "SKILL.md"),
-    ]
     actions: list[SkillAction] = []
-    for target in targets:
+    for target in _all_targets(root, receiver):
         state, reason = _existing_state(target, ())
         if state == "absent":
             continue

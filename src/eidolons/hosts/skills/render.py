@@ -33,19 +33,8 @@ from eidolons.io.files import package_text
 if TYPE_CHECKING:
     from eidolons.ecl.contract import Contract, ContractSet
 
-__all__ = [
-    "GENERATED_BY",
-    "REFUSAL_CODE_WHEN",
-    "SkillError",
-    "generated_state",
-    "receivers",
-    "render_skill",
-    "skill_name",
-]
-
 GENERATED_BY = "eidolons skill render"
-MAX_DESCRIPTION = 500  # Codex refuses longer skill descriptions
-MAX_RECEIVER = 32  # keeps the description under MAX_DESCRIPTION and the skill name under 64
+MAX_RECEIVER = 32  # keeps the description under 500 characters (Codex) and the name under 64
 _DIGEST_LINE = re.compile(rb'^  content_sha256: "([0-9a-f]{64})"$', re.M)
 _EMPTY_DIGEST = b'  content_sha256: ""'
 _FIELD = re.compile(r"\{\{(\w+)\}\}")
@@ -123,18 +112,6 @@ def receivers(contract_set: ContractSet) -> list[str]:
     return sorted({c.to for c in contract_set.edges()})
 
 
-def _check_receiver(receiver: str, contract_set: ContractSet) -> list[Contract]:
-    if not is_slug(receiver) or len(receiver) > MAX_RECEIVER:
-        raise SkillError(
-            f"{printable(receiver)!r} is not an eidolon slug of at most {MAX_RECEIVER} characters"
-        )
-    inbound = contract_set.inbound(receiver)
-    if not inbound:
-        known = ", ".join(receivers(contract_set))
-        raise SkillError(f"no contract names {receiver!r} as receiver (receivers: {known})")
-    return inbound
-
-
 def contracts_digest(inbound: Sequence[Contract]) -> str:
     """SHA-256 over the canonical JSON of the inbound contracts (without their source)."""
     doc = [c.to_dict() for c in sorted(inbound, key=lambda c: c.key)]
@@ -147,18 +124,21 @@ def render_skill(receiver: str, contract_set: ContractSet) -> bytes:
 
     Raises :class:`SkillError` if ``receiver`` is not a slug or no contract of the set
     names it as receiver."""
-    inbound = _check_receiver(receiver, contract_set)
+    if not is_slug(receiver) or len(receiver) > MAX_RECEIVER:
+        raise SkillError(
+            f"{printable(receiver)!r} is not an eidolon slug of at most {MAX_RECEIVER} characters"
+        )
+    inbound = contract_set.inbound(receiver)
+    if not inbound:
+        known = ", ".join(receivers(contract_set))
+        raise SkillError(f"no contract names {receiver!r} as receiver (receivers: {known})")
     profile = _PROFILES.get(receiver, _Profile(receiver))
     text = _front_matter(receiver, profile, contracts_digest(inbound)) + _body(
         receiver, profile, inbound
     )
     data = text.encode("utf-8")
-    return data.replace(_EMPTY_DIGEST, _digest_line(data), 1)
-
-
-def _digest_line(data_with_empty_digest: bytes) -> bytes:
-    digest = hashlib.sha256(data_with_empty_digest).hexdigest()
-    return b'  content_sha256: "' + digest.encode("ascii") + b'"'
+    digest = hashlib.sha256(data).hexdigest().encode("ascii")
+    return data.replace(_EMPTY_DIGEST, b'  content_sha256: "' + digest + b'"', 1)
 
 
 def generated_state(data: bytes) -> str:
@@ -183,8 +163,9 @@ def _yaml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _description(receiver: str, display: str) -> str:
-    text = (
+def _description(display: str) -> str:
+    # at most 494 characters: a display name is a known one or a receiver of <= 32
+    return (
         f"Blocking, symmetric receiver-side integrity gate for inbound ECL hand-offs to "
         f"{display}. Enforces ECL §6.2.2: REFUSES to process any upstream artifact whose "
         f"envelope the orchestrator gate has not verified and passed, or that is off-contract; "
@@ -192,16 +173,13 @@ def _description(receiver: str, display: str) -> str:
         f"handed off to {display} that carries a sibling .envelope.json. Do NOT use for "
         f"non-ECL artifacts (no .envelope.json sibling)."
     )
-    if len(text) > MAX_DESCRIPTION:  # cannot happen with names of at most 32 characters
-        raise SkillError(f"the description for {receiver!r} exceeds {MAX_DESCRIPTION} characters")
-    return text
 
 
 def _front_matter(receiver: str, profile: _Profile, digest: str) -> str:
     lines = [
         "---",
         f"name: {skill_name(receiver)}",
-        f"description: {_yaml_str(_description(receiver, profile.display))}",
+        f"description: {_yaml_str(_description(profile.display))}",
         "metadata:",
         f"  methodology: {_yaml_str(profile.display)}",
         f"  phase: {_yaml_str(profile.phase)}",
