@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.io.beneath import BeneathError, open_beneath, open_path_beneath
+from eidolons.io.files import BeneathError, open_beneath, open_path_beneath
 from eidolons.io.payload import locate_payload, open_payload
 from tests.conftest import Run, emit_payload, read_trace
 

@@ -204,12 +204,12 @@ def test_a_failure_inside_the_early_skip_is_never_a_skip(
 ) -> None:
     """The early SKIP (``verify_incoming._skip_early``) answers exit 0 for a file it rules
     out: a module it calls that fails is exit 70, never that 0."""
-    import eidolons.io.project
+    import eidolons.io.paths
 
     def broken(*args: Any, **kw: Any) -> bool:
         raise ImportError("cannot import name 'read_index'")
 
-    monkeypatch.setattr(eidolons.io.project, "rules_out", broken)
+    monkeypatch.setattr(eidolons.io.paths, "rules_out", broken)
     monkeypatch.chdir(project)
     for extra in ([], ["--json"]):
         assert main(["verify-incoming", "notes.md", "--as", "vigil", *extra]) == 70

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eidolons.errors import InputError
-from eidolons.io.beneath import open_path_beneath
+from eidolons.io.files import open_path_beneath
 from eidolons.io.payload import _read_capped, read_envelope_bytes
 
 

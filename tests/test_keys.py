@@ -293,7 +293,7 @@ def test_a_relative_xdg_config_home_is_ignored(value: str) -> None:
     # host's keys, trust pins, trace heads and verdict indexes under the current
     # directory, usually the project an agent writes
     from eidolons.hosts.hook.events import user_key_dir
-    from eidolons.io.project import config_dir
+    from eidolons.io.paths import config_dir
 
     home = os.path.join(os.path.expanduser("~"), ".config", "eidolons")
     assert config_dir({"XDG_CONFIG_HOME": value}) == home

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from eidolons.io import config as state
-from eidolons.io import project as knownhandoff
+from eidolons.io import paths as knownhandoff
+from eidolons.io.paths import payload_index, trace_states
 from eidolons.io.payloadindex import entry, index_path
-from eidolons.io.project import payload_index, trace_states
 from eidolons.trace import store as tracestore
 from eidolons.trace.indexes import refresh
 from eidolons.trace.log import MAX_LINE_BYTES, JsonlStore, payload_search_lines

@@ -1,4 +1,4 @@
-"""The project's state paths are spelled once (ADR 0001): in :mod:`eidolons.io.project`
+"""The project's state paths are spelled once (ADR 0001): in :mod:`eidolons.io.paths`
 (``os`` only, on every path that needs one), imported everywhere else; and moving them
 there added no module to the hook's or the early SKIP's path."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.io import project as knownhandoff
+from eidolons.io import paths as knownhandoff
 from tests.conftest import REPO
 from tests.test_launcher import LAUNCHER, imported
 
@@ -26,7 +26,7 @@ SPELLINGS = {
     "EIDOLONS_TRACE_DSN",
     "EIDOLONS_HANDOFF_DIRS",
 }
-HOME = "io/project.py"
+HOME = "io/paths.py"
 #: (file, constant): the same characters naming something else
 OTHER_MEANINGS = {
     ("hosts/hook/events.py", "config.toml"),  # Codex's own .codex/config.toml (host wiring)
@@ -101,7 +101,6 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
         "eidolons.hosts.hook",
         "eidolons.hosts.hook.fast",
         "eidolons.hosts.hook.events",
-        "eidolons.io.project",
         "eidolons.io.paths",
         "eidolons.io.payloadindex",
     }, sorted(ours)

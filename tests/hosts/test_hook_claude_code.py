@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.io.project import IGNORE_LINES
+from eidolons.io.paths import IGNORE_LINES
 from tests.conftest import clean_env
 from tests.hosts.conftest import (
     PAYLOAD_TEXT,

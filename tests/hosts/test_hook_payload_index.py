@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from eidolons.io.paths import payload_index
 from eidolons.io.payloadindex import entry, index_path
-from eidolons.io.project import payload_index
 from tests.hosts.conftest import Handoff, needs_samples, sample
 
 pytestmark = needs_samples

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eidolons.io.project import rules_out
+from eidolons.io.paths import rules_out
 from tests.conftest import Run, trace_files
 from tests.test_receiver import handoff
 

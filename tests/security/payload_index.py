@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.io.project import rules_out
+from eidolons.io.paths import rules_out
 from eidolons.trace.log import JsonlStore
 from tests.conftest import clean_env, emit_cmd, emit_payload, trace_files
 from tests.security._probes import (
@@ -37,7 +37,7 @@ def test_the_index_is_not_in_the_project(cli: Cli, project: Path, orphan: Path) 
     assert not (project / LEGACY).exists()
     index = host_index(project)
     assert index.is_file()
-    from eidolons.io.project import config_dir
+    from eidolons.io.paths import config_dir
 
     assert str(index).startswith(config_dir() + os.sep)
     assert_gated(cli, project, orphan)
@@ -142,7 +142,7 @@ def test_an_index_made_after_another_tool_s_append_names_it(
     with trace_files(project)[0].open("ab") as fh:
         fh.write(_foreign_line("upstream.md"))
     emit_payload(cli, project, "notes/third.md")
-    from eidolons.io.project import payload_index
+    from eidolons.io.paths import payload_index
 
     covered = payload_index(str(project.resolve()))
     assert covered is not None  # the index covers every trace again
@@ -480,7 +480,7 @@ def test_a_copied_project_is_judged_by_its_own_traces(
 
     copy = tmp_path / "copy"
     shutil.copytree(project, copy, symlinks=True)
-    from eidolons.io.project import payload_index
+    from eidolons.io.paths import payload_index
 
     assert payload_index(str(copy.resolve())) is None  # cannot tell: the full rule
     assert_gated(lambda *a, **k: cli(*a, cwd=copy, **k), copy, copy / "notes" / "report.md")
@@ -580,8 +580,8 @@ def _emit_line(key: str) -> bytes:
 def _named(root: Path, key: str) -> bool | None:
     """What the allowing direction (the hook's fast path, the early SKIP) says of
     ``key``: True named, False not named, None cannot tell (the full rule decides)."""
+    from eidolons.io.paths import trace_states
     from eidolons.io.payloadindex import covered_entries, names
-    from eidolons.io.project import trace_states
 
     states = trace_states(str(root), None)
     if states is None:
@@ -618,7 +618,7 @@ def test_a_line_moved_before_where_the_index_stopped_is_still_read(
     # the last 64 bytes kept) was then never read: the next append covered the file with
     # an index that did not name the payload the trace names, and the hook and the early
     # SKIP allowed it
-    from eidolons.io.project import rules_out
+    from eidolons.io.paths import rules_out
 
     root = (tmp_path / "p").resolve()
     store = _store(root)

@@ -68,7 +68,7 @@ def _demo(root: Path, *, kept: bool) -> int:
     from eidolons.gates.sender import emit, parse_agent
     from eidolons.io.contracts import load_contracts
     from eidolons.io.files import write_bytes
-    from eidolons.io.project import HANDOFF_DIR
+    from eidolons.io.paths import HANDOFF_DIR
     from eidolons.keys.lifecycle import init_role
     from eidolons.trace.log import JsonlStore
 

@@ -190,7 +190,7 @@ def _skip_early(args: argparse.Namespace) -> int | None:
         return None
     if os.path.isdir(artifact) or not os.path.lexists(artifact):
         return None
-    from eidolons.io.project import envelope_candidates, rules_out
+    from eidolons.io.paths import envelope_candidates, rules_out
 
     if any(os.path.lexists(p) for p in envelope_candidates(artifact)):
         return None
@@ -225,9 +225,9 @@ def _plain(path: str) -> bool:
 
 def _root(explicit: str | None) -> str | None:
     """The project root :func:`eidolons.io.config.root_dir` finds without a note or an error
-    (the one rule, :func:`eidolons.io.project.found_root`); otherwise None."""
+    (the one rule, :func:`eidolons.io.paths.found_root`); otherwise None."""
     from eidolons.errors import UsageError
-    from eidolons.io.project import found_root
+    from eidolons.io.paths import found_root
 
     try:
         return found_root(explicit)

@@ -56,6 +56,7 @@ from eidolons.ecl.receiver import (
 from eidolons.errors import EidolonsError, InputError, TraceWriteError
 from eidolons.io import paths as pathstr
 from eidolons.io.config import payload_key
+from eidolons.io.paths import foreign_projects
 from eidolons.io.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
@@ -65,7 +66,6 @@ from eidolons.io.payload import (
     locate_payload,
     read_envelope_bytes,
 )
-from eidolons.io.project import foreign_projects
 from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.trace.store import TraceStore, open_store
 

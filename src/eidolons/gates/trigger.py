@@ -5,7 +5,7 @@ hooks and the MCP server all ask it here."""
 from __future__ import annotations
 
 from eidolons.io.config import handoff_dirs
-from eidolons.io.project import foreign_projects
+from eidolons.io.paths import foreign_projects
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _known_in(
     path: StrPath, root: StrPath, env: Mapping[str, str] | None, *, trace: bool
 ) -> tuple[str, dict[str, object] | None] | None:
     """:func:`find_handoff` by the rules of the one project ``root``."""
-    from eidolons.io.project import lies_under
+    from eidolons.io.paths import lies_under
 
     for directory in handoff_dirs(root, env):
         if lies_under(str(path), str(directory)):  # any spelling, as written or resolved

@@ -26,7 +26,7 @@ from typing import Any
 
 from eidolons.hosts.skills.install import MEMBER_MARKERS
 from eidolons.io.files import create_new, package_text, read_text
-from eidolons.io.project import HANDOFF_DIR, TRACE_DIR
+from eidolons.io.paths import HANDOFF_DIR, TRACE_DIR
 
 STATE_DIRS = frozenset(
     {
@@ -495,7 +495,7 @@ def check_keys(report: Report) -> None:
 
 def check_trace_store(report: Report) -> None:
     from eidolons.errors import EidolonsError
-    from eidolons.io.project import TRACE_DSN_ENV
+    from eidolons.io.paths import TRACE_DSN_ENV
 
     dsn = os.environ.get(TRACE_DSN_ENV)
     if not dsn:

@@ -41,7 +41,7 @@ from eidolons.io.files import (
     read_text,
     write_text,
 )
-from eidolons.io.project import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
+from eidolons.io.paths import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
 #: runs an eidolons command in-process: its exit code and what it printed
 Run = Callable[[list[str]], tuple[int, str]]

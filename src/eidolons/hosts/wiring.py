@@ -26,8 +26,7 @@ from typing import Any
 
 from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
 from eidolons.io.files import read_text
-from eidolons.io.paths import is_relative_to
-from eidolons.io.project import (
+from eidolons.io.paths import (
     CONFIG_FILE,
     COPIES_DIR,
     HANDOFF_DIR,
@@ -36,6 +35,7 @@ from eidolons.io.project import (
     STATE_DIR,
     STORE_FILE,
     TRACE_DIR,
+    is_relative_to,
 )
 
 MANIFEST_FILE = os.path.join(STATE_DIR, "init.json")

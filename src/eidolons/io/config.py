@@ -12,7 +12,7 @@ defaults are documented in the README. Environment variables read here:
   and waiting for the trace.
 - ``ECL_HMAC_KEY``: the HMAC key, used as raw UTF-8 bytes (as ``openssl -hmac``).
 
-The state paths are spelled in :mod:`eidolons.io.project` (ADR 0001), which the hot paths
+The state paths are spelled in :mod:`eidolons.io.paths` (ADR 0001), which the hot paths
 import without this module.
 """
 
@@ -23,7 +23,7 @@ import os
 from eidolons.ecl.grammar import DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP, Limits, _int_env
 from eidolons.errors import UsageError
 from eidolons.io import paths as pathstr
-from eidolons.io.project import (
+from eidolons.io.paths import (
     CONFIG_FILE,
     HANDOFF_DIR,
     HANDOFF_DIRS_ENV,

@@ -12,7 +12,7 @@ file inside the boundary, or the payload is refused; later candidates are not tr
 a planted file cannot be reached by making an earlier one fail. The boundary is the
 project root when the envelope (after resolving symlinks) lies inside it, else the
 envelope's own directory. Every file (envelope and payload) is opened beneath its
-boundary by descriptor, component by component (:mod:`eidolons.io.beneath`): a directory
+boundary by descriptor, component by component (:mod:`eidolons.io.files`): a directory
 swapped for a link between the check and the open is never followed out, and a FIFO,
 device or directory is never read and never hangs the gate.
 """
@@ -26,7 +26,7 @@ import os
 from eidolons.ecl.integrity import Digest, PayloadTooLarge, digest_stream
 from eidolons.errors import EidolonsError, InputError
 from eidolons.io import paths as pathstr
-from eidolons.io.beneath import BeneathError, Opened, open_path_beneath
+from eidolons.io.files import BeneathError, Opened, open_path_beneath
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class PayloadLocation:
     """A resolved and opened payload: ``path`` as named (the candidate), ``real`` (the
     boundary joined with the components opened), the resolution ``rule`` that found it,
     and ``opened``, the descriptor checked to be a regular file beneath the boundary
-    (:mod:`eidolons.io.beneath`). What is hashed is read from that descriptor."""
+    (:mod:`eidolons.io.files`). What is hashed is read from that descriptor."""
 
     __slots__ = ("opened", "path_str", "real_str", "rule")
 
@@ -348,7 +348,7 @@ def envelope_of(artifact: str) -> str | None:
     spelled as :mod:`pathlib` spells them (``artifact`` is, :func:`eidolons.io.paths.pure`).
     None when neither exists: not an ECL hand-off. Raises :class:`AmbiguousEnvelope` when
     both exist."""
-    from eidolons.io.project import envelope_candidates
+    from eidolons.io.paths import envelope_candidates
 
     name = pathstr.name(artifact)
     if name.endswith(ENVELOPE_SUFFIX):

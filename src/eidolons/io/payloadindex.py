@@ -109,7 +109,7 @@ def snapshot(fd: int, limit: int = MAX_INDEX_BYTES) -> tuple[int, bytes] | None:
 
 
 def index_file(st: os.stat_result) -> str:
-    from eidolons.io.project import config_dir  # the one rule (a relative XDG is ignored)
+    from eidolons.io.paths import config_dir  # the one rule (a relative XDG is ignored)
 
     return os.path.join(config_dir(), INDEX_DIR, f"{st.st_dev:x}-{st.st_ino:x}.idx")
 
@@ -211,11 +211,11 @@ def frozen(fd: int) -> bool:
 
 def covered_entries(root: str, states: list[tuple[str, int, int, int, int]]) -> bytes | None:
     """The index's entries (each preceded by a newline) when the index covers exactly each
-    trace file of ``states`` (:func:`eidolons.io.project.trace_states`, the files on
+    trace file of ``states`` (:func:`eidolons.io.paths.trace_states`, the files on
     disk now), ``b""`` when there is neither an index nor a trace (nothing is named),
     or None: cannot tell (no index while traces exist, an index that is not one, or
     that does not cover a trace file as it is now). The caller
-    (:func:`eidolons.io.project.payload_index`) settles the store first."""
+    (:func:`eidolons.io.paths.payload_index`) settles the store first."""
     try:
         index = load(os.stat(root))
     except OSError:

@@ -25,7 +25,7 @@ import stat
 from eidolons.ecl.integrity import sha256_hex
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
-from eidolons.io.project import config_dir
+from eidolons.io.paths import config_dir
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from eidolons.ecl.grammar import is_project_id, is_trust_edge, is_trust_role, is
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write
-from eidolons.io.project import config_dir
+from eidolons.io.paths import config_dir
 from eidolons.keys.host import read_host_json, write_host_json
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -384,7 +384,7 @@ def load_trust_store(root: StrPath) -> TrustStore | None:
     """The project's trust store, or None when the project has none. Anything else that
     goes wrong (unreadable, not a regular file, too large, does not parse) raises
     :class:`TrustStoreError`: a broken trust store must never read as "unsigned mode"."""
-    from eidolons.io.beneath import BeneathError, read_state_file
+    from eidolons.io.files import BeneathError, read_state_file
 
     path = trust_store_path(root)
     try:  # beneath the root, no link followed: a swapped .eidolons/ never redirects it

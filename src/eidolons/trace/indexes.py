@@ -118,7 +118,7 @@ def index_dir() -> str:
     env = (os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
     found = _DIRS.get(env)
     if found is None:
-        from eidolons.io.project import config_dir
+        from eidolons.io.paths import config_dir
 
         found = _DIRS[env] = os.path.join(config_dir(), INDEX_DIR)
     return found

@@ -20,9 +20,8 @@ from eidolons.ecl.grammar import is_safe_file_name
 from eidolons.ecl.grammar import loads as loads_json
 from eidolons.errors import InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
-from eidolons.io.beneath import BeneathError, open_state_path
 from eidolons.io.config import TRACE_DIR, trace_scan_bound
-from eidolons.io.files import deadline, flock_until
+from eidolons.io.files import BeneathError, deadline, flock_until, open_state_path
 from eidolons.trace.store import (
     Appended,
     TraceReadError,

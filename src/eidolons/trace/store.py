@@ -12,7 +12,7 @@ import os
 
 from eidolons.ecl.events import EventType, GateName
 from eidolons.errors import InputError, TraceWriteError, UsageError
-from eidolons.io.project import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0001)
+from eidolons.io.paths import STORE_FILE, TRACE_DSN_ENV  # spelled once (ADR 0001)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def check_dsn(dsn: str) -> str:
 def project_requirement(root: StrPath) -> str | None:
     """What ``.eidolons/trace-store.json`` requires: None (no file), ``"postgresql"``, or
     ``"invalid: <why>"`` (a file that cannot be read or is not understood fails closed)."""
-    from eidolons.io.beneath import BeneathError, read_state_file
+    from eidolons.io.files import BeneathError, read_state_file
 
     try:  # never through a link, never blocking on a FIFO planted under that name
         raw = read_state_file(root, PROJECT_FILE, 1024 * 1024)

@@ -51,9 +51,9 @@ from eidolons.hosts.hook.events import (
     ToolCall,
 )
 from eidolons.io.files import atomic_write, read_regular, read_text
+from eidolons.io.paths import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0001)
+from eidolons.io.paths import IGNORE_LINES as IGNORE_LINES
 from eidolons.io.paths import is_relative_to
-from eidolons.io.project import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0001)
-from eidolons.io.project import IGNORE_LINES as IGNORE_LINES
 
 ORCHESTRATOR = "orchestrator"
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
@@ -453,7 +453,7 @@ NEW_FILE_TOOLS = frozenset({"Write", "write_file", "create"})
 
 def _sealed_write(tool: str, path: str) -> str | None:
     """Why ``tool`` may not write ``path`` in a hand-off directory (rule 2), or None."""
-    from eidolons.io.project import envelope_candidates
+    from eidolons.io.paths import envelope_candidates
 
     name = os.path.basename(path)
     if name.endswith(_RESERVED_SUFFIXES):

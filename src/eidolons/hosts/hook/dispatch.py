@@ -25,8 +25,8 @@ def addressed(handoff_dirs: tuple[str, ...], target: str) -> list[str]:
     from eidolons.ecl.envelope import parse_envelope
     from eidolons.ecl.grammar import Limits
     from eidolons.errors import EnvelopeError, InputError
+    from eidolons.io.paths import ENVELOPE_SUFFIX
     from eidolons.io.payload import read_envelope_bytes
-    from eidolons.io.project import ENVELOPE_SUFFIX
 
     limits = Limits.from_env(os.environ)
     found: list[str] = []

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 
-from eidolons.io.paths import is_relative_to
-from eidolons.io.project import COPIES_DIR, STATE_DIR
+from eidolons.io.paths import COPIES_DIR, STATE_DIR, is_relative_to
 
 # the project's state paths, spelled once (ADR 0001; os only), still importable from here
-from eidolons.io.project import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
-from eidolons.io.project import HANDOFF_DIR as HANDOFF_DIR
+from eidolons.io.paths import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
+from eidolons.io.paths import HANDOFF_DIR as HANDOFF_DIR
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -426,8 +425,8 @@ _real = os.path.realpath
 
 def find_root(cwd: str) -> str:
     """The root :func:`eidolons.io.config.find_root` finds from ``cwd``: the one ancestor
-    walk, :func:`eidolons.io.project.marked_root`, without importing pathlib."""
-    from eidolons.io.project import marked_root
+    walk, :func:`eidolons.io.paths.marked_root`, without importing pathlib."""
+    from eidolons.io.paths import marked_root
 
     return marked_root(cwd) or _real(cwd)
 
@@ -437,7 +436,7 @@ def user_key_dir() -> str:
     explicit = os.environ.get("EIDOLONS_KEY_DIR")
     if explicit:
         return explicit
-    from eidolons.io.project import config_dir  # the one rule (os and stat only)
+    from eidolons.io.paths import config_dir  # the one rule (os and stat only)
 
     return config_dir()
 
@@ -448,7 +447,7 @@ def key_dirs(root: str) -> tuple[str, ...]:
     dirs = (os.path.join(root, STATE_DIR, "keys"), _real(user_key_dir()))
     if not os.environ.get("EIDOLONS_KEY_DIR"):
         return dirs
-    from eidolons.io.project import config_dir
+    from eidolons.io.paths import config_dir
 
     return (*dirs, _real(config_dir()))
 
@@ -567,8 +566,8 @@ class Layout:
         """Whether the trace may name ``path`` as a payload (its envelope deleted): the host's
         payload index answers when it covers every trace file, else the full rule
         (:func:`eidolons.gates.trigger.find_handoff`). True sends the read to the gate."""
+        from eidolons.io.paths import foreign_projects, payload_index, rules_out
         from eidolons.io.payloadindex import names
-        from eidolons.io.project import foreign_projects, payload_index, rules_out
 
         if foreign_projects(path, self.root):  # another project holds it: its rules too
             return not rules_out(path, self.root) and self._full_rule(path)
@@ -629,8 +628,8 @@ class Layout:
 
 def has_envelope(path: str) -> bool:
     """The receiver gate's trigger: ``path`` is an envelope or one of its
-    :func:`eidolons.io.project.envelope_candidates` exists."""
-    from eidolons.io.project import envelope_candidates
+    :func:`eidolons.io.paths.envelope_candidates` exists."""
+    from eidolons.io.paths import envelope_candidates
 
     if path.endswith(ENVELOPE_SUFFIX):
         return True

@@ -228,7 +228,7 @@ def _host_project_dir(host: str) -> str | None:
 def configured_handoff_dirs(root: str) -> tuple[str, ...]:
     """The hand-off directories configuration adds (:func:`eidolons.io.config.handoff_dirs`,
     the one rule), looked up only when there is configuration to read."""
-    from eidolons.io.project import CONFIG_FILE, HANDOFF_DIRS_ENV  # loaded with events
+    from eidolons.io.paths import CONFIG_FILE, HANDOFF_DIRS_ENV  # loaded with events
 
     config = os.path.join(root, CONFIG_FILE)
     if not os.environ.get(HANDOFF_DIRS_ENV) and not os.path.lexists(config):
