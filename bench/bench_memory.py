@@ -49,7 +49,8 @@ from typing import Any
 
 from _benchlib import load_note
 from eidolons.memory import LAYERS, build_recall_query
-from eidolons.memory.local import LocalMemory, _Scope, fts_or, word_terms
+from eidolons.memory.local import LocalMemory, _Scope
+from eidolons.memory.rules import fts_or, word_terms
 
 TARGET_P95_MS = 10.0
 TARGET_INGEST_PER_S = 2000.0

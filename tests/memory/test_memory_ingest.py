@@ -18,7 +18,8 @@ from eidolons.memory import (
     INPUT_VALIDATION,
     UNSUPPORTED_ENVELOPE_VERSION,
 )
-from eidolons.memory.local import REQUIRED_FIELDS, LocalLimits, LocalMemory
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import REQUIRED_FIELDS, LocalLimits
 
 from .conftest import PROJECT, make_handoff, mutate
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from eidolons.memory import INPUT_VALIDATION, SLOT_CAPS, TOTAL_TOKEN_CAP, local
-from eidolons.memory.local import LocalMemory, identifier_terms, rrf_fuse, word_terms
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import identifier_terms, rrf_fuse, word_terms
 
 from .conftest import PROJECT, make_handoff, rank_ids, seed
 

@@ -4,7 +4,8 @@ by substring."""
 
 from __future__ import annotations
 
-from eidolons.memory.local import LocalMemory, identifier_terms, trigram_terms, word_terms
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import identifier_terms, trigram_terms, word_terms
 
 from .conftest import make_handoff, rank_ids
 
