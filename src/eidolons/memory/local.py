@@ -606,19 +606,12 @@ class LocalMemory:
                 if conn is None:
                     return {**base, "status": "empty", "crystals": 0}
                 total, active = _counts(conn)
-                by_layer = dict(
-                    conn.execute("SELECT layer, count(*) FROM crystals GROUP BY layer").fetchall()
-                )
-                by_tier = dict(
-                    conn.execute(
-                        "SELECT trust_tier, count(*) FROM crystals GROUP BY trust_tier"
-                    ).fetchall()
-                )
-                by_state = dict(
-                    conn.execute(
-                        "SELECT validation_state, count(*) FROM crystals GROUP BY validation_state"
-                    ).fetchall()
-                )
+                counts = {
+                    f"by_{column}": dict(
+                        conn.execute(f"SELECT {column}, count(*) FROM crystals GROUP BY {column}")
+                    )
+                    for column in ("layer", "trust_tier", "validation_state")
+                }
         except (sqlite3.Error, OSError) as exc:
             return {**base, "status": "unavailable", "reason": str(exc)}
         files = self.store_dir.glob(schema.DB_NAME + "*")
@@ -628,9 +621,7 @@ class LocalMemory:
             "status": "ok",
             "crystals": total,
             "active": active,
-            "by_layer": by_layer,
-            "by_trust_tier": by_tier,
-            "by_validation_state": by_state,
+            **counts,
             "trigram": self._has_trigram,
             "bytes": size,
             "schema_version": schema.SCHEMA_VERSION,

@@ -446,18 +446,10 @@ def _get(mapping: Mapping[str, Any], dotted: str) -> Any:
     return value
 
 
-def identity_tier(eidolon: str) -> str:
-    name = eidolon.lower()
-    if name in HOST_T0:
-        return "T0"
-    if name in ROSTER_T1:
-        return "T1"
-    return "T3"
-
-
 def trust_tier(envelope: Mapping[str, Any]) -> str:
     """MIN-trust: the identity tier, lowered (never raised) by a ``trace.tier`` of T0..T3."""
-    tier = identity_tier(str(_get(envelope, "from.eidolon")))
+    name = str(_get(envelope, "from.eidolon")).lower()
+    tier = "T0" if name in HOST_T0 else "T1" if name in ROSTER_T1 else "T3"
     declared = _get(envelope, "trace.tier")
     if isinstance(declared, str):
         digit = tier_digit(declared.strip())
@@ -508,11 +500,10 @@ def decode_payload(
     elif isinstance(payload, str):
         if encoding == "base64":
             import base64  # only for a base64 payload: not imported at open
-            import binascii
 
             try:
                 raw = base64.b64decode(payload, validate=True)
-            except (binascii.Error, ValueError):
+            except ValueError:  # binascii.Error is one
                 raw = payload.encode("utf-8")
                 notes["payload_decode_error"] = "base64"
         elif encoding == "json":
