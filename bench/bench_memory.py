@@ -48,10 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from _benchlib import load_note
-from eidolons.memory import build_recall_query
-from eidolons.memory._common import LAYERS
+from eidolons.memory import LAYERS, build_recall_query
 from eidolons.memory.local import LocalMemory, _Scope
-from eidolons.memory.ranking import fts_or, word_terms
+from eidolons.memory.rules import fts_or, word_terms
 
 TARGET_P95_MS = 10.0
 TARGET_INGEST_PER_S = 2000.0

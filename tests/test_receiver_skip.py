@@ -291,7 +291,7 @@ def test_the_receiver_records_are_not_dataclasses() -> None:
     for name in ("ecl/receiver.py", "gates/receiver.py", "memory/__init__.py"):
         imports = parse_module(name, SRC / "eidolons" / name).imports
         assert not {"dataclasses", "typing"} & imports, name
-    for name in ("memory/_common.py", "memory/mapping.py", "memory/local.py"):
+    for name in ("memory/rules.py", "memory/local.py"):
         assert "dataclasses" not in parse_module(name, SRC / "eidolons" / name).imports, name
 
 

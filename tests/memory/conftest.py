@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.memory._common import check_recall_args, clamp_k
+from eidolons.memory import check_recall_args, clamp_k
 from eidolons.memory.local import LocalMemory, _Scope
-from eidolons.memory.mapping import _now
-from eidolons.memory.ranking import identifier_text
+from eidolons.memory.rules import _now, identifier_text
 from tests._builders import DROP, edit, envelope_for
 
 HERE = Path(__file__).resolve().parent

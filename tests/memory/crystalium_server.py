@@ -41,7 +41,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
-from eidolons.memory._common import LAYERS, RATE_LIMIT
+from eidolons.memory import LAYERS, RATE_LIMIT
 from eidolons.memory.local import LocalMemory
 
 SCHEMAS: dict[str, dict[str, Any]] = {

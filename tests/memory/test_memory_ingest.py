@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from eidolons.memory._common import (
+from eidolons.memory import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
     INPUT_VALIDATION,
     UNSUPPORTED_ENVELOPE_VERSION,
 )
 from eidolons.memory.local import LocalMemory
-from eidolons.memory.mapping import REQUIRED_FIELDS, LocalLimits
+from eidolons.memory.rules import REQUIRED_FIELDS, LocalLimits
 
 from .conftest import PROJECT, make_handoff, mutate
 

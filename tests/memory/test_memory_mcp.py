@@ -20,14 +20,15 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK (eidolons[mcp]) is not installed")
 
-from eidolons.memory import MemoryConfig, open_memory
-from eidolons.memory._common import (
+from eidolons.memory import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
     INPUT_VALIDATION,
     RATE_LIMIT,
     SERVER_ERROR,
     UNKNOWN_TOOL,
+    MemoryConfig,
+    open_memory,
 )
 from eidolons.memory.local import LocalMemory
 from eidolons.memory.mcp_client import (

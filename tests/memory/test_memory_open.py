@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 
-from eidolons.memory import mapping, schema
+from eidolons.memory import rules, schema
 
 
 def test_the_store_binding_is_the_public_sqlite3() -> None:
@@ -18,11 +18,11 @@ def test_the_store_binding_is_the_public_sqlite3() -> None:
 
 def test_now_is_datetime_isoformat_to_the_second() -> None:
     before = datetime.now(UTC).replace(microsecond=0)
-    now = mapping._now()
+    now = rules._now()
     after = datetime.now(UTC).replace(microsecond=0)
     spelled = {t.isoformat(timespec="seconds").replace("+00:00", "Z") for t in (before, after)}
     assert now in spelled
-    assert mapping._parse_ts(now) == now
+    assert rules._parse_ts(now) == now
 
 
 def test_the_hand_off_key_is_the_sha256_of_the_json_dumps_of_its_parts() -> None:
@@ -41,4 +41,4 @@ def test_the_hand_off_key_is_the_sha256_of_the_json_dumps_of_its_parts() -> None
         }
         parts = ["atlas", "vigil", "PROPOSE", "scout-report", objective, "ab" * 32]
         expected = hashlib.sha256(json.dumps(parts, ensure_ascii=True).encode()).hexdigest()
-        assert mapping.handoff_key(envelope) == expected, objective
+        assert rules.handoff_key(envelope) == expected, objective

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from eidolons.memory import local
-from eidolons.memory._common import INPUT_VALIDATION, SLOT_CAPS, TOTAL_TOKEN_CAP
+from eidolons.memory import INPUT_VALIDATION, SLOT_CAPS, TOTAL_TOKEN_CAP, local
 from eidolons.memory.local import LocalMemory
-from eidolons.memory.ranking import identifier_terms, rrf_fuse, word_terms
+from eidolons.memory.rules import identifier_terms, rrf_fuse, word_terms
 
 from .conftest import PROJECT, make_handoff, rank_ids, seed
 

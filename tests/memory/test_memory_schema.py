@@ -22,7 +22,7 @@ import pytest
 
 from eidolons.memory import schema
 from eidolons.memory.local import LocalMemory
-from eidolons.memory.ranking import identifier_terms, identifier_text, looks_like_identifier
+from eidolons.memory.rules import identifier_terms, identifier_text, looks_like_identifier
 
 from .conftest import make_handoff, rank_ids, seed
 

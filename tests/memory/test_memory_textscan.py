@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from eidolons.memory import local, mapping, ranking, textscan
+from eidolons.memory import local, rules
 
 ASCII = "".join(chr(c) for c in range(128))
 AWKWARD = "aZ09_-.:/\\#@=!? \t\n\x1c\x1f\"'`()[]{}<>,;|"
@@ -29,17 +29,17 @@ def texts(seed: int, n: int, alphabets: list[str], size: int = 24) -> list[str]:
 
 def test_ascii_words_are_the_word_pattern() -> None:
     pattern = re.compile(r"\w+")
-    assert ranking._WORD_RE.pattern == pattern.pattern
+    assert rules._WORD_RE.pattern == pattern.pattern
     for text in texts(1, 3000, [ASCII, AWKWARD, "ab_ 9-"]):
-        assert textscan.ascii_words(text) == pattern.findall(text), repr(text)
-    assert textscan.ascii_words("café") is None
+        assert rules.ascii_words(text) == pattern.findall(text), repr(text)
+    assert rules.ascii_words("café") is None
 
 
 def test_candidate_runs_are_the_candidate_pattern() -> None:
-    pattern = ranking._CANDIDATE_RE.compiled()
+    pattern = rules._CANDIDATE_RE.compiled()
     for text in texts(2, 3000, [ASCII, AWKWARD, "abc DEF x_y a.b (q) "], size=40):
-        assert textscan.candidate_runs(text) == pattern.findall(text), repr(text)
-    assert textscan.candidate_runs("x\u00a0y") is None
+        assert rules.candidate_runs(text) == pattern.findall(text), repr(text)
+    assert rules.candidate_runs("x\u00a0y") is None
 
 
 @pytest.mark.parametrize("scan_max", [0, 10_000])  # the pattern alone, the scan alone
@@ -47,9 +47,9 @@ def test_identifier_tokens_are_the_same_either_way(
     monkeypatch: pytest.MonkeyPatch, scan_max: int
 ) -> None:
     samples = texts(3, 1500, [ASCII, AWKWARD + UNICODE, "fooBar a_b us-east-1 x.md "], 60)
-    want = [list(ranking._identifier_tokens(text)) for text in samples]
-    monkeypatch.setattr(ranking, "_SCAN_MAX", scan_max)
-    assert [list(ranking._identifier_tokens(text)) for text in samples] == want
+    want = [list(rules._identifier_tokens(text)) for text in samples]
+    monkeypatch.setattr(rules, "_SCAN_MAX", scan_max)
+    assert [list(rules._identifier_tokens(text)) for text in samples] == want
 
 
 def test_camel_kebab_plain_and_tier_are_their_patterns() -> None:
@@ -58,24 +58,24 @@ def test_camel_kebab_plain_and_tier_are_their_patterns() -> None:
     plain = re.compile("[a-z0-9]+")
     tier = re.compile("[Tt]([0-3])")
     for text in texts(4, 4000, [ASCII, AWKWARD + UNICODE, "aB-c9Tt0123-", "ab-"], size=8):
-        assert textscan.has_camel(text) == bool(camel.search(text)), repr(text)
+        assert rules.has_camel(text) == bool(camel.search(text)), repr(text)
         expected = kebab.fullmatch(text) is not None
-        assert ranking._kebab_words(text) == expected, repr(text)
-        assert textscan.kebab_words(text) in (expected, None)
-        assert textscan.plain_term(text) == bool(plain.fullmatch(text)), repr(text)
+        assert rules._kebab_words(text) == expected, repr(text)
+        assert rules.kebab_words(text) in (expected, None)
+        assert rules.plain_term(text) == bool(plain.fullmatch(text)), repr(text)
         found = tier.fullmatch(text)
-        assert textscan.tier_digit(text) == (found.group(1) if found else None), repr(text)
+        assert rules.tier_digit(text) == (found.group(1) if found else None), repr(text)
     # case folding reaches past ASCII: the Kelvin sign is a k, the long s an s
-    assert textscan.kebab_words("\u212aa-b") is None and ranking._kebab_words("\u212aa-b")
-    assert ranking._kebab_words("ſcout-report")
+    assert rules.kebab_words("\u212aa-b") is None and rules._kebab_words("\u212aa-b")
+    assert rules._kebab_words("ſcout-report")
 
 
 def test_the_version_rule_is_its_pattern() -> None:
     pattern = re.compile(r"[12](\.\d+){1,2}")
     samples = texts(5, 4000, ["12.0a", "12.0345", "2.", ASCII], size=7)
     for text in [*samples, "2.٣", "1.0.²", "2.0.0", "1.10", "2..0", "3.0", "2.0.0.0"]:
-        assert mapping._supported_version(text) == bool(pattern.fullmatch(text)), repr(text)
-    assert textscan.envelope_version("2.٣") is None and mapping._supported_version("2.٣")
+        assert rules._supported_version(text) == bool(pattern.fullmatch(text)), repr(text)
+    assert rules.envelope_version("2.٣") is None and rules._supported_version("2.٣")
 
 
 SECRETS = [
@@ -105,22 +105,22 @@ def test_redaction_skips_only_texts_no_pattern_can_match() -> None:
     samples += SECRETS
     matched = 0
     for text in samples:
-        for rule, pattern, _ in mapping._REDACTIONS:
+        for rule, pattern, _ in rules._REDACTIONS:
             if pattern.compiled().search(text):
                 matched += 1
-                assert textscan.may_redact(rule, text), (rule, text)
+                assert rules.may_redact(rule, text), (rule, text)
         for sensitivity in ("internal", "none"):
             want = text
-            for rule, pattern, always in mapping._REDACTIONS:
+            for rule, pattern, always in rules._REDACTIONS:
                 if always or sensitivity != "none":
                     want = pattern.sub(f"«REDACTED:{rule}»", want)
-            assert mapping.redact(text, sensitivity) == want, (sensitivity, text)
+            assert rules.redact(text, sensitivity) == want, (sensitivity, text)
     assert matched > 300  # the secrets and many of their noisy copies
-    assert textscan.may_redact("SOME_NEW_RULE", "anything")  # unknown: the pattern decides
+    assert rules.may_redact("SOME_NEW_RULE", "anything")  # unknown: the pattern decides
 
 
 def test_a_plain_term_is_lower_case_ascii_letters_and_digits() -> None:
-    assert textscan.plain_term("abc9") and not textscan.plain_term("Ab")
+    assert rules.plain_term("abc9") and not rules.plain_term("Ab")
 
 
 def test_a_recall_and_a_merge_import_no_re(tmp_path: object) -> None:
@@ -166,4 +166,4 @@ def test_the_token_estimate_is_the_servers_ceiling() -> None:
     import math
 
     for words in [*range(0, 2500), 9999, 10_000, 123_457]:  # summaries are <= 4,096 chars
-        assert mapping.estimate_tokens("w " * words) == math.ceil(words * 1.3), words
+        assert rules.estimate_tokens("w " * words) == math.ceil(words * 1.3), words

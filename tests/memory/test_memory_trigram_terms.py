@@ -5,7 +5,7 @@ by substring."""
 from __future__ import annotations
 
 from eidolons.memory.local import LocalMemory
-from eidolons.memory.ranking import identifier_terms, trigram_terms, word_terms
+from eidolons.memory.rules import identifier_terms, trigram_terms, word_terms
 
 from .conftest import make_handoff, rank_ids
 

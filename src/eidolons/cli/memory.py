@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from eidolons.memory import is_error, is_skipped
-    from eidolons.memory._common import parse_layers, skipped_recall
+    from eidolons.memory import is_error, is_skipped, parse_layers, skipped_recall
 
     if args.k < 1:
         raise UsageError(f"--k must be at least 1, got {args.k}")

@@ -18,8 +18,7 @@ from _thread import RLock  # what threading.RLock returns; threading is not impo
 from collections.abc import Mapping, Sequence
 
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
-from eidolons.memory import schema
-from eidolons.memory._common import (
+from eidolons.memory import (
     BACKEND_LOCAL,
     SLOT_CAPS,
     TOTAL_TOKEN_CAP,
@@ -28,35 +27,34 @@ from eidolons.memory._common import (
     empty_recall,
     error_result,
     input_error,
+    schema,
     skipped_ingest,
     skipped_recall,
 )
-from eidolons.memory.mapping import (
+from eidolons.memory.rules import (
+    RRF_K,
     LocalLimits,
     _get,
     _now,
     _parse_ts,
     decode_payload,
     estimate_tokens,
+    fts_or,
     handoff_key,
+    identifier_text,
+    plain_term,
     provenance_source,
     redact,
+    rrf_fuse,
+    selectivity,
     summary_of,
+    trigram_terms,
     trust_tier,
     validate_envelope,
     validation_state,
-)
-from eidolons.memory.ranking import (
-    RRF_K,
-    fts_or,
-    identifier_text,
-    rrf_fuse,
-    selectivity,
-    trigram_terms,
     word_terms,
 )
 from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
-from eidolons.memory.textscan import plain_term
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
@@ -608,19 +606,12 @@ class LocalMemory:
                 if conn is None:
                     return {**base, "status": "empty", "crystals": 0}
                 total, active = _counts(conn)
-                by_layer = dict(
-                    conn.execute("SELECT layer, count(*) FROM crystals GROUP BY layer").fetchall()
-                )
-                by_tier = dict(
-                    conn.execute(
-                        "SELECT trust_tier, count(*) FROM crystals GROUP BY trust_tier"
-                    ).fetchall()
-                )
-                by_state = dict(
-                    conn.execute(
-                        "SELECT validation_state, count(*) FROM crystals GROUP BY validation_state"
-                    ).fetchall()
-                )
+                counts = {
+                    f"by_{column}": dict(
+                        conn.execute(f"SELECT {column}, count(*) FROM crystals GROUP BY {column}")
+                    )
+                    for column in ("layer", "trust_tier", "validation_state")
+                }
         except (sqlite3.Error, OSError) as exc:
             return {**base, "status": "unavailable", "reason": str(exc)}
         files = self.store_dir.glob(schema.DB_NAME + "*")
@@ -630,9 +621,7 @@ class LocalMemory:
             "status": "ok",
             "crystals": total,
             "active": active,
-            "by_layer": by_layer,
-            "by_trust_tier": by_tier,
-            "by_validation_state": by_state,
+            **counts,
             "trigram": self._has_trigram,
             "bytes": size,
             "schema_version": schema.SCHEMA_VERSION,

@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from eidolons.memory._common import (
+from eidolons.memory import (
     BACKEND_MCP,
     INPUT_VALIDATION,
     INPUT_VALIDATION_PREFIX,

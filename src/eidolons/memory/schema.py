@@ -23,7 +23,7 @@ except ImportError:  # an interpreter without it: the public module
     import sqlite3  # type: ignore[no-redef]
 
 from eidolons.io.files import deadline, flock_until
-from eidolons.memory.ranking import identifier_text
+from eidolons.memory.rules import identifier_text
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:

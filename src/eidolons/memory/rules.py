@@ -1,28 +1,287 @@
-"""How a verified hand-off becomes a crystal, as the CRYSTALIUM server maps it
-(``crystalium.md`` §2): the envelope's refusals, trust tier and validation state, summary,
-payload decoding within bounds, redaction. Pure.
+"""The local store's pure rules (``crystalium.md`` §2-3): how a verified hand-off becomes
+a crystal (the envelope's refusals, trust tier and validation state, summary, payload
+decoding within bounds, redaction) and how a recall ranks (query terms, the FTS5 ``OR``
+query, selectivity, weighted reciprocal-rank fusion). Pure.
+
+The text rules run as plain scans, so a recall or a merge imports no :mod:`re` (ADR 0022):
+each rule stays a :class:`LazyPattern`, compiled on first use, and each scan gives the
+pattern's exact answer or None (then the pattern decides), as
+``tests/memory/test_memory_textscan.py`` checks.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from eidolons.ecl import grammar
 from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
 from eidolons.ecl.grammar import is_hex64
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
-from eidolons.memory._common import (
+from eidolons.memory import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
     UNSUPPORTED_ENVELOPE_VERSION,
     Frozen,
 )
-from eidolons.memory.textscan import LazyPattern, envelope_version, may_redact, tier_digit
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
+    import re
     from typing import Any, Final
+
+
+class LazyPattern:
+    """A regular expression compiled on first use, with the methods the memory calls."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            import re
+
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        return self.compiled().fullmatch(text)
+
+    def findall(self, text: str) -> list[str]:
+        return self.compiled().findall(text)
+
+    def sub(self, replacement: str, text: str) -> str:
+        return self.compiled().sub(replacement, text)
+
+    def __repr__(self) -> str:
+        return f"LazyPattern({self.pattern!r})"
+
+
+_LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
+_UPPER: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DIGITS: Final = frozenset("0123456789")
+_LOWER_OR_DIGIT: Final = _LOWER | _DIGITS
+_WORD_ASCII: Final = _LOWER | _UPPER | _DIGITS | {"_"}
+# the separators of a raw token that are not whitespace (whitespace is str.split's, the
+# same Py_UNICODE_ISSPACE as the patterns' \s)
+_SEPARATORS_TO_SPACE: Final = str.maketrans(dict.fromkeys("\"'`()[]{}<>,;|", " "))
+
+
+def ascii_words(text: str) -> list[str] | None:
+    """``re.findall(r"\\w+", text)`` for an ASCII ``text`` (``\\w`` is then
+    ``[A-Za-z0-9_]``); None for any other text."""
+    if not text.isascii():
+        return None
+    words: list[str] = []
+    start = -1
+    for index, ch in enumerate(text):
+        if ch in _WORD_ASCII:
+            if start < 0:
+                start = index
+        elif start >= 0:
+            words.append(text[start:index])
+            start = -1
+    if start >= 0:
+        words.append(text[start:])
+    return words
+
+
+def candidate_runs(text: str) -> list[str] | None:
+    """For an ASCII ``text``, what ``ranking``'s candidate pattern finds: every maximal run
+    of non-separators (whitespace, quotes, brackets, ``,;|``) that is not made of
+    lower-case letters only, in order; None for any other text."""
+    if not text.isascii():
+        return None
+    runs = text.translate(_SEPARATORS_TO_SPACE).split()
+    return [run for run in runs if not (run.isalpha() and run.islower())]
+
+
+def has_camel(text: str) -> bool:
+    """``re.search("[a-z0-9][A-Z]", text)`` (ASCII classes: exact for any text)."""
+    previous = False
+    for ch in text:
+        if previous and ch in _UPPER:
+            return True
+        previous = ch in _LOWER_OR_DIGIT
+    return False
+
+
+def kebab_words(term: str) -> bool | None:
+    """``re.fullmatch("(?i)[a-z]+(?:-[a-z]+)+", term)`` for an ASCII ``term`` (letters
+    joined by single hyphens); None for any other term (case folding reaches past ASCII)."""
+    if not term.isascii():
+        return None
+    parts = term.split("-")
+    return len(parts) >= 2 and all(part.isalpha() for part in parts)
+
+
+def plain_term(term: str) -> bool:
+    """``re.fullmatch("[a-z0-9]+", term)`` (ASCII classes: exact for any text)."""
+    return bool(term) and all(ch in _LOWER_OR_DIGIT for ch in term)
+
+
+def envelope_version(text: str) -> bool | None:
+    """``re.fullmatch(r"[12](\\.\\d+){1,2}", text)`` for an ASCII ``text``; None for any
+    other (``\\d`` is every Unicode decimal digit)."""
+    if not text.isascii():
+        return None
+    if text[:1] not in ("1", "2") or text[1:2] != ".":
+        return False
+    parts = text[2:].split(".")
+    return len(parts) <= 2 and all(part and all(ch in _DIGITS for ch in part) for part in parts)
+
+
+def tier_digit(text: str) -> str | None:
+    """The digit of ``re.fullmatch("[Tt]([0-3])", text)``, or None when it does not match
+    (literal characters: exact for any text)."""
+    if len(text) == 2 and text[0] in ("T", "t") and text[1] in ("0", "1", "2", "3"):
+        return text[1]
+    return None
+
+
+def _ssn_shape(text: str) -> bool:
+    """Whether ``text`` holds ``ddd-dd-dddd`` (``d`` a Unicode decimal digit, as ``\\d``):
+    what the SSN pattern needs, without its word boundaries."""
+    at = text.find("-", 3)
+    while 0 <= at <= len(text) - 8:
+        if (
+            text[at + 3] == "-"
+            and text[at - 3 : at].isdecimal()
+            and text[at + 1 : at + 3].isdecimal()
+            and text[at + 4 : at + 8].isdecimal()
+        ):
+            return True
+        at = text.find("-", at + 1)
+    return False
+
+
+_GITHUB_PREFIXES: Final = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
+
+
+def may_redact(rule: str, text: str) -> bool:
+    """False only when the redaction pattern named ``rule`` cannot match ``text``: each
+    pattern needs a literal its test here looks for (the password rule ignores case, which
+    reaches past ASCII: any other text may match). True for a rule it does not know."""
+    if rule == "SSN":
+        return _ssn_shape(text)
+    if rule == "AWS_KEY":
+        return "AKIA" in text or "ASIA" in text
+    if rule == "GITHUB_TOKEN":
+        return any(prefix in text for prefix in _GITHUB_PREFIXES)
+    if rule == "JWT":
+        return "eyJ" in text
+    if rule == "PEM_PRIVATE_KEY":
+        return "-----BEGIN " in text
+    if rule == "PASSWORD":
+        return not text.isascii() or "password" in text.lower()
+    return True
+
+
+RRF_K: Final = 60
+MAX_QUERY_TERMS: Final = 32
+_WORD_RE: Final = LazyPattern(r"\w+")
+_SEPARATORS: Final = r"\s\"'`()\[\]{}<>,;|"
+# a whole raw token (a run of non-separators) not of lower-case ASCII letters only, which
+# never look like an identifier
+_CANDIDATE_RE: Final = LazyPattern(
+    f"(?<![^{_SEPARATORS}])(?![a-z]+(?![^{_SEPARATORS}]))[^{_SEPARATORS}]+"
+)
+_SCAN_MAX: Final = 512  # longer texts (an excerpt) by the pattern: no re at a recall (ADR 0022)
+_IDENT_PUNCT: Final = frozenset("_./-:\\#@=")
+_KEBAB_WORDS_RE: Final = LazyPattern(r"(?i)[a-z]+(?:-[a-z]+)+")
+
+
+def _distinct(tokens: Iterable[str]) -> list[str]:
+    """The first ``MAX_QUERY_TERMS`` distinct tokens, in order."""
+    seen: dict[str, None] = {}
+    for token in tokens:
+        seen.setdefault(token, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+def word_terms(query: str) -> list[str]:
+    """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
+    tokens = ascii_words(query)
+    return _distinct(
+        token.lower() for token in (_WORD_RE.findall(query) if tokens is None else tokens)
+    )
+
+
+def looks_like_identifier(token: str) -> bool:
+    """A path, a dotted or snake/kebab name, a camelCase name, or anything with a digit."""
+    return (
+        any(ch in _IDENT_PUNCT for ch in token)
+        or any(ch.isdigit() for ch in token)
+        or has_camel(token)
+    )
+
+
+def _identifier_tokens(text: str) -> Iterator[str]:
+    """The tokens of ``text`` (runs without whitespace, quotes, brackets, ``,;|``, stripped
+    of ``.:!?=`` at both ends) that look like identifiers or paths, at least 3 chars."""
+    runs = candidate_runs(text) if len(text) <= _SCAN_MAX else None
+    for raw in _CANDIDATE_RE.findall(text) if runs is None else runs:
+        token = raw.strip(".:!?=")
+        if len(token) < 3:
+            continue
+        # a token of letters only can look like an identifier by an inner capital alone
+        if has_camel(token) if token.isalpha() else looks_like_identifier(token):
+            yield token
+
+
+def identifier_terms(query: str) -> list[str]:
+    """The query's identifier- and path-like tokens, deduplicated, at most 32: what the
+    trigram arm searches for."""
+    return _distinct(_identifier_tokens(query))
+
+
+def trigram_terms(query: str) -> list[str]:
+    """:func:`identifier_terms` but the hyphenated words (``scout-report``), which the word
+    arm already searches as their words (ADR 0021)."""
+    return [term for term in identifier_terms(query) if not _kebab_words(term) or has_camel(term)]
+
+
+def _kebab_words(term: str) -> bool:
+    """Whether ``_KEBAB_WORDS_RE`` matches the whole ``term``."""
+    plain = kebab_words(term)
+    return _KEBAB_WORDS_RE.fullmatch(term) is not None if plain is None else plain
+
+
+def identifier_text(text: str) -> str:
+    """What the trigram index holds of a text: its identifier- and path-like tokens, in
+    order, one space apart; every occurrence of a query term lies inside one (ADR 0021)."""
+    return " ".join(_identifier_tokens(text))
+
+
+def fts_or(terms: Iterable[str]) -> str:
+    """An FTS5 query: each term as a quoted phrase, OR-ed."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def selectivity(n_hits: int, fetch_limit: int, n_scoped: int) -> float:
+    """The server's rule: 0 when the arm is empty or censored (filled its fetch), else
+    ``1 - hits / scoped``."""
+    if n_hits == 0 or n_hits >= fetch_limit or n_scoped <= 0:
+        return 0.0
+    return max(0.0, 1.0 - n_hits / n_scoped)
+
+
+def rrf_fuse(
+    arms: Sequence[tuple[float, Sequence[str]]], k_rrf: int = RRF_K
+) -> list[tuple[str, float]]:
+    """Weighted reciprocal-rank fusion: ``score(id) = sum(w / (k_rrf + rank))``, ranks from
+    1, ordered by score descending then id ascending."""
+    scores: dict[str, float] = {}
+    for weight, ranked in arms:
+        for rank, ident in enumerate(ranked, start=1):
+            scores[ident] = scores.get(ident, 0.0) + weight / (k_rrf + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
 
 REQUIRED_FIELDS: Final = ENVELOPE_REQUIRED_FIELDS  # the same eleven as the envelope model
 ARTIFACT_FIELDS: Final = ("kind", "schema_version", "path", "sha256", "size_bytes")
@@ -187,18 +446,10 @@ def _get(mapping: Mapping[str, Any], dotted: str) -> Any:
     return value
 
 
-def identity_tier(eidolon: str) -> str:
-    name = eidolon.lower()
-    if name in HOST_T0:
-        return "T0"
-    if name in ROSTER_T1:
-        return "T1"
-    return "T3"
-
-
 def trust_tier(envelope: Mapping[str, Any]) -> str:
     """MIN-trust: the identity tier, lowered (never raised) by a ``trace.tier`` of T0..T3."""
-    tier = identity_tier(str(_get(envelope, "from.eidolon")))
+    name = str(_get(envelope, "from.eidolon")).lower()
+    tier = "T0" if name in HOST_T0 else "T1" if name in ROSTER_T1 else "T3"
     declared = _get(envelope, "trace.tier")
     if isinstance(declared, str):
         digit = tier_digit(declared.strip())
@@ -249,11 +500,10 @@ def decode_payload(
     elif isinstance(payload, str):
         if encoding == "base64":
             import base64  # only for a base64 payload: not imported at open
-            import binascii
 
             try:
                 raw = base64.b64decode(payload, validate=True)
-            except (binascii.Error, ValueError):
+            except ValueError:  # binascii.Error is one
                 raw = payload.encode("utf-8")
                 notes["payload_decode_error"] = "base64"
         elif encoding == "json":
