@@ -18,8 +18,6 @@ pattern (``\\d`` ASCII only), and ``tests/test_grammar_rules.py`` checks each ag
 
 from __future__ import annotations
 
-import functools
-
 from eidolons.errors import EnvelopeError, UsageError
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -595,9 +593,13 @@ def normalise_section(text: str) -> str:
     """A heading or section name as compared by R-1: trimmed, case-folded, and every run
     of whitespace and hyphens turned into one underscore (``Decision target`` and
     ``decision-target`` both give ``decision_target``)."""
-    if len(text) <= _CACHED_LENGTH:  # the same few names, on every payload checked
-        return _normalise_cached(text)
-    return _normalise(text)
+    found = _NORMALISED.get(text)
+    if found is None:
+        found = _normalise(text)
+        # the same few names, on every payload checked; longer or further ones never kept
+        if len(text) <= _CACHED_LENGTH and len(_NORMALISED) < _CACHED_NAMES:
+            _NORMALISED[text] = found
+    return found
 
 
 def _normalise(text: str) -> str:
@@ -608,8 +610,9 @@ def _normalise(text: str) -> str:
     return str(_SEPARATORS_RE[0].sub("_", text.strip()).casefold())
 
 
-_CACHED_LENGTH = 120  # longer headings are normalised each time, never kept
-_normalise_cached = functools.lru_cache(maxsize=2048)(_normalise)
+_CACHED_LENGTH = 120
+_CACHED_NAMES = 2048
+_NORMALISED: dict[str, str] = {}  # a plain dict: functools is not imported on the SKIP path
 
 
 def is_markdown_path(path: str) -> bool:
