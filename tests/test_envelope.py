@@ -282,3 +282,13 @@ def test_nesting_one_past_the_limit_is_refused_with_few_brackets() -> None:
     assert loads_strict(b'{"a": {"b": [[1]]}}', limits) == {"a": {"b": [[1]]}}
     with pytest.raises(EnvelopeError, match="nesting"):
         loads_strict(b'{"a": {"b": [[[1]]]}}', limits)
+
+
+def test_records_compare_by_value_and_type_never_by_their_text() -> None:
+    from eidolons.ecl.envelope import AgentRef
+
+    assert Limits() == Limits() and Limits(max_json_depth=8) != Limits()
+    assert Limits(max_json_depth="32") != Limits()  # type: ignore[arg-type]  # same text
+    assert AgentRef("vigil", "1.0") == AgentRef("vigil", "1.0")
+    assert AgentRef("vigil", "1.0") != AgentRef("vigil", "1.1")
+    assert Limits() != object() and AgentRef("vigil", "1.0") != ("vigil", "1.0")

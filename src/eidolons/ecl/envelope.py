@@ -73,7 +73,10 @@ class AgentRef:
         return f"AgentRef({self.eidolon!r}, {self.version!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AgentRef) and repr(self) == repr(other)
+        return isinstance(other, AgentRef) and (self.eidolon, self.version) == (
+            other.eidolon,
+            other.version,
+        )
 
     def __hash__(self) -> int:
         return hash((self.eidolon, self.version))

@@ -57,7 +57,9 @@ class Limits:
         return f"Limits({inner})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limits) and repr(self) == repr(other)
+        return isinstance(other, Limits) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__
+        )
 
     __hash__ = None  # type: ignore[assignment]
 

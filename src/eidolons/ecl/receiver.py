@@ -153,9 +153,8 @@ class ReceiverDecision(_Record):
     sender_signed: bool
 
     def __init__(self, check: ReceiverCheck, passed: bool) -> None:
-        for name in self.__slots__:
-            setattr(self, name, getattr(check, name, None))
-        self.passed = passed
+        for name in self.__slots__:  # every slot but ``passed`` is the check's own
+            setattr(self, name, passed if name == "passed" else getattr(check, name))
         self.failures = list(check.failures)
         self.payload = check.payload if passed else None
 
