@@ -362,3 +362,17 @@ def test_generated_state_tells_edits_from_generated(builtin: ContractSet) -> Non
 def test_unknown_receiver_raises_skill_error(builtin: ContractSet) -> None:
     with pytest.raises(SkillError):
         render_skill("orchestrator", builtin)
+
+
+def test_the_longest_receiver_name_still_renders_a_short_enough_description(
+    project: Path,
+) -> None:
+    receiver = "r" + "-x" * 15 + "y"  # 32 characters: the longest slug a skill may carry
+    assert len(receiver) == 32
+    write_contract(
+        project / ".eidolons" / "contracts",
+        contract("atlas", receiver, ["INFORM"], "scout-report"),
+    )
+    meta = front_matter(render_skill(receiver, ContractSet.load(project)))
+    assert 0 < len(meta["description"]) <= 500  # Codex refuses a longer description
+    assert len(meta["name"]) <= 64
