@@ -149,10 +149,10 @@ def is_payload_event(event: Mapping[str, Any] | None, keys: list[str]) -> bool:
 def first_payload_event(lines: Iterable[bytes], keys: list[str]) -> dict[str, Any] | None:
     """The first of raw ``lines`` that is a payload event for one of ``keys``, or None."""
     from eidolons.ecl.grammar import dumps
-    from eidolons.trace.log import decode_line
+    from eidolons.trace.log import PAYLOAD_FIELD, decode_line
 
     # ``"payload_path":"<key>"`` as this tool writes it (compact ASCII JSON)
-    needles = [b'"payload_path":' + dumps(k).encode("ascii") for k in keys]
+    needles = [PAYLOAD_FIELD + dumps(k).encode("ascii") for k in keys]
     for raw in lines if keys else ():
         if any(n in raw for n in needles):
             event = decode_line(raw, 0).event
