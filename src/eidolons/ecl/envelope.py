@@ -73,10 +73,8 @@ class AgentRef:
         return f"AgentRef({self.eidolon!r}, {self.version!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AgentRef) and (self.eidolon, self.version) == (
-            other.eidolon,
-            other.version,
-        )
+        key = (self.eidolon, self.version)
+        return isinstance(other, AgentRef) and key == (other.eidolon, other.version)
 
     def __hash__(self) -> int:
         return hash((self.eidolon, self.version))
