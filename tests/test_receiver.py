@@ -279,7 +279,7 @@ def test_unverified_when_no_pass_on_record(cli: Cli, project: Path) -> None:
     )
 
 
-def test_unverified_placeholder_even_after_block_mode_let_it_through(
+def test_unverified_placeholder_even_after_warn_mode_let_it_through(
     cli: Cli, project: Path
 ) -> None:
     payload = project / "p.md"
@@ -289,7 +289,7 @@ def test_unverified_placeholder_even_after_block_mode_let_it_through(
     doc = json.loads(env_path.read_text())
     doc["integrity"]["value"] = "PARENT_FILLS_SHA256"
     env_path.write_text(json.dumps(doc))
-    assert cli("verify-envelope", env_path, "--block").code == 0
+    assert cli("verify-envelope", env_path, "--mode", "warn").code == 0
     assert_refused(
         incoming(cli, payload, "vigil"), project, payload, "vigil", "UNVERIFIED", "atlas"
     )

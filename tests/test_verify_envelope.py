@@ -149,10 +149,40 @@ def test_unverifiable_placeholder(cli: Cli, project: Path) -> None:
     )
     r = cli("verify-envelope", env_path, "--block", "--json")
     assert r.json()["verdict"] == "unverifiable"
-    assert r.code == 0  # block mode lets it through; the receiver refuses it as UNVERIFIED
-    assert cli("verify-envelope", env_path, "--block", "--strict").code == 3
+    assert r.code == 3  # block mode is never laxer than upstream
     ev = read_trace(trace_files(project)[0])[-1]
     assert ev["verify_failure_code"] == "UNVERIFIED"
+
+
+PLACEHOLDERS = ["todo", "Todo-later", "   ", "", "PARENT_FILLS_SHA", "<sha256>"]
+
+
+@pytest.mark.parametrize("value", PLACEHOLDERS)
+@pytest.mark.parametrize("field", ["integrity__value", "artifact__sha256"])
+def test_block_mode_refuses_a_placeholder_digest_in_either_field(
+    cli: Cli, project: Path, field: str, value: str
+) -> None:
+    """Upstream's block mode refuses an unfilled digest, so ours does too: exit 3 and a
+    ``verify_fail`` on record; warn mode lets it through with its warning line."""
+    _, env_path, _ = emit_payload(cli, project)
+    rewrite(env_path, **{field: value})
+    r = cli("verify-envelope", env_path, "--json")
+    assert (r.code, r.json()["verdict"]) == (3, "unverifiable")
+    assert read_trace(trace_files(project)[0])[-1]["event"] == "verify_fail"
+    warned = cli("verify-envelope", env_path, "--mode", "warn")
+    assert warned.code == 0
+    assert "eidolons: warning: [unverifiable] not blocked: warn mode let it through" in warned.err
+
+
+def test_an_absent_artifact_sha256_is_a_schema_warning_not_a_placeholder(
+    cli: Cli, project: Path
+) -> None:
+    _, env_path, _ = emit_payload(cli, project)
+    doc = json.loads(env_path.read_text())
+    del doc["artifact"]["sha256"]
+    env_path.write_text(json.dumps(doc))
+    assert cli("verify-envelope", env_path).code == 0
+    assert cli("verify-envelope", env_path, "--strict").code == 2
 
 
 def test_inconsistent_artifact_sha(cli: Cli, project: Path) -> None:

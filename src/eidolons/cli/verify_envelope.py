@@ -21,8 +21,8 @@ OPTIONS = (
     Option(
         "--strict",
         action="store_true",
-        help="schema warnings make the envelope malformed; in block mode every non-pass "
-        "exits 3 (unverifiable included)",
+        help="schema warnings (a missing message_id, an unknown version...) make the "
+        "envelope malformed",
     ),
     Option(
         "--json", action="store_true", help="print one JSON object on stdout, nothing on stderr"

@@ -234,39 +234,21 @@ _FAILURE_CODES: dict[Verdict, RefusalCode] = {
     Verdict.UNREGISTERED: RefusalCode.UNVERIFIED,
 }
 
-# Verdicts that block in block mode without --strict (unverifiable is let through: the
-# parent still has to fill the digest, and the receiver gate refuses it as UNVERIFIED).
-BLOCKING: frozenset[Verdict] = frozenset(
-    {
-        Verdict.TAMPER,
-        Verdict.INCONSISTENT,
-        Verdict.MISSING_PAYLOAD,
-        Verdict.UNSUPPORTED_ALGO,
-        Verdict.NO_KEY,
-        Verdict.SENDER_UNVERIFIED,
-        Verdict.SENDER_MISMATCH,
-        Verdict.UNREGISTERED,
-    }
-)
-
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_BLOCKED = 3
 
 
-def exit_code(verdict: Verdict, mode: str, strict: bool) -> int:
-    """The orchestrator gate's exit code (see the README's table)."""
+def exit_code(verdict: Verdict, mode: str) -> int:
+    """The orchestrator gate's exit code (see the README's table): block mode stops every
+    verdict but a pass, as upstream's block mode does (a placeholder digest included)."""
     if verdict is Verdict.PASS:
         return EXIT_OK
     if verdict is Verdict.MALFORMED:
         return EXIT_USAGE
     if verdict is Verdict.UNREGISTERED:  # not the hand-off's verdict: nothing to warn through
         return EXIT_BLOCKED
-    if mode != "block":
-        return EXIT_OK
-    if strict or verdict in BLOCKING:
-        return EXIT_BLOCKED
-    return EXIT_OK
+    return EXIT_BLOCKED if mode == "block" else EXIT_OK
 
 
 # What a pass rested on, strongest first: ``signed-receipt`` (a verified orchestrator
@@ -303,15 +285,14 @@ def precheck(env: Envelope, strict: bool = False) -> tuple[Verdict, str] | None:
             Verdict.UNSUPPORTED_ALGO,
             f"integrity.method {env.integrity_method!r} is not sha256 or hmac-sha256",
         )
-    if is_placeholder(env.integrity_value):
-        return Verdict.UNVERIFIABLE, "integrity.value is a placeholder; the digest is not filled"
     declared = env.artifact.get("sha256")
+    for field, value in (("integrity.value", env.integrity_value), ("artifact.sha256", declared)):
+        if isinstance(value, str) and is_placeholder(value):
+            return Verdict.UNVERIFIABLE, f"{field} is a placeholder; the digest is not filled"
+    # never laxer than the upstream gate: a non-hex value is a mismatch, not ignored (ADR
+    # 0009); an absent one is a schema problem (--strict makes it malformed)
     if env.integrity_method == "sha256" and declared is not None:
-        # never laxer than the upstream gate: a non-hex value is a mismatch, not ignored;
-        # only a placeholder (the parent has not filled it) is not compared (ADR 0009)
-        if not isinstance(declared, str) or (
-            not is_placeholder(declared) and declared != env.integrity_value
-        ):
+        if declared != env.integrity_value:
             return Verdict.INCONSISTENT, "artifact.sha256 differs from integrity.value"
     return None
 

@@ -6,8 +6,8 @@ It runs the integrity check (:mod:`eidolons.gates.verify`), appends one ``verify
 - block is the default mode (:func:`eidolons.io.config.verify_mode`); warn is an opt-in;
 - 0 on pass; in warn mode 0 for every verdict except ``malformed``, and every verdict it
   lets through gets a :func:`warning_line`;
-- in block mode 3 for tamper, inconsistent, missing_payload, unsupported_algo, no_key;
-  ``unverifiable`` exits 0 unless ``strict`` (then every non-pass exits 3);
+- in block mode 3 for every other verdict, ``unverifiable`` (a placeholder digest)
+  included, as upstream's block mode; ``strict`` makes schema warnings ``malformed``;
 - ``malformed`` exits 2;
 - fail closed: if the trace cannot be written, block mode exits 3 even on a pass, since
   the receivers would find no ``verify_pass`` on record;
@@ -207,7 +207,7 @@ def run_gate(
     if signing.refusal is not None and result:  # a pass the key may not sign is no pass
         result.verdict = Verdict.UNREGISTERED
         result.message = signing.refusal
-    code = exit_code(result.verdict, mode, strict)
+    code = exit_code(result.verdict, mode)
     outcome = GateOutcome(result, mode, strict, code, None)
     if env is not None and env.integrity_method == "hmac-sha256":
         short = hmac_key_warning(key)
@@ -297,13 +297,9 @@ def text_line(outcome: GateOutcome, color: bool = False) -> str:
 
 def warning_line(outcome: GateOutcome) -> str | None:
     """The line printed for a verdict the gate lets through (exit 0 without a pass):
-    every one of them in warn mode, ``unverifiable`` in block mode without ``--strict``.
-    None for a pass or a verdict that was stopped."""
+    every one of them in warn mode. None for a pass or a verdict that was stopped."""
     r = outcome.result
     if r.verdict is Verdict.PASS or outcome.exit_code != 0:
         return None
-    if outcome.mode == "block":
-        why = "block mode lets a placeholder digest through (--strict blocks it)"
-    else:
-        why = "warn mode let it through; block mode (the default) would exit 3"
+    why = "warn mode let it through; block mode (the default) would exit 3"
     return f"eidolons: warning: [{r.verdict}] not blocked: {why}"
