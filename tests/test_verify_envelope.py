@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,7 +166,8 @@ def test_block_mode_refuses_a_placeholder_digest_in_either_field(
     """Upstream's block mode refuses an unfilled digest, so ours does too: exit 3 and a
     ``verify_fail`` on record; warn mode lets it through with its warning line."""
     _, env_path, _ = emit_payload(cli, project)
-    rewrite(env_path, **{field: value})
+    changes: dict[str, Any] = {field: value}
+    rewrite(env_path, **changes)
     r = cli("verify-envelope", env_path, "--json")
     assert (r.code, r.json()["verdict"]) == (3, "unverifiable")
     assert read_trace(trace_files(project)[0])[-1]["event"] == "verify_fail"
