@@ -321,6 +321,16 @@ def test_two_hosts_two_checkouts_one_trace(
     arrived.write_text("# Report\n\n## Decision target\nrewritten in transit\n", encoding="utf-8")
     r = run_cli("verify-incoming", arrived, "--as", "vigil", cwd=host_b, env=gate, process=True)
     assert r.code == 3 and "REFUSE: INTEGRITY_MISMATCH" in r.err + r.out
+    thread = json.loads(envelope.read_text())["thread_id"]
+    lines = run_cli("trace", "show", thread, cwd=host_b, env=gate).out.splitlines()
+    hosts = [(line[28:39].strip(), line.rsplit(" ", 1)[-1]) for line in lines]  # the views say
+    assert hosts == [  # which host wrote each event
+        ("emit", f"host={GATE_LOGIN}"),
+        ("verify_pass", f"host={ORCH_LOGIN}"),
+        ("verify_pass", f"host={GATE_LOGIN}"),
+        ("receive", f"host={GATE_LOGIN}"),
+        ("verify_fail", f"host={GATE_LOGIN}"),
+    ], lines
 
 
 def test_signed_receipts_on_postgres_and_no_fallback_to_the_sidecar(

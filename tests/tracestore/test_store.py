@@ -39,6 +39,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TraceStore
         s.close()
 
 
+def login(store: TraceStore) -> str | None:
+    """The login a store reports as the writer of what this test wrote (None: unknown)."""
+    from eidolons.trace.postgres import PostgresStore
+
+    return store.connection().info.user if isinstance(store, PostgresStore) else None
+
+
 @pytest.fixture
 def thread() -> str:
     return f"thread-{uuid.uuid4()}"
@@ -76,7 +83,10 @@ def test_append_returns_what_was_written(store: TraceStore, thread: str) -> None
     assert first.event["n"] == 1 and second.event["n"] == 2
     assert list(store.iter_raw(thread)) == [first.line, second.line]
     assert [json.loads(x.line) for x in (first, second)] == [first.event, second.event]
-    assert [ln.event for ln in store.iter_thread(thread)] == [first.event, second.event]
+    read = [ln.event for ln in store.iter_thread(thread)]
+    writers = {e.pop("written_by", None) for e in read if e is not None}  # the reader's key
+    assert read == [first.event, second.event]
+    assert writers == {login(store)}
     assert thread in first.location
 
 
@@ -222,3 +232,14 @@ def test_find_payload_names_the_hand_off(store: TraceStore, thread: str) -> None
     assert found is not None and found["n"] == 1  # the thread's first naming event
     assert store.find_payload(["other.md"]) is None
     assert store.find_payload([]) is None
+
+
+def test_who_wrote_a_line_is_the_stores_word_never_the_lines(
+    store: TraceStore, thread: str
+) -> None:
+    """``written_by`` is set by a reader that knows the writer (PostgreSQL's row): a line
+    that claims one itself is read without it, or with the real login."""
+    add_raw(store, thread, json.dumps(verdict(written_by="orchestrator-of-record")).encode())
+    (line,) = list(store.iter_thread(thread))
+    assert line.event is not None
+    assert line.event.get("written_by") == login(store)

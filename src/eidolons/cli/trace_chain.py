@@ -157,12 +157,19 @@ def _out(lines: list[str]) -> None:
 
 
 # -- show over traces: the events themselves
-def event_line(event: dict[str, Any], color: bool) -> str:
-    from eidolons.trace.store import NOT_COUNTED
+def event_line(event: dict[str, Any], color: bool, addressee: str | None = None) -> str:
+    """One event; a receiver's decision under another name than ``addressee`` (the
+    hand-off's ``to``, where known) is marked as a probe, not as the hop's refusal."""
+    from eidolons.trace.chain import split_label
+    from eidolons.trace.store import NOT_COUNTED, WRITTEN_BY
 
     kind = str(event.get("event", "?"))
     uncounted = event.get(NOT_COUNTED)  # set by the store's reader (the one record rule)
+    judged_as = split_label(event.get("to"))[0]
+    probe = event.get("gate") == "receiver" and None not in (addressee, judged_as)
+    probe = probe and judged_as != addressee
     flag = "??" if uncounted else {"verify_fail": "!!", "verify_pass": "ok"}.get(kind, "  ")
+    flag = ".." if probe and not uncounted else flag
     parts = [
         flag,
         str(event.get("ts", "?")),
@@ -175,10 +182,14 @@ def event_line(event: dict[str, Any], color: bool) -> str:
         parts.append(f"gate={event['gate']}")
     if kind == "verify_fail":
         parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
+    if probe:
+        parts.append(f"probe by {judged_as} (not the addressee)")
     if uncounted:
         parts.append(f"NOT COUNTED: {uncounted}")
+    if event.get(WRITTEN_BY):
+        parts.append(f"host={event[WRITTEN_BY]}")
     line = printable(" ".join(parts))
-    if color and kind == "verify_fail":
+    if color and kind == "verify_fail" and not probe:
         line = f"\x1b[31m{line}\x1b[0m"
     return line
 
@@ -192,8 +203,22 @@ def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
         print_json(events)
     else:
         color = use_color(sys.stdout)
-        _out([event_line(e, color) for e in events])
+        to = addressees(events)
+        _out([event_line(e, color, to.get(str(e.get("message_id")))) for e in events])
     return 0
+
+
+def addressees(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Message id -> the name its hand-off was addressed to, from the first event that is
+    not a receiver's (a receiver's event names the receiver it judged as)."""
+    from eidolons.trace.chain import split_label
+
+    out: dict[str, str] = {}
+    for e in events:
+        name = split_label(e.get("to"))[0]
+        if name and e.get("gate") != "receiver":
+            out.setdefault(str(e.get("message_id")), name)
+    return out
 
 
 def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
@@ -205,6 +230,7 @@ def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
     name = str(path) if path else collected.threads[0]
     store = open_store(root, file=path)  # a thread: the project's configured store
     color = use_color(sys.stdout)
+    to: dict[str, str] = {}  # message id -> addressee, as the events arrive
     printed, offset, idle_since = 0, 0, time.monotonic()
     try:
         while args.max_events is None or printed < args.max_events:
@@ -216,7 +242,10 @@ def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
                 if args.json:  # one event per line (JSON Lines), as it arrives
                     sys.stdout.write(json.dumps(line.event, ensure_ascii=True) + "\n")
                 else:
-                    sys.stdout.write(event_line(line.event, color) + "\n")
+                    for mid, name in addressees([line.event]).items():
+                        to.setdefault(mid, name)
+                    addressee = to.get(str(line.event.get("message_id")))
+                    sys.stdout.write(event_line(line.event, color, addressee) + "\n")
                 printed += 1
                 if args.max_events is not None and printed >= args.max_events:
                     break
@@ -334,6 +363,9 @@ def _verify(
     for row in results:
         row.setdefault("ok", row["verdict"] in OK_VERDICTS)
     failed = sum(1 for r in results if not r["ok"])
+    refused = sum(1 for r in results if r["refused_by"])
+    for r in results:
+        r["ok"] = r["ok"] and not r["refused_by"]
     broken = sum(1 for c in chains if not c["ok"])
     if as_json:
         print_json(
@@ -341,27 +373,60 @@ def _verify(
                 "mode": mode,
                 "total": len(results),
                 "failed": failed,
-                "all_pass": failed == 0 and broken == 0,
+                "refused": refused,
+                "all_pass": failed == 0 and refused == 0 and broken == 0,
                 "results": results,
                 "chains": chains,
             }
         )
     else:
-        lines = []
-        for r in results:
-            where = r["envelope"] or f"msg={r.get('message_id')}"
-            if r["envelope"] is None and r.get("evidence"):
-                where += f" (on record, evidence {r['evidence']}, receipt {r['receipt']})"
-            glyph = "✓" if r["ok"] else "✗"
-            lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
-        total = len(results)
-        lines.append(
-            f"{failed}/{total} envelopes failed integrity"
-            if failed
-            else f"all {total} envelopes verified"
-        )
-        _out([printable(line) for line in lines + _chain_lines(chains)])
+        _out([printable(line) for line in _verify_lines(results, failed, refused)])
+        _out([printable(line) for line in _chain_lines(chains)])
+    if refused:  # a recorded refusal is a fact, not a re-judgement: in any mode
+        return EXIT_BLOCKED
     return EXIT_BLOCKED if mode == "block" and (failed or broken) else 0
+
+
+def _verify_lines(results: list[dict[str, Any]], failed: int, refused: int) -> list[str]:
+    lines = []
+    for r in results:
+        where = r["envelope"] or f"msg={r.get('message_id')}"
+        if r["envelope"] is None and r.get("evidence"):
+            where += f" (on record, evidence {r['evidence']}, receipt {r['receipt']})"
+        glyph = "✓" if r["ok"] else "✗"
+        lines.append(f"  {glyph} [{r['verdict']}] {r['from']} → {r['to']}  {where}")
+        if r["refused_by"]:
+            lines.append(
+                f"      refused by {r['refused_by']['receiver']}: {r['refused_by']['code']}"
+            )
+        lines += [
+            f"      probe by {p['receiver']}: {p['code'] or p['verdict']}" for p in r["probes"]
+        ]
+    total = len(results)
+    noun = "envelope" if total == 1 else "envelopes"
+    if failed:
+        lines.append(f"{failed}/{total} {noun} failed integrity")
+    if refused:
+        lines.append(f"{refused}/{total} refused by {'its' if total == 1 else 'their'} addressee")
+    if not (failed or refused):
+        lines.append(f"all {total} {noun} verified" if total != 1 else "1 envelope verified")
+    return lines
+
+
+def _receiver_side(hop: Hop | None) -> dict[str, Any]:
+    """What the hop's receivers decided, for a ``trace verify`` row: the addressee's
+    standing refusal (``refused_by``) and the probes by other receivers."""
+    if hop is None:
+        return {"refused_by": None, "probes": []}
+    refusal = hop.refusal("receiver")
+    refused_by = None
+    if refusal is not None:
+        refused_by = {"receiver": refusal.receiver or hop.recipient, "code": refusal.code}
+    probes = [
+        {"receiver": d.receiver, "verdict": d.verdict, "code": d.code, "host": d.host}
+        for d in hop.probes
+    ]
+    return {"refused_by": refused_by, "probes": probes}
 
 
 def _envelope_rows(collected: Collected, hops: list[Hop], root: Path) -> list[dict[str, Any]]:
@@ -374,6 +439,8 @@ def _envelope_rows(collected: Collected, hops: list[Hop], root: Path) -> list[di
     rows = []
     for env in sorted(collected.envelopes, key=lambda e: place.get(e.path, len(place))):
         row: dict[str, Any] = {"verdict": "malformed", "from": "?", "to": "?", "envelope": env.path}
+        at = place.get(env.path)
+        row.update(_receiver_side(hops[at] if at is not None else None))
         parsed = env.envelope
         if parsed is None:
             row["message"] = env.error
@@ -423,6 +490,7 @@ def _recorded_rows(
             else "no orchestrator verdict on record",
             "evidence": (latest.evidence or "unsigned") if latest else None,
             "receipt": receipt,
+            **_receiver_side(hop),
         }
         if trusted and latest and receipt != "valid":
             row["ok"] = False

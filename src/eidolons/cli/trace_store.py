@@ -84,11 +84,11 @@ def _copy(args: argparse.Namespace) -> int:
         for name in threads:
             have = list(target.iter_raw(name))
             rows = list(source.iter_stamped(name))
-            lines = [raw for raw, _ in rows]
+            lines = [raw for raw, _, _ in rows]
             forged = next(
                 (
                     (n, why)
-                    for n, (raw, stamp) in enumerate(rows, 1)
+                    for n, (raw, stamp, _) in enumerate(rows, 1)
                     if (why := (judged_line(raw, n, stamp).event or {}).get(NOT_COUNTED))
                 ),
                 None,

@@ -314,18 +314,24 @@ class PostgresStore(TraceStore):
         for (line,) in self._read(sql, (thread_file_name(thread_id),), stream=True):
             yield bytes(line)
 
-    def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, bytes | None]]:
+    def iter_stamped(
+        self, thread_id: str | None
+    ) -> Iterator[tuple[bytes, bytes | None, str | None]]:
         """Each line with its row's ``verdict_for`` (the stamp the trigger allows only a
-        login bound as orchestrator to set)."""
-        sql = f"SELECT line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq"
-        for line, stamp in self._read(sql, (thread_file_name(thread_id),), stream=True):
-            yield bytes(line), None if stamp is None else bytes(stamp)
+        login bound as orchestrator to set) and ``written_by`` (the trigger sets it)."""
+        sql = (
+            f"SELECT line, verdict_for, written_by FROM {SCHEMA}.trace_events "
+            "WHERE thread = %s ORDER BY seq"
+        )
+        for line, stamp, writer in self._read(sql, (thread_file_name(thread_id),), stream=True):
+            yield bytes(line), None if stamp is None else bytes(stamp), str(writer)
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         """Decoded, and judged by the one record rule: a row that reads as an
-        orchestrator verdict the gate would not count says so (``not_counted``)."""
-        for n, (raw, stamp) in enumerate(self.iter_stamped(thread_id), 1):
-            yield judged_line(raw, n, stamp)
+        orchestrator verdict the gate would not count says so (``not_counted``); each
+        with the login that wrote it (``written_by``)."""
+        for n, (raw, stamp, writer) in enumerate(self.iter_stamped(thread_id), 1):
+            yield judged_line(raw, n, stamp, writer)
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         """As the JSONL store (threads in order, first line first), by one index."""
@@ -336,12 +342,13 @@ class PostgresStore(TraceStore):
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         sql = (
-            f"SELECT seq, line, verdict_for FROM {SCHEMA}.trace_events WHERE thread = %s "
-            "AND seq > %s ORDER BY seq"
+            f"SELECT seq, line, verdict_for, written_by FROM {SCHEMA}.trace_events "
+            "WHERE thread = %s AND seq > %s ORDER BY seq"
         )
         out = []
-        for seq, line, stamp in self._read(sql, (thread_file_name(thread_id), cursor)):
-            out.append(judged_line(bytes(line), seq, None if stamp is None else bytes(stamp)))
+        for seq, line, stamp, writer in self._read(sql, (thread_file_name(thread_id), cursor)):
+            stamp = None if stamp is None else bytes(stamp)
+            out.append(judged_line(bytes(line), seq, stamp, str(writer)))
             cursor = seq
         return out, cursor
 

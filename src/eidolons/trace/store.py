@@ -26,6 +26,7 @@ DSN_ENV = TRACE_DSN_ENV
 PROJECT_FILE = STORE_FILE
 VERDICT_EVENTS = (EventType.VERIFY_PASS, EventType.VERIFY_FAIL)
 NOT_COUNTED = "not_counted"  # the key the readers set on a verdict-looking event
+WRITTEN_BY = "written_by"  # the key a store that knows who wrote a line sets (PostgreSQL)
 
 
 class TraceReadError(InputError):
@@ -98,18 +99,24 @@ def _uncounted(raw: bytes, event: Mapping[str, Any], stamp: Stamp) -> str | None
     return None
 
 
-def judged_line(raw: bytes, lineno: int, stamp: Stamp = NO_STAMP) -> TraceLine:
+def judged_line(
+    raw: bytes, lineno: int, stamp: Stamp = NO_STAMP, writer: str | None = None
+) -> TraceLine:
     """THE verdict rule (ADR 0005), for the gate and every view and copy: ``raw`` decoded,
-    a verdict-looking event the gate would not count marked ``not_counted: <why>`` (set
-    by the reader, never taken from the bytes)."""
+    a verdict-looking event the gate would not count marked ``not_counted: <why>``, and
+    the login that wrote it as ``written_by`` where the store knows it (both set by the
+    reader, never taken from the bytes)."""
     from eidolons.trace.log import decode_line
 
     line = decode_line(raw, lineno)
     event = line.event
     if event is not None:
         event.pop(NOT_COUNTED, None)
+        event.pop(WRITTEN_BY, None)
         if looks_like_verdict(event) and (why := _uncounted(raw, event, stamp)) is not None:
             event[NOT_COUNTED] = why
+        if writer is not None:
+            event[WRITTEN_BY] = writer
     return line
 
 
@@ -200,10 +207,11 @@ class TraceStore:
         """The thread's exact line bytes (no newline) in order, damaged ones included."""
         raise self._unreadable()
 
-    def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, Stamp]]:
-        """As :meth:`iter_raw`, each line with what the store keeps beside it."""
+    def iter_stamped(self, thread_id: str | None) -> Iterator[tuple[bytes, Stamp, str | None]]:
+        """As :meth:`iter_raw`, each line with what the store keeps beside it: its stamp
+        and the login that wrote it (None where the store does not know)."""
         for raw in self.iter_raw(thread_id):
-            yield raw, NO_STAMP
+            yield raw, NO_STAMP, None
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         """The lines appended after ``cursor`` (0: all) and the next cursor (``--follow``)."""

@@ -82,8 +82,8 @@ def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
         except InputError as exc:  # as the store reports it
             raise TraceReadError(str(exc)) from None
     rows = list(store.iter_stamped(thread))
-    raw = [r for r, _ in rows]
-    lines = [judged_line(r, n, stamp) for n, (r, stamp) in enumerate(rows, 1)]
+    raw = [r for r, _, _ in rows]
+    lines = [judged_line(r, n, stamp, who) for n, (r, stamp, who) in enumerate(rows, 1)]
     return TraceSnapshot("thread", thread, raw, lines, None)
 
 

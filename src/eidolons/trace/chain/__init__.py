@@ -3,14 +3,16 @@
 A :class:`Hop` is one hand-off (by ``message_id``), described by its envelope or else by
 its trace events (unknown fields stay None); its decisions are attached in trace order.
 A verdict line the store's reader marked ``not_counted`` is no decision: it is kept in
-``Hop.uncounted``.
+``Hop.uncounted``. A hop is judged as its addressee judged it: a receiver's decision made
+under another name (``--as forge`` on a hand-off to vigil) is a probe, listed apart
+(:attr:`Hop.probes`), never the hop's refusal (:meth:`Hop.refusal`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from eidolons.trace.store import NOT_COUNTED
+from eidolons.trace.store import NOT_COUNTED, WRITTEN_BY
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ class Decision:
         "evidence",
         "failures",
         "gate",
+        "host",
         "reason",
         "receipt_status",
         "receiver",
@@ -67,6 +70,9 @@ class Decision:
         self.decision = _str(event.get("decision")) or ("accepted" if passed else None)
         self.reason = _str(event.get("reason"))
         self.receiver = _str(event.get("receiver"))
+        if self.gate == "receiver" and self.receiver is None:
+            self.receiver = split_label(event.get("to"))[0]  # the name it judged as
+        self.host = _str(event.get(WRITTEN_BY))  # set by a store that knows the writer
         failures = event.get("failures")
         failures = failures if isinstance(failures, list) else []
         self.failures = [f for f in failures if isinstance(f, str)]
@@ -97,6 +103,7 @@ class Decision:
             "receipt": self.receipt_status,
             "duration_ms": self.duration_ms,
             "ts": self.ts,
+            "host": self.host,
         }
 
 
@@ -179,12 +186,13 @@ class Hop:
         return hop
 
     def describe_from_event(self, event: Mapping[str, Any]) -> None:
-        """Fill the fields still unknown from a trace event (emit first, then gates)."""
+        """Fill the fields still unknown from a trace event (emit first, then gates). A
+        receiver's event names the receiver it judged as, not the addressee."""
         if self.thread_id is None:
             self.thread_id = _str(event.get("thread_id"))
         if self.sender is None:
             self.sender, self.sender_version = split_label(event.get("from"))
-        if self.recipient is None:
+        if self.recipient is None and event.get("gate") != "receiver":
             self.recipient, self.recipient_version = split_label(event.get("to"))
         for attr, key in (
             ("parent_id", "parent_id"),
@@ -208,6 +216,26 @@ class Hop:
     @property
     def refusals(self) -> list[Decision]:
         return [d for d in self.decisions if d.event == "verify_fail"]
+
+    def by_addressee(self, d: Decision) -> bool:
+        """Whether ``d`` speaks for the hop: a gate's decision, or a receiver's made as
+        the hop's addressee (an addressee or receiver not known counts, hiding nothing)."""
+        return (
+            d.gate != "receiver"
+            or None in (self.recipient, d.receiver)
+            or (d.receiver == self.recipient)
+        )
+
+    @property
+    def probes(self) -> list[Decision]:
+        """Receivers' decisions under another name than the addressee's."""
+        return [d for d in self.decisions if not self.by_addressee(d)]
+
+    def refusal(self, gate: str | None = None) -> Decision | None:
+        """The refusal that stands: the latest decision (of ``gate``, else of any gate)
+        made for the hop, when it is a ``verify_fail``; probes aside."""
+        own = [d for d in self.decisions if self.by_addressee(d) and gate in (None, d.gate)]
+        return own[-1] if own and own[-1].event == "verify_fail" else None
 
 
 GATE_EVENTS = ("verify_pass", "verify_fail")
@@ -261,11 +289,11 @@ def merge(described: Iterable[Hop], recorded: Iterable[Hop]) -> list[Hop]:
 
 
 def order_hops(hops: Iterable[Hop]) -> list[Hop]:
-    """Parents before children; roots and siblings by (ts, message_id, envelope)."""
+    """Parents before children; roots and siblings by (ts, envelope file, message_id)."""
     items = list(hops)
 
-    def key(h: Hop) -> tuple[str, str, str]:
-        return (h.ts or "", h.message_id, h.envelope or "")
+    def key(h: Hop) -> tuple[str, str, str]:  # ties as upstream orders them: by file path
+        return (h.ts or "", h.envelope or "", h.message_id)
 
     ids = {h.message_id for h in items}
     children: dict[str, list[Hop]] = {}

@@ -35,11 +35,10 @@ def agents(hops: Sequence[Hop]) -> list[str]:
 
 
 def refusal(hop: Hop) -> str | None:
-    """The code of the hop's latest refusal, if its latest decision refused it."""
-    last = hop.decisions[-1] if hop.decisions else None
-    if last is not None and last.event == "verify_fail":
-        return last.code or "REFUSED"
-    return None
+    """The code of the refusal that stands for the hop (:meth:`Hop.refusal`: probes by
+    other receivers aside)."""
+    last = hop.refusal()
+    return None if last is None else (last.code or "REFUSED")
 
 
 def edge_label(seq: int, hop: Hop) -> str:

@@ -63,6 +63,7 @@ def _evidence(d: Decision, trusted: bool) -> str:
 def _decision(d: Decision, trusted: bool) -> str:
     when = f" <small>{d.duration_ms} ms</small>" if d.duration_ms is not None else ""
     who = f" as {_e(d.receiver)}" if d.receiver else ""
+    who += f" <small>on {_e(d.host)}</small>" if d.host else ""
     if d.passed:
         return (
             f'<span class="decision"><span class="pass">pass</span>{who}{when}'
@@ -78,16 +79,22 @@ def _decision(d: Decision, trusted: bool) -> str:
 
 
 def _decisions(hop: Hop, gate: str, trusted: bool) -> str:
-    found = [d for d in hop.decisions if d.gate == gate]
+    found = [d for d in hop.decisions if d.gate == gate and hop.by_addressee(d)]
     forged = "".join(
         f'<span class="decision"><span class="warned">not counted: {_e(d.verdict)}</span> '
         f'<span class="reason">{_e(d.record.get("not_counted"))}</span></span>'
         for d in hop.uncounted
         if d.gate == gate
     )
+    probes = "".join(
+        f'<span class="decision probe"><span class="none">probe by {_e(d.receiver)}: '
+        f"{_e(d.code or d.verdict)}</span> <small>(not the addressee)</small></span>"
+        for d in hop.probes
+        if d.gate == gate
+    )
     if not found:
-        return '<span class="none">none on record</span>' + forged
-    return "".join(_decision(d, trusted) for d in found) + forged
+        return '<span class="none">none on record</span>' + forged + probes
+    return "".join(_decision(d, trusted) for d in found) + forged + probes
 
 
 def render_report(
@@ -130,7 +137,7 @@ def render_report(
             "<body>",
             f'<h1>ECL hand-off chain</h1><p class="sub">thread <code>{_e(thread)}</code></p>',
             '<p class="summary">'
-            f'<span id="hop-count">{len(hops)} hops</span>'
+            f'<span id="hop-count">{len(hops)} hop{"" if len(hops) == 1 else "s"}</span>'
             f'<span id="refusal-count" class="{"fail" if refused else "pass"}">'
             f"{refused} refused</span>"
             f"<span>{total} tokens (self-reported estimate)</span></p>",

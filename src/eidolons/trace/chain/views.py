@@ -46,19 +46,38 @@ def show_doc(hops: Sequence[Hop]) -> list[dict[str, Any]]:
             "tier": h.tier,
             "model": h.model,
             "ts": h.ts,
+            "refused": _refused(h),
+            "probes": [
+                {"receiver": d.receiver, "verdict": d.verdict, "code": d.code} for d in h.probes
+            ],
         }
         for seq, h in enumerate(hops, 1)
     ]
 
 
+def _refused(hop: Hop) -> dict[str, Any] | None:
+    """The addressee's standing refusal of the hop (a probe by another receiver aside)."""
+    d = hop.refusal()
+    if d is None:
+        return None
+    who = (d.receiver or hop.recipient) if d.gate == "receiver" else d.gate
+    return {"receiver": who, "code": d.code or d.verdict}
+
+
 def show_text(hops: Sequence[Hop]) -> list[str]:
-    lines = [f"ECL hand-off chain  (thread {thread_of(hops)}, {len(hops)} hops)"]
+    noun = "hop" if len(hops) == 1 else "hops"
+    lines = [f"ECL hand-off chain  (thread {thread_of(hops)}, {len(hops)} {noun})"]
     for row in show_doc(hops):
         tokens = "—" if row["tokens"] is None else str(row["tokens"])
+        refused = row["refused"]
         lines.append(
             f"  {row['seq']:>3}  {row['from']} → {row['to']}  {row['performative'] or UNKNOWN}"
             f"  {row['artifact'] or UNKNOWN}  {tokens}  {row['tier'] or UNKNOWN}"
+            + (f"  REFUSED by {refused['receiver']}: {refused['code']}" if refused else "")
         )
+        lines += [
+            f"       probe by {p['receiver']}: {p['code'] or p['verdict']}" for p in row["probes"]
+        ]
     return [printable(line) for line in lines]
 
 
