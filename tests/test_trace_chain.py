@@ -64,7 +64,9 @@ def test_show_json_has_the_nexus_shape_in_chain_order(cli: Cli, project: Path) -
     assert r.code == 0, r.err
     rows = r.json()
     nexus = {"seq", "from", "to", "performative", "artifact", "tokens", "tier", "model", "ts"}
-    assert [set(row) for row in rows] == [nexus | {"refused", "probes"}] * 3  # additions only
+    assert [set(row) for row in rows] == [
+        nexus | {"refused", "probes", "unverifiable"}
+    ] * 3  # additions only
     assert [(x["seq"], x["from"], x["to"]) for x in rows] == [
         (1, "atlas", "spectra"),
         (2, "spectra", "apivr"),

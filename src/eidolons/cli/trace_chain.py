@@ -408,8 +408,14 @@ def _verify_lines(results: list[dict[str, Any]], failed: int, refused: int) -> l
         lines.append(f"{failed}/{total} {noun} failed integrity")
     if refused:
         lines.append(f"{refused}/{total} refused by {'its' if total == 1 else 'their'} addressee")
-    if not (failed or refused):
+    unverifiable = sum(1 for r in results if r["verdict"] == "unverifiable")
+    if not (failed or refused or unverifiable):
         lines.append(f"all {total} {noun} verified" if total != 1 else "1 envelope verified")
+    elif not (failed or refused):
+        lines.append(
+            f"none of {total} {noun} failed integrity; {unverifiable} unverifiable "
+            "(no digest to check)"
+        )
     return lines
 
 
@@ -457,7 +463,7 @@ def _envelope_rows(collected: Collected, hops: list[Hop], root: Path) -> list[di
                 verdict=str(result.verdict),
                 **{"from": parsed.sender.eidolon, "to": parsed.recipient.eidolon},
                 message_id=parsed.message_id,
-                message=result.message,
+                message=env.unverifiable or result.message,
             )
         rows.append(row)
     return rows

@@ -131,6 +131,7 @@ class Hop:
         "tokens",
         "ts",
         "uncounted",
+        "unverifiable",
     )
 
     def __init__(self, message_id: str) -> None:
@@ -154,6 +155,7 @@ class Hop:
         self.envelope: str | None = None  # the envelope file, when read from one
         self.decisions: list[Decision] = []
         self.uncounted: list[Decision] = []  # verdict-looking lines the gate does not count
+        self.unverifiable: str | None = None  # why its envelope has no digest to check
 
     def __repr__(self) -> str:
         return f"Hop({self.message_id!r}, {self.sender} -> {self.recipient} {self.performative})"

@@ -47,6 +47,7 @@ def show_doc(hops: Sequence[Hop]) -> list[dict[str, Any]]:
             "model": h.model,
             "ts": h.ts,
             "refused": _refused(h),
+            "unverifiable": h.unverifiable,
             "probes": [
                 {"receiver": d.receiver, "verdict": d.verdict, "code": d.code} for d in h.probes
             ],
@@ -74,6 +75,7 @@ def show_text(hops: Sequence[Hop]) -> list[str]:
             f"  {row['seq']:>3}  {row['from']} → {row['to']}  {row['performative'] or UNKNOWN}"
             f"  {row['artifact'] or UNKNOWN}  {tokens}  {row['tier'] or UNKNOWN}"
             + (f"  REFUSED by {refused['receiver']}: {refused['code']}" if refused else "")
+            + (f"  (unverifiable: {row['unverifiable']})" if row["unverifiable"] else "")
         )
         lines += [
             f"       probe by {p['receiver']}: {p['code'] or p['verdict']}" for p in row["probes"]
@@ -127,7 +129,8 @@ def cost_doc(hops: Sequence[Hop], budget: int | None = None) -> dict[str, Any]:
 
 def cost_text(doc: dict[str, Any]) -> list[str]:
     hops, total = doc["hops"], doc["total_tokens"]
-    lines = [f"ECL token ledger ({hops} hops, total {total} tokens — estimate)"]
+    noun = "hop" if hops == 1 else "hops"
+    lines = [f"ECL token ledger ({hops} {noun}, total {total} tokens — estimate)"]
     for r in doc["by_eidolon"]:
         hops_word = "hop" if r["hops"] == 1 else "hops"
         lines.append(f"  {r['eidolon']:<16} {r['tokens']:>10}  ({r['hops']} {hops_word})")
