@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 from eidolons._text import printable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from eidolons.ecl.envelope import GateResult
 
 HELP = "ECL conformance checker: run every gate on envelopes (files or directories)"
@@ -156,13 +158,14 @@ def _run(args: argparse.Namespace) -> int:
     if not args.paths:
         raise _Usage("no PATH given (usage: eidolons check PATH... [options])")
     targets = [_absolute(p) for p in args.paths]
-    envelopes = _collect(targets)
-    target_version = _target_version(args.target_version, targets)
     try:
         root = find_root(args.root)
         limits = Limits.from_env(os.environ)
+        state = _state(root)
     except UsageError as exc:
         raise _Usage(str(exc)) from None
+    envelopes = _collect(targets, state)
+    target_version = _target_version(args.target_version, targets)
     contracts = load_contracts(root, args.contracts)
     if isinstance(contracts, ContractSetUnavailable):
         raise _Usage(contracts.reason)
@@ -234,11 +237,42 @@ def _absolute(path: str) -> str:
     return os.path.abspath(path)
 
 
-def _collect(targets: Sequence[str]) -> list[str]:
+def _state(root: Path) -> tuple[str, tuple[str, ...]]:
+    """The project's state directory and its hand-off directories, as real paths: a walk
+    from above the state skips the tool's own files there (hand-backs, trace, contracts,
+    memory, keys) but never a hand-off directory. Raises :class:`UsageError`."""
+    from eidolons.io.config import handoff_dirs
+    from eidolons.io.paths import STATE_DIR
+
+    kept = tuple(os.path.realpath(d) for d in handoff_dirs(root))
+    return os.path.realpath(os.path.join(root, STATE_DIR)), kept
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _project_files(target: str, found: list[str], state: tuple[str, tuple[str, ...]]) -> list[str]:
+    """``found`` under the directory ``target`` less the tool's own state (:func:`_state`),
+    unless ``target`` is in the state directory itself (named, so checked)."""
+    real = os.path.realpath(target)
+    top, kept = state
+    if _within(real, top):
+        return found
+    out = []
+    for path in found:
+        where = real + path[len(target) :]
+        if not _within(where, top) or any(_within(where, d) for d in kept):
+            out.append(path)
+    return out
+
+
+def _collect(targets: Sequence[str], state: tuple[str, tuple[str, ...]]) -> list[str]:
     """Every envelope under ``targets``, each directory's in ``LC_ALL=C`` path order,
-    each once. Each distinct directory is listed once, however many times and by
-    whatever spelling it is named (:func:`eidolons.io.payload.find_envelopes`' ``listed``):
-    a directory named again adds nothing, and is not walked again."""
+    each once, the tool's own state aside (:func:`_project_files`). Each distinct
+    directory is listed once, however many times and by whatever spelling it is named
+    (:func:`eidolons.io.payload.find_envelopes`' ``listed``): a directory named again
+    adds nothing, and is not walked again."""
     from eidolons.errors import InputError
     from eidolons.io.payload import find_envelopes, listed_before
 
@@ -250,7 +284,7 @@ def _collect(targets: Sequence[str]) -> list[str]:
             try:
                 if listed_before(target, listed):
                     continue  # named before: its envelopes are in already
-                found = find_envelopes(target, listed)
+                found = _project_files(target, find_envelopes(target, listed), state)
             except OSError as exc:
                 raise _Usage(f"cannot list {target}: {exc.strerror or exc}") from None
             except InputError as exc:
