@@ -66,7 +66,11 @@ def test_tamper_in_warn_mode_exits_zero_but_records_warned(cli: Cli, project: Pa
     assert ev["event"] == "verify_fail" and ev["decision"] == "warned"
     r = cli("verify-envelope", env_path, "--mode", "warn", "--json")
     assert r.code == 0 and r.json()["blocked"] is False
-    assert r.err.startswith("eidolons: warning: [tamper]")  # --json still warns on stderr
+    assert r.err == ""  # --json: the warning is in the JSON, stderr keeps REFUSE lines only
+    assert r.json()["notes"] == [
+        "warning: [tamper] not blocked: warn mode let it through; block mode (the default) "
+        "would exit 3"
+    ]
 
 
 def test_block_is_the_default(cli: Cli, project: Path) -> None:
@@ -342,3 +346,46 @@ def test_bad_option_is_reported_by_the_sub_command(cli: Cli, project: Path) -> N
     assert r.code == 2 and "usage: eidolons verify-envelope" in r.err and "--bogus" in r.err
     r = cli("no-such-command")
     assert r.code == 2 and "invalid choice" in r.err
+
+
+def test_json_carries_the_digests_under_upstreams_names_too(cli: Cli, project: Path) -> None:
+    payload, env_path, env = emit_payload(cli, project)
+    payload.write_text("changed")
+    doc = cli("verify-envelope", env_path, "--json").json()
+    assert doc["expected_sha"] == doc["expected"] == env["integrity"]["value"]
+    assert doc["actual_sha"] == doc["actual"] != doc["expected_sha"]
+
+
+def test_json_runs_put_notes_in_the_json_and_only_refuse_lines_on_stderr(
+    tmp_path: Path,
+) -> None:
+    """Outside any project the gates fall back to the current directory and say so: on
+    stderr in text mode, in the JSON's ``notes`` with ``--json``, where stderr keeps the
+    receiver's REFUSE lines only."""
+    import shutil
+
+    from tests.conftest import run_cli
+
+    made = tmp_path / "made"
+    made.mkdir()
+    (made / "r.md").write_text("# r\n")
+    emit = run_cli(*emit_cmd("r.md", "--json", "--no-trace"), cwd=made)
+    assert emit.code == 0 and emit.err == ""
+    assert emit.json()["notes"][0].startswith("note: no .eidolons/ or .git/ above")
+    for n, argv in enumerate(
+        (
+            ("verify-envelope", "r.envelope.json"),
+            ("verify-incoming", "r.md", "--as", "vigil"),
+            ("run", "--verify", "r.envelope.json"),
+        )
+    ):
+        for json_mode in (True, False):
+            here = tmp_path / f"{n}-{json_mode}"
+            shutil.copytree(made, here)
+            r = run_cli(*argv, *(["--json"] if json_mode else []), cwd=here)
+            if json_mode:
+                assert r.json()["notes"][0].startswith("note: no .eidolons/ or .git/ above")
+                said = [line for line in r.err.splitlines() if not line.startswith("[vigil-")]
+                assert said == [], (argv, r.err)
+            else:
+                assert "eidolons: note: no .eidolons/ or .git/ above" in r.err, argv

@@ -236,13 +236,13 @@ def gate_memory(
     return open_gate_memory(root)
 
 
-def project_root(explicit: str | None, *, note: bool = False) -> Path | int:
+def project_root(explicit: str | None) -> Path | int:
     """The project root (:func:`eidolons.io.config.find_root`), or exit 2 after its one
     line when ``--root`` or ``EIDOLONS_ROOT`` is not a directory."""
     from eidolons.errors import UsageError
     from eidolons.io.config import find_root
 
     try:
-        return find_root(explicit, note=note)
+        return find_root(explicit)
     except UsageError as exc:
         return fail(exc)

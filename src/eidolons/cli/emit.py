@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.io.config import Limits, find_root, hmac_key, hmac_key_warning
     from eidolons.keys.host import KeyFileError
 
+    notes: list[str] = []  # said on stderr, or carried in the JSON (--json)
     try:
         key = None
         if args.hmac:
@@ -85,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--hmac needs ECL_HMAC_KEY to be set")
             short = hmac_key_warning(key)
             if short is not None:
-                print(f"eidolons: {short}", file=sys.stderr)
-        root = find_root(args.root, note=True)
+                notes.append(short)
+        root = find_root(args.root, notes=notes)
         sender = parse_agent(args.sender, "--from")
         recipient = parse_agent(args.recipient, "--to")
         signer = _signer(root, sender.eidolon) if args.sign else None
@@ -122,13 +123,14 @@ def run(args: argparse.Namespace) -> int:
     except KeyFileError as exc:
         return fail(exc)
     except HandoffRefused as exc:
-        say(*exc.lines())
+        say(*(f"eidolons: {note}" for note in notes), *exc.lines())
         return 3
     except EidolonsError as exc:
+        say(*(f"eidolons: {note}" for note in notes))
         return fail(exc, 2)
     for failure in result.refusals:  # --no-check: written, and said out loud
-        say(
-            f"eidolons: warning: --no-check: {printable(args.recipient)} will refuse this "
+        notes.append(
+            f"warning: --no-check: {printable(args.recipient)} will refuse this "
             f"hand-off: {failure.code} ({printable(failure.message)})"
         )
     if args.json:
@@ -139,9 +141,11 @@ def run(args: argparse.Namespace) -> int:
                 "envelope": result.envelope,
                 "refusals": [f.to_dict() for f in result.refusals],
                 "placed": str(result.placed) if result.placed else None,
+                "notes": notes,
             }
         )
     else:
+        say(*(f"eidolons: {note}" for note in notes))
         if result.placed is not None:
             print(f"payload: {result.placed} (copied into the sealed hand-off directory)")
         print(f"envelope: {result.envelope_path}")

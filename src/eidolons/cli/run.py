@@ -55,12 +55,15 @@ def run(args: argparse.Namespace) -> int:
     receiver = args.receiver.partition("@")[0] if args.receiver else None
     if receiver is not None and not is_slug(receiver):
         return error(f"--as {args.receiver!r} is not an eidolon slug")
+    notes: list[str] = []  # said on stderr, or carried in the JSON (--json)
     try:
         mode = verify_mode(args.mode, block=args.verify_block, flag="--verify-block")
-        root = find_root(args.root, note=True)
+        root = find_root(args.root, notes=notes)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return fail(exc)
+    if not args.json:
+        say(*(f"eidolons: {note}" for note in notes))
     key = hmac_key()
     envelope = Path(args.verify)
     from eidolons.ecl.envelope import parse_envelope
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             write_bytes(envelope_copy, data, mode=0o400)
         return _route(
             args, command, receiver, root, key, limits, outcome, snapshot,
-            envelope_copy if data is not None else None, data, contracts,
+            envelope_copy if data is not None else None, data, contracts, notes,
         )  # fmt: skip
 
 
@@ -111,6 +114,7 @@ def _route(
     envelope_copy: Path | None,
     data: bytes | None,
     contracts: object,
+    notes: list[str],
 ) -> int:
     import subprocess
 
@@ -148,8 +152,10 @@ def _route(
             say(*(f"eidolons: {note}" for note in decision.outcome.notes))
         if not decision.allowed and incoming is not None and incoming.failures:
             say(*incoming.status_lines())  # every mode: stdout may be redirected, or broken
-        if args.json:
-            print_json(decision.to_json())
+        warning = warning_line(decision.outcome) if decision.allowed else None
+        if args.json:  # notes and warnings in the JSON: stderr keeps the REFUSE lines only
+            said = [warning.removeprefix("eidolons: ")] if warning else []
+            print_json({**decision.to_json(), "notes": notes + said})
         if not decision.allowed:
             if not args.json:
                 say(f"eidolons run: route blocked: {printable(decision.reason())}")
@@ -157,11 +163,8 @@ def _route(
                 if handback:
                     say(f"eidolons run: hand-back for the orchestrator: {printable(str(handback))}")
             return
-        warning = warning_line(decision.outcome)
-        if warning is not None:  # warn mode let a non-pass through: say so before anything runs
-            if not args.json:
-                say(text_line(decision.outcome))
-            say(warning)
+        if warning is not None and not args.json:  # warn mode let a non-pass through: say
+            say(text_line(decision.outcome), warning)  # so before anything runs
         if not command and not args.json:
             say(f"eidolons run: route allowed: {printable(decision.reason())}")
 

@@ -25,7 +25,9 @@ OPTIONS = (
         "envelope malformed",
     ),
     Option(
-        "--json", action="store_true", help="print one JSON object on stdout, nothing on stderr"
+        "--json",
+        action="store_true",
+        help="print one JSON object on stdout (notes and warnings in it), nothing on stderr",
     ),
     Option("--trace", metavar="FILE", help="append the event to FILE instead of the thread trace"),
     Option("--no-trace", action="store_true", help="do not append a trace event"),
@@ -49,12 +51,15 @@ def run(args: argparse.Namespace) -> int:
     from eidolons.io import paths as pathstr
     from eidolons.io.config import Limits, hmac_key, root_dir, verify_mode
 
+    notes: list[str] = []  # said on stderr, or carried in the JSON (--json: stdout only)
     try:
         mode = verify_mode(args.mode, block=args.block)
-        root = root_dir(args.root, note=True)
+        root = root_dir(args.root, notes=notes)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return fail(exc)
+    if not args.json:
+        say(*(f"eidolons: {note}" for note in notes))
     outcome = run_gate(
         pathstr.pure(args.envelope),  # spelled as a Path would be (ADR 0022)
         root=root,
@@ -67,16 +72,18 @@ def run(args: argparse.Namespace) -> int:
     )
 
     def answer() -> None:
+        warning = warning_line(outcome)  # what was let through is never silent
         if args.json:
-            print_json(outcome.to_json())
-        else:
-            say(text_line(outcome, color=use_color(sys.stderr)))
-            say(*(f"eidolons: {note}" for note in outcome.notes))
-            for item in outcome.result.warnings:  # upstream prints I-4's mismatch too
-                if item.startswith("size_bytes_match"):
-                    say(f"eidolons: warning: {printable(item)}")
-        warning = warning_line(outcome)
-        if warning is not None:  # even with --json: what was let through is never silent
+            doc = outcome.to_json()
+            doc["notes"] = notes + ([warning.removeprefix("eidolons: ")] if warning else [])
+            print_json(doc)
+            return
+        say(text_line(outcome, color=use_color(sys.stderr)))
+        say(*(f"eidolons: {note}" for note in outcome.notes))
+        for item in outcome.result.warnings:  # upstream prints I-4's mismatch too
+            if item.startswith("size_bytes_match"):
+                say(f"eidolons: warning: {printable(item)}")
+        if warning is not None:
             say(warning)
 
     return speak(outcome.exit_code, answer)  # the verdict on record decides (ADR 0003)

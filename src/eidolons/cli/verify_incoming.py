@@ -79,11 +79,14 @@ def run(args: argparse.Namespace) -> int:
         return error(f"--as {args.receiver!r} is not an eidolon slug")
     if args.json and args.print_payload:
         return error("--json and --print-payload both write stdout; choose one")
+    notes: list[str] = []  # said on stderr, or carried in the JSON (--json)
     try:
-        root = root_dir(args.root, note=True)
+        root = root_dir(args.root, notes=notes)
         limits = Limits.from_env(os.environ)
     except UsageError as exc:
         return fail(exc)
+    if not args.json:
+        say(*(f"eidolons: {note}" for note in notes))
     artifact = pathstr.pure(args.artifact)  # spelled as a Path prints it, without pathlib
     if os.path.isdir(artifact):
         return error(f"{artifact} is a directory, not a hand-off artifact")
@@ -100,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
                 skipped = IncomingResult("skipped", receiver, artifact)
                 if args.json:
-                    print_json(skipped.to_json())
+                    print_json({**skipped.to_json(), "notes": notes})
                 else:
                     say(*skipped.status_lines())
                 return 0
@@ -151,13 +154,13 @@ def run(args: argparse.Namespace) -> int:
             # too), first: a stdout that cannot be written does not silence it
             if result.failures:
                 say(*result.status_lines())
-            if result.trace_error:
+            if result.trace_error and not args.json:  # --json: in the JSON
                 say(f"eidolons: trace not written: {printable(result.trace_error)}")
         if args.json:
-            print_json(result.to_json())
+            print_json({**result.to_json(), "notes": notes})
         elif result or result.status == "skipped":
-            notes = result.notes if result else []
-            say(*result.status_lines(), *(f"eidolons: {note}" for note in notes))
+            evidence = result.notes if result else []
+            say(*result.status_lines(), *(f"eidolons: {note}" for note in evidence))
         if args.print_payload and result and result.payload is not None:
             sys.stdout.buffer.write(result.payload)
             sys.stdout.buffer.flush()
@@ -207,7 +210,7 @@ def _skip_early(args: argparse.Namespace) -> int | None:
     from eidolons.gates.skip import skip_line, skipped_json
 
     if args.json:
-        print_json(skipped_json(receiver, artifact))
+        print_json({**skipped_json(receiver, artifact), "notes": []})  # found without a note
     else:
         say(skip_line(receiver, artifact))
     return 0

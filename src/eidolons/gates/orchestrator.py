@@ -107,6 +107,8 @@ class GateOutcome:
             "receipt": str(self.receipt_path) if self.receipt_path else None,
             "receipt_keyid": self.receipt["signatures"][0]["keyid"] if self.receipt else None,
             "trace": self.trace_path,
+            "expected_sha": out["expected"],  # the names upstream's consumers read
+            "actual_sha": out["actual"],
         }
         if self.trace_error:
             out["trace_error"] = self.trace_error

@@ -45,39 +45,37 @@ __all__ = ["CONFIG_FILE", "HANDOFF_DIR", "TRACE_DIR", "Limits"]  # re-exported
 
 
 def find_root(
-    explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None, *, note: bool = False
+    explicit: str | os.PathLike[str] | None = None,
+    cwd: Path | None = None,
+    *,
+    notes: list[str] | None = None,
 ) -> Path:
     """:func:`root_dir` as a :class:`~pathlib.Path`."""
     from pathlib import Path
 
-    return Path(root_dir(explicit, cwd, note=note))
+    return Path(root_dir(explicit, cwd, notes=notes))
 
 
 def root_dir(
     explicit: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     *,
-    note: bool = False,
+    notes: list[str] | None = None,
 ) -> str:
     """The project root, resolved: ``--root``, else ``EIDOLONS_ROOT``, else the nearest
     ancestor of the current directory holding ``.eidolons/`` or ``.git/``, else the
-    current directory. With ``note`` (the gates, which write the trace), falling back to
-    the current directory is said on stderr."""
+    current directory. Falling back to the current directory is added to ``notes`` (the
+    gates, which write the trace, say it: two gates run from two directories would
+    otherwise use two traces)."""
     found = found_root(explicit, None if cwd is None else os.fspath(cwd))  # the one rule
     if found is not None:
         return found
     here = pathstr.pure(os.path.realpath(os.getcwd() if cwd is None else cwd))
-    # said out loud: two gates run from two directories would otherwise use two traces
-    import sys
-
-    if note and sys.stderr is not None:
-        try:
-            sys.stderr.write(
-                f"eidolons: note: no .eidolons/ or .git/ above {here}; using it as the project "
-                "root (set --root or EIDOLONS_ROOT, or create .eidolons/)\n"
-            )
-        except (OSError, ValueError):
-            pass
+    if notes is not None:
+        notes.append(
+            f"note: no .eidolons/ or .git/ above {here}; using it as the project root (set --root "
+            "or EIDOLONS_ROOT, or create .eidolons/)"
+        )
     return here
 
 
