@@ -102,12 +102,6 @@ class ToolCall:
         self.target = target  # DISPATCH: the subagent started
         self.tool_input = tool_input  # READ on Claude Code: the input a redirect rewrites
 
-    def __repr__(self) -> str:
-        return (
-            f"ToolCall({self.host!r}, {self.tool!r}, {self.kind!r}, paths={self.paths!r}, "
-            f"command={self.command!r}, receiver={self.receiver!r})"
-        )
-
 
 # --- field access -----------------------------------------------------------------------
 
