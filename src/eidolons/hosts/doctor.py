@@ -420,7 +420,8 @@ def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
 
 
 def check_keys(report: Report) -> None:
-    from eidolons.keys.host import inside, key_dir
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.host import inside, key_dir, root_refusal
     from eidolons.keys.store import TrustStoreError, load_trust_store, trust_store_path
 
     trust = trust_store_path(report.root)
@@ -438,9 +439,6 @@ def check_keys(report: Report) -> None:
                 report.rel(trust),
                 "no trust store: passes are unsigned (eidolons keys init)",
             )
-    from eidolons.ecl.events import utc_now
-    from eidolons.keys.host import root_refusal
-
     refusal = root_refusal(report.root, utc_now()) if signed else None
     if refusal is not None:  # every verify-envelope here would exit 3 (ADR 0011)
         why = f"the orchestrator key would not sign at this root: {refusal}"
