@@ -1,19 +1,10 @@
-"""``eidolons doctor``: is this project set up so that no receiver can skip the gate? (ADR 0016)
+"""``eidolons doctor``: is this project set up so that no receiver can skip the gate?
 
-Checks, each finding reported once:
-
-- **root**: the root holds ``.eidolons/``.
-- **D8**: every installed member (``eidolons.lock`` and the member trees under
-  ``.eidolons/``; an unreadable lock is a finding) has a roster class ``ecl.yaml`` knows;
-  a receiver class has a verify-incoming skill with a blocking marker and no forbidden one.
-- **drift**: each installed skill's inbound-edges table and REFUSE line match the contracts.
-- **hosts**: Claude Code's hook, launcher, interpreter, sandbox (strict, startable, hiding
-  every hand-off directory), gate code out of a shell's reach, MCP server, and the wired
-  hook run for real (ADR 0015); Cursor's hooks fail closed; other hosts get a note.
-- **keys**: the trust store loads as the gates load it; the key directory is outside the
-  project, 0700, its keys 0600.
-- **trace-store** (with ``EIDOLONS_TRACE_DSN``): what this host's login may do there.
-- **agents**: receiver agent files that name no tools or lack the gate's reader.
+The checks (ADR 0016; each finding reported once): root, D8 (every installed member has a
+known roster class, a receiver class a blocking verify-incoming skill), drift (installed
+skills against the contracts), hosts (Claude Code's wiring read and the wired hook run,
+ADR 0015; Cursor's hooks fail closed; a note for the hosts that cannot seal a shell),
+keys, trace-store (with ``EIDOLONS_TRACE_DSN``) and agents.
 """
 
 from __future__ import annotations
@@ -52,7 +43,7 @@ class Report:
         self.passed.append({"check": check, "subject": subject, "message": message})
 
     def note(self, message: str) -> None:
-        """What a host cannot guarantee: said, not a finding (the user cannot fix a host)."""
+        """What a host cannot guarantee: said, not a finding."""
         self.notes.append(message)
 
     def rel(self, path: Path | str) -> str:
@@ -81,9 +72,6 @@ def run_checks(root: Path) -> Report:
     return report
 
 
-# --- root -----------------------------------------------------------------------------
-
-
 def check_root(report: Report) -> None:
     if (report.root / ".eidolons").is_dir():
         report.ok("root", str(report.root), "holds .eidolons/")
@@ -94,9 +82,6 @@ def check_root(report: Report) -> None:
             "no .eidolons/ here: gates fall back to a .git/ ancestor or the current directory "
             "(run eidolons init)",
         )
-
-
-# --- D8 -------------------------------------------------------------------------------
 
 
 def roster() -> tuple[dict[str, Any], dict[str, str]]:
@@ -113,9 +98,7 @@ LOCK_FILE = "eidolons.lock"
 
 def lock_members(root: Path) -> tuple[list[str], str | None]:
     """The member names ``eidolons.lock`` lists, and why it cannot be read (None when it
-    can, or when there is none). A lock that is unreadable, not UTF-8, not YAML, not a
-    mapping, or whose ``members`` is not a list of names is never "no members": the
-    members it lists would go unchecked."""
+    can or there is none): a lock that cannot be read is never "no members"."""
     lock = root / LOCK_FILE
     if not os.path.lexists(lock):
         return [], None
@@ -153,8 +136,7 @@ def lock_members(root: Path) -> tuple[list[str], str | None]:
 
 def installed_members(root: Path, listed: list[str]) -> tuple[list[str], str | None]:
     """The lock's members (``listed``) and every member tree under ``.eidolons/``, and why
-    ``.eidolons/`` cannot be listed (None when it can, or when there is none): a state
-    directory that cannot be listed is never "no members", whose trees would go unchecked."""
+    ``.eidolons/`` cannot be listed (None when it can or there is none)."""
     names = set(listed)
     state = root / ".eidolons"
     problem = None
@@ -218,9 +200,6 @@ def check_d8(report: Report) -> None:
                 report.ok("D8", where, f"blocking verify-incoming gate present (class={klass})")
 
 
-# --- drift ----------------------------------------------------------------------------
-
-
 def _section(text: str, heading: str) -> str | None:
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -270,9 +249,6 @@ def check_drift(report: Report) -> None:
                 report.fail("drift", where, f"the REFUSE line is not exactly `{line}`")
             else:
                 report.ok("drift", where, "inbound table and REFUSE line match the contracts")
-
-
-# --- hosts ----------------------------------------------------------------------------
 
 
 def check_hosts(report: Report) -> None:
@@ -398,8 +374,8 @@ def _shell_writable_gate_code(
 
 
 def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
-    """Run the wired hook as Claude Code would, from this project's root: a Read of a
-    plain file is allowed, a Read of a hand-off without its envelope is denied."""
+    """Run the wired hook as Claude Code would: a plain Read is allowed, a Read of a
+    hand-off without its envelope denied."""
     import subprocess
 
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "EIDOLONS_PYTHON": python}
@@ -443,11 +419,9 @@ def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:
     return problems
 
 
-# --- keys -----------------------------------------------------------------------------
-
-
 def check_keys(report: Report) -> None:
-    from eidolons.keys.host import inside, key_dir
+    from eidolons.ecl.events import utc_now
+    from eidolons.keys.host import inside, key_dir, root_refusal
     from eidolons.keys.store import TrustStoreError, load_trust_store, trust_store_path
 
     trust = trust_store_path(report.root)
@@ -465,9 +439,6 @@ def check_keys(report: Report) -> None:
                 report.rel(trust),
                 "no trust store: passes are unsigned (eidolons keys init)",
             )
-    from eidolons.ecl.events import utc_now
-    from eidolons.keys.host import root_refusal
-
     refusal = root_refusal(report.root, utc_now()) if signed else None
     if refusal is not None:  # every verify-envelope here would exit 3 (ADR 0011)
         why = f"the orchestrator key would not sign at this root: {refusal}"
@@ -490,9 +461,6 @@ def check_keys(report: Report) -> None:
             report.fail("keys", str(key), "inside the project, where every agent can read it")
 
 
-# --- trace store ----------------------------------------------------------------------
-
-
 def check_trace_store(report: Report) -> None:
     from eidolons.errors import EidolonsError
     from eidolons.io.paths import TRACE_DSN_ENV
@@ -512,9 +480,6 @@ def check_trace_store(report: Report) -> None:
         report.fail("trace-store", redact(dsn), problem)
     if not standing.problems:
         report.ok("trace-store", redact(dsn), standing.summary)
-
-
-# --- agents ---------------------------------------------------------------------------
 
 
 def check_agents(report: Report) -> None:

@@ -398,15 +398,13 @@ def _undo_ignore(
 
 def detect_hosts(root: Path) -> list[str]:
     """The hosts a project shows signs of (upstream's ``detect_hosts``); Claude Code if none."""
-    found = []
-    if (root / ".claude").exists() or (root / "CLAUDE.md").exists():
-        found.append("claude-code")
-    if (root / ".cursor").exists() or (root / ".cursorrules").exists():
-        found.append("cursor")
-    if (root / ".codex").exists() or (root / "AGENTS.md").exists():
-        found.append("codex")
-    if (root / ".gemini").exists():
-        found.append("gemini")
+    signs = {
+        "claude-code": (".claude", "CLAUDE.md"),
+        "cursor": (".cursor", ".cursorrules"),
+        "codex": (".codex", "AGENTS.md"),
+        "gemini": (".gemini",),
+    }
+    found = [host for host, names in signs.items() if any((root / n).exists() for n in names)]
     return found or ["claude-code"]
 
 

@@ -1,19 +1,11 @@
-"""What ``eidolons init`` writes into each host's configuration, and how to find it again.
+"""What ``eidolons init`` writes into each host's configuration (ADR 0015, ADR 0016), and
+how ``doctor`` and the hook read it back.
 
 Pure over JSON documents: :func:`plan` gives each host's entries, :func:`merge` adds them
 without disturbing foreign entries (re-running is a no-op), :func:`unmerge` removes
 exactly them; an entry is ours when it runs the launcher or the bootstrap
-(:func:`is_ours`). ``doctor`` and the hook read it back (:func:`check_claude_settings`,
-:func:`sandbox_problems`).
-
-- claude-code (ADR 0015): ``.claude/settings.json`` names no machine path: a
-  ``PreToolUse`` hook (``*``, ``onFailure: "block"``) runs the launcher
-  ``.claude/hooks/eidolons``; the sandbox is strict and hides the hand-offs, memory,
-  copies and keys and keeps ``.eidolons/`` unwritable; ``.mcp.json`` registers the MCP
-  server. Per machine, ``.claude/settings.local.json``: the interpreter, the MCP approval,
-  the key directories and the gate's code.
-- cursor ``.cursor/hooks.json`` (``failClosed``), codex ``.codex/hooks.json``, gemini
-  ``.gemini/settings.json``, copilot ``.github/hooks/eidolons.json``.
+(:func:`is_ours`). Claude Code's shared files name no machine path; the per-machine facts
+(the interpreter, the key directories, the gate's code) go to ``settings.local.json``.
 """
 
 from __future__ import annotations
@@ -65,8 +57,7 @@ class WiringError(Exception):
 
 
 def is_ours(entry: Any) -> bool:
-    """An entry this tool wrote: it runs the launcher, today's bootstrap or an earlier
-    version's."""
+    """An entry this tool wrote: it runs the launcher, today's bootstrap or an earlier one."""
     text = json.dumps(entry)  # a string in it is JSON-escaped: so is what is looked for
     marks = (BOOTSTRAP, *LEGACY_BOOTSTRAPS, "/" + LAUNCHER.replace(os.sep, "/"), STATUS)
     return any(json.dumps(b)[1:-1] in text for b in marks)
@@ -252,18 +243,9 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
 _MISSING = object()
 
 
-def _object_at(doc: dict[str, Any], pointer: tuple[str, ...]) -> dict[str, Any]:
-    node: Any = doc
-    for i, key in enumerate(pointer):
-        if not isinstance(node, dict):
-            raise WiringError(f"{'.'.join(pointer[:i])} is not an object")
-        node = node.setdefault(key, {})
-    if not isinstance(node, dict):
-        raise WiringError(f"{'.'.join(pointer)} is not an object")
-    return node
-
-
-def _list_at(doc: dict[str, Any], pointer: tuple[str, ...], create: bool) -> list[Any] | None:
+def _at(doc: dict[str, Any], pointer: tuple[str, ...], kind: type, create: bool = True) -> Any:
+    """The ``kind`` (dict or list) at ``pointer``, made on the way when ``create`` (else
+    None where a key is missing); raises :class:`WiringError` where the document differs."""
     node: Any = doc
     for i, key in enumerate(pointer):
         if not isinstance(node, dict):
@@ -271,10 +253,10 @@ def _list_at(doc: dict[str, Any], pointer: tuple[str, ...], create: bool) -> lis
         if key not in node:
             if not create:
                 return None
-            node[key] = [] if i == len(pointer) - 1 else {}
+            node[key] = kind() if i == len(pointer) - 1 else {}
         node = node[key]
-    if not isinstance(node, list):
-        raise WiringError(f"{'.'.join(pointer)} is not a list")
+    if not isinstance(node, kind):
+        raise WiringError(f"{'.'.join(pointer)} is not {'an object' if kind is dict else 'a list'}")
     return node
 
 
@@ -289,15 +271,14 @@ def merge(doc: dict[str, Any], entries: list[Entry], scalars: dict[str, Any]) ->
     changed = []
     for entry in entries:
         if entry.scalar:
-            parent = _object_at(doc, entry.pointer[:-1])
+            parent = _at(doc, entry.pointer[:-1], dict)
             key = entry.pointer[-1]
             if parent.get(key, _MISSING) != entry.value:
                 entry.previous = parent.get(key)
                 parent[key] = entry.value
                 changed.append(entry)
             continue
-        items = _list_at(doc, entry.pointer, create=True)
-        assert items is not None
+        items = _at(doc, entry.pointer, list)
         if entry.value in items:
             continue
         if isinstance(entry.value, dict):
@@ -320,7 +301,7 @@ def unmerge(doc: dict[str, Any], entries: list[Entry]) -> int:
     for entry in entries:
         if entry.scalar:
             try:
-                parent = _object_at(doc, entry.pointer[:-1])
+                parent = _at(doc, entry.pointer[:-1], dict)
             except WiringError:
                 continue
             key = entry.pointer[-1]
@@ -332,7 +313,7 @@ def unmerge(doc: dict[str, Any], entries: list[Entry]) -> int:
                 removed += 1
                 _prune(doc, entry.pointer)
             continue
-        items = _list_at(doc, entry.pointer, create=False)
+        items = _at(doc, entry.pointer, list, create=False)
         if items is None:
             continue
         keep = [i for i in items if i != entry.value and not (isinstance(i, dict) and is_ours(i))]

@@ -15,7 +15,7 @@ agent R (none: the main loop):
    those envelope bytes and a digest that matches now; one no gate judged yet goes
    through the orchestrator gate on this read. Envelopes stay readable.
 5. Dispatch (``Agent``/``Task``) runs the orchestrator gate over the subagent's pending
-   hand-offs; a refusal denies it.
+   hand-offs (no verdict on record for their envelope bytes); a refusal denies it.
 6. Grep of or above a hand-off directory (unless ``.eidolons/.ignore`` hides it) is
    denied; so is a receiver's Glob of one.
 7. Bash on Claude Code runs only while the sandbox seals the shell; of a plain
@@ -117,8 +117,6 @@ class Decider:
         self.root = Path(layout.root)
         self._contracts: Any = None
 
-    # --- entry ----------------------------------------------------------------------
-
     def decide(self, call: ToolCall) -> Decision:
         kind = call.kind
         if kind == PASS:
@@ -146,8 +144,6 @@ class Decider:
                 return written
             return self._reads(call, call.paths)
         return deny(f"eidolons hook: unknown tool kind {kind!r}")
-
-    # --- reads ----------------------------------------------------------------------
 
     def _reads(self, call: ToolCall, paths: list[str]) -> Decision:
         contexts = []
@@ -239,8 +235,7 @@ class Decider:
         return deny("\n".join(lines))
 
     def _orchestrator_read(self, path: str, redirect: dict[str, Any] | None) -> Decision:
-        from eidolons.hosts.hook.dispatch import gate_one
-        from eidolons.hosts.hook.orchestrator_read import check_orchestrator_read
+        from eidolons.hosts.hook.orchestrator import gate_one, orchestrator_read
         from eidolons.io.payload import AmbiguousEnvelope, find_envelope
 
         try:  # a hand-off no gate judged yet: the orchestrator's gate runs on this read
@@ -251,17 +246,13 @@ class Decider:
             refused, _ = gate_one(self.layout.root, str(envelope))
             if refused:
                 return deny("\n".join(refused))
-        refusal, verified = check_orchestrator_read(Path(path), self.root)
+        refusal, verified = orchestrator_read(Path(path), self.root)
         if refusal is None:
             if redirect is None or verified is None:
                 return ALLOW  # an envelope: the main loop routes on it
             data = _read_verified(verified[1], verified[0])
             if data is None:
-                refusal = (
-                    INTEGRITY_MISMATCH,
-                    "unknown",
-                    f"{path} changed while the gate read it",
-                )
+                refusal = (INTEGRITY_MISMATCH, "unknown", f"{path} changed while the gate read it")
             else:
                 return self._redirect(redirect, path, data, None)
         code, sender, message = refusal
@@ -285,13 +276,11 @@ class Decider:
             updated_input={**tool_input, "file_path": copy},
         )
 
-    # --- dispatch -------------------------------------------------------------------
-
     def _dispatch(self, call: ToolCall) -> Decision:
         """Rule 5: the orchestrator gate over the hand-offs addressed to the subagent."""
         if call.target is None:
             return ALLOW
-        from eidolons.hosts.hook.dispatch import gate_pending
+        from eidolons.hosts.hook.orchestrator import gate_pending
 
         refusals, passed = gate_pending(self.layout, call.target)
         if refusals:
@@ -303,8 +292,6 @@ class Decider:
         if passed:
             return Decision(True, context="\n".join(passed))
         return ALLOW
-
-    # --- the MCP server's emit -------------------------------------------------------
 
     def _own_emit(self, call: ToolCall) -> Decision:
         """Rule 8: a subagent emits only as itself; the payload is judged as a write."""
@@ -327,8 +314,6 @@ class Decider:
             if cls in (KEY, STORE):
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
         return ALLOW
-
-    # --- search and list ------------------------------------------------------------
 
     def _protected_by_ignore(self) -> bool:
         try:
@@ -357,12 +342,10 @@ class Decider:
                     if not decision.allow:
                         return decision
                 continue
-            inside = [
-                d
+            if any(
+                is_relative_to(real, d)
                 for d in (*layout.key_dirs, layout.store_dir, layout.copies_dir)
-                if is_relative_to(real, d)
-            ]
-            if inside:
+            ):
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
             if layout.handoff_dir(real):
                 if call.kind == SEARCH or call.receiver is not None:
@@ -400,8 +383,6 @@ class Decider:
             return False
         inside_state = all(is_relative_to(d, layout.state_dir) for d in above)
         return not (honours_ignore and inside_state and self._protected_by_ignore())
-
-    # --- shell ----------------------------------------------------------------------
 
     def _shell(self, call: ToolCall) -> Decision:
         """Rule 7. The sandbox, not the hook, keeps a shell out of the hand-offs."""

@@ -102,12 +102,6 @@ class ToolCall:
         self.target = target  # DISPATCH: the subagent started
         self.tool_input = tool_input  # READ on Claude Code: the input a redirect rewrites
 
-    def __repr__(self) -> str:
-        return (
-            f"ToolCall({self.host!r}, {self.tool!r}, {self.kind!r}, paths={self.paths!r}, "
-            f"command={self.command!r}, receiver={self.receiver!r})"
-        )
-
 
 # --- field access -----------------------------------------------------------------------
 
@@ -455,15 +449,8 @@ def key_dirs(root: str) -> tuple[str, ...]:
 # Claude Code's wiring, the same at the project and the user level: skills, commands and
 # plugins carry ``hooks:`` of their own (run outside the sandbox, where the signing key can
 # be read)
-_CLAUDE_WIRING = (
-    os.path.join(".claude", "settings.json"),
-    os.path.join(".claude", "settings.local.json"),
-    os.path.join(".claude", "agents"),
-    os.path.join(".claude", "skills"),
-    os.path.join(".claude", "commands"),
-    os.path.join(".claude", "hooks"),
-    os.path.join(".claude", "plugins"),
-)
+_CLAUDE_FILES = ("settings.json", "settings.local.json", "agents", "skills", "commands", "hooks")
+_CLAUDE_WIRING = tuple(os.path.join(".claude", name) for name in (*_CLAUDE_FILES, "plugins"))
 # the other hosts' hook and settings files, the same at both levels
 _OTHER_HOST_WIRING = (
     os.path.join(".cursor", "hooks.json"),

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -207,36 +208,6 @@ def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, st
 # --------------------------------------------------------------------------- install
 
 
-def plan_install(
-    root: Path, receiver: str, data: bytes, *, force: bool = False
-) -> list[SkillAction]:
-    """What installing ``data`` as ``receiver``'s skill would do to each target. Pure
-    apart from reading the targets."""
-    targets = skill_targets(root, receiver)
-    actions: list[SkillAction] = []
-    for target in targets:
-        if not _inside(target.path.parent, root):
-            actions.append(SkillAction(target, REFUSED, "its directory resolves outside the root"))
-            continue
-        state, reason = _existing_state(target, targets)
-        if state == "absent":
-            actions.append(SkillAction(target, WRITTEN))
-        elif state == "linked":
-            actions.append(SkillAction(target, LINKED, reason))
-        elif state == "generated":
-            try:
-                same = read_regular(target.path, MAX_SKILL_BYTES) == data
-            except OSError:
-                same = False
-            actions.append(SkillAction(target, UNCHANGED) if same else SkillAction(target, UPDATED))
-        elif force and state in ("foreign", "modified"):
-            actions.append(SkillAction(target, UPDATED, f"{reason}; replaced (--force)"))
-        else:
-            hint = "" if state == "other" else " (use --force to replace it)"
-            actions.append(SkillAction(target, REFUSED, reason + hint))
-    return actions
-
-
 def install_actions(
     root: Path,
     receivers: Sequence[str],
@@ -245,18 +216,38 @@ def install_actions(
     force: bool = False,
     dry_run: bool = False,
 ) -> list[SkillAction]:
-    """Render and install each receiver's skill; every target's action, in order.
-    Raises :class:`SkillError` (before writing anything) if a receiver cannot be rendered."""
+    """Render and install each receiver's skill (module rules 3-5); every target's action,
+    in order. Raises :class:`SkillError` (before writing anything) if a receiver cannot be
+    rendered."""
     rendered = [(r, render_skill(r, contract_set)) for r in receivers]
     actions: list[SkillAction] = []
     for receiver, data in rendered:
-        for action in plan_install(root, receiver, data, force=force):
+        targets = skill_targets(root, receiver)
+        for target in targets:
+            inside = _inside(target.path.parent, root)  # else nothing there is even read
+            state, reason = _existing_state(target, targets) if inside else ("", "")
+            if not inside:
+                action = SkillAction(target, REFUSED, "its directory resolves outside the root")
+            elif state == "absent":
+                action = SkillAction(target, WRITTEN)
+            elif state == "linked":
+                action = SkillAction(target, LINKED, reason)
+            elif state == "generated":
+                try:
+                    same = read_regular(target.path, MAX_SKILL_BYTES) == data
+                except OSError:
+                    same = False
+                action = SkillAction(target, UNCHANGED if same else UPDATED)
+            elif force and state in ("foreign", "modified"):
+                action = SkillAction(target, UPDATED, f"{reason}; replaced (--force)")
+            else:
+                hint = "" if state == "other" else " (use --force to replace it)"
+                action = SkillAction(target, REFUSED, reason + hint)
             if action.status in (WRITTEN, UPDATED) and not dry_run:
                 try:  # a target that fails to write becomes refused
-                    atomic_write(action.target.path, data, readable_mode() & 0o644)
+                    atomic_write(target.path, data, readable_mode() & 0o644)
                 except OSError as exc:
-                    reason = f"cannot write: {exc.strerror or exc}"
-                    action = SkillAction(action.target, REFUSED, reason)
+                    action = SkillAction(target, REFUSED, f"cannot write: {exc.strerror or exc}")
             actions.append(action)
     return actions
 
@@ -308,48 +299,34 @@ def _installed_receivers(root: Path) -> list[str]:
     return sorted(r for r in found if r)
 
 
-def plan_uninstall(root: Path, receiver: str, *, force: bool = False) -> list[SkillAction]:
-    """What removing ``receiver``'s skills would do. Every layout is considered, whatever
-    the member's version is now."""
+def uninstall_actions(
+    root: Path, receivers: Sequence[str] | None, *, force: bool = False, dry_run: bool = False
+) -> list[SkillAction]:
+    """Remove each receiver's skills (module rule 6), every layout whatever the member's
+    version is now; every target's action, in order."""
+    names = list(receivers) if receivers is not None else _installed_receivers(root)
     actions: list[SkillAction] = []
-    for target in _all_targets(root, receiver):
+    for target in [t for receiver in names for t in _all_targets(root, receiver)]:
         state, reason = _existing_state(target, ())
         if state == "absent":
             continue
         if not _inside(target.path.parent, root):
-            actions.append(SkillAction(target, KEPT, "its directory resolves outside the root"))
-            continue
-        if state == "generated" or (state == "modified" and force):
-            actions.append(SkillAction(target, REMOVED, reason))
+            action = SkillAction(target, KEPT, "its directory resolves outside the root")
+        elif state == "generated" or (state == "modified" and force):
+            action = SkillAction(target, REMOVED, reason)
         else:
             hint = " (use --force to remove it)" if state == "modified" else ""
-            actions.append(SkillAction(target, KEPT, reason + hint))
+            action = SkillAction(target, KEPT, reason + hint)
+        if action.status == REMOVED and not dry_run:
+            try:
+                target.path.unlink()
+                if target.path.parent.name.endswith("verify-incoming"):
+                    with contextlib.suppress(OSError):  # not empty (someone else's file)
+                        target.path.parent.rmdir()
+            except OSError as exc:
+                action = SkillAction(target, KEPT, f"cannot remove: {exc.strerror}")
+        actions.append(action)
     return actions
-
-
-def uninstall_actions(
-    root: Path, receivers: Sequence[str] | None, *, force: bool = False, dry_run: bool = False
-) -> list[SkillAction]:
-    names = list(receivers) if receivers is not None else _installed_receivers(root)
-    actions: list[SkillAction] = []
-    for receiver in names:
-        for action in plan_uninstall(root, receiver, force=force):
-            if action.status == REMOVED and not dry_run:
-                try:
-                    action.target.path.unlink()
-                    _remove_empty_dir(action.target.path.parent)
-                except OSError as exc:
-                    action = SkillAction(action.target, KEPT, f"cannot remove: {exc.strerror}")
-            actions.append(action)
-    return actions
-
-
-def _remove_empty_dir(directory: Path) -> None:
-    if directory.name.endswith("verify-incoming"):
-        try:
-            directory.rmdir()
-        except OSError:
-            pass  # not empty (someone else's file) or already gone
 
 
 def uninstall_skills(
