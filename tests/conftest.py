@@ -16,6 +16,16 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The suite keeps compiled bytecode, in the pytest cache (never beside a source), even
+# where PYTHONDONTWRITEBYTECODE is set: otherwise every worker recompiles every test
+# module and every child interpreter (the CLI's end-to-end runs, each hook call of a real
+# Claude Code) recompiles the package, about 6 s of processor time per worker.
+_PYCACHE = str(REPO / ".pytest_cache" / "pycache")
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ["PYTHONPYCACHEPREFIX"] = _PYCACHE
+sys.dont_write_bytecode = False
+sys.pycache_prefix = _PYCACHE
 SHARED = Path(os.environ.get("EIDOLONS_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "ecl" / "conformance-fixtures"
 FIXTURE_NAMES = [
