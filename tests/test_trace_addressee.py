@@ -48,7 +48,7 @@ def test_verify_reports_a_hop_its_addressee_refused_in_any_mode(cli: Cli, projec
     assert doc["all_pass"] is False and doc["refused"] == 1
     (row,) = doc["results"]
     assert row["ok"] is False
-    assert row["refused_by"] == {"receiver": "vigil", "code": "INTEGRITY_MISMATCH"}
+    assert row["refused_by"] == {"receiver": "vigil", "code": "INTEGRITY_MISMATCH", "host": None}
 
 
 def test_a_later_pass_by_the_addressee_stands_over_its_refusal(cli: Cli, project: Path) -> None:

@@ -427,7 +427,11 @@ def _receiver_side(hop: Hop | None) -> dict[str, Any]:
     refusal = hop.refusal("receiver")
     refused_by = None
     if refusal is not None:
-        refused_by = {"receiver": refusal.receiver or hop.recipient, "code": refusal.code}
+        refused_by = {
+            "receiver": refusal.receiver or hop.recipient,
+            "code": refusal.code,
+            "host": refusal.host,
+        }
     probes = [
         {"receiver": d.receiver, "verdict": d.verdict, "code": d.code, "host": d.host}
         for d in hop.probes
