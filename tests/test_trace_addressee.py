@@ -51,12 +51,15 @@ def test_verify_reports_a_hop_its_addressee_refused_in_any_mode(cli: Cli, projec
     assert row["refused_by"] == {"receiver": "vigil", "code": "INTEGRITY_MISMATCH", "host": None}
 
 
-def test_a_later_pass_by_the_addressee_stands_over_its_refusal(cli: Cli, project: Path) -> None:
+def test_a_later_pass_does_not_erase_the_addressees_refusal(cli: Cli, project: Path) -> None:
+    """Any writer of the trace could append a receiver's pass: the refusal stays a finding."""
     _, env, payload = refused_then_restored(cli, project)
     assert cli("verify-incoming", payload, "--as", "vigil").code == 0
     r = cli("trace", "verify", str(env["thread_id"]))
-    assert r.code == 0, r.out
-    assert "refused by" not in r.out
+    assert r.code == 3, r.out
+    assert "refused by vigil: INTEGRITY_MISMATCH" in r.out
+    page = cli("trace", "report", str(env["thread_id"])).out
+    assert re.search(r'id="refusal-count"[^>]*>1 refused<', page)
 
 
 def test_a_probe_by_another_receiver_is_listed_apart_not_refused(cli: Cli, project: Path) -> None:

@@ -5,7 +5,8 @@ its trace events (unknown fields stay None); its decisions are attached in trace
 A verdict line the store's reader marked ``not_counted`` is no decision: it is kept in
 ``Hop.uncounted``. A hop is judged as its addressee judged it: a receiver's decision made
 under another name (``--as forge`` on a hand-off to vigil) is a probe, listed apart
-(:attr:`Hop.probes`), never the hop's refusal (:meth:`Hop.refusal`).
+(:attr:`Hop.probes`), never the hop's refusal (:meth:`Hop.refusal`), and the addressee's
+refusal stands whatever is recorded after it.
 """
 
 from __future__ import annotations
@@ -234,10 +235,16 @@ class Hop:
         return [d for d in self.decisions if not self.by_addressee(d)]
 
     def refusal(self, gate: str | None = None) -> Decision | None:
-        """The refusal that stands: the latest decision (of ``gate``, else of any gate)
-        made for the hop, when it is a ``verify_fail``; probes aside."""
+        """The hop's refusal (of ``gate``, else of any gate), probes aside: the addressee's
+        latest ``verify_fail`` whatever came after it (a recorded refusal is a fact, and a
+        receiver's later line proves nothing: any writer of the trace can append one),
+        else the orchestrator's latest verdict when it is a ``verify_fail``."""
         own = [d for d in self.decisions if self.by_addressee(d) and gate in (None, d.gate)]
-        return own[-1] if own and own[-1].event == "verify_fail" else None
+        refused = [d for d in own if d.gate == "receiver" and d.event == "verify_fail"]
+        if refused:
+            return refused[-1]
+        gates = [d for d in own if d.gate != "receiver"]
+        return gates[-1] if gates and gates[-1].event == "verify_fail" else None
 
 
 GATE_EVENTS = ("verify_pass", "verify_fail")
