@@ -101,3 +101,14 @@ def test_show_marks_a_probe_in_the_event_list(cli: Cli, project: Path) -> None:
     assert probe.startswith("..") and "probe by forge (not the addressee)" in probe
     shown = json.loads(cli("trace", "show", str(env["thread_id"]), "--json").out)
     assert any(e.get("event") == "verify_fail" and e.get("receiver") == "forge" for e in shown)
+
+
+def test_an_envelope_readdressed_later_does_not_turn_the_refusal_into_a_probe(
+    cli: Cli, project: Path
+) -> None:
+    envelope, _, _ = refused_then_restored(cli, project)
+    doc = json.loads(envelope.read_text())
+    doc["to"]["eidolon"] = "forge"  # as the trace recorded it, the hand-off was to vigil
+    envelope.write_text(json.dumps(doc))
+    r = cli("trace", "verify", str(envelope), "--mode", "warn")
+    assert r.code == 3 and "refused by vigil: INTEGRITY_MISMATCH" in r.out

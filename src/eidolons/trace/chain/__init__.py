@@ -124,6 +124,7 @@ class Hop:
         "performative",
         "recipient",
         "recipient_version",
+        "recorded_recipient",
         "sender",
         "sender_version",
         "thread_id",
@@ -143,6 +144,7 @@ class Hop:
         self.sender_version: str | None = None
         self.recipient: str | None = None
         self.recipient_version: str | None = None
+        self.recorded_recipient: str | None = None  # as the trace's events name it
         self.performative: str | None = None
         self.kind: str | None = None
         self.path: str | None = None
@@ -222,12 +224,11 @@ class Hop:
 
     def by_addressee(self, d: Decision) -> bool:
         """Whether ``d`` speaks for the hop: a gate's decision, or a receiver's made as
-        the hop's addressee (an addressee or receiver not known counts, hiding nothing)."""
-        return (
-            d.gate != "receiver"
-            or None in (self.recipient, d.receiver)
-            or (d.receiver == self.recipient)
-        )
+        the hop's addressee, as the envelope or the trace's own record of the hand-off
+        names it (an envelope rewritten later cannot turn a refusal into a probe; an
+        addressee or receiver not known counts, hiding nothing)."""
+        named = {self.recipient, self.recorded_recipient} - {None}
+        return d.gate != "receiver" or not named or d.receiver in named | {None}
 
     @property
     def probes(self) -> list[Decision]:
@@ -292,6 +293,7 @@ def merge(described: Iterable[Hop], recorded: Iterable[Hop]) -> list[Hop]:
             if have is not hop:
                 have.decisions.extend(hop.decisions)
                 have.uncounted.extend(hop.uncounted)
+                have.recorded_recipient = hop.recipient
                 if have.thread_id is None:
                     have.thread_id = hop.thread_id
     return out
