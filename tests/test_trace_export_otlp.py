@@ -140,6 +140,23 @@ def test_one_span_per_hand_off_with_genai_and_ecl_attributes(
     assert second.start_time_unix_nano <= second.end_time_unix_nano
 
 
+def test_a_probe_by_another_receiver_leaves_the_span_ok(
+    cli: Cli, project: Path, otlp: Receiver
+) -> None:
+    envelopes = build_chain(cli, project)
+    assert cli("verify-envelope", envelopes[1], "--block").code == 0
+    spec = project / "handoffs" / "m-spec.md"
+    assert cli("verify-incoming", spec, "--as", "forge").code == 3  # not its addressee
+    assert cli("verify-incoming", spec, "--as", "apivr").code == 0
+    r = cli("trace", "export", "--otlp", otlp.url, str(envelopes[1]), "--timeout", "5")
+    assert r.code == 0, r.err
+    (span,) = otlp.spans()
+    assert span.status.code == 1  # STATUS_CODE_OK: the addressee passed it
+    a = attrs(span.attributes)
+    assert "ecl.failure_code" not in a and a["ecl.receiver.decision"] == "pass"
+    assert [e.name for e in span.events].count("ecl.verify_fail") == 1  # the probe, shown
+
+
 def test_ids_are_the_same_on_every_export(cli: Cli, project: Path, otlp: Receiver) -> None:
     chain_on_record(cli, project)
     thread_args = ("trace", "export", "--otlp", otlp.url, THREAD)

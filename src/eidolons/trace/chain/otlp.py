@@ -37,9 +37,10 @@ def _attrs(values: dict[str, Any]) -> dict[str, Any]:
 
 def span_attributes(hop: Hop) -> dict[str, Any]:
     latest = hop.latest("orchestrator")
-    last = hop.decisions[-1] if hop.decisions else None
-    code = last.code if last is not None and not last.passed else None
-    receiver = hop.latest("receiver")
+    refusal = hop.refusal()  # the addressee's side: probes by other receivers aside
+    code = refusal.code if refusal is not None else None
+    own = [d for d in hop.decisions if d.gate == "receiver" and hop.by_addressee(d)]
+    receiver = own[-1] if own else None
     received = None
     if receiver is not None:
         received = "pass" if receiver.passed else (receiver.decision or "refused")
@@ -156,10 +157,10 @@ def export_hops(
             at = max(_ns(d.ts) or start, start)
             end = max(end, at)
             span.add_event(f"ecl.{d.event}", attributes=event_attributes(d), timestamp=at)
-        last = hop.decisions[-1] if hop.decisions else None
-        if last is not None and not last.passed:
-            span.set_status(api.Status(api.StatusCode.ERROR, last.code or last.verdict))
-        elif last is not None:
+        refusal = hop.refusal()
+        if refusal is not None:
+            span.set_status(api.Status(api.StatusCode.ERROR, refusal.code or refusal.verdict))
+        elif hop.decisions:
             span.set_status(api.Status(api.StatusCode.OK))
         span.end(end_time=end)
     exporter = OTLPSpanExporter(endpoint=endpoint, timeout=timeout)
