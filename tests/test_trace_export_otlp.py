@@ -143,12 +143,13 @@ def test_one_span_per_hand_off_with_genai_and_ecl_attributes(
 def test_a_probe_by_another_receiver_leaves_the_span_ok(
     cli: Cli, project: Path, otlp: Receiver
 ) -> None:
-    envelopes = build_chain(cli, project)
-    assert cli("verify-envelope", envelopes[1], "--block").code == 0
-    spec = project / "handoffs" / "m-spec.md"
-    assert cli("verify-incoming", spec, "--as", "forge").code == 3  # not its addressee
-    assert cli("verify-incoming", spec, "--as", "apivr").code == 0
-    r = cli("trace", "export", "--otlp", otlp.url, str(envelopes[1]), "--timeout", "5")
+    from tests.conftest import emit_payload
+
+    scout, envelope, _ = emit_payload(cli, project)  # to vigil
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    assert cli("verify-incoming", scout, "--as", "forge").code == 3  # not its addressee
+    assert cli("verify-incoming", scout, "--as", "vigil").code == 0
+    r = cli("trace", "export", "--otlp", otlp.url, str(envelope), "--timeout", "5")
     assert r.code == 0, r.err
     (span,) = otlp.spans()
     assert span.status.code == 1  # STATUS_CODE_OK: the addressee passed it
