@@ -27,12 +27,13 @@ def refused_then_restored(cli: Cli, project: Path) -> tuple[Path, dict[str, obje
     return envelope, env, payload
 
 
-def probed_then_passed(cli: Cli, project: Path) -> tuple[Path, dict[str, object]]:
-    """A hand-off to vigil that forge probed (refused: not its addressee) and vigil passed."""
+def passed_then_probed(cli: Cli, project: Path) -> tuple[Path, dict[str, object]]:
+    """A hand-off to vigil that vigil passed and forge then probed (refused: not its
+    addressee), so the latest decision on record is the probe's refusal."""
     payload, envelope, env = emit_payload(cli, project)
     assert cli("verify-envelope", envelope).code == 0
-    assert cli("verify-incoming", payload, "--as", "forge").code == 3
     assert cli("verify-incoming", payload, "--as", "vigil").code == 0
+    assert cli("verify-incoming", payload, "--as", "forge").code == 3
     return envelope, env
 
 
@@ -63,7 +64,7 @@ def test_a_later_pass_does_not_erase_the_addressees_refusal(cli: Cli, project: P
 
 
 def test_a_probe_by_another_receiver_is_listed_apart_not_refused(cli: Cli, project: Path) -> None:
-    envelope, env = probed_then_passed(cli, project)
+    envelope, env = passed_then_probed(cli, project)
     thread = str(env["thread_id"])
     r = cli("trace", "verify", thread)
     assert r.code == 0, r.out
@@ -95,7 +96,7 @@ def test_the_report_and_show_count_the_addressees_refusal(cli: Cli, project: Pat
 
 
 def test_show_marks_a_probe_in_the_event_list(cli: Cli, project: Path) -> None:
-    _, env = probed_then_passed(cli, project)
+    _, env = passed_then_probed(cli, project)
     lines = cli("trace", "show", str(env["thread_id"])).out.splitlines()
     probe = next(line for line in lines if "forge" in line and "verify_fail" in line)
     assert probe.startswith("..") and "probe by forge (not the addressee)" in probe
