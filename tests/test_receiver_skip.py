@@ -17,9 +17,15 @@ import pytest
 
 from eidolons.gates.receiver import IncomingResult
 from eidolons.gates.skip import skip_line, skipped_json
-from eidolons.io.paths import envelope_candidates, is_relative_to, lies_under, rules_out
+from eidolons.io.paths import (
+    envelope_candidates,
+    index_path,
+    is_relative_to,
+    lies_under,
+    rules_out,
+    spellings,
+)
 from eidolons.io.payload import AmbiguousEnvelope, default_envelope_path, find_envelope
-from eidolons.io.payloadindex import index_path, spellings
 from tests.conftest import Run, clean_env, emit_payload, trace_files
 
 Cli = Callable[..., Run]
