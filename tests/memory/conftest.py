@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from eidolons.memory import check_recall_args, clamp_k
-from eidolons.memory.local import LocalMemory, _Scope
-from eidolons.memory.rules import _now, identifier_text
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import Scope, _now, identifier_text
 from tests._builders import DROP, edit, envelope_for
 
 HERE = Path(__file__).resolve().parent
@@ -122,7 +122,7 @@ def rank_ids(
     conn = store._connection(create=False)
     if conn is None:
         return []
-    where = _Scope(
+    where = Scope(
         scope.get("project") or store.project, scope.get("agent_class_visibility"), chosen
     )
     fused, _ = store._rank(conn, where, query, clamp_k(k), arms=arms)

@@ -43,8 +43,10 @@ def launch(path: str, argv: list[str]) -> int:
 
 
 def parent(path: str) -> None:
+    import importlib
+
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import crystalium_server  # the slow import, once
+    crystalium_server = importlib.import_module("crystalium_server")  # the slow import, once
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the servers
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
