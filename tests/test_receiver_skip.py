@@ -311,7 +311,7 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_crypto(
     assert run.code == 0 and "PASS" in run.err, run.err
     unwanted = {
         "eidolons.memory",
-        "eidolons.keys.crypto",  # the sender signature check (no trust store here)
+        "cryptography",  # the sender signature check (no trust store here)
         "sqlite3",
         "uuid",
         "dataclasses",
