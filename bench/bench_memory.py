@@ -49,8 +49,8 @@ from typing import Any
 
 from _benchlib import load_note
 from eidolons.memory import LAYERS, build_recall_query
-from eidolons.memory.local import LocalMemory, _Scope
-from eidolons.memory.rules import fts_or, word_terms
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import Scope, fts_or, word_terms
 
 TARGET_P95_MS = 10.0
 TARGET_INGEST_PER_S = 2000.0
@@ -394,7 +394,7 @@ def top_5(memory: LocalMemory, query: str, arms: tuple[str, ...]) -> list[str]:
         return [record["id"] for record in memory.recall({}, query, 5)["records"]]
     conn = memory._connection(create=False)
     assert conn is not None
-    fused, _ = memory._rank(conn, _Scope(memory.project, None, LAYERS), query, 5, arms=arms)
+    fused, _ = memory._rank(conn, Scope(memory.project, None, LAYERS), query, 5, arms=arms)
     return [ident for ident, _ in fused[:5]]
 
 

@@ -95,7 +95,7 @@ def crypto_import_ms() -> float:
 
 
 def verify_us() -> float:
-    from eidolons.keys.crypto import Signer, verify
+    from eidolons.keys.receipts import Signer, verify
 
     signer = Signer.generate()
     sig = signer.sign(b"x" * 600)

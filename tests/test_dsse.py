@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.keys.crypto import DsseError, b64decode_any, pae, verify_envelope
+from eidolons.keys.receipts import DsseError, b64decode_any, pae, verify_envelope
 
 IN_TOTO = "application/vnd.in-toto+json"
 STATEMENT_B64 = "eyJfdHlwZSI6Imh0dHBzOi8vaW4tdG90by5pby9TdGF0ZW1lbnQvdjEifQ=="
@@ -108,7 +108,7 @@ def test_keyid_hint_never_selects_a_key() -> None:
 def test_our_signer_reproduces_the_vector() -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from eidolons.keys.crypto import Signer, sign_envelope
+    from eidolons.keys.receipts import Signer, sign_envelope
 
     signer = Signer(Ed25519PrivateKey.from_private_bytes(bytes.fromhex(KEY_A_SEED)))
     assert signer.public_raw == KEY_A

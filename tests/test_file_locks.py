@@ -146,7 +146,7 @@ def test_a_bad_trace_timeout_refuses_without_waiting(cli: Cli, project: Path) ->
 
 
 def test_a_held_payload_index_delays_a_pass_by_the_deadline_only(cli: Cli, project: Path) -> None:
-    from eidolons.io.payloadindex import index_path
+    from eidolons.io.paths import index_path
 
     _, envelope, _ = emit_payload(cli, project)
     index = index_path(str(project))

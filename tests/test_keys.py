@@ -132,7 +132,7 @@ def test_export_add_and_expiry(project: Path, keyenv: dict[str, str], tmp_path: 
 def _fresh_public() -> str:
     import base64
 
-    from eidolons.keys.crypto import Signer
+    from eidolons.keys.receipts import Signer
 
     return base64.b64encode(Signer.generate().public_raw).decode()
 
@@ -152,7 +152,7 @@ def test_require_signature_policy(project: Path, keyenv: dict[str, str]) -> None
 
 def _store_with_key(role: str, projects: object, version: int = 2) -> bytes:
     """A store whose one key has ``projects`` (None: the field left out)."""
-    from eidolons.keys.crypto import Signer
+    from eidolons.keys.receipts import Signer
     from eidolons.keys.store import TrustedKey
 
     entry = TrustedKey(Signer.generate().public_raw, role, "2026-01-01T00:00:00Z").to_dict()
@@ -198,7 +198,7 @@ def test_malformed_trust_store_fails_closed(
 
 
 def test_trust_store_entry_checks(project: Path) -> None:
-    from eidolons.keys.crypto import Signer
+    from eidolons.keys.receipts import Signer
     from eidolons.keys.store import TrustedKey
 
     key = TrustedKey(Signer.generate().public_raw, "orchestrator", "2026-01-01T00:00:00Z")
@@ -256,7 +256,7 @@ def test_init_role_is_the_library_call_eidolons_init_uses(
 def test_verify_signed_is_the_one_key_validity_rule(tmp_path: Path) -> None:
     """Receipts and sender signatures both go through TrustStore.verify_signed: only a key
     of the role, active now, counts; a revoked co-signer does not hide an active one."""
-    from eidolons.keys.crypto import Signer, sign_envelope
+    from eidolons.keys.receipts import Signer, sign_envelope
     from eidolons.keys.store import ORCHESTRATOR, TrustedKey
 
     revoked, active, stranger = Signer.generate(), Signer.generate(), Signer.generate()

@@ -1,4 +1,4 @@
-"""``keys.crypto`` signs and verifies through cryptography's Rust classes (ADR 0022): the
+"""``keys.receipts`` signs and verifies through cryptography's Rust classes (ADR 0022): the
 same keys and signatures as the public API, without loading its Python wrappers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from eidolons.keys import crypto
+from eidolons.keys import receipts as crypto
 
 
 def test_the_fast_classes_are_the_public_ones() -> None:
@@ -54,7 +54,7 @@ def test_every_bad_signature_is_false_never_an_exception() -> None:
 
 def test_verifying_loads_none_of_the_python_wrappers() -> None:
     code = (
-        "import sys; from eidolons.keys import crypto; s = crypto.Signer.generate(); "
+        "import sys; from eidolons.keys import receipts as crypto; s = crypto.Signer.generate(); "
         "assert crypto.verify(s.public_raw, s.sign(b'm'), b'm'); "
         "print(' '.join(sorted(sys.modules)))"
     )

@@ -8,7 +8,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from eidolons.keys.crypto import KeyFormatError, Signer, _pkcs8_ed25519_seed
+from eidolons.keys.receipts import KeyFormatError, Signer, _pkcs8_ed25519_seed
 
 
 def test_the_written_form_takes_the_fast_path_and_gives_the_same_key() -> None:

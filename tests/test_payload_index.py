@@ -16,8 +16,7 @@ import pytest
 
 from eidolons.io import config as state
 from eidolons.io import paths as knownhandoff
-from eidolons.io.paths import payload_index, trace_states
-from eidolons.io.payloadindex import entry, index_path
+from eidolons.io.paths import entry, index_path, payload_index, trace_states
 from eidolons.trace import store as tracestore
 from eidolons.trace.indexes import refresh
 from eidolons.trace.log import MAX_LINE_BYTES, JsonlStore, payload_search_lines
@@ -189,7 +188,7 @@ def test_the_hook_reads_the_index_without_the_heavy_modules(tmp_path: Path, cove
 
 
 def test_an_index_left_half_written_cannot_tell(tmp_path: Path) -> None:
-    from eidolons.io.payloadindex import HEAD_BYTES, head, read_head
+    from eidolons.io.paths import HEAD_BYTES, head, read_head
 
     root = tmp_path / "p"
     (root / ".eidolons").mkdir(parents=True)

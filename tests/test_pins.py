@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.keys.crypto import Signer
+from eidolons.keys.receipts import Signer
 from tests._builders import forge_pass
 from tests.conftest import Run, clean_env, emit_payload, run_cli
 

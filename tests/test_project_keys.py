@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from eidolons.ecl.events import statement_bytes
-from eidolons.keys.crypto import Signer, sign_envelope
+from eidolons.keys.receipts import Signer, sign_envelope
 from tests.conftest import Run, read_trace, run_cli
 from tests.test_receipts import BODY, Project, receipt_file, refusal, statement_of
 

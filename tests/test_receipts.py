@@ -12,7 +12,7 @@ import pytest
 
 from eidolons.ecl.events import PREDICATE_TYPE, STATEMENT_TYPE, statement_bytes
 from eidolons.ecl.integrity import UNSIGNED_WARNING
-from eidolons.keys.crypto import Signer, sign_envelope, verify_envelope
+from eidolons.keys.receipts import Signer, sign_envelope, verify_envelope
 from eidolons.keys.store import load_trust_store
 from tests._builders import forge_pass
 from tests.conftest import Run, clean_env, emit_cmd, read_trace, run_cli

@@ -17,9 +17,15 @@ import pytest
 
 from eidolons.gates.receiver import IncomingResult
 from eidolons.gates.skip import skip_line, skipped_json
-from eidolons.io.paths import envelope_candidates, is_relative_to, lies_under, rules_out
+from eidolons.io.paths import (
+    envelope_candidates,
+    index_path,
+    is_relative_to,
+    lies_under,
+    rules_out,
+    spellings,
+)
 from eidolons.io.payload import AmbiguousEnvelope, default_envelope_path, find_envelope
-from eidolons.io.payloadindex import index_path, spellings
 from tests.conftest import Run, clean_env, emit_payload, trace_files
 
 Cli = Callable[..., Run]
@@ -305,7 +311,7 @@ def test_a_verified_hand_off_with_memory_off_imports_no_memory_nor_crypto(
     assert run.code == 0 and "PASS" in run.err, run.err
     unwanted = {
         "eidolons.memory",
-        "eidolons.keys.crypto",  # the sender signature check (no trust store here)
+        "cryptography",  # the sender signature check (no trust store here)
         "sqlite3",
         "uuid",
         "dataclasses",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.keys.crypto import Signer, sign_envelope
+from eidolons.keys.receipts import Signer, sign_envelope
 from tests.conftest import Run, clean_env, emit_cmd, run_cli
 
 BODY = "# Change\n\nWhat changed.\n"

@@ -102,7 +102,6 @@ def test_the_hook_s_no_work_paths_import_no_more(tmp_path: Path, tool: dict[str,
         "eidolons.hosts.hook.fast",
         "eidolons.hosts.hook.events",
         "eidolons.io.paths",
-        "eidolons.io.payloadindex",
     }, sorted(ours)
     if tool["tool_name"] == "TodoWrite":
         assert "eidolons.keys.host" not in ours

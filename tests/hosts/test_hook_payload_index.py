@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.io.paths import payload_index
-from eidolons.io.payloadindex import entry, index_path
+from eidolons.io.paths import entry, index_path, payload_index
 from tests.hosts.conftest import Handoff, needs_samples, sample
 
 pytestmark = needs_samples
@@ -106,7 +105,7 @@ def test_an_index_that_cannot_tell_falls_back_to_the_full_rule(
     elif damage == "directory":
         index.mkdir()
     elif damage == "oversized":
-        from eidolons.io.payloadindex import HEADER, MAX_INDEX_BYTES
+        from eidolons.io.paths import HEADER, MAX_INDEX_BYTES
 
         with index.open("wb") as fh:
             fh.write(HEADER)

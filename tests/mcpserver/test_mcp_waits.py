@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.memory.schema import CREATION_LOCK
+from eidolons.memory.local import CREATION_LOCK
 from tests._locks import Clock, held
 from tests.mcpserver.conftest import McpSession, _session, dump, make_handoff, texts
 

@@ -3,9 +3,14 @@ and the command line of the test CRYSTALIUM server (``crystalium_server.py``).""
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,12 +19,12 @@ from typing import Any
 import pytest
 
 from eidolons.memory import check_recall_args, clamp_k
-from eidolons.memory.local import LocalMemory, _Scope
-from eidolons.memory.rules import _now, identifier_text
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import Scope, _now, identifier_text
 from tests._builders import DROP, edit, envelope_for
 
 HERE = Path(__file__).resolve().parent
-SERVER = HERE / "crystalium_server.py"
+FORK = HERE / "server_fork.py"
 PROJECT = "testproject"
 
 Handoff = tuple[dict[str, Any], bytes]
@@ -117,7 +122,7 @@ def rank_ids(
     conn = store._connection(create=False)
     if conn is None:
         return []
-    where = _Scope(
+    where = Scope(
         scope.get("project") or store.project, scope.get("agent_class_visibility"), chosen
     )
     fused, _ = store._rank(conn, where, query, clamp_k(k), arms=arms)
@@ -137,9 +142,32 @@ def handoff() -> Callable[..., Handoff]:
 
 
 def server_command(data_dir: Path, *options: str, project: str | None = PROJECT) -> tuple[str, ...]:
-    """The stdio command line of the test CRYSTALIUM server."""
-    head = (sys.executable, str(SERVER), "--data-dir", str(data_dir))
+    """The stdio command line of the test CRYSTALIUM server: a launcher that has it forked
+    from a parent which imported it once (``server_fork.py``)."""
+    head = (sys.executable, "-S", str(FORK), _fork_parent(), "--data-dir", str(data_dir))
     return (*head, *(("--project", project) if project else ()), *options)
+
+
+_PARENT: list[str] = []  # the forking parent's socket, once started (one per process)
+
+
+def _fork_parent() -> str:
+    if not _PARENT:
+        where = tempfile.mkdtemp(prefix="crys-")  # short: a socket path has 108 bytes
+        path = os.path.join(where, "fork.sock")
+        proc = subprocess.Popen(
+            [sys.executable, str(FORK), "--parent", path], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+
+        def stop() -> None:
+            proc.kill()
+            proc.wait()
+            shutil.rmtree(where, ignore_errors=True)
+
+        atexit.register(stop)
+        _PARENT.append(path)
+    return _PARENT[0]
 
 
 def free_port() -> int:

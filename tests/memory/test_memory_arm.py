@@ -14,18 +14,17 @@ from typing import Any
 import pytest
 
 from eidolons.memory import local
-from eidolons.memory.local import LocalMemory, _Scope
+from eidolons.memory.local import LocalMemory
+from eidolons.memory.rules import Scope
 
 from .conftest import seed
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta"]
 
 
-def oracle(
-    conn: sqlite3.Connection, table: str, match: str, where: _Scope, fetch: int
-) -> list[str]:
+def oracle(conn: sqlite3.Connection, table: str, match: str, where: Scope, fetch: int) -> list[str]:
     """The arm's rule as one plain query: every match, the scope in SQL, sorted, cut."""
-    sql_where, params = where.where("c")
+    sql_where, params = where.where()
     sql = (
         f"SELECT c.id FROM {table} f JOIN crystals c ON c.rowid = f.rowid"
         f" WHERE {table} MATCH ? AND {sql_where} ORDER BY bm25({table}, 5.0, 1.0), c.id"
@@ -65,11 +64,11 @@ def tied_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMemory
 
 
 SCOPES = [
-    _Scope("p0", None, ("episodic", "semantic", "procedural", "execution")),
-    _Scope("p0", "vigil", ("semantic", "episodic", "procedural")),
-    _Scope("p1", "atlas", ("episodic",)),
-    _Scope("p2", None, ("execution", "semantic")),
-    _Scope("nobody", None, ("episodic",)),
+    Scope("p0", None, ("episodic", "semantic", "procedural", "execution")),
+    Scope("p0", "vigil", ("semantic", "episodic", "procedural")),
+    Scope("p1", "atlas", ("episodic",)),
+    Scope("p2", None, ("execution", "semantic")),
+    Scope("nobody", None, ("episodic",)),
 ]
 
 
@@ -122,7 +121,7 @@ def test_a_rare_match_is_ranked_without_a_second_query(
     assert conn is not None
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
-    where = _Scope("p0", None, ("episodic",))
+    where = Scope("p0", None, ("episodic",))
     assert memory._arm(conn, "crystals_tri", '"quux_3"', where, 30) == oracle(
         conn, "crystals_tri", '"quux_3"', where, 30
     )

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.memory.local import LocalMemory
-from eidolons.memory.schema import CREATION_LOCK, DB_NAME
+from eidolons.memory.local import CREATION_LOCK, DB_NAME, LocalMemory
 from tests._locks import Clock, held
 from tests.conftest import Run, clean_env
 from tests.memory.conftest import PROJECT, Handoff

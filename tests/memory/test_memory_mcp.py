@@ -306,7 +306,7 @@ def test_unadvertised_tool_is_skipped(tmp_path: Path) -> None:
 )
 def test_unreachable_stdio_server_is_a_silent_skip(command: tuple[str, ...]) -> None:
     memory = McpMemory(
-        MemoryConfig(mode="mcp", command=command, first_call_timeout=0.5, close_timeout=0.5)
+        MemoryConfig(mode="mcp", command=command, first_call_timeout=0.2, close_timeout=0.2)
     )
     start = time.monotonic()
     recalled = memory.recall({}, "anything")
@@ -331,7 +331,7 @@ def test_unreachable_http_server_is_a_silent_skip() -> None:
 
 
 def test_timeout_tears_the_session_down(tmp_path: Path) -> None:
-    memory = client(tmp_path, "--hang-tool", "recall", call_timeout=1.0)
+    memory = client(tmp_path, "--hang-tool", "recall", call_timeout=0.3)
     envelope, raw = make_handoff()
     assert memory.ingest(envelope, raw)["status"] == "ingested"  # the first call
     start = time.monotonic()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 
-from eidolons.memory import rules, schema
+from eidolons.memory import local, rules
 
 
 def test_the_store_binding_is_the_public_sqlite3() -> None:
-    bound = vars(schema)["sqlite3"]  # the module schema imports as sqlite3 (not re-exported)
+    bound = vars(local)["sqlite3"]  # the module the store imports as sqlite3 (not re-exported)
     for name in ("connect", "Connection", "Cursor", "Error", "OperationalError"):
         assert getattr(bound, name) is getattr(sqlite3, name), name
     assert bound.sqlite_version == sqlite3.sqlite_version

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from eidolons.memory import schema
-from eidolons.memory.local import LocalMemory
+from eidolons.memory.local import DB_NAME, SCHEMA_VERSION, LocalMemory
 from eidolons.memory.rules import identifier_terms, identifier_text, looks_like_identifier
 
 from .conftest import make_handoff, rank_ids, seed
@@ -62,7 +61,7 @@ SEMANTIC = "cbfa93fb-2a4a-4720-af14-99f97c481fd6"
 def legacy_store(tmp_path: Path) -> Path:
     store_dir = tmp_path / "store"
     store_dir.mkdir()
-    shutil.copy(FIXTURE, store_dir / schema.DB_NAME)
+    shutil.copy(FIXTURE, store_dir / DB_NAME)
     return store_dir
 
 
@@ -119,7 +118,7 @@ def test_a_schema_2_store_is_upgraded_in_place_and_loses_nothing(tmp_path: Path)
         assert memory.stats()["crystals"] == 10
     finally:
         memory.close()
-    with sqlite3.connect(store_dir / schema.DB_NAME) as conn:
+    with sqlite3.connect(store_dir / DB_NAME) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         assert "crystals_live" in indexes and "crystals_scope" not in indexes
@@ -142,14 +141,14 @@ def test_processes_opening_an_old_store_at_once_upgrade_it_once(tmp_path: Path) 
     with ctx.Pool(3) as pool:
         results = pool.map(_open_and_use, [str(store_dir)] * 3)
     assert results == [(1, "3")] * 3
-    with sqlite3.connect(store_dir / schema.DB_NAME) as conn:
+    with sqlite3.connect(store_dir / DB_NAME) as conn:
         assert conn.execute("SELECT count(*) FROM crystals").fetchone() == (9,)
         conn.execute("INSERT INTO crystals_tri (crystals_tri, rank) VALUES ('integrity-check', 1)")
 
 
 def test_a_newer_schema_is_refused_not_downgraded(tmp_path: Path) -> None:
     store_dir = legacy_store(tmp_path)
-    with sqlite3.connect(store_dir / schema.DB_NAME) as conn:
+    with sqlite3.connect(store_dir / DB_NAME) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     memory = LocalMemory(store_dir, project="legacy")
     try:
@@ -160,7 +159,7 @@ def test_a_newer_schema_is_refused_not_downgraded(tmp_path: Path) -> None:
         assert recall["status"] == "skipped" and recall["records"] == []
     finally:
         memory.close()
-    assert meta(store_dir / schema.DB_NAME)["schema_version"] == "99"
+    assert meta(store_dir / DB_NAME)["schema_version"] == "99"
 
 
 def test_new_stores_are_schema_3_with_the_excerpts_identifiers_in_the_trigram_index(
@@ -174,7 +173,7 @@ def test_new_stores_are_schema_3_with_the_excerpts_identifiers_in_the_trigram_in
     with sqlite3.connect(store.path) as conn:
         rows = dict(conn.execute("SELECT id, tri_body FROM crystals").fetchall())
     assert rows == {ident: "fooBar src/a_b.py", committed: "x.y-z"}
-    assert meta(store.path)["schema_version"] == schema.SCHEMA_VERSION == "3"
+    assert meta(store.path)["schema_version"] == SCHEMA_VERSION == "3"
 
 
 # -- identifier_text: what the trigram index keeps -------------------------------------

@@ -83,7 +83,7 @@ def denied(root: Path, path: Path) -> bool:
 
 
 def host_index(root: Path) -> Path:
-    from eidolons.io.payloadindex import index_path
+    from eidolons.io.paths import index_path
 
     return Path(index_path(str(root)))
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from eidolons.gates.trigger import find_handoff
-from eidolons.io.paths import rules_out
-from eidolons.io.payloadindex import index_path
+from eidolons.io.paths import index_path, rules_out
 from tests.conftest import Run, emit_payload
 from tests.security._probes import Cli, refused
 

@@ -86,7 +86,7 @@ def test_a_host_index_that_cannot_tell_takes_the_full_rule(
     data = index.read_bytes()
     index.unlink()
     if damage in ("symlink", "fifo", "huge"):
-        from eidolons.io.payloadindex import MAX_INDEX_BYTES
+        from eidolons.io.paths import MAX_INDEX_BYTES
 
         _plant(index, damage, data, tmp_path / "elsewhere.idx", MAX_INDEX_BYTES + 1)
     elif damage == "truncated":
@@ -344,7 +344,7 @@ def test_a_writer_stopped_half_way_does_not_lose_the_index_s_evidence(
     assert size > 3000
     proc = _limited_emit(project, "mine/second.md", size - 600)
     assert proc.returncode == 0, proc.stderr  # the line is the record: the append stands
-    from eidolons.io.payloadindex import HEAD_BYTES, read_head
+    from eidolons.io.paths import HEAD_BYTES, read_head
 
     found = read_head(index.read_bytes()[:HEAD_BYTES])
     assert found is not None and found[0] % 2 == 1  # the rewrite stopped half-way
@@ -358,7 +358,7 @@ def test_every_cut_of_an_in_place_rewrite_keeps_the_entries(tmp_path: Path) -> N
     # the same attack at every point a rewrite can stop: the file is the odd header, the
     # new body up to the cut, the old body after it. Neither the full rule's evidence
     # (named_on_host) nor the next writer may lose an entry the old index had.
-    from eidolons.io.payloadindex import HEAD_BYTES, head, named_on_host, read_head
+    from eidolons.io.paths import HEAD_BYTES, head, named_on_host, read_head
     from eidolons.trace.indexes import refresh
     from eidolons.trace.log import JsonlStore
     from eidolons.trace.store import is_payload_event
@@ -435,7 +435,7 @@ def test_a_full_index_still_records_new_evidence(cli: Cli, project: Path) -> Non
     # the agent forges emit lines naming junk paths until the index would pass
     # MAX_INDEX_BYTES: the writer then stopped rewriting it, so a hand-off emitted after
     # that was named only by the trace, and a scrub of the trace un-protected it
-    from eidolons.io.payloadindex import MAX_INDEX_BYTES
+    from eidolons.io.paths import MAX_INDEX_BYTES
 
     trace = project / ".eidolons" / ".trace" / "forged.jsonl"
     trace.parent.mkdir(parents=True, exist_ok=True)
@@ -549,7 +549,7 @@ def test_an_index_of_the_earlier_format_keeps_its_evidence(
     # an index written by the v2 writer (coverage lines before the entries): the fast
     # path does not read it (another header), the evidence direction and the next writer
     # read its entries back, so upgrading never forgets a payload a trace named
-    from eidolons.io.payloadindex import HEAD_BYTES, entry, root_line
+    from eidolons.io.paths import HEAD_BYTES, entry, root_line
 
     index = host_index(project)
     st = os.stat(project)
@@ -580,8 +580,7 @@ def _emit_line(key: str) -> bytes:
 def _named(root: Path, key: str) -> bool | None:
     """What the allowing direction (the hook's fast path, the early SKIP) says of
     ``key``: True named, False not named, None cannot tell (the full rule decides)."""
-    from eidolons.io.paths import trace_states
-    from eidolons.io.payloadindex import covered_entries, names
+    from eidolons.io.paths import covered_entries, names, trace_states
 
     states = trace_states(str(root), None)
     if states is None:
@@ -596,7 +595,7 @@ def _store(root: Path) -> JsonlStore:
 
 
 def _entry_lines(root: Path) -> list[bytes]:
-    from eidolons.io.payloadindex import index_path, recovered_entries
+    from eidolons.io.paths import index_path, recovered_entries
 
     data = Path(index_path(str(root))).read_bytes()
     found = [
@@ -674,7 +673,7 @@ def test_a_writer_killed_between_its_writes_loses_and_duplicates_nothing(
     # the writer dies after its odd header (1), after the tail (2), or after the
     # truncation, before the even header (3): readers take the full rule, the evidence
     # direction still names every entry, the next writer loses and duplicates none
-    from eidolons.io.payloadindex import named_on_host
+    from eidolons.io.paths import named_on_host
     from eidolons.trace import indexes
     from eidolons.trace.store import is_payload_event
 
@@ -753,8 +752,8 @@ def test_an_index_crossing_the_evidence_limit_keeps_every_entry(
     # an index written near MAX_EVIDENCE_BYTES (here made small) by tail appends: the
     # append that crosses it is written, then the index is frozen and names every path;
     # the allowing direction never says "not named" for a key a trace named
-    from eidolons.io import payloadindex
-    from eidolons.io.payloadindex import named_on_host
+    from eidolons.io import paths as payloadindex
+    from eidolons.io.paths import named_on_host
     from eidolons.trace import indexes
 
     limit = 4096

@@ -131,7 +131,7 @@ def test_an_imported_payload_is_in_the_payload_index(
     mine = other / "mine.md"  # the other project's own hand-off: its index already exists
     mine.write_text("# Mine\n\n## Decision target\nx\n")
     assert cli(*emit_cmd(mine, "--root", other, sender="atlas@1.4.2", to="vigil@1.9.0")).code == 0
-    from eidolons.io.payloadindex import index_path
+    from eidolons.io.paths import index_path
 
     assert Path(index_path(str(other))).is_file()  # the host's payload index (ADR 0018)
     r = cli("trace", "import", files[0].stem, "--dsn", dsn, "--root", other)

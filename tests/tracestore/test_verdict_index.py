@@ -569,8 +569,7 @@ def test_receptions_do_not_grow_the_payload_index(store: JsonlStore, thread: str
     """What a reception writes is the same the 1st and the 1,000th time (ADR 0022): two
     trace lines, the heads, the verdict index's header; the payload index's entry only
     once (the host's index, ADR 0018: only its coverage of the trace moves)."""
-    from eidolons.io.paths import payload_index
-    from eidolons.io.payloadindex import entry, index_path
+    from eidolons.io.paths import entry, index_path, payload_index
 
     root = str(Path(store.root).resolve())
     index = Path(index_path(root))

@@ -214,7 +214,7 @@ def _parse_public(raw: str) -> bytes:
     path = Path(raw)
     text = read_bytes(path) if path.is_file() else raw.encode()
     if b"-----BEGIN PUBLIC KEY-----" in text:
-        from eidolons.keys.crypto import public_from_pem
+        from eidolons.keys.receipts import public_from_pem
 
         return public_from_pem(text)
     try:

@@ -44,7 +44,7 @@ def _known_in(
     if not trace:
         return None
     from eidolons.errors import InputError
-    from eidolons.io.payloadindex import payload_keys
+    from eidolons.io.paths import payload_keys
     from eidolons.trace.store import open_store
 
     keys = payload_keys(str(path), str(root))
@@ -56,7 +56,7 @@ def _known_in(
     if event is None:
         # the host's payload index (ADR 0018): a trace of this project named it, though
         # the trace on disk no longer does (lines removed, a file cut or deleted)
-        from eidolons.io.payloadindex import named_on_host
+        from eidolons.io.paths import named_on_host
 
         index = named_on_host(str(path), str(root))
         if index is None:

@@ -1,5 +1,5 @@
-"""Keys and the project's trust store (ADR 0011): the store (``store``), private key files
-(``files``), Ed25519 (``crypto``, the one import of ``cryptography``), DSSE (``dsse``),
-host pins (``pins``, ADR 0011), trace heads (``heads``), root registrations
-(``registry``) and the ``keys init`` / ``keys register`` calls (``lifecycle``).
+"""Keys and the project's trust store (ADR 0011): the store and its host pins (``store``),
+this host's key files, project registrations and trace heads (``host``), signatures,
+receipts and sender signatures (``receipts``, the one import of ``cryptography``) and the
+``keys init`` / ``keys register`` calls (``lifecycle``).
 """

@@ -297,7 +297,7 @@ def root_refusal(root: StrPath, now: str) -> str | None:
     sign there (``eidolons doctor``); None when it would, when the project has no usable
     trust store (reported on its own), or when this host holds no key of it (a
     receiver's host)."""
-    from eidolons.keys.crypto import NoSigner, find_signer
+    from eidolons.keys.receipts import NoSigner, find_signer
     from eidolons.keys.store import ORCHESTRATOR, load_trust_store
 
     try:

@@ -38,8 +38,8 @@ def new_key(store: TrustStore, role: str, root: Path, not_after: str | None, now
     """Create the role's signer: at the role's environment file if it is set and absent
     (or use it if present), else in the key directory; trust it (an orchestrator key for
     this store's project). Returns (signer, path)."""
-    from eidolons.keys.crypto import Signer, load_signer_file
     from eidolons.keys.host import check_location, default_key_file, env_key_file, write_key_file
+    from eidolons.keys.receipts import Signer, load_signer_file
 
     explicit = env_key_file(role)
     if explicit is not None and explicit.exists():
@@ -65,8 +65,8 @@ def init_role(
     file: never used), ``RegistryError``, ``UsageError``."""
     from eidolons.ecl.events import utc_now
     from eidolons.errors import UsageError
-    from eidolons.keys.crypto import NoSigner, find_signer
     from eidolons.keys.host import default_key_file, env_key_file
+    from eidolons.keys.receipts import NoSigner, find_signer
     from eidolons.keys.store import valid_role
 
     if not valid_role(role):
@@ -110,8 +110,8 @@ def register_root(root: Path, now: str | None = None) -> dict[str, Any]:
     moved project). Raises ``RegistrationRefused`` (no key here, an older store, a key
     the store does not pin for the project), ``TrustStoreError``, ``RegistryError``."""
     from eidolons.ecl.events import utc_now
-    from eidolons.keys.crypto import NoSigner, find_signer
     from eidolons.keys.host import register
+    from eidolons.keys.receipts import NoSigner, find_signer
     from eidolons.keys.store import UPGRADE
 
     now = now or utc_now()

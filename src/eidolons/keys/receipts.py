@@ -1,34 +1,35 @@
-"""Signed gate receipts and sender signatures: signing a verdict or an envelope, and
-deciding on what a receiver finds (ADR 0011). The receipt statement itself is
-:mod:`eidolons.ecl.events` (pure).
+"""Signatures (ADR 0011): Ed25519 and DSSE, the signer a role signs with, the gate's
+receipts and the senders' signatures, and what a receiver decides on. The receipt
+statement itself is :mod:`eidolons.ecl.events` (pure).
 
-Rules:
+``cryptography`` is imported here only, where a signature is made or checked (a test checks
+other commands never load it). DSSE (protocol v1.0.0): a signature is over
+``PAE(payloadType, body)`` (:func:`pae`, the one encoder; the spec's vectors are pinned in
+the tests); ``keyid`` is a hint, every trusted key is tried; the body handed back is the
+exact bytes verified. Rules:
 
-- The orchestrator gate signs each verdict with the newest active orchestrator key it can
-  reach (:func:`eidolons.keys.crypto.find_signer`), and only for a project this host
-  registered for that key at this root (:func:`eidolons.keys.host.signing_refusal`); the
-  statement names the project. The receipt goes into the trace event (``receipt``) and
-  beside the envelope, ``<stem>.receipt.json`` (the latest verdict), written atomically.
-- A receipt is trusted (:func:`trust_receipt`, the one rule the receiver gate, the
-  orchestrator's read hook and the trace views apply) when its DSSE signature verifies
-  under an orchestrator key of the trust store that is active *now* (not revoked, not
-  expired), it holds an eidolons statement, and the trust store pins the pair (that key,
-  the statement's project).
-- A receiver with a trust store accepts as integrity evidence only a trusted receipt
-  whose statement vouches for this envelope's exact bytes and this payload's digest
-  (:func:`eidolons.ecl.events.judge_statement`). It looks at the
-  sidecar receipt and at the receipt of the latest orchestrator event for the message in
-  the trace; among the receipts that verify and name these envelope bytes, the one signed
-  latest decides. Nothing else is evidence: an unsigned line, a receipt signed by any other
-  key, a receipt for other bytes.
-- A sender signature, ``<stem>.envelope.sig``, is a DSSE envelope whose body is the
-  envelope's exact bytes. It is needed when the trust store holds a key for the sender
-  (whatever its status) or requires one on the edge; none, or one by no trusted key, is
-  UNVERIFIED; a trusted signature over other bytes is INTEGRITY_MISMATCH.
+- A role signs with the key file its environment names, else that of the newest active key
+  of the role in the trust store (:func:`find_signer`); a key not active signs nothing.
+- The orchestrator gate signs each verdict only for a project this host registered for
+  its key at this root (:func:`eidolons.keys.host.signing_refusal`); the statement names
+  the project. The receipt goes into the trace event and beside the envelope,
+  ``<stem>.receipt.json`` (the latest verdict), written atomically.
+- A receipt is trusted (:func:`trust_receipt`, the one rule) when its signature verifies
+  under an orchestrator key of the trust store active *now*, it holds an eidolons
+  statement, and the store pins the pair (that key, the statement's project).
+- A receiver with a trust store accepts as evidence only a trusted receipt vouching for
+  this envelope's exact bytes and this payload's digest
+  (:func:`eidolons.ecl.events.judge_statement`): of the sidecar receipt and the receipt on
+  record, among those naming these envelope bytes, the one signed latest decides.
+- A sender signature, ``<stem>.envelope.sig``, is a DSSE envelope over the envelope's exact
+  bytes, needed when the trust store holds a key for the sender (whatever its status) or
+  requires one on the edge; none, or one by no trusted key, is UNVERIFIED; a trusted
+  signature over other bytes is INTEGRITY_MISMATCH.
 """
 
 from __future__ import annotations
 
+import binascii
 import os
 
 from eidolons.ecl.events import (
@@ -41,14 +42,26 @@ from eidolons.ecl.events import (
     statement_bytes,
 )
 from eidolons.ecl.integrity import RefusalCode
+from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write, readable_mode
-from eidolons.keys.store import ORCHESTRATOR, TrustStore, sender_role, ts_key
+from eidolons.keys.host import (
+    SENDER_KEY_ENV,
+    SIGNING_KEY_ENV,
+    KeyFileError,
+    env_key_file,
+    key_file,
+    read_key_file,
+)
+from eidolons.keys.store import ORCHESTRATOR, TrustStore, b64encode, key_id, sender_role, ts_key
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from pathlib import Path
     from typing import Any
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from eidolons.io.paths import StrPath
 
@@ -56,6 +69,255 @@ RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
 UNVERIFIED = RefusalCode.UNVERIFIED  # the one enumeration of the codes (ecl.integrity)
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
+
+
+_ED25519: list[Any] = []  # (from_public, from_private, generate), bound on first use
+
+
+def _ed25519() -> list[Any]:
+    """cryptography's Ed25519 constructors, on first use: the Rust classes (ADR 0022)."""
+    if not _ED25519:
+        try:
+            from cryptography.hazmat.bindings._rust import openssl
+
+            ed = openssl.ed25519
+            _ED25519.extend((ed.from_public_bytes, ed.from_private_bytes, ed.generate_key))
+        except (ImportError, AttributeError):  # another layout of cryptography
+            from cryptography.hazmat.primitives.asymmetric import ed25519
+
+            private = ed25519.Ed25519PrivateKey
+            public = ed25519.Ed25519PublicKey.from_public_bytes
+            _ED25519.extend((public, private.from_private_bytes, private.generate))
+    return _ED25519
+
+
+def _from_public(raw: bytes) -> Any:
+    return _ed25519()[0](raw)
+
+
+def _from_private(seed: bytes) -> Any:
+    return _ed25519()[1](seed)
+
+
+class KeyFormatError(EidolonsError):
+    code = "KEY_FORMAT"
+
+
+class Signer:
+    """A private Ed25519 key and its id."""
+
+    __slots__ = ("_key", "keyid", "public_raw")
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+        self.public_raw = key.public_key().public_bytes_raw()  # no serialization import
+        self.keyid = key_id(self.public_raw)
+
+    def sign(self, message: bytes) -> bytes:
+        return self._key.sign(message)
+
+    @classmethod
+    def generate(cls) -> Signer:
+        return cls(_ed25519()[2]())
+
+    @classmethod
+    def from_pem(cls, data: bytes) -> Signer:
+        seed = _pkcs8_ed25519_seed(data)
+        if seed is not None:  # the one form this tool writes: no serialization import
+            return cls(_from_private(seed))
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        try:
+            key = serialization.load_pem_private_key(data, password=None)
+        except (ValueError, TypeError) as exc:
+            raise KeyFormatError(f"not an unencrypted PEM private key ({exc})") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise KeyFormatError("not an Ed25519 private key")
+        return cls(key)
+
+    def to_pem(self) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+
+        return self._key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+
+#: the DER of an unencrypted PKCS #8 Ed25519 private key (RFC 8410), before its 32-byte seed
+_PKCS8_ED25519 = bytes.fromhex("302e020100300506032b657004220420")
+_PEM_HEAD, _PEM_TAIL = b"-----BEGIN PRIVATE KEY-----", b"-----END PRIVATE KEY-----"
+
+
+def _pkcs8_ed25519_seed(data: bytes) -> bytes | None:
+    """The seed of exactly the PEM :meth:`Signer.to_pem` writes, else None: any other form
+    is read by ``cryptography``'s loader (``serialization``, ~13 ms to import);
+    ``tests/test_keys_fast_pem.py`` checks both give the same key."""
+    lines = data.strip().split(b"\n")
+    if len(lines) != 3 or lines[0] != _PEM_HEAD or lines[2] != _PEM_TAIL:
+        return None
+    try:
+        der = binascii.a2b_base64(lines[1], strict_mode=True)
+    except binascii.Error:
+        return None
+    if len(der) != 48 or not der.startswith(_PKCS8_ED25519):
+        return None
+    if binascii.b2a_base64(der, newline=False) != lines[1]:  # the canonical spelling only
+        return None
+    return der[16:]
+
+
+def verify(public_raw: bytes, signature: bytes, message: bytes) -> bool:
+    """True only if ``signature`` is a valid Ed25519 signature of ``message``."""
+    try:
+        _from_public(public_raw).verify(signature, message)
+    except ValueError:  # not a 32-byte public key
+        return False
+    except Exception as exc:  # cryptography.exceptions imports typing: only on a failure
+        from cryptography.exceptions import InvalidSignature
+
+        if isinstance(exc, InvalidSignature):
+            return False
+        raise
+    return True
+
+
+def public_from_pem(data: bytes) -> bytes:
+    """The raw 32 bytes of a PEM Ed25519 public key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise KeyFormatError(f"not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyFormatError("not an Ed25519 public key")
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+MAX_SIGNATURES = 8  # per DSSE envelope
+
+
+class DsseError(EidolonsError):
+    """The DSSE envelope is malformed (not a signature failure: that is a False verdict)."""
+
+    code = "DSSE"
+
+
+def pae(payload_type: bytes, body: bytes) -> bytes:
+    """The DSSE pre-authentication encoding."""
+    return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type, len(body), body)
+
+
+def b64decode_any(text: str) -> bytes:
+    """Standard or URL-safe base64 (DSSE: verifiers MUST accept either)."""
+    if not isinstance(text, str) or not text.isascii():
+        raise DsseError("base64 field is not an ASCII string")
+    padded = text + "=" * (-len(text) % 4)
+    alphabet = padded.translate(str.maketrans("-_", "+/"))
+    try:
+        import base64  # imports re: only on the reading side
+
+        return base64.b64decode(alphabet, validate=True)
+    except (binascii.Error, ValueError):
+        raise DsseError("invalid base64") from None
+
+
+def sign_envelope(payload_type: str, body: bytes, signer: Any) -> dict[str, Any]:
+    """A DSSE envelope over ``body``, signed by ``signer`` (a :class:`Signer`)."""
+    sig = signer.sign(pae(payload_type.encode("utf-8"), body))
+    return {
+        "payloadType": payload_type,
+        "payload": b64encode(body),
+        "signatures": [{"keyid": signer.keyid, "sig": b64encode(sig)}],
+    }
+
+
+def verify_envelope(
+    doc: object, keys: Mapping[str, bytes], payload_types: Iterable[str]
+) -> tuple[bytes, list[str]]:
+    """Verify ``doc`` against ``keys`` (keyid -> raw public key): the body (the exact bytes
+    verified) and the ids of the keys that signed it (none: no trusted signature). Raises
+    :class:`DsseError` for a malformed envelope or an unsupported payload type."""
+    from collections.abc import Mapping  # not on an unsigned gate's path (ADR 0022)
+
+    if not isinstance(doc, Mapping):
+        raise DsseError("a DSSE envelope must be a JSON object")
+    if set(doc) - {"payloadType", "payload", "signatures"}:
+        raise DsseError("unknown field in DSSE envelope")
+    ptype, payload, sigs = doc.get("payloadType"), doc.get("payload"), doc.get("signatures")
+    if not isinstance(ptype, str) or not isinstance(payload, str):
+        raise DsseError("payloadType and payload must be strings")
+    if not isinstance(sigs, list) or not 1 <= len(sigs) <= MAX_SIGNATURES:
+        raise DsseError(f"signatures must be a list of 1 to {MAX_SIGNATURES}")
+    signatures: list[bytes] = []
+    for sig in sigs:
+        if not isinstance(sig, Mapping) or set(sig) - {"keyid", "sig"} or "sig" not in sig:
+            raise DsseError("a signature must be {keyid?, sig}")
+        keyid = sig.get("keyid")
+        if keyid is not None and not isinstance(keyid, str):
+            raise DsseError("keyid must be a string")
+        signatures.append(b64decode_any(sig["sig"]))
+    body = b64decode_any(payload)
+    message = pae(ptype.encode("utf-8"), body)
+    accepted: list[str] = []
+    for signature in signatures:  # the keyid hint never selects the key alone
+        for keyid, public in keys.items():
+            if keyid not in accepted and verify(public, signature, message):
+                accepted.append(keyid)
+    if accepted and ptype not in set(payload_types):
+        raise DsseError(f"unsupported payloadType {ptype!r}")
+    return body, accepted
+
+
+# --------------------------------------------------------------------------- signers
+
+
+class NoSigner(Exception):
+    """No usable key for the role; ``str()`` says why (one line)."""
+
+
+def load_signer_file(path: StrPath, root: StrPath) -> Signer:
+    try:
+        return Signer.from_pem(read_key_file(path, root))
+    except KeyFormatError as exc:
+        raise KeyFileError(f"key file {path}: {exc}") from None
+
+
+def find_signer(store: TrustStore, role: str, root: StrPath, now: str) -> Signer:
+    """The signer for ``role``, or :class:`NoSigner` (an unsafe file's KeyFileError propagates)."""
+    active = store.active(role, now)
+    explicit = env_key_file(role)
+    if explicit is not None:
+        if not os.path.lexists(explicit):
+            raise NoSigner(f"the key file {explicit} does not exist")
+        signer = load_signer_file(explicit, root)
+        if signer.keyid not in {k.keyid for k in active}:
+            raise NoSigner(
+                f"the key in {explicit} ({signer.keyid[:16]}) is not an active {role} key "
+                f"in {store.path}"
+            )
+        return signer
+    if not active:
+        raise NoSigner(f"{store.path} lists no active {role} key")
+    for key in active:
+        path = key_file(key.keyid)
+        if os.path.exists(path):
+            signer = load_signer_file(path, root)
+            if signer.keyid == key.keyid:
+                return signer
+            raise KeyFileError(f"key file {path} holds key {signer.keyid[:16]}, not its name")
+    variable = SIGNING_KEY_ENV if role == "orchestrator" else SENDER_KEY_ENV
+    raise NoSigner(
+        f"no private key for the active {role} key {active[0].keyid[:16]} is reachable "
+        f"here ({key_file(active[0].keyid)} or ${variable})"
+    )
+
+
+# --------------------------------------------------------------------------- receipts
 
 
 def receipt_path(envelope_path: StrPath) -> str:
@@ -69,8 +331,7 @@ def build_statement(
     result: Any, *, command: str, time: str, project: str | None = None
 ) -> dict[str, Any] | None:
     """The statement for one :class:`eidolons.gates.verify.VerificationResult`, signed for
-    ``project``; None when there are no bytes to attest (an envelope that could not even
-    be read)."""
+    ``project``; None when there are no bytes to attest."""
     from eidolons.ecl.events import TOOL, agent_label
 
     env = result.envelope
@@ -103,7 +364,6 @@ def build_statement(
 
 
 def sign_statement(doc: dict[str, Any], signer: Any) -> dict[str, Any]:
-    from eidolons.keys.crypto import sign_envelope
 
     return sign_envelope(PAYLOAD_TYPE, statement_bytes(doc), signer)
 
@@ -118,10 +378,8 @@ def write_receipt(envelope_path: StrPath, receipt: dict[str, Any]) -> str:
 
 
 def signed_without_trust_store(envelope_path: StrPath, record: dict[str, Any] | None) -> str | None:
-    """Why a hand-off that carries signed evidence is not judged unsigned in a project
-    with no trust store: its sidecar receipt or its record's receipt says the project was
-    signed, so a missing ``.eidolons/trust.json`` is a deleted one (a downgrade), never
-    "unsigned mode". None when nothing signed is in sight."""
+    """Why a hand-off with a receipt (sidecar or on record) is not judged unsigned in a
+    project with no trust store (a deleted ``trust.json`` is a downgrade); else None."""
     sidecar = receipt_path(envelope_path)
     if os.path.lexists(sidecar) or (record is not None and record.get("receipt") is not None):
         where = pathstr.name(sidecar) if os.path.lexists(sidecar) else "the verdict on record"
@@ -132,17 +390,8 @@ def signed_without_trust_store(envelope_path: StrPath, record: dict[str, Any] | 
     return None
 
 
-def read_receipt(envelope_path: StrPath) -> tuple[Any, str | None]:
-    """(document, None), (None, None) when there is no sidecar receipt, or (None, why)."""
-    path = receipt_path(envelope_path)
-    if not os.path.lexists(path):
-        return None, None
-    return _read_sidecar(path, MAX_RECEIPT_BYTES, "receipt")
-
-
 def _read_sidecar(path: str, limit: int, what: str) -> tuple[Any, str | None]:
-    """The JSON document in the sidecar ``path`` (read beneath its directory, strictly):
-    (document, None), or (None, why) when it cannot be read or parsed."""
+    """(document, None) of the sidecar ``path`` (read beneath its directory), or (None, why)."""
     from eidolons.ecl.grammar import loads_strict
     from eidolons.errors import EnvelopeError, InputError
     from eidolons.io.payload import read_envelope_bytes
@@ -185,9 +434,8 @@ class Judged:
 
 
 class Trusted:
-    """One receipt under :func:`trust_receipt`: ``statement`` (parsed from the exact bytes
-    the signature covered) and ``keyid`` when it is trusted; else ``why``, a clause after
-    "the receipt" (and ``keyid`` when a trusted key signed it)."""
+    """A receipt under :func:`trust_receipt`: ``statement`` (of the bytes signed) and
+    ``keyid`` when trusted; else ``why``, a clause after "the receipt"."""
 
     __slots__ = ("keyid", "statement", "why")
 
@@ -200,12 +448,9 @@ class Trusted:
 
 
 def trust_receipt(doc: Any, store: TrustStore, now: str) -> Trusted:
-    """The one rule for whether a receipt counts in this trust store at ``now``: signed
-    by an orchestrator key of the store that is active now (the key-validity rule,
-    :meth:`TrustStore.verify_signed`), holding an eidolons statement, for a project the
-    store pins for that key (:meth:`TrustStore.project_refusal`). What it vouches for
-    (these bytes, a pass) is the caller's to judge."""
-    from eidolons.keys.crypto import DsseError
+    """The one rule for whether a receipt counts in this trust store at ``now``
+    (:meth:`TrustStore.verify_signed`, :meth:`TrustStore.project_refusal`); what it vouches
+    for is the caller's to judge."""
 
     try:
         signed = store.verify_signed(doc, ORCHESTRATOR, PAYLOAD_TYPE, now)
@@ -241,8 +486,7 @@ def judge_receipt(
     payload_sha256: str | None,
     trusted: Trusted | None = None,
 ) -> Judged:
-    """Trust one receipt (:func:`trust_receipt`, unless ``trusted`` is its result for
-    this very document) and judge its statement."""
+    """Trust one receipt (unless ``trusted`` is given) and judge its statement."""
     trusted = trusted if trusted is not None else trust_receipt(doc, store, now)
     doc_stmt = trusted.statement
     if doc_stmt is None:
@@ -264,9 +508,8 @@ def judge_receipt(
 
 
 def decide(judged: list[Judged]) -> tuple[Judged | None, tuple[str, str] | None]:
-    """(the receipt that decides, None) or (None, the refusal). Among the trusted receipts
-    for these exact envelope bytes the one signed latest decides (a signed fail, or a
-    receipt for other payload bytes, refuses); failing that, a trusted receipt for other
+    """(the receipt that decides, None) or (None, the refusal): the latest signed of the
+    trusted receipts for these envelope bytes; failing that, a trusted receipt for other
     bytes (INTEGRITY_MISMATCH) tells more than an untrusted one (UNVERIFIED)."""
     relevant = [j for j in judged if j.names_envelope]
     if relevant:
@@ -280,13 +523,10 @@ def decide(judged: list[Judged]) -> tuple[Judged | None, tuple[str, str] | None]
 
 
 class SigningState:
-    """What the orchestrator gate can sign with in this project.
-
-    ``store`` None and ``problem`` None: no trust store (unsigned mode). ``signer`` None
-    with a ``problem``: a trust store the gate cannot produce evidence for (no reachable
-    key, an unsafe key file, a broken store): say so, and block mode exits 3. ``refusal``:
-    the key is here but must not sign for this root (a project not registered for it at
-    this path, an older store): the gate records no pass at all (ADR 0011)."""
+    """What the orchestrator gate can sign with: ``store`` and ``problem`` None, unsigned
+    mode; ``signer`` None with a ``problem``, a store it cannot produce evidence for (block
+    mode exits 3); ``refusal``, a key that must not sign for this root: no pass is
+    recorded (ADR 0011)."""
 
     __slots__ = ("problem", "refusal", "signer", "store")
 
@@ -308,9 +548,8 @@ class SigningState:
 
 
 def signing_state(root: StrPath, now: str) -> SigningState:
-    """Load the trust store and, only if there is one, the orchestrator's signer (the
-    ``cryptography`` import happens here, never in unsigned mode), which signs only for a
-    project registered for it at this root (:mod:`eidolons.keys.host`)."""
+    """The trust store and, only if there is one, the orchestrator's signer, which signs
+    only for a project registered for it at this root (:mod:`eidolons.keys.host`)."""
     from eidolons.errors import EidolonsError
     from eidolons.keys.store import TrustStoreError, load_trust_store
 
@@ -320,7 +559,6 @@ def signing_state(root: StrPath, now: str) -> SigningState:
         return SigningState(None, None, f"trust store unusable: {exc}")
     if store is None:
         return SigningState(None)
-    from eidolons.keys.crypto import NoSigner, find_signer
     from eidolons.keys.host import signing_refusal
 
     try:
@@ -346,7 +584,10 @@ def receiver_evidence(
 ) -> tuple[Judged | None, tuple[str, str] | None, list[Judged]]:
     """Judge the sidecar receipt and the trace record's receipt; then :func:`decide`."""
     judged: list[Judged] = []
-    sidecar, problem = read_receipt(envelope_path)
+    path = receipt_path(envelope_path)
+    sidecar, problem = None, None
+    if os.path.lexists(path):
+        sidecar, problem = _read_sidecar(path, MAX_RECEIPT_BYTES, "receipt")
     if problem is not None:
         judged.append(Judged("sidecar", (UNVERIFIED, problem)))
     kw: dict[str, Any] = {"message_id": message_id, "envelope_sha256": envelope_sha256}
@@ -397,19 +638,14 @@ def sign_bytes(data: bytes, signer: Any) -> bytes:
     """The ``.envelope.sig`` file's bytes for envelope bytes ``data``."""
     import json
 
-    from eidolons.keys.crypto import sign_envelope
-
     doc = sign_envelope(SIGNATURE_PAYLOAD_TYPE, data, signer)
     return (json.dumps(doc, indent=2, ensure_ascii=True) + "\n").encode("ascii")
 
 
 def sender_signer(trust: TrustStore | None, sender: str, root: Path, now: str) -> Any:
-    """The sender's signer for ``emit --sign``: ``EIDOLONS_SENDER_KEY_FILE``, else the
-    newest active ``sender:<eidolon>`` key of the trust store found in the key directory.
-    Raises :class:`eidolons.errors.UsageError` (no key) or ``KeyFileError`` (unsafe file)."""
+    """The sender's signer for ``emit --sign`` (:func:`find_signer`, or the key file alone
+    without a trust store). Raises ``UsageError`` (no key) or ``KeyFileError``."""
     from eidolons.errors import UsageError
-    from eidolons.keys.crypto import NoSigner, find_signer, load_signer_file
-    from eidolons.keys.host import env_key_file
 
     role = sender_role(sender)
     explicit = env_key_file(role)
@@ -433,9 +669,7 @@ def check_sender_signature(
     trust: TrustStore,
     now: str,
 ) -> tuple[str, str] | None:
-    """None when a trusted, active key of ``sender`` signed exactly these envelope bytes;
-    else ``(code, why)``."""
-    from eidolons.keys.crypto import DsseError
+    """None when an active key of ``sender`` signed exactly these bytes; else (code, why)."""
 
     path = signature_path(envelope_path)
     if not os.path.lexists(path):

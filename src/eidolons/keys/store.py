@@ -324,8 +324,8 @@ class TrustStore:
     def verify_signed(self, doc: object, role: str, payload_type: str, now: str) -> Signed:
         """The one key-validity rule for signed documents (receipts, sender signatures):
         verify ``doc`` (DSSE) under this store's keys of ``role`` and keep only those
-        active at ``now``. Raises :class:`eidolons.keys.crypto.DsseError` when malformed."""
-        from eidolons.keys.crypto import verify_envelope
+        active at ``now``. Raises :class:`eidolons.keys.receipts.DsseError` when malformed."""
+        from eidolons.keys.receipts import verify_envelope
 
         known = {k.keyid: k.public_raw for k in self.keys if k.role == role}
         body, accepted = verify_envelope(doc, known, [payload_type])

@@ -167,6 +167,44 @@ def skipped_ingest(reason: str) -> dict[str, Any]:
     return {"status": "skipped", "reason": reason, "backend": BACKEND_UNAVAILABLE}
 
 
+def ingested(
+    envelope: Mapping[str, Any],
+    ident: str,
+    tier: str,
+    state: str,
+    commit_status: str,
+    normalized: bool,
+    backend: str,
+) -> dict[str, Any]:
+    """An ingest answer, in the server's shape: the crystal stored or merged."""
+    result: dict[str, Any] = {
+        "status": "ingested",
+        "id": ident,
+        "layer": "episodic",
+        "trust_tier": tier,
+        "validation_state": state,
+        "source_eidolon": envelope["from"]["eidolon"],
+        "artifact_kind": str(envelope["artifact"]["kind"]),
+        "envelope_version": str(envelope["envelope_version"]),
+        "commit_status": commit_status,
+    }
+    if normalized:
+        result["scope_normalized"] = True
+    result["backend"] = backend
+    return result
+
+
+def check_ingest_args(payload: Any, encoding: Any) -> str | None:
+    """Check ingest arguments as the server's input schema does: None, or the message."""
+    if payload is None:
+        return "'payload' is a required property"
+    if not isinstance(payload, bytes | bytearray | memoryview | str | Mapping | list):
+        return f"{payload!r} is not of type 'object', 'string'"
+    if encoding not in ("utf8", "base64", "json"):
+        return f"{encoding!r} is not one of ['utf8', 'base64', 'json']"
+    return None
+
+
 def clamp_k(k: int) -> int:
     return max(1, min(K_MAX, k))
 

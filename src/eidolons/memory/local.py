@@ -1,14 +1,19 @@
 """The embedded memory: a SQLite + FTS5 store that answers like a CRYSTALIUM server.
 
-One file, ``<store_dir>/memory.sqlite3`` (:mod:`eidolons.memory.schema`), in WAL mode and
-shared by every gate process of the project. ``ingest`` refuses what
-:func:`~eidolons.memory.mapping.validate_envelope` refuses, then stores one ``episodic``
-crystal, or merges a repeat of ``(project, message_id, artifact.sha256)`` or of the hand-off's
-content key (ADR 0021). ``recall`` keeps in SQL the rows of the project, active, of the chosen
-layers and visible to the caller's class; ranks them with two arms, BM25 over words and a
-trigram match of the query's identifier-like tokens (ADRs 0021, 0022); fuses the arms
-by weighted reciprocal rank; packs the first ``k`` into the server's token budget. Where the
-store differs from the server: ADR 0021.
+One file, ``<store_dir>/memory.sqlite3``, in WAL mode, shared by every gate process of the
+project. ``ingest`` stores one ``episodic`` crystal, or merges a repeat of ``(project,
+message_id, artifact.sha256)`` or of the hand-off's content key. ``recall`` keeps in SQL the
+rows in scope, ranks them with two arms (BM25 over words, a trigram match of the query's
+identifier-like tokens), fuses them by weighted reciprocal rank and packs the first ``k``
+into the server's token budget (ADRs 0021, 0022).
+
+The schema: ``meta`` (``schema_version``, ``trigram``), ``crystals`` (one row per crystal;
+the index ``crystals_live`` covers every scope column a recall filters on), the
+external-content FTS5 indexes ``crystals_fts`` (words of ``summary`` and ``body_excerpt``)
+and ``crystals_tri`` (trigrams of ``summary`` and ``tri_body``, the excerpt's
+identifier-like tokens), kept in step by triggers, and ``crystals_vocab``. A store is
+created or upgraded (from schema 1 or 2) in one transaction under an exclusive ``flock`` on
+``<store>/.create.lock`` (waited for until the trace timeout); a newer schema is refused.
 """
 
 from __future__ import annotations
@@ -17,96 +22,246 @@ import os
 from _thread import RLock  # what threading.RLock returns; threading is not imported at open
 from collections.abc import Mapping, Sequence
 
+try:  # what sqlite3 re-exports, without sqlite3.dbapi2's datetime adapters (ADR 0021)
+    import _sqlite3 as sqlite3
+except ImportError:  # an interpreter without it: the public module
+    import sqlite3  # type: ignore[no-redef]
+
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
+from eidolons.io.files import deadline, flock_until
 from eidolons.memory import (
     BACKEND_LOCAL,
-    SLOT_CAPS,
-    TOTAL_TOKEN_CAP,
+    check_ingest_args,
     check_recall_args,
     clamp_k,
     empty_recall,
     error_result,
+    ingested,
     input_error,
-    schema,
     skipped_ingest,
     skipped_recall,
 )
 from eidolons.memory.rules import (
-    RRF_K,
     LocalLimits,
-    _get,
+    Scope,
     _now,
-    _parse_ts,
-    decode_payload,
-    estimate_tokens,
+    explanation,
     fts_or,
     handoff_key,
     identifier_text,
+    new_crystal,
+    pack,
     plain_term,
-    provenance_source,
-    redact,
+    raw_project,
     rrf_fuse,
     selectivity,
-    summary_of,
     trigram_terms,
     trust_tier,
     validate_envelope,
     validation_state,
     word_terms,
 )
-from eidolons.memory.schema import sqlite3  # type: ignore[attr-defined]  # schema.py: which module
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING: typing is not imported at memory open
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Final
 
+DB_NAME: Final = "memory.sqlite3"
+CREATION_LOCK: Final = ".create.lock"
+SCHEMA_VERSION: Final = "3"  # 2: crystals.handoff_key; 3: identifier trigrams (ADR 0021)
+UPGRADABLE: Final = frozenset({"1", "2"})
+
+
+class SchemaError(sqlite3.DatabaseError):
+    """The store's schema is one this code cannot use (newer than it knows)."""
+
+
+def _fts_index(name: str, tokenize: str, columns: tuple[str, str]) -> str:
+    """An external-content FTS5 index over two columns of ``crystals``, with its triggers."""
+    cols = ", ".join(columns)
+    new = ", ".join(f"new.{c}" for c in columns)
+    old = ", ".join(f"old.{c}" for c in columns)
+    return f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5 (
+    {cols}, content='crystals', content_rowid='rowid', tokenize='{tokenize}'
+);
+CREATE TRIGGER IF NOT EXISTS {name}_ai AFTER INSERT ON crystals BEGIN
+    INSERT INTO {name} (rowid, {cols}) VALUES (new.rowid, {new});
+END;
+CREATE TRIGGER IF NOT EXISTS {name}_ad AFTER DELETE ON crystals BEGIN
+    INSERT INTO {name} ({name}, rowid, {cols}) VALUES ('delete', old.rowid, {old});
+END;
+CREATE TRIGGER IF NOT EXISTS {name}_au AFTER UPDATE OF {cols} ON crystals
+BEGIN
+    INSERT INTO {name} ({name}, rowid, {cols}) VALUES ('delete', old.rowid, {old});
+    INSERT INTO {name} (rowid, {cols}) VALUES (new.rowid, {new});
+END;
+"""
+
+
+_TABLES: Final = (
+    """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS crystals (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    layer TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    body_excerpt TEXT NOT NULL DEFAULT '',
+    project TEXT NOT NULL,
+    project_raw TEXT,
+    agent_class_visibility TEXT,
+    sensitivity_tag TEXT NOT NULL DEFAULT 'internal',
+    trust_tier TEXT NOT NULL,
+    validation_state TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'active',
+    importance REAL NOT NULL,
+    message_id TEXT,
+    artifact_sha256 TEXT,
+    content_ref TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    t_valid_from TEXT NOT NULL,
+    t_valid_to TEXT,
+    superseded_by TEXT,
+    last_access TEXT NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    handoff_key TEXT,
+    tri_body TEXT NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX IF NOT EXISTS crystals_idem
+    ON crystals (project, message_id, artifact_sha256) WHERE message_id IS NOT NULL;
+"""
+    + _fts_index("crystals_fts", "unicode61", ("summary", "body_excerpt"))
+    + "CREATE VIRTUAL TABLE IF NOT EXISTS crystals_vocab USING fts5vocab (crystals_fts, 'row');\n"
+)
+
+#: Columns added after schema 1, in order (a fresh table has them already).
+_ADDED_COLUMNS: Final = (
+    ("handoff_key", "TEXT"),
+    ("tri_body", "TEXT NOT NULL DEFAULT ''"),
+)
+_INDEXES: Final = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS crystals_handoff"
+    " ON crystals (project, handoff_key) WHERE handoff_key IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS crystals_live"
+    " ON crystals (project, status, layer, t_valid_to, agent_class_visibility)",
+    "DROP INDEX IF EXISTS crystals_scope",  # schema <= 2: (project, status, layer)
+)
+_TRIGRAM: Final = _fts_index("crystals_tri", "trigram", ("summary", "tri_body"))
+
+
+def stored_version(conn: sqlite3.Connection) -> str | None:
+    """The store's ``schema_version``, or None when it has none (not created yet)."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError:  # no meta table yet
+        return None
+    return None if row is None else str(row[0])
+
+
+def ready(conn: sqlite3.Connection, *, create: bool, store_dir: str | os.PathLike[str]) -> bool:
+    """Bring the store to :data:`SCHEMA_VERSION` (created only with ``create``): False when
+    there is none; :class:`SchemaError` when newer."""
+    version = stored_version(conn)
+    if version == SCHEMA_VERSION:
+        return True
+    if version is None and not create:
+        return False
+    if version is not None and version not in UPGRADABLE:
+        raise SchemaError(f"memory store schema {version!r} is newer than this eidolons knows")
+    lock = os.path.join(os.fspath(store_dir), CREATION_LOCK)
+    # never through a planted link (the gate's state, ADR 0021)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        flock_until(fd, deadline(), lock)
+        mode = conn.execute("PRAGMA journal_mode").fetchone()  # WAL persists in the file
+        if mode is None or str(mode[0]).lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        version = stored_version(conn)  # another process may have done it meanwhile
+        if version == SCHEMA_VERSION:
+            return True
+        if version is not None and version not in UPGRADABLE:
+            raise SchemaError(f"memory store schema {version!r} is newer than this eidolons knows")
+        _build(conn)
+    finally:
+        os.close(fd)  # releases the lock
+    return True
+
+
+def _build(conn: sqlite3.Connection) -> None:
+    """Create or upgrade the schema, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in split_sql(_TABLES):
+            conn.execute(statement)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(crystals)")}
+        for name, decl in _ADDED_COLUMNS:
+            if name not in columns:  # an older store
+                conn.execute(f"ALTER TABLE crystals ADD COLUMN {name} {decl}")
+        for statement in _INDEXES:
+            conn.execute(statement)
+        trigram = _build_trigram(conn)
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('trigram', ?)", (trigram,))
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+            (SCHEMA_VERSION,),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _build_trigram(conn: sqlite3.Connection) -> str:
+    """(Re)build the trigram index from every row's identifier tokens: ``"1"``, or ``"0"``
+    when SQLite has no trigram tokenizer (< 3.34)."""
+    for trigger in ("ai", "ad", "au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS crystals_tri_{trigger}")
+    conn.execute("DROP TABLE IF EXISTS crystals_tri")
+    rows = conn.execute("SELECT rowid, body_excerpt FROM crystals").fetchall()
+    conn.executemany(
+        "UPDATE crystals SET tri_body = ? WHERE rowid = ?",
+        [(identifier_text(body), rowid) for rowid, body in rows],
+    )
+    try:
+        conn.execute("SAVEPOINT tri")
+        for statement in split_sql(_TRIGRAM):
+            conn.execute(statement)
+        conn.execute("INSERT INTO crystals_tri (crystals_tri) VALUES ('rebuild')")
+        conn.execute("RELEASE tri")
+    except sqlite3.OperationalError:  # SQLite < 3.34 has no trigram tokenizer
+        conn.execute("ROLLBACK TO tri")
+        conn.execute("RELEASE tri")
+        return "0"
+    return "1"
+
+
+def split_sql(script: str) -> list[str]:
+    """Statements of a schema script (triggers keep their inner semicolons)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    return statements
+
+
 PREFETCH_FACTOR: Final = 10
-PREFETCH_MIN: Final = 300
-"""An arm ranks its best ``max(PREFETCH_FACTOR x fetch, PREFETCH_MIN)`` matches before
-the scope is judged; past them it runs over every match (ADR 0022)."""
+PREFETCH_MIN: Final = 300  # an arm ranks this many matches before the scope (ADR 0022)
 LOOKUP_MAX: Final = 500  # ranked rows looked up per statement (SQLite's oldest limit: 999)
 WAL_CHECKPOINT_PAGES: Final = 4000  # fewer checkpoints, each two fsyncs (ADR 0021)
 PRUNE_MIN_DOCS: Final = 1000
-
-
-def _new_id() -> str:
-    """A new record id (``uuid`` imports ``platform``: not for a recall or a merge, ADR 0022)."""
-    import uuid
-
-    return str(uuid.uuid4())
 
 
 _RECORD_COLUMNS: Final = (
     "id, layer, summary, trust_tier, validation_state, importance, last_access, content_ref, "
     "sensitivity_tag"
 )
-
-
-class _Scope:
-    """Which rows a recall may see (a plain class: no :mod:`dataclasses` at open)."""
-
-    __slots__ = ("layers", "project", "visibility")
-
-    def __init__(self, project: str, visibility: str | None, layers: tuple[str, ...]) -> None:
-        self.project = project
-        self.visibility = visibility
-        self.layers = layers
-
-    def where(self, alias: str = "c") -> tuple[str, list[Any]]:
-        marks = ", ".join("?" for _ in self.layers)
-        sql = (
-            f"{alias}.project = ? AND {alias}.status = 'active' AND {alias}.t_valid_to IS NULL "
-            f"AND {alias}.layer IN ({marks})"
-        )
-        params: list[Any] = [self.project, *self.layers]
-        if self.visibility is not None:
-            sql += (
-                f" AND ({alias}.agent_class_visibility IS NULL"
-                f" OR {alias}.agent_class_visibility IN ('all', ?))"
-            )
-            params.append(self.visibility)
-        return sql, params
 
 
 class LocalMemory:
@@ -117,20 +272,13 @@ class LocalMemory:
     def __init__(
         self, store_dir: str | os.PathLike[str], *, project: str, limits: LocalLimits | None = None
     ) -> None:
-        # strings inside: no pathlib at open (ADR 0021)
-        self._dir = os.fspath(store_dir)
-        self._db = os.path.join(self._dir, schema.DB_NAME)
-        self._project = project
+        self._dir = os.fspath(store_dir)  # strings inside: no pathlib at open (ADR 0021)
+        self._db = os.path.join(self._dir, DB_NAME)
+        self.project = project
         self.limits = limits or LocalLimits()
         self._conn: sqlite3.Connection | None = None
         self._has_trigram = False
         self._lock = RLock()
-
-    @property
-    def store_dir(self) -> Path:
-        from pathlib import Path
-
-        return Path(self._dir)
 
     @property
     def path(self) -> Path:
@@ -138,12 +286,6 @@ class LocalMemory:
         from pathlib import Path
 
         return Path(self._db)
-
-    @property
-    def project(self) -> str:
-        return self._project
-
-    # -- connection ---------------------------------------------------------------------
 
     def _connection(self, *, create: bool) -> sqlite3.Connection | None:
         if self._conn is not None:
@@ -165,10 +307,11 @@ class LocalMemory:
             # durable against the process's death, not a power cut, as the trace (ADR 0021)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
-            if not schema.ready(conn, create=create, store_dir=self._dir):
+            if not ready(conn, create=create, store_dir=self._dir):
                 conn.close()
                 return None
-            self._has_trigram = schema.has_trigram(conn)
+            row = conn.execute("SELECT value FROM meta WHERE key = 'trigram'").fetchone()
+            self._has_trigram = row is not None and str(row[0]) == "1"
         except BaseException:
             conn.close()
             raise
@@ -187,8 +330,6 @@ class LocalMemory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- ingest -------------------------------------------------------------------------
-
     def ingest(
         self,
         envelope: Mapping[str, Any],
@@ -199,14 +340,9 @@ class LocalMemory:
     ) -> dict[str, Any]:
         """The CRYSTALIUM ``ingest`` tool: the stored or merged crystal, or a refusal.
         ``gated``: the hand-off passed both gates (stored ``validated``, ADR 0021)."""
-        if payload is None:
-            return input_error("'payload' is a required property", self.backend)
-        if not isinstance(payload, bytes | bytearray | memoryview | str | Mapping | list):
-            return input_error(f"{payload!r} is not of type 'object', 'string'", self.backend)
-        if payload_encoding not in ("utf8", "base64", "json"):
-            return input_error(
-                f"{payload_encoding!r} is not one of ['utf8', 'base64', 'json']", self.backend
-            )
+        problem = check_ingest_args(payload, payload_encoding)
+        if problem is not None:
+            return input_error(problem, self.backend)
         refusal = validate_envelope(envelope, payload)
         if refusal is not None:
             return error_result(refusal[0], refusal[1], self.backend)
@@ -219,15 +355,12 @@ class LocalMemory:
     def _ingest(
         self, envelope: Mapping[str, Any], payload: Any, payload_encoding: str, gated: bool
     ) -> dict[str, Any]:
-        artifact, sender = envelope["artifact"], envelope["from"]
+        artifact = envelope["artifact"]
         tier = trust_tier(envelope)
         state = validation_state(tier, gated)
         key = handoff_key(envelope)
-        kind, objective = str(artifact["kind"]), str(envelope["objective"])
         message_id, sha = str(envelope["message_id"]), str(artifact["sha256"])
-        version = str(envelope["envelope_version"])
-        thread_id = envelope.get("thread_id")
-        project_raw = str(thread_id) if thread_id else f"eidolon:{sender['eidolon']}"
+        project_raw = raw_project(envelope)
         conn = self._connection(create=True)
         assert conn is not None
         conn.execute("BEGIN IMMEDIATE")
@@ -239,38 +372,15 @@ class LocalMemory:
                 (self.project, message_id, sha, key),
             ).fetchone()
             if row is None:  # the crystal is built only to be stored (a merge needs none)
-                native, excerpt, notes = decode_payload(payload, payload_encoding, self.limits)
                 now = _now()
-                created_at = _parse_ts(_get(envelope, "trace.ts")) or now
-                crystal: dict[str, Any] = {
-                    "summary": summary_of(kind, objective, self.limits.summary_chars),
-                    "scope": {
-                        "project": self.project,
-                        "project_raw": project_raw,
-                        "sensitivity_tag": "internal",
-                    },
-                    "provenance": {
-                        "source": provenance_source(tier),
-                        "author_agent": sender["eidolon"],
-                        "task_id": thread_id,
-                        "created_at": created_at,
-                    },
-                    "tags": [kind, f"from:{sender['eidolon']}", f"env:{version}"],
-                    "encoding_context": {
-                        "native_artifact": native,
-                        "envelope_version": version,
-                        "artifact_kind": kind,
-                        "artifact_schema_version": artifact.get("schema_version"),
-                        "source_thread_id": thread_id,
-                        "source_message_id": message_id,
-                        "source_performative": envelope.get("performative"),
-                        **notes,
-                    },
-                }
+                crystal, excerpt, created_at = new_crystal(
+                    envelope, self.project, payload, payload_encoding, self.limits, now
+                )
                 import json  # a new crystal only: a merge imports no json (ADR 0021)
+                import uuid  # (platform) neither does a recall (ADR 0022)
 
                 blob = json.dumps(crystal, ensure_ascii=False, sort_keys=True, default=str)
-                ident = _new_id()
+                ident = str(uuid.uuid4())
                 conn.execute(
                     "INSERT INTO crystals (id, layer, summary, body_excerpt, project, project_raw,"
                     " agent_class_visibility, sensitivity_tag, trust_tier, validation_state,"
@@ -311,23 +421,8 @@ class LocalMemory:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        result: dict[str, Any] = {
-            "status": "ingested",
-            "id": stored[0],
-            "layer": "episodic",
-            "trust_tier": stored[1],
-            "validation_state": stored[2],
-            "source_eidolon": sender["eidolon"],
-            "artifact_kind": kind,
-            "envelope_version": version,
-            "commit_status": commit_status,
-        }
-        if project_raw != self.project:
-            result["scope_normalized"] = True
-        result["backend"] = self.backend
-        return result
-
-    # -- recall -------------------------------------------------------------------------
+        normalized = project_raw != self.project
+        return ingested(envelope, *stored, commit_status, normalized, self.backend)
 
     def recall(
         self,
@@ -360,7 +455,7 @@ class LocalMemory:
         conn = self._connection(create=False)
         if conn is None:  # nothing ingested yet: no store, and none created by a read
             return empty_recall(k_requested, k, self.backend)
-        where = _Scope(
+        where = Scope(
             project=scope.get("project") or self.project,
             visibility=scope.get("agent_class_visibility"),
             layers=layers,
@@ -368,34 +463,7 @@ class LocalMemory:
         fused, info = self._rank(conn, where, query, k, arms=("words", "trigram"))
         chosen = fused[:k]
         rows = self._rows(conn, [ident for ident, _ in chosen])
-        records: list[dict[str, Any]] = []
-        slots = dict.fromkeys(SLOT_CAPS, 0)
-        total = evicted = 0
-        for ident, score in chosen:
-            row = rows.get(ident)
-            if row is None:
-                continue
-            summary = redact(row["summary"], row["sensitivity_tag"])
-            cost = estimate_tokens(summary)
-            slot = row["layer"]
-            if slots[slot] + cost > SLOT_CAPS[slot] or total + cost > TOTAL_TOKEN_CAP:
-                evicted += 1
-                continue
-            slots[slot] += cost
-            total += cost
-            records.append(
-                {
-                    "id": ident,
-                    "layer": row["layer"],
-                    "summary": summary,
-                    "trust_tier": row["trust_tier"],
-                    "validation_state": row["validation_state"],
-                    "importance": row["importance"],
-                    "last_access": row["last_access"],
-                    "content_ref": row["content_ref"],
-                    "score": score,
-                }
-            )
+        records, slots, total, evicted = pack(chosen, rows)
         self._touch(conn, [record["id"] for record in records])
         result = empty_recall(k_requested, k, self.backend)
         result.update(
@@ -406,21 +474,28 @@ class LocalMemory:
         )
         result["budget"]["truncated_count"] = max(0, len(fused) - k)
         if explain:
-            result["explain"] = self._explain(conn, where, info, k, len(fused))
+            total, active = _counts(conn)
+            keys = [row[0] for row in conn.execute("SELECT DISTINCT project FROM crystals")]
+            store = {"total_crystals": total, "active": active, "embedded": 0}
+            result["explain"] = explanation(info, k, len(fused), store, sorted(keys))
+            result["explain"]["fusion"]["scope"] = {
+                "project": where.project,
+                "agent_class_visibility": where.visibility,
+            }
         result["backend"] = result.pop("backend")  # keep "backend" last
         return result
 
     def _rank(
         self,
         conn: sqlite3.Connection,
-        where: _Scope,
+        where: Scope,
         query: str,
         k: int,
         *,
         arms: tuple[str, ...],
     ) -> tuple[list[tuple[str, float]], dict[str, Any]]:
         fetch = max(3 * k, 30)
-        sql_where, params = where.where("c")
+        sql_where, params = where.where()
         ranked: list[tuple[str, list[str]]] = []
         words = self._informative(conn, word_terms(query)) if "words" in arms else []
         if words:
@@ -439,6 +514,7 @@ class LocalMemory:
             )
         weighted: list[tuple[float, list[str]]] = []
         info: dict[str, Any] = {"fetch_width": fetch, "n_scoped": n_scoped, "arms": {}}
+        info["trigram"] = self._has_trigram
         for name, ids in ranked:
             sel = selectivity(len(ids), fetch, n_scoped)
             weighted.append((1.0 + sel, ids))
@@ -448,13 +524,11 @@ class LocalMemory:
 
     @staticmethod
     def _informative(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-        """Drop query words in at least half of the crystals of a store of at least
-        ``PRUNE_MIN_DOCS``, while a word in fewer remains: BM25 gives them no weight, yet
-        each pulls nearly every row into the candidates."""
+        """Drop the words in half the crystals of a store of ``PRUNE_MIN_DOCS`` or more
+        while a rarer word remains: BM25 weighs them nothing, yet each pulls in every row."""
         if len(terms) <= 1:
             return terms
-        # the word index's own document count, the N of its BM25: a quarter of the pages
-        # a count of ``crystals`` reads (ADR 0022)
+        # the word index's own document count: a quarter of the pages of crystals' (ADR 0022)
         (total,) = conn.execute("SELECT count(*) FROM crystals_fts_docsize").fetchone()
         if total < PRUNE_MIN_DOCS:
             return terms
@@ -466,12 +540,11 @@ class LocalMemory:
         return kept
 
     def _arm(
-        self, conn: sqlite3.Connection, table: str, match: str, where: _Scope, fetch: int
+        self, conn: sqlite3.Connection, table: str, match: str, where: Scope, fetch: int
     ) -> list[str]:
-        """One arm's first ``fetch`` in-scope matches by (score, id), as one query over
-        every match would rank them, in fewer reads (ADR 0022): the FTS table ranks alone,
-        the best rows are looked up ``fetch`` at a time until the answer is certain, and
-        past the prefetched rows the arm runs once over every match."""
+        """One arm's first ``fetch`` in-scope matches by (score, id), in fewer reads than one
+        query over every match (ADR 0022): the best rows are looked up ``fetch`` at a time
+        until the answer is certain; past the prefetched rows, the one query."""
         order = f"bm25({table}, 5.0, 1.0)"
         limit = max(PREFETCH_FACTOR * fetch, PREFETCH_MIN)
         ranked = self._search(
@@ -480,7 +553,7 @@ class LocalMemory:
             [match, limit],
         )
         complete = len(ranked) < limit  # every match is in ``ranked``
-        sql_where, params = where.where("c")
+        sql_where, params = where.where()
         found: list[tuple[float, str]] = []
         rest = 0
         while rest < len(ranked):
@@ -552,54 +625,8 @@ class LocalMemory:
         except sqlite3.OperationalError:  # read-only or busy past the timeout
             pass
 
-    def _explain(
-        self,
-        conn: sqlite3.Connection,
-        where: _Scope,
-        info: dict[str, Any],
-        k: int,
-        n_fused: int,
-    ) -> dict[str, Any]:
-        total, active = _counts(conn)
-        keys = [row[0] for row in conn.execute("SELECT DISTINCT project FROM crystals")]
-        arms = info["arms"]
-        return {
-            "candidates_prefilter": n_fused,
-            "filtered_by_status": 0,
-            "filtered_by_scope": 0,
-            "arms": {
-                "bm25": "on",
-                "trigram": "on" if self._has_trigram else "off(no_tokenizer)",
-                "dense": "inactive(null_vector_store)",
-                "graph": "off",
-            },
-            "store": {"total_crystals": total, "active": active, "embedded": 0},
-            "project_keys_present": sorted(keys),
-            "k_applied": k,
-            "truncated_by_k": n_fused > k,
-            "fusion": {
-                "weighted": True,
-                "k_rrf": RRF_K,
-                "w_sparse": arms.get("bm25", {}).get("weight", 0.0),
-                "w_trigram": arms.get("trigram", {}).get("weight", 0.0),
-                "n_sparse": arms.get("bm25", {}).get("n", 0),
-                "n_trigram": arms.get("trigram", {}).get("n", 0),
-                "n_scoped": info["n_scoped"],
-                "fetch_width": info["fetch_width"],
-                "terms": info["terms"],
-                "filters": "applied in SQL before ranking",
-                "scope": {"project": where.project, "agent_class_visibility": where.visibility},
-            },
-        }
-
-    # -- stats --------------------------------------------------------------------------
-
     def stats(self) -> dict[str, Any]:
-        base: dict[str, Any] = {
-            "backend": self.backend,
-            "path": str(self.path),
-            "project": self.project,
-        }
+        base = {"backend": self.backend, "path": str(self.path), "project": self.project}
         try:
             with self._lock:
                 conn = self._connection(create=False)
@@ -614,8 +641,8 @@ class LocalMemory:
                 }
         except (sqlite3.Error, OSError) as exc:
             return {**base, "status": "unavailable", "reason": str(exc)}
-        files = self.store_dir.glob(schema.DB_NAME + "*")
-        size = sum(p.stat().st_size for p in files if p.is_file())
+        files = [os.path.join(self._dir, n) for n in os.listdir(self._dir) if n.startswith(DB_NAME)]
+        size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
         return {
             **base,
             "status": "ok",
@@ -624,7 +651,7 @@ class LocalMemory:
             **counts,
             "trigram": self._has_trigram,
             "bytes": size,
-            "schema_version": schema.SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION,
         }
 
 
@@ -637,9 +664,8 @@ def _counts(conn: sqlite3.Connection) -> tuple[int, int]:
 
 
 def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) -> dict[str, int]:
-    """How many crystals hold each word, exact below ``cap``: a plain word is counted on
-    the word index, stopping at the cap; any other (one the tokenizer splits or folds) is
-    looked up in the vocabulary under its own spelling."""
+    """How many crystals hold each word, exact below ``cap``: a plain word counted on the
+    word index, any other looked up in the vocabulary."""
     df: dict[str, int] = {}
     others = []
     for term in terms:
@@ -660,9 +686,8 @@ def _document_frequencies(conn: sqlite3.Connection, terms: list[str], cap: int) 
 
 
 def _refuse_links(store_dir: str, db: str) -> None:
-    """Raise :class:`OSError` when the store's directory or a file of its database is a
-    link or not of its kind: the gate's state is never reached through a link (ADR 0021).
-    The store is then unavailable: memory is skipped, the verdict unchanged."""
+    """:class:`OSError` when the store's directory or a database file is a link or not of
+    its kind: the gate's state is never reached through a link (ADR 0021)."""
     st = os.lstat(store_dir)
     if st.st_mode & 0o170000 != 0o040000:
         raise OSError(f"{store_dir} is a link or not a directory")

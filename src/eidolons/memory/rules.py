@@ -1,12 +1,11 @@
 """The local store's pure rules (``crystalium.md`` §2-3): how a verified hand-off becomes
-a crystal (the envelope's refusals, trust tier and validation state, summary, payload
-decoding within bounds, redaction) and how a recall ranks (query terms, the FTS5 ``OR``
-query, selectivity, weighted reciprocal-rank fusion). Pure.
+a crystal (refusals, trust tier, validation state, payload decoding within bounds) and how
+a recall ranks and packs (query terms, selectivity, weighted reciprocal-rank fusion, the
+token budget, redaction).
 
 The text rules run as plain scans, so a recall or a merge imports no :mod:`re` (ADR 0022):
-each rule stays a :class:`LazyPattern`, compiled on first use, and each scan gives the
-pattern's exact answer or None (then the pattern decides), as
-``tests/memory/test_memory_textscan.py`` checks.
+each scan gives its :class:`LazyPattern`'s exact answer or None (then the pattern decides),
+as ``tests/memory/test_memory_textscan.py`` checks.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenS
 from eidolons.memory import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
+    SLOT_CAPS,
+    TOTAL_TOKEN_CAP,
     UNSUPPORTED_ENVELOPE_VERSION,
     Frozen,
 )
@@ -71,8 +72,7 @@ _SEPARATORS_TO_SPACE: Final = str.maketrans(dict.fromkeys("\"'`()[]{}<>,;|", " "
 
 
 def ascii_words(text: str) -> list[str] | None:
-    """``re.findall(r"\\w+", text)`` for an ASCII ``text`` (``\\w`` is then
-    ``[A-Za-z0-9_]``); None for any other text."""
+    """``re.findall(r"\\w+", text)`` for an ASCII ``text``, else None."""
     if not text.isascii():
         return None
     words: list[str] = []
@@ -90,9 +90,8 @@ def ascii_words(text: str) -> list[str] | None:
 
 
 def candidate_runs(text: str) -> list[str] | None:
-    """For an ASCII ``text``, what ``ranking``'s candidate pattern finds: every maximal run
-    of non-separators (whitespace, quotes, brackets, ``,;|``) that is not made of
-    lower-case letters only, in order; None for any other text."""
+    """For an ASCII ``text``, what :data:`_CANDIDATE_RE` finds (maximal runs of
+    non-separators not of lower-case letters only), else None."""
     if not text.isascii():
         return None
     runs = text.translate(_SEPARATORS_TO_SPACE).split()
@@ -110,8 +109,8 @@ def has_camel(text: str) -> bool:
 
 
 def kebab_words(term: str) -> bool | None:
-    """``re.fullmatch("(?i)[a-z]+(?:-[a-z]+)+", term)`` for an ASCII ``term`` (letters
-    joined by single hyphens); None for any other term (case folding reaches past ASCII)."""
+    """``re.fullmatch("(?i)[a-z]+(?:-[a-z]+)+", term)`` for an ASCII ``term``, else None
+    (case folding reaches past ASCII)."""
     if not term.isascii():
         return None
     parts = term.split("-")
@@ -124,8 +123,7 @@ def plain_term(term: str) -> bool:
 
 
 def envelope_version(text: str) -> bool | None:
-    """``re.fullmatch(r"[12](\\.\\d+){1,2}", text)`` for an ASCII ``text``; None for any
-    other (``\\d`` is every Unicode decimal digit)."""
+    """``re.fullmatch(r"[12](\\.\\d+){1,2}", text)`` for an ASCII ``text``, else None."""
     if not text.isascii():
         return None
     if text[:1] not in ("1", "2") or text[1:2] != ".":
@@ -135,16 +133,15 @@ def envelope_version(text: str) -> bool | None:
 
 
 def tier_digit(text: str) -> str | None:
-    """The digit of ``re.fullmatch("[Tt]([0-3])", text)``, or None when it does not match
-    (literal characters: exact for any text)."""
+    """The digit of ``re.fullmatch("[Tt]([0-3])", text)``, or None."""
     if len(text) == 2 and text[0] in ("T", "t") and text[1] in ("0", "1", "2", "3"):
         return text[1]
     return None
 
 
 def _ssn_shape(text: str) -> bool:
-    """Whether ``text`` holds ``ddd-dd-dddd`` (``d`` a Unicode decimal digit, as ``\\d``):
-    what the SSN pattern needs, without its word boundaries."""
+    """Whether ``text`` holds ``ddd-dd-dddd`` (``\\d`` digits): the SSN pattern less its
+    word boundaries."""
     at = text.find("-", 3)
     while 0 <= at <= len(text) - 8:
         if (
@@ -162,9 +159,8 @@ _GITHUB_PREFIXES: Final = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"
 
 
 def may_redact(rule: str, text: str) -> bool:
-    """False only when the redaction pattern named ``rule`` cannot match ``text``: each
-    pattern needs a literal its test here looks for (the password rule ignores case, which
-    reaches past ASCII: any other text may match). True for a rule it does not know."""
+    """False only when the redaction pattern named ``rule`` cannot match ``text`` (it
+    lacks the literal the pattern needs)."""
     if rule == "SSN":
         return _ssn_shape(text)
     if rule == "AWS_KEY":
@@ -489,6 +485,55 @@ def summary_of(kind: str, objective: str, limit: int) -> str:
     return text[:limit]
 
 
+def raw_project(envelope: Mapping[str, Any]) -> str:
+    """The scope a hand-off names (``project_raw``): its thread, else its sender."""
+    thread_id = envelope.get("thread_id")
+    return str(thread_id) if thread_id else f"eidolon:{envelope['from']['eidolon']}"
+
+
+def new_crystal(
+    envelope: Mapping[str, Any],
+    project: str,
+    payload: Any,
+    encoding: str,
+    limits: LocalLimits,
+    now: str,
+) -> tuple[dict[str, Any], str, str]:
+    """A hand-off's new crystal, its searchable excerpt and its creation time (the
+    envelope's ``trace.ts``, else ``now``)."""
+    artifact, sender = envelope["artifact"], envelope["from"]
+    kind, version = str(artifact["kind"]), str(envelope["envelope_version"])
+    thread_id = envelope.get("thread_id")
+    native, excerpt, notes = decode_payload(payload, encoding, limits)
+    created_at = _parse_ts(_get(envelope, "trace.ts")) or now
+    crystal = {
+        "summary": summary_of(kind, str(envelope["objective"]), limits.summary_chars),
+        "scope": {
+            "project": project,
+            "project_raw": raw_project(envelope),
+            "sensitivity_tag": "internal",
+        },
+        "provenance": {
+            "source": provenance_source(trust_tier(envelope)),
+            "author_agent": sender["eidolon"],
+            "task_id": thread_id,
+            "created_at": created_at,
+        },
+        "tags": [kind, f"from:{sender['eidolon']}", f"env:{version}"],
+        "encoding_context": {
+            "native_artifact": native,
+            "envelope_version": version,
+            "artifact_kind": kind,
+            "artifact_schema_version": artifact.get("schema_version"),
+            "source_thread_id": thread_id,
+            "source_message_id": str(envelope["message_id"]),
+            "source_performative": envelope.get("performative"),
+            **notes,
+        },
+    }
+    return crystal, excerpt, created_at
+
+
 def decode_payload(
     payload: Any, encoding: str, limits: LocalLimits
 ) -> tuple[Any, str, dict[str, Any]]:
@@ -549,6 +594,90 @@ def _bounded(
 def estimate_tokens(text: str) -> int:
     """``math.ceil(words x 1.3)``, the server's estimate, without :mod:`math` (ADR 0022)."""
     return int(-(-(len(text.split()) * 1.3) // 1))
+
+
+class Scope:
+    """Which rows a recall may see, as SQL (a plain class: no :mod:`dataclasses` at open)."""
+
+    __slots__ = ("layers", "project", "visibility")
+
+    def __init__(self, project: str, visibility: str | None, layers: tuple[str, ...]) -> None:
+        self.project = project
+        self.visibility = visibility
+        self.layers = layers
+
+    def where(self) -> tuple[str, list[Any]]:
+        marks = ", ".join("?" for _ in self.layers)
+        sql = (
+            "c.project = ? AND c.status = 'active' AND c.t_valid_to IS NULL "
+            f"AND c.layer IN ({marks})"
+        )
+        params: list[Any] = [self.project, *self.layers]
+        if self.visibility is not None:
+            sql += " AND (c.agent_class_visibility IS NULL"
+            sql += " OR c.agent_class_visibility IN ('all', ?))"
+            params.append(self.visibility)
+        return sql, params
+
+
+def explanation(
+    info: dict[str, Any], k: int, n_fused: int, store: dict[str, int], keys: list[str]
+) -> dict[str, Any]:
+    """A recall's ``explain`` block, as the server spells it (its ``fusion.scope`` is the
+    caller's to add)."""
+    arms = info["arms"]
+    return {
+        "candidates_prefilter": n_fused,
+        "filtered_by_status": 0,
+        "filtered_by_scope": 0,
+        "arms": {
+            "bm25": "on",
+            "trigram": "on" if info["trigram"] else "off(no_tokenizer)",
+            "dense": "inactive(null_vector_store)",
+            "graph": "off",
+        },
+        "store": store,
+        "project_keys_present": keys,
+        "k_applied": k,
+        "truncated_by_k": n_fused > k,
+        "fusion": {
+            "weighted": True,
+            "k_rrf": RRF_K,
+            "w_sparse": arms.get("bm25", {}).get("weight", 0.0),
+            "w_trigram": arms.get("trigram", {}).get("weight", 0.0),
+            "n_sparse": arms.get("bm25", {}).get("n", 0),
+            "n_trigram": arms.get("trigram", {}).get("n", 0),
+            "n_scoped": info["n_scoped"],
+            "fetch_width": info["fetch_width"],
+            "terms": info["terms"],
+            "filters": "applied in SQL before ranking",
+        },
+    }
+
+
+def pack(
+    chosen: list[tuple[str, float]], rows: dict[str, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, int], int, int]:
+    """The records of the ranked ``chosen`` ids that fit the token budget, in order, their
+    summaries redacted: ``(records, tokens per slot, tokens, evicted)``."""
+    records: list[dict[str, Any]] = []
+    slots = dict.fromkeys(SLOT_CAPS, 0)
+    total = evicted = 0
+    for ident, score in chosen:
+        row = rows.get(ident)
+        if row is None:
+            continue
+        tag = row.pop("sensitivity_tag")
+        record = {**row, "summary": redact(row["summary"], tag)}
+        cost = estimate_tokens(record["summary"])
+        slot = row["layer"]
+        if slots[slot] + cost > SLOT_CAPS[slot] or total + cost > TOTAL_TOKEN_CAP:
+            evicted += 1
+            continue
+        slots[slot] += cost
+        total += cost
+        records.append({**record, "score": score})
+    return records, slots, total, evicted
 
 
 def redact(text: str, sensitivity: str | None) -> str:

@@ -9,7 +9,7 @@ host's config directory (``verdicts/<dev>-<ino>.idx``): two checksummed header s
 an open-addressing table of checksummed 64-byte slots, rebuilt twice as large when half
 full.
 
-The payload index's fill (:mod:`eidolons.io.payloadindex`, ADR 0018), after each append
+The payload index's fill (:mod:`eidolons.io.paths`, ADR 0018), after each append
 and by ``trace import``: under the index's lock it reads what the index does not cover, by
 the full search's rule on the same pieces, and writes the new entries in place; what it
 records as covered is what ``fstat`` said before the read.
@@ -24,17 +24,17 @@ from eidolons.ecl.integrity import sha256 as _sha256
 from eidolons.ecl.integrity import sha256_hex
 from eidolons.io.config import TRACE_DIR, trace_scan_bound
 from eidolons.io.files import deadline, flock_until
-from eidolons.io.payloadindex import (
+from eidolons.io.paths import (
     COVERS,
     ENTRIES,
     HEAD_BYTES,
     MAX_EVIDENCE_BYTES,
-    Index,
+    PayloadIndex,
     entry,
     frozen,
     head,
     index_file,
-    parse,
+    parse_index,
     read_head,
     read_recovered,
     root_line,
@@ -506,7 +506,7 @@ def refresh(
             return
         found = snapshot(fd, MAX_EVIDENCE_BYTES)
         gen = _generation(fd)
-        old = parse(found[1], root_st) if found is not None else None
+        old = parse_index(found[1], root_st) if found is not None else None
         # an index a writer left half-way: its entries are evidence still (ADR 0018)
         keys = _Keys(old.entries if old else b"\n" + b"".join(read_recovered(fd, root_st)))
         cover = _cover(root, old, keys, is_payload, appended)
@@ -549,7 +549,7 @@ def _generation(fd: int) -> int:
 
 class _Keys:
     """The index's entry lines: ``old``, the block it has (after a newline, as
-    ``Index.entries``), and ``new``, found since. Past :data:`_SEARCHES` lookups the block
+    ``PayloadIndex.entries``), and ``new``, found since. Past :data:`_SEARCHES` lookups the block
     is split into a set once: an append costs what it reads, not what the index holds."""
 
     __slots__ = ("_searches", "_set", "new", "old")
@@ -578,7 +578,7 @@ _SEARCHES = 32
 
 def _cover(
     root: str,
-    old: Index | None,
+    old: PayloadIndex | None,
     keys: _Keys,
     is_payload: IsPayload,
     appended: os.stat_result | None = None,

@@ -553,8 +553,7 @@ class Layout:
         """Whether the trace may name ``path`` as a payload (its envelope deleted): the host's
         payload index answers when it covers every trace file, else the full rule
         (:func:`eidolons.gates.trigger.find_handoff`). True sends the read to the gate."""
-        from eidolons.io.paths import foreign_projects, payload_index, rules_out
-        from eidolons.io.payloadindex import names
+        from eidolons.io.paths import foreign_projects, names, payload_index, rules_out
 
         if foreign_projects(path, self.root):  # another project holds it: its rules too
             return not rules_out(path, self.root) and self._full_rule(path)
