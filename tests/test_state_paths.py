@@ -32,7 +32,8 @@ OTHER_MEANINGS = {
     ("hosts/hook/events.py", "config.toml"),  # Codex's own .codex/config.toml (host wiring)
     ("io/config.py", "handoffs"),  # the [handoffs] section of the TOML file
 }
-#: the payload index's own copies: its move is another change's (ADR 0018)
+
+
 def test_each_state_path_is_spelled_once() -> None:
     found: dict[str, list[str]] = {}
     for path in sorted(SRC.rglob("*.py")):
