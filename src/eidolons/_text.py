@@ -1,5 +1,5 @@
 """Untrusted text on a terminal: control characters escaped; and the small words every
-message shares (a suggestion for a mistyped name).
+message shares (a count and its noun, a suggestion for a mistyped name).
 
 Envelope fields, file names and trace values are attacker-controlled; printed raw, a
 newline or an escape sequence in ``from.eidolon`` could forge a second verdict line
@@ -53,3 +53,8 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
 
     near = difflib.get_close_matches(word, sorted(known), n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and its noun agreeing: ``1 hop``, ``2 hops`` (``nouns``: an irregular plural)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"

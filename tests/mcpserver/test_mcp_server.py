@@ -382,6 +382,7 @@ def test_verify_incoming_marks_recalled_memory_as_not_the_gates_words(
     assert "not the gate's" in recalled["note"]
     lines = texts(r).splitlines()
     assert lines[0].startswith("[vigil-verify-incoming] PASS: scout-report from atlas")
-    marked = lines.index(f"{recalled['note']} ({len(recalled['records'])} record(s)):")
+    count = len(recalled["records"])
+    marked = lines.index(f"{recalled['note']} ({count} record{'' if count == 1 else 's'}):")
     assert marked == 1 and all(line.startswith("  - ") for line in lines[2:])
     assert len(lines) == 2 + len(recalled["records"])

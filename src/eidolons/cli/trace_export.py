@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.cli.common import error, project_root
 
 EXIT_NOTHING = 1
@@ -52,6 +52,6 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"eidolons: {printable(trust_problem)}", file=sys.stderr)
     accepted, count = export_hops(hops, url, timeout=args.timeout, service_version=__version__)
     if not accepted:
-        return error(f"{printable(url)} did not accept the {count} spans", EXIT_REFUSED)
-    print(f"exported {count} spans to {printable(url)}", file=sys.stderr)
+        return error(f"{printable(url)} did not accept the {plural(count, 'span')}", EXIT_REFUSED)
+    print(f"exported {plural(count, 'span')} to {printable(url)}", file=sys.stderr)
     return 0
