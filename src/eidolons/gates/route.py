@@ -57,8 +57,8 @@ class RouteDecision:
                 return f"orchestrator gate [{r.verdict}] but {self.outcome.notes[-1]}"
             return f"orchestrator gate [{r.verdict}] {r.message}"
         if self.incoming is not None and not self.incoming:
-            if self.incoming.failures:
-                return self.incoming.refusal_line()
+            if self.incoming.failures:  # its REFUSE and reason lines follow the route line
+                return f"receiver gate [{self.incoming.failure_code}] refused it"
             return f"receiver gate could not record its pass: {self.incoming.trace_error}"
         mismatch = self.same_message()
         if mismatch is not None:
