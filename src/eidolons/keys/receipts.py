@@ -606,7 +606,13 @@ def receiver_evidence(
             judge_receipt(doc, "trace", store, now, payload_sha256=None, trusted=same, **kw)
         )
     elif record is not None and not judged:
-        why = "the verify_pass on record is unsigned (hand-written, or minted without the key)"
+        from eidolons._text import printable
+
+        why = (
+            "the verify_pass on record is unsigned: it was recorded without this project's "
+            "signing key (before eidolons keys init, or by hand); run eidolons verify-envelope "
+            f"{printable(str(envelope_path))} again to sign its pass"
+        )
         judged.append(Judged("trace", (UNVERIFIED, why)))
     chosen, refusal = decide(judged)
     return chosen, refusal, judged
