@@ -53,6 +53,10 @@ class RouteDecision:
             self.outcome.mode == "block" and not self.outcome.result
         ):
             r = self.outcome.result
+            if r and self.outcome.trace_error:  # e.g. a login that may not record verdicts
+                return (
+                    f"orchestrator gate [{r.verdict}] but not recorded: {self.outcome.trace_error}"
+                )
             if r and self.outcome.receipt is None and self.outcome.notes:
                 return f"orchestrator gate [{r.verdict}] but {self.outcome.notes[-1]}"
             return f"orchestrator gate [{r.verdict}] {r.message}"
