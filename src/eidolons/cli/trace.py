@@ -102,8 +102,8 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     target.add_argument(
         "--otlp",
         metavar="URL",
-        help="send one span per hand-off to this OTLP/HTTP traces endpoint "
-        "(e.g. http://127.0.0.1:4318/v1/traces)",
+        help="send one span per hand-off to this OTLP/HTTP collector (e.g. "
+        "http://127.0.0.1:4318, which posts to its /v1/traces; a URL with a path is used as it is)",
     )
     export.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="--otlp: seconds (default 10)"

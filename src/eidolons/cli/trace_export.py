@@ -1,5 +1,6 @@
 """``eidolons trace export --otlp URL [THREAD...]``: one span per hand-off over OTLP/HTTP
-(THREAD... read as the chain verbs read PATHs; none: every thread). Exit codes: 0
+(a URL without a path posts to its ``/v1/traces``; THREAD... read as the chain verbs read
+PATHs; none: every thread). Exit codes: 0
 accepted; 1 nothing to export; 2 usage or no SDK; 3 refused or unreachable."""
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ def run_export(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         return error("--timeout must be a positive number of seconds")
     try:
-        from eidolons.trace.chain.otlp import export_hops
+        from eidolons.trace.chain.otlp import export_hops, traces_endpoint
     except ImportError as exc:
         return error(
             f"the OpenTelemetry SDK is not installed ({exc.name}): pip install 'eidolons[otel]'"
         )
+    url = traces_endpoint(url)
     root = project_root(args.root)
     if isinstance(root, int):
         return root
