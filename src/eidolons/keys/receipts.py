@@ -41,7 +41,7 @@ from eidolons.ecl.events import (
     statement,
     statement_bytes,
 )
-from eidolons.ecl.integrity import RefusalCode
+from eidolons.ecl.integrity import UNSIGNED_PASS, RefusalCode
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write, readable_mode
@@ -606,13 +606,7 @@ def receiver_evidence(
             judge_receipt(doc, "trace", store, now, payload_sha256=None, trusted=same, **kw)
         )
     elif record is not None and not judged:
-        from eidolons._text import printable
-
-        why = (
-            "the verify_pass on record is unsigned: it was recorded without this project's "
-            "signing key (before eidolons keys init, or by hand); run eidolons verify-envelope "
-            f"{printable(str(envelope_path))} again to sign its pass"
-        )
+        why = UNSIGNED_PASS.format(envelope=envelope_path)  # escaped where it is printed
         judged.append(Judged("trace", (UNVERIFIED, why)))
     chosen, refusal = decide(judged)
     return chosen, refusal, judged
