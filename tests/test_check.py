@@ -898,6 +898,24 @@ def test_cli_usage_errors_exit_1(tmp_path: Path, args: tuple[str, ...], message:
     assert r.out == ""
 
 
+def test_cli_version_prints_the_version_and_exits_0(tmp_path: Path) -> None:
+    from eidolons import __version__
+
+    r = check("--version", cwd=tmp_path)
+    assert (r.code, r.out, r.err) == (0, f"eidolons {__version__}\n", "")
+
+
+def test_cli_usage_line_starts_with_a_capital_as_upstream(tmp_path: Path) -> None:
+    r = check("--help", cwd=tmp_path)
+    assert r.code == 0 and r.out.startswith("Usage: eidolons check ") and "usage:" not in r.out
+    assert "--contracts DIR" in r.out
+    for args in ((), ("--bogus",)):
+        r = check(*args, cwd=tmp_path)
+        assert r.code == 1 and r.out == ""
+        first, *usage = r.err.splitlines()
+        assert first.startswith("eidolons: ") and usage[0].startswith("Usage: eidolons check ")
+
+
 def test_cli_target_version(tmp_path: Path) -> None:
     write_pair(tmp_path / "h")
     args = ("h", "--json")

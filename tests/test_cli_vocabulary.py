@@ -74,3 +74,18 @@ def test_check_fail_on_and_exit_zero(tmp_path: Path) -> None:
     assert run_cli("check", failing, "--fail-on", "must", cwd=tmp_path).code == 2
     assert run_cli("check", failing, "--exit-zero", cwd=tmp_path).code == 0
     assert run_cli("check", failing, "--fail-on", "never", cwd=tmp_path).code == 1
+
+
+def test_mistyped_command_names_the_nearest_one(tmp_path: Path) -> None:
+    r = run_cli("verfy-envelope", "x", cwd=tmp_path)
+    assert r.code == 2 and r.out == ""
+    error = r.err.splitlines()[-1]
+    assert error == (
+        "eidolons: error: unknown command 'verfy-envelope' (did you mean 'verify-envelope'?)"
+    )
+
+
+def test_command_nothing_is_near_keeps_the_list_of_commands(tmp_path: Path) -> None:
+    r = run_cli("zzzz", cwd=tmp_path)
+    assert r.code == 2 and "did you mean" not in r.err
+    assert "invalid choice: 'zzzz'" in r.err and "verify-envelope" in r.err

@@ -259,3 +259,30 @@ def test_a_payload_name_that_is_not_utf8_is_a_usage_error(cli: Cli, project: Pat
     assert not (project / ".eidolons" / ".trace").exists() or not any(
         (project / ".eidolons" / ".trace").iterdir()
     )
+
+
+def _ise_example(text: str) -> list[str]:
+    """The one ``--ise`` example in ``text`` (lines joined at a trailing ``\\``), as argv."""
+    import shlex
+
+    joined = text.replace("\\\n", " ")
+    found = [line for line in joined.splitlines() if "eidolons emit" in line and "--ise" in line]
+    assert len(found) == 1, found
+    return shlex.split(found[0])
+
+
+@pytest.mark.parametrize("where", ["emit --help", "README"])
+def test_the_ise_example_is_accepted_as_written(cli: Cli, project: Path, where: str) -> None:
+    from eidolons.cli.main import EXAMPLES
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    argv = _ise_example("\n".join(EXAMPLES["emit"]) if where == "emit --help" else readme)
+    assigned = dict(a.split("=", 1) for a in argv[: argv.index("eidolons")])
+    argv = argv[argv.index("eidolons") + 1 :]
+    (project / argv[1]).write_text("# Change summary\n")
+    r = cli(*argv, env=clean_env(**assigned))
+    assert r.code == 0, r.err
+    doc = json.loads((project / argv[1]).with_suffix(".envelope.json").read_text())
+    assert doc["ise"] == {"assertion_grade": "self-attested"}
+    assert doc["integrity"]["method"] == "hmac-sha256"

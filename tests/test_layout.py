@@ -306,7 +306,8 @@ def test_every_parser_is_the_one_parser_class() -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["nope"], ["contracts", "list", "--bogus"], ["skill", "render", "--x"], ["trace"]]
+    "argv",
+    [["nope"], ["contracts", "list", "--bogus"], ["skill", "render", "--x"], ["trace", "shw"]],
 )
 def test_a_usage_error_at_any_level_exits_2(
     argv: list[str], capsys: pytest.CaptureFixture[str]

@@ -80,8 +80,9 @@ def test_each_verdict_is_a_signed_in_toto_receipt(signed: Project) -> None:
     r = signed.verify(envelope, "--mode", "block")
     assert r.code == 0, r.err
     lines = r.err.splitlines()
-    assert len(lines) == 1 and "(evidence: unsigned) [receipt " in lines[0]  # no warning line
+    assert len(lines) == 1 and "(evidence: signed-receipt) [receipt " in lines[0]  # no warning
     event = read_trace(next((signed.root / ".eidolons/.trace").glob("*.jsonl")))[-1]
+    assert event["evidence"] == "signed-receipt"
     receipt = event["receipt"]
     assert receipt == json.loads(receipt_file(envelope).read_text())
     assert receipt["payloadType"] == "application/vnd.in-toto+json"
@@ -175,9 +176,28 @@ def test_attack_hand_written_pass_is_refused(signed: Project) -> None:
     assert r.code == 3 and r.out == ""
     assert r.err.splitlines() == [
         refusal("UNVERIFIED"),
-        "[vigil-verify-incoming] reason: the verify_pass on record is unsigned "
-        "(hand-written, or minted without the key)",
+        "[vigil-verify-incoming] reason: the verify_pass on record is unsigned: it was "
+        "recorded without this project's signing key (before eidolons keys init, or by hand); "
+        f"run eidolons verify-envelope {envelope} again to sign its pass",
     ]
+
+
+def test_a_pass_verified_before_keys_init_is_refused_with_the_fix(
+    project: Path, tmp_path: Path
+) -> None:
+    p = Project(project, tmp_path / "orchestrator-config")
+    payload, envelope = p.emit()
+    assert p.verify(envelope).code == 0  # unsigned mode: no trust store yet
+    assert p.cli("keys", "init").code == 0
+    r = p.incoming(payload)
+    assert r.code == 3 and r.err.splitlines() == [
+        refusal("UNVERIFIED"),
+        "[vigil-verify-incoming] reason: the verify_pass on record is unsigned: it was "
+        "recorded without this project's signing key (before eidolons keys init, or by hand); "
+        f"run eidolons verify-envelope {envelope} again to sign its pass",
+    ]
+    assert p.verify(envelope).code == 0  # the fix it names
+    assert p.incoming(payload).code == 0
 
 
 def test_attack_self_minted_pass_is_refused(signed: Project) -> None:

@@ -551,6 +551,36 @@ def test_project_contract_can_add_an_edge(cli: Cli, project: Path) -> None:
     assert incoming(cli, payload, "vigil").code == 0
 
 
+def test_unknown_receiver_is_a_usage_error_naming_the_nearest_and_records_nothing(
+    cli: Cli, project: Path
+) -> None:
+    payload = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
+    traces = {p: p.read_bytes() for p in (project / ".eidolons").rglob("*") if p.is_file()}
+    r = incoming(cli, payload, "vigl")
+    assert r.code == 2 and r.out == ""
+    assert r.err == (
+        "eidolons: no contract names a receiver 'vigl' (did you mean 'vigil'?) [USAGE]\n"
+    )
+    after = {p: p.read_bytes() for p in (project / ".eidolons").rglob("*") if p.is_file()}
+    assert after == traces  # the trace byte-identical, no hand-back written
+    r = incoming(cli, payload, "zzzzzz", "--json")
+    assert r.code == 2 and r.out == "" and "did you mean" not in r.err
+    assert r.err.startswith("eidolons: no contract names a receiver 'zzzzzz'")
+
+
+def test_a_receiver_only_a_project_contract_names_is_known(cli: Cli, project: Path) -> None:
+    payload = handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
+    (project / ".eidolons/contracts").mkdir()
+    (project / ".eidolons/contracts/atlas-to-newbie.yaml").write_text(
+        'contract_version: "1.0"\nfrom: atlas\nto: newbie\nedge_origin: implicit\n'
+        "performatives_allowed: [INFORM]\nartifacts:\n  - kind: spec\n"
+        "    schema_ref: ../schemas/per-eidolon/spec.v1.json\nnotes: added by this project\n"
+    )
+    assert_refused(
+        incoming(cli, payload, "newbie"), project, payload, "newbie", "UNDECLARED_EDGE", "atlas"
+    )
+
+
 def test_hmac_handoff_end_to_end(cli: Cli, project: Path) -> None:
     keyed = clean_env(ECL_HMAC_KEY="secret-key-of-32-bytes-or-more!!")
     payload = project / "m.md"

@@ -133,7 +133,7 @@ def test_pass_is_ingested_once_and_recalled_later(cli: Cli, project: Path) -> No
     recalled = doc["recall"]["records"]
     assert len(recalled) == 1 and len(recalled) <= 5
     r = cli("verify-incoming", second, "--as", "vigil", "--show-recall")
-    assert r.code == 0 and "recall (local): 2 record(s)" in r.err
+    assert r.code == 0 and "recall (local): 2 records" in r.err
 
 
 def test_no_memory_neither_recalls_nor_ingests(cli: Cli, project: Path) -> None:
@@ -239,7 +239,7 @@ def test_a_recall_nobody_is_shown_is_not_made(cli: Cli, project: Path) -> None:
     assert crystals(cli) == 2  # the ingest still ran
     assert _access_counts(project) == [0, 0]
     shown = cli("verify-incoming", second, "--as", "vigil", "--show-recall")
-    assert shown.code == 0 and "recall (local): 2 record(s)" in shown.err
+    assert shown.code == 0 and "recall (local): 2 records" in shown.err
     assert _access_counts(project) == [1, 1]
     doc = cli("verify-incoming", second, "--as", "vigil", "--json").json()
     assert len(doc["recall"]["records"]) == 2

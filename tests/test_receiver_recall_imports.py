@@ -14,7 +14,7 @@ def test_a_recall_shown_or_printed_imports_no_re(traced: Path) -> None:  # noqa:
     first, _ = launch(traced, payload, "--as", "vigil")  # the first reception stores it
     assert first.code == 0 and "PASS" in first.err, first.err
     shown, modules = launch(traced, payload, "--as", "vigil", "--show-recall")
-    assert shown.code == 0 and "recall (local): 1 record(s)" in shown.err, shown.err
+    assert shown.code == 0 and "recall (local): 1 record\n" in shown.err, shown.err
     assert "eidolons.memory.local" in modules
     assert sorted({"re", "math"} & modules) == []
     printed, modules = launch(traced, payload, "--as", "vigil", "--json")

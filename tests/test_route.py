@@ -97,6 +97,36 @@ def test_as_receiver_refuses_undeclared_edge(cli: Cli, project: Path) -> None:
     assert doc["receiver_verify"]["failure_code"] == "UNDECLARED_EDGE"
 
 
+def test_a_receiver_refusal_prints_the_route_line_then_the_refuse_and_reason_lines(
+    cli: Cli, project: Path
+) -> None:
+    _, envelope, _ = emit_payload(cli, project)
+    for extra in ((), ("--", sys.executable, "-c", "print('ran')")):
+        r = cli("run", "--verify", envelope, "--as", "gilgamesh", *extra)
+        assert r.code == 3 and "ran" not in r.out
+        lines = r.err.splitlines()
+        at = lines.index("eidolons run: route blocked: receiver gate [UNDECLARED_EDGE] refused it")
+        assert lines[at + 1] == "[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas"
+        assert lines[at + 2].startswith("[gilgamesh-verify-incoming] reason: to.eidolon is")
+        assert lines[at + 3].startswith("eidolons run: hand-back for the orchestrator: ")
+        assert len(lines) == at + 4 and not any("REFUSE" in line for line in lines[:at])
+
+
+def test_an_orchestrator_refusal_prints_the_route_line_and_no_receiver_ran(
+    cli: Cli, project: Path
+) -> None:
+    payload, envelope, env = emit_payload(cli, project)
+    payload.write_text("tampered")
+    r = cli("run", "--verify", envelope, "--as", "vigil")
+    assert r.code == 3
+    assert r.err.splitlines() == [
+        "eidolons run: route blocked: orchestrator gate [tamper] payload SHA-256 does not "
+        "match integrity tag"
+    ]
+    events = read_trace(project / ".eidolons/.trace" / f"{env['thread_id']}.jsonl")
+    assert [e.get("gate") for e in events] == ["sender", "orchestrator"]
+
+
 def test_fail_closed_on_missing_or_malformed_envelope(cli: Cli, project: Path) -> None:
     for args in (["--verify-block"], []):
         r = cli("run", "--verify", project / "missing.envelope.json", *args, "--", "true")

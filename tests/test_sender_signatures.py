@@ -95,7 +95,7 @@ def test_emit_sign_signs_the_exact_envelope_bytes_and_leaves_it_unchanged(pipe: 
 def test_signed_handoff_passes_both_gates_and_says_so(pipe: Pipeline) -> None:
     payload, envelope, _ = pipe.emit("--sign")
     v = pipe.verify(envelope, "--json")
-    assert v.code == 0 and v.json()["evidence"] == "sender-signature"
+    assert v.code == 0 and v.json()["evidence"] == "signed-receipt+sender-signature"
     r = pipe.incoming(payload, "--json")
     assert r.code == 0 and r.json()["evidence"] == "signed-receipt+sender-signature"
 

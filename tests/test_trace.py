@@ -171,6 +171,24 @@ def test_trace_show(cli: Cli, project: Path) -> None:
     assert cli("trace", "show", "../etc").code == 2
 
 
+def test_trace_without_a_verb_prints_the_verbs_and_exits_0(cli: Cli) -> None:
+    for args in ((), ("-h",)):
+        r = cli("trace", *args)
+        assert (r.code, r.err) == (0, ""), args
+        assert r.out.startswith("usage: eidolons trace ")
+        for verb in ("show", "graph", "verify", "cost", "otel", "report", "list", "export"):
+            assert f"\n    {verb} " in r.out, verb
+    assert cli("trace", "frobnicate").code == 2
+
+
+def test_mistyped_trace_verb_names_the_nearest_one(cli: Cli) -> None:
+    r = cli("trace", "shw", "x")
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines()[-1] == (
+        "eidolons trace: error: unknown action 'shw' (did you mean 'show'?)"
+    )
+
+
 def test_reverse_filter_decodes_only_candidate_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     for i in range(30):

@@ -291,7 +291,7 @@ def test_list_threads_newest_first_with_hops_and_refusals(cli: Cli, project: Pat
     assert rows[1]["hops"] == 1 and rows[1]["refusals"] == 0 and rows[1]["events"] == 4
     text = cli("trace", "list").out.splitlines()
     assert text[0].startswith("THREAD") and text[1].startswith(newer)
-    assert "1 (UNVERIFIED)" in text[1] and "damaged" in text[1]
+    assert "1 (UNVERIFIED)" in text[1] and "[1 damaged line]" in text[1]
 
 
 def test_follow_is_bounded_by_events_and_idle_time(cli: Cli, project: Path) -> None:

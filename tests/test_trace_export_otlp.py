@@ -158,6 +158,20 @@ def test_a_probe_by_another_receiver_leaves_the_span_ok(
     assert [e.name for e in span.events].count("ecl.verify_fail") == 1  # the probe, shown
 
 
+@pytest.mark.parametrize(
+    ("suffix", "path"), [("", "/v1/traces"), ("/", "/v1/traces"), ("/otlp/spans", "/otlp/spans")]
+)
+def test_a_base_url_gets_the_traces_path_and_any_other_path_is_used_as_is(
+    cli: Cli, project: Path, otlp: Receiver, suffix: str, path: str
+) -> None:
+    chain_on_record(cli, project)
+    base = otlp.url.removesuffix("/v1/traces")
+    r = cli("trace", "export", "--otlp", base + suffix, THREAD, "--timeout", "5")
+    assert r.code == 0, r.err
+    assert otlp.paths == [path] and len(otlp.spans()) == 3
+    assert r.err.splitlines()[-1] == f"exported 3 spans to {base}{path}"
+
+
 def test_ids_are_the_same_on_every_export(cli: Cli, project: Path, otlp: Receiver) -> None:
     chain_on_record(cli, project)
     thread_args = ("trace", "export", "--otlp", otlp.url, THREAD)

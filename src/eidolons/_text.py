@@ -1,4 +1,5 @@
-"""Untrusted text on a terminal: control characters escaped.
+"""Untrusted text on a terminal: control characters escaped; and the small words every
+message shares (a count and its noun, a suggestion for a mistyped name).
 
 Envelope fields, file names and trace values are attacker-controlled; printed raw, a
 newline or an escape sequence in ``from.eidolon`` could forge a second verdict line
@@ -10,6 +11,10 @@ spells as the lone surrogate ``\\udcff``) cannot be encoded, and is escaped as
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {0x0A: "\\n", 0x0D: "\\r"}
 
@@ -39,3 +44,17 @@ def encodable(text: str) -> str:
     except UnicodeEncodeError:  # only a surrogate fails: every other code point encodes
         return "".join(_escape(c) if "\ud800" <= c <= "\udfff" else c for c in text)
     return text
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'X'?)`` naming the nearest of ``known`` to ``word``, or ``""``
+    when none is close (:func:`difflib.get_close_matches`, imported only then)."""
+    import difflib
+
+    near = difflib.get_close_matches(word, sorted(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and its noun agreeing: ``1 hop``, ``2 hops`` (``nouns``: an irregular plural)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"

@@ -113,6 +113,21 @@ def test_cursor_receiver_read_of_a_tampered_handoff_is_a_json_deny(handoff: Hand
     assert SECRET not in r.out
 
 
+def test_cursor_read_as_an_unknown_receiver_is_denied_and_records_nothing(
+    handoff: Handoff,
+) -> None:
+    trace = sorted((handoff.root / ".eidolons").rglob("*.jsonl"))
+    before = [p.read_bytes() for p in trace]
+    r = handoff.hook("cursor", cursor_read(handoff, str(handoff.payload)), "--as", "vigl")
+    out = json.loads(r.out)
+    assert out["permission"] == "deny" and SECRET not in r.out
+    assert out["user_message"] == (
+        "eidolons hook: --as vigl: no contract names a receiver 'vigl' (did you mean 'vigil'?)"
+    )
+    assert sorted((handoff.root / ".eidolons").rglob("*.jsonl")) == trace
+    assert [p.read_bytes() for p in trace] == before
+
+
 def test_cursor_without_as_is_judged_as_the_addressee(handoff: Handoff) -> None:
     r = handoff.hook("cursor", cursor_read(handoff, str(handoff.payload)))
     out = json.loads(r.out)

@@ -237,6 +237,18 @@ def test_verify_incoming_tool_reports_and_records(bound: McpSession, mcp_root: P
     assert h.secret not in dump(r)
 
 
+def test_unknown_receiver_is_refused_with_the_nearest_and_nothing_recorded(
+    unbound: McpSession, mcp_root: Path
+) -> None:
+    h = make_handoff(mcp_root)
+    before = h.trace()
+    for tool in ("verify_incoming", "read_verified"):
+        r = unbound.call(tool, {"artifact": str(h.payload), "receiver": "vigl"})
+        assert r.is_error is True and h.secret not in dump(r)
+        assert texts(r) == f"{tool}: no contract names a receiver 'vigl' (did you mean 'vigil'?)"
+    assert h.trace() == before
+
+
 def test_verify_envelope_never_records(bound: McpSession, mcp_root: Path) -> None:
     h = make_handoff(mcp_root, verify=False)
     r = bound.call("verify_envelope", {"envelope": h.envelope.relative_to(mcp_root).as_posix()})
@@ -370,6 +382,7 @@ def test_verify_incoming_marks_recalled_memory_as_not_the_gates_words(
     assert "not the gate's" in recalled["note"]
     lines = texts(r).splitlines()
     assert lines[0].startswith("[vigil-verify-incoming] PASS: scout-report from atlas")
-    marked = lines.index(f"{recalled['note']} ({len(recalled['records'])} record(s)):")
+    count = len(recalled["records"])
+    marked = lines.index(f"{recalled['note']} ({count} record{'' if count == 1 else 's'}):")
     assert marked == 1 and all(line.startswith("  - ") for line in lines[2:])
     assert len(lines) == 2 + len(recalled["records"])

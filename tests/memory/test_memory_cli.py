@@ -111,7 +111,7 @@ def test_recall_finds_an_ingested_handoff(root: Path, capsys: pytest.CaptureFixt
     assert [record["id"] for record in r.json()["records"]] == [ident]
     text = memory_cli(capsys, "recall", "trace writer")
     assert text.code == 0
-    assert "backend local: 1 record(s)" in text.out
+    assert "backend local: 1 record (" in text.out
     assert "scout-report: Audit the trace writer." in text.out
 
 

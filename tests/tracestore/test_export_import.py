@@ -41,9 +41,9 @@ def test_export_then_import_round_trips_byte_for_byte(
     dsn = pg.dsn(ORCH_LOGIN, db)
     r = cli("trace", "export", "--to", "postgres", "--dsn", dsn)
     assert r.code == 0, r.err
-    assert r.out.count("line(s) copied") == 3
+    assert r.out.count(" lines copied") == 3
     again = cli("trace", "export", "--to", "postgres", env=clean_env(EIDOLONS_TRACE_DSN=dsn))
-    assert again.code == 0 and again.out.count(": 0 line(s) copied") == 3  # resumable, no dupes
+    assert again.code == 0 and again.out.count(": 0 lines copied") == 3  # resumable, no dupes
     other = tmp_path / "other"
     (other / ".eidolons").mkdir(parents=True)
     r = cli("trace", "import", *(f.stem for f in files), "--dsn", dsn, "--root", other)
@@ -88,7 +88,7 @@ def test_export_refuses_a_diverged_thread_and_copies_the_others(
     r = cli("trace", "export", "--to", "postgres", "--dsn", dsn)
     assert r.code == 3
     assert f"{files[0].stem}: refused" in r.err
-    assert f"{files[1].stem}: 1 line(s) copied" in r.out
+    assert f"{files[1].stem}: 1 line copied" in r.out
 
 
 def test_export_needs_the_orchestrator_role_for_verdicts(

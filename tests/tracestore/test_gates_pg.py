@@ -129,6 +129,23 @@ def test_a_gate_role_cannot_record_an_orchestrator_verdict(
     assert r.code == 3 and r.json()["failure_code"] == "UNVERIFIED"
 
 
+def test_a_gate_role_recording_an_orchestrator_verdict_says_why_in_one_line(
+    cli: Cli, project: Path, gate: dict[str, str]
+) -> None:
+    """The trigger's refusal reaches the receiver host's user as one line with its reason
+    (no PL/pgSQL context, no traceback) and exit 3, from verify-envelope and from run."""
+    _, envelope = handoff(cli, project, gate)
+    why = f"eidolons: login {GATE_LOGIN} may not record orchestrator verdicts in database "
+    for args in (("verify-envelope", envelope), ("run", "--verify", envelope, "--", "true")):
+        r = cli(*args, env=gate)
+        assert r.code == 3, r.err
+        said = [line for line in r.err.splitlines() if why in line]
+        assert len(said) == 1 and "it is bound there as gate" in said[0], r.err
+        assert "CONTEXT" not in r.err and "PL/pgSQL" not in r.err and "Traceback" not in r.err
+    r = cli("run", "--verify", envelope, "--json", env=gate)
+    assert r.code == 3 and why in r.json()["reason"]
+
+
 def test_uninitialised_database_refuses_and_says_how_to_fix(
     cli: Cli, project: Path, pg: PgServer
 ) -> None:

@@ -50,7 +50,18 @@ class _Usage(Exception):
     """A usage error: ``eidolons: <message>`` and exit 1."""
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """The help with upstream's capital ``Usage:`` (its tests look for it)."""
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: Any = None) -> None:
+        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from eidolons import __version__
+
+    p.formatter_class = _Formatter
+    p.add_argument("-V", "--version", action="version", version=f"eidolons {__version__}")
     p.add_argument(
         "paths", nargs="*", metavar="PATH", help="an *.envelope.json file or a directory"
     )
@@ -110,10 +121,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _exit_1_on_usage_errors(p: argparse.ArgumentParser) -> None:
     """Usage errors exit 1 as upstream (argparse would exit 2, which here means "a MUST
-    failed"). Stray positionals after options are PATHs; unknown options are errors."""
+    failed"), then the ``Usage:`` line. Stray positionals after options are PATHs;
+    unknown options are errors, and so is no PATH."""
 
     def error(message: str) -> NoReturn:
-        p.exit(EXIT_USAGE, f"eidolons: {message}\n")
+        p.exit(EXIT_USAGE, f"eidolons: {message}\n{p.format_usage()}")
 
     original = p.parse_known_args
 
@@ -125,6 +137,8 @@ def _exit_1_on_usage_errors(p: argparse.ArgumentParser) -> None:
         if unknown:
             error(f"unrecognized arguments: {' '.join(unknown)}")
         ns.paths = list(ns.paths) + extras
+        if not ns.paths:
+            error("no PATH given")
         return ns, []
 
     setattr(p, "error", error)  # noqa: B010 - instance override, argparse has no hook
@@ -155,8 +169,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.quiet and args.json:
         raise _Usage("-q is for text output; --json already lists every result")
     jobs = _jobs(args.jobs)
-    if not args.paths:
-        raise _Usage("no PATH given (usage: eidolons check PATH... [options])")
     targets = [_absolute(p) for p in args.paths]
     try:
         root = find_root(args.root)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from eidolons._text import plural
 from eidolons.cli.common import print_json, project_root
 
 HELP = "check the set-up: D8 receiver skills, skill drift, host hooks, keys, receiver agents"
@@ -31,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
         for note in report.notes:
             print(f"doctor: note: {note}")
         n = len(report.findings)
-        print(f"doctor: {n} finding{'s' if n != 1 else ''}" if n else "doctor: all checks passed")
+        print(f"doctor: {plural(n, 'finding')}" if n else "doctor: all checks passed")
     return 1 if report.findings else 0

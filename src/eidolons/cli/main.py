@@ -58,7 +58,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "eidolons emit .eidolons/handoffs/scout-report.md --from atlas@1.4.2 --to vigil@1.9.0 "
         "--performative PROPOSE --kind scout-report --objective 'Scout report for VIGIL.'",
         "ECL_HMAC_KEY=... eidolons emit change.md --from apivr --to vigil --performative "
-        'PROPOSE --kind change-summary --hmac --ise \'{"assertion_grade": "self-attested"}\'',
+        "PROPOSE --kind change-summary --objective 'Change summary for VIGIL.' --hmac "
+        '--ise \'{"assertion_grade": "self-attested"}\'',
     ),
     "verify-envelope": (
         "eidolons verify-envelope .eidolons/handoffs/scout-report.envelope.json",

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eidolons._text import plural
 from eidolons.cli.common import error as _error
 from eidolons.cli.common import fail, print_json
 from eidolons.errors import EidolonsError, InputError, UsageError
@@ -128,9 +129,9 @@ def _print_records(result: Mapping[str, Any]) -> None:
     records = result.get("records", [])
     budget = result.get("budget", {})
     print(
-        f"backend {result.get('backend')}: {len(records)} record(s)"
+        f"backend {result.get('backend')}: {plural(len(records), 'record')}"
         f" (k {budget.get('k_applied')}, evicted {result.get('evicted_count', 0)},"
-        f" {result.get('total_tokens', 0)} tokens)"
+        f" {plural(result.get('total_tokens', 0), 'token')})"
     )
     for record in records:
         print(

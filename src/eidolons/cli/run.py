@@ -150,15 +150,16 @@ def _route(
         incoming = decision.incoming  # falsy when refused: compare with None
         if not args.json:
             say(*(f"eidolons: {note}" for note in decision.outcome.notes))
+            if not decision.allowed:
+                say(f"eidolons run: route blocked: {printable(decision.reason())}")
         if not decision.allowed and incoming is not None and incoming.failures:
-            say(*incoming.status_lines())  # every mode: stdout may be redirected, or broken
+            say(*incoming.status_lines())  # after the route line, in every mode (--json too)
         warning = warning_line(decision.outcome) if decision.allowed else None
         if args.json:  # notes and warnings in the JSON: stderr keeps the REFUSE lines only
             said = [warning.removeprefix("eidolons: ")] if warning else []
             print_json({**decision.to_json(), "notes": notes + said})
         if not decision.allowed:
             if not args.json:
-                say(f"eidolons run: route blocked: {printable(decision.reason())}")
                 handback = incoming.extra.get("handback") if incoming is not None else None
                 if handback:
                     say(f"eidolons run: hand-back for the orchestrator: {printable(str(handback))}")

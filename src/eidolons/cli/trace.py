@@ -41,7 +41,8 @@ def _nexus_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+    sub = p.add_subparsers(dest="trace_command", metavar="ACTION")
+    p.set_defaults(trace_help=p.print_help)  # no ACTION: the verbs, exit 0 (as upstream)
     for verb, text in CHAIN_VERBS.items():
         q = sub.add_parser(verb, help=text, description=text)
         _nexus_flags(q)
@@ -101,8 +102,8 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     target.add_argument(
         "--otlp",
         metavar="URL",
-        help="send one span per hand-off to this OTLP/HTTP traces endpoint "
-        "(e.g. http://127.0.0.1:4318/v1/traces)",
+        help="send one span per hand-off to this OTLP/HTTP collector (e.g. "
+        "http://127.0.0.1:4318, which posts to its /v1/traces; a URL with a path is used as it is)",
     )
     export.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="--otlp: seconds (default 10)"
@@ -119,6 +120,9 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.trace_command is None:
+        args.trace_help()
+        return 0
     try:
         if args.trace_command == "export" and args.otlp is not None:
             from eidolons.cli.trace_export import run_export

@@ -1,5 +1,6 @@
 """``eidolons trace export --otlp URL [THREAD...]``: one span per hand-off over OTLP/HTTP
-(THREAD... read as the chain verbs read PATHs; none: every thread). Exit codes: 0
+(a URL without a path posts to its ``/v1/traces``; THREAD... read as the chain verbs read
+PATHs; none: every thread). Exit codes: 0
 accepted; 1 nothing to export; 2 usage or no SDK; 3 refused or unreachable."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import argparse
 import os
 import sys
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.cli.common import error, project_root
 
 EXIT_NOTHING = 1
@@ -29,11 +30,12 @@ def run_export(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         return error("--timeout must be a positive number of seconds")
     try:
-        from eidolons.trace.chain.otlp import export_hops
+        from eidolons.trace.chain.otlp import export_hops, traces_endpoint
     except ImportError as exc:
         return error(
             f"the OpenTelemetry SDK is not installed ({exc.name}): pip install 'eidolons[otel]'"
         )
+    url = traces_endpoint(url)
     root = project_root(args.root)
     if isinstance(root, int):
         return root
@@ -52,6 +54,6 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"eidolons: {printable(trust_problem)}", file=sys.stderr)
     accepted, count = export_hops(hops, url, timeout=args.timeout, service_version=__version__)
     if not accepted:
-        return error(f"{printable(url)} did not accept the {count} spans", EXIT_REFUSED)
-    print(f"exported {count} spans to {printable(url)}", file=sys.stderr)
+        return error(f"{printable(url)} did not accept the {plural(count, 'span')}", EXIT_REFUSED)
+    print(f"exported {plural(count, 'span')} to {printable(url)}", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.cli.common import print_json, project_root
 
 TYPE_CHECKING = False
@@ -66,7 +66,7 @@ def run_list(args: argparse.Namespace) -> int:
         refusals = "-"
         if r["refusals"]:
             refusals = f"{r['refusals']} ({', '.join(r['refusal_codes'])})"
-        note = f"  [{r['damaged_lines']} damaged lines]" if r["damaged_lines"] else ""
+        note = f"  [{plural(r['damaged_lines'], 'damaged line')}]" if r["damaged_lines"] else ""
         out.append(
             f"{r['thread_id']:<38} {r['hops']:>4} {r['events']:>6}  {r['last_ts'] or '?':<24}  "
             f"{refusals}{note}"

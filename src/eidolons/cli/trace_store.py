@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eidolons._text import plural
 from eidolons.cli.common import error, fail, project_root
 from eidolons.errors import EidolonsError, UsageError
 
@@ -112,7 +113,7 @@ def _copy(args: argparse.Namespace) -> int:
             elif new:
                 append_lines(files.path(name), new)
                 files.index_payloads()  # the host's payload index covers them (ADR 0018)
-            print(f"{name}: {len(new)} line(s) copied, {len(have)} already there")
+            print(f"{name}: {plural(len(new), 'line')} copied, {len(have)} already there")
     finally:
         pg.close()
     return 3 if diverged else 0

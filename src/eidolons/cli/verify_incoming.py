@@ -241,12 +241,12 @@ def _root(explicit: str | None) -> str | None:
 def _print_recall(recall: dict[str, object]) -> None:
     """Recalled records on stderr, every field escaped: memory holds text from earlier
     payloads, which an attacker may have written."""
-    from eidolons._text import printable
+    from eidolons._text import plural, printable
     from eidolons.cli.common import say
 
     records = recall.get("records") or []
     backend = printable(str(recall.get("backend", "?")))
-    say(f"recall ({backend}): {len(records)} record(s)")  # type: ignore[arg-type]
+    say(f"recall ({backend}): {plural(len(records), 'record')}")  # type: ignore[arg-type]
     for rec in records:  # type: ignore[attr-defined]
         if isinstance(rec, dict):
             text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")[:120]

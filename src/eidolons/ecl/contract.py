@@ -514,6 +514,10 @@ class ContractSet:
             self._by_edge[contract.key] = contract
         return self._by_edge
 
+    def receivers(self) -> set[str]:
+        """Every receiver an edge of this set names (from the index's keys: none is built)."""
+        return {key.partition("->")[2] for key in self._unbuilt} | {to for _, to in self._by_edge}
+
     def inbound(self, to: str) -> list[Contract]:
         """Every contract whose receiver is ``to``, sorted by sender."""
         return sorted((c for c in self._built().values() if c.to == to), key=lambda c: c.key)

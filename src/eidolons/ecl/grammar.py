@@ -202,8 +202,11 @@ def loads_strict(data: bytes, limits: Limits | None = None) -> Any:
     """Parse untrusted JSON bytes under the rules of the module docstring."""
     limits = limits or _DEFAULT_LIMITS
     if len(data) > limits.max_envelope_bytes:
+        from eidolons._text import plural
+
         raise EnvelopeError(
-            f"envelope is {len(data)} bytes, above the {limits.max_envelope_bytes}-byte cap"
+            f"envelope is {plural(len(data), 'byte')}, above the "
+            f"{limits.max_envelope_bytes}-byte cap"
         )
     try:
         text = data.decode("utf-8")

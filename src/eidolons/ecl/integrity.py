@@ -264,6 +264,12 @@ UNSIGNED_WARNING = (
     "warning: evidence: unsigned: this project has no trust store (.eidolons/trust.json), "
     "so any writer of the trace could have written this pass (run `eidolons keys init`)"
 )
+#: Why a project with a trust store refuses an unsigned pass, and the fix (ADR 0011).
+UNSIGNED_PASS = (
+    "the verify_pass on record is unsigned: it was recorded without this project's signing "
+    "key (before eidolons keys init, or by hand); run eidolons verify-envelope {envelope} "
+    "again to sign its pass"
+)
 
 
 def combine(*parts: str) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.ecl.contract import (
     Contract,
     ContractSet,
@@ -359,7 +359,7 @@ def contract_failures(
                 Failure(
                     RefusalCode.CONTEXT_OVER_BUDGET,
                     "B-1",
-                    f"payload and summary ≈{estimate} tokens (characters / 4) exceed the "
+                    f"payload and summary ≈{plural(estimate, 'token')} (characters / 4) exceed the "
                     f"edge's token_budget_max {contract.token_budget_max} (declared "
                     f"tokens_used: {'none' if declared is None else declared})",
                 )

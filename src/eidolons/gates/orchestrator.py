@@ -27,6 +27,7 @@ from eidolons.ecl.integrity import (
     EXIT_BLOCKED,
     HMAC,
     SENDER_SIGNATURE,
+    SIGNED_RECEIPT,
     UNSIGNED_WARNING,
     Verdict,
     combine,
@@ -240,6 +241,7 @@ def run_gate(
         doc = build_statement(result, command=command, time=now, project=project)
         if doc is not None:
             outcome.receipt = sign_statement(doc, signing.signer)
+            outcome.evidence = combine(SIGNED_RECEIPT, *(outcome.evidence or "").split("+"))
             try:
                 outcome.receipt_path = write_receipt(result.envelope_path, outcome.receipt)
             except OSError as exc:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import time
 
-from eidolons._text import printable
-from eidolons.ecl.contract import ContractSet, as_contract_set
+from eidolons._text import did_you_mean, printable
+from eidolons.ecl.contract import ContractSet, ContractSetUnavailable, as_contract_set
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
     EventType,
@@ -53,7 +53,7 @@ from eidolons.ecl.receiver import (
     reason_line,
     sections_apply,
 )
-from eidolons.errors import EidolonsError, InputError, TraceWriteError
+from eidolons.errors import EidolonsError, InputError, TraceWriteError, UsageError
 from eidolons.io import paths as pathstr
 from eidolons.io.config import payload_key
 from eidolons.io.paths import foreign_projects
@@ -609,7 +609,8 @@ def verify_incoming(
     """:func:`evaluate`, then the decision recorded in the thread's trace (``store``, else
     the project's). ``on_envelope`` runs before the verdict (recall), ``on_pass`` only
     after a pass is on record, with the bytes verified (ingest: ADR 0021; if it raises:
-    :class:`OnPassError`). ``handback``: a refusal writes the orchestrator's hand-back."""
+    :class:`OnPassError`). ``handback``: a refusal writes the orchestrator's hand-back.
+    Raises :class:`UsageError`, recording nothing, for a ``receiver`` no contract names."""
     own = store is None
     store = open_store(root) if store is None else store
     start = time.monotonic_ns()
@@ -622,6 +623,8 @@ def verify_incoming(
             require_envelope=require_envelope, snapshot=snapshot, on_envelope=on_envelope,
             known=known,
         )  # fmt: skip
+        if not result and result.status != "skipped" and receiver is not None:
+            _known_receiver(as_contract_set(contracts), result.receiver)
         if result.status != "skipped" and write_trace:
             if not result and handback and result.failures:
                 # before the verify_fail event, which names it: the refusal stays the
@@ -648,6 +651,16 @@ def verify_incoming(
                 result=result,
             ) from exc
     return result
+
+
+def _known_receiver(contracts: ContractSet | ContractSetUnavailable, receiver: str) -> None:
+    """Raise :class:`UsageError`, naming the nearest, when no contract of a loaded set
+    names ``receiver``: a mistyped ``--as``, not a refusal to record (asked on a refusal
+    only: a pass names its edge)."""
+    known = contracts.receivers() if isinstance(contracts, ContractSet) else {receiver}
+    if receiver not in known:
+        near = did_you_mean(receiver, known)
+        raise UsageError(f"no contract names a receiver {printable(receiver)!r}{near}")
 
 
 def _record(result: IncomingResult, store: TraceStore, took: int, root: StrPath) -> None:

@@ -53,12 +53,16 @@ class RouteDecision:
             self.outcome.mode == "block" and not self.outcome.result
         ):
             r = self.outcome.result
+            if r and self.outcome.trace_error:  # e.g. a login that may not record verdicts
+                return (
+                    f"orchestrator gate [{r.verdict}] but not recorded: {self.outcome.trace_error}"
+                )
             if r and self.outcome.receipt is None and self.outcome.notes:
                 return f"orchestrator gate [{r.verdict}] but {self.outcome.notes[-1]}"
             return f"orchestrator gate [{r.verdict}] {r.message}"
         if self.incoming is not None and not self.incoming:
-            if self.incoming.failures:
-                return self.incoming.refusal_line()
+            if self.incoming.failures:  # its REFUSE and reason lines follow the route line
+                return f"receiver gate [{self.incoming.failure_code}] refused it"
             return f"receiver gate could not record its pass: {self.incoming.trace_error}"
         mismatch = self.same_message()
         if mismatch is not None:

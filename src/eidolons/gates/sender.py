@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
 from eidolons.ecl.contract import ContractSetUnavailable, as_contract_set
 from eidolons.ecl.envelope import AgentRef, Envelope
@@ -476,7 +476,7 @@ def place_in_sealed(
     except OSError as exc:
         raise InputError(f"cannot read {payload}: {exc.strerror}") from None
     if len(data) > limits.max_payload_bytes:
-        raise InputError(f"{payload} is larger than {limits.max_payload_bytes} bytes")
+        raise InputError(f"{payload} is larger than {plural(limits.max_payload_bytes, 'byte')}")
     directory = Path(root) / HANDOFF_DIR
     try:
         directory.mkdir(parents=True, exist_ok=True)

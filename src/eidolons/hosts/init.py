@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eidolons._text import plural
 from eidolons.errors import EidolonsError
 from eidolons.hosts.wiring import (
     CONFIG_FILES,
@@ -352,7 +353,7 @@ def undo(root: Path, *, dry_run: bool = False, run: Run) -> Report:
             if not dry_run:
                 path.unlink()
         else:
-            report.add("merged", rel, f"removed {removed} entries of eidolons")
+            report.add("merged", rel, f"removed {plural(removed, 'entry', 'entries')} of eidolons")
             if not dry_run:
                 write_text(path, _dump(doc))
     _undo_ignore(root, manifest, created, report, dry_run)

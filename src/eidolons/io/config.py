@@ -111,8 +111,10 @@ def hmac_key_warning(key: bytes | None) -> str | None:
     """A warning for an HMAC key shorter than ECL section 6.4's 32 random bytes."""
     if key is None or len(key) >= MIN_HMAC_KEY_BYTES:
         return None
+    from eidolons._text import plural
+
     return (
-        f"warning: ECL_HMAC_KEY is {len(key)} bytes; ECL 6.4 asks for at least "
+        f"warning: ECL_HMAC_KEY is {plural(len(key), 'byte')}; ECL 6.4 asks for at least "
         f"{MIN_HMAC_KEY_BYTES} random bytes (a short key can be guessed)"
     )
 

@@ -41,7 +41,7 @@ from eidolons.ecl.events import (
     statement,
     statement_bytes,
 )
-from eidolons.ecl.integrity import RefusalCode
+from eidolons.ecl.integrity import UNSIGNED_PASS, RefusalCode
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write, readable_mode
@@ -606,7 +606,7 @@ def receiver_evidence(
             judge_receipt(doc, "trace", store, now, payload_sha256=None, trusted=same, **kw)
         )
     elif record is not None and not judged:
-        why = "the verify_pass on record is unsigned (hand-written, or minted without the key)"
+        why = UNSIGNED_PASS.format(envelope=envelope_path)  # escaped where it is printed
         judged.append(Judged("trace", (UNVERIFIED, why)))
     chosen, refusal = decide(judged)
     return chosen, refusal, judged

@@ -421,9 +421,11 @@ def reverse_lines(
         return decode(raw, lineno)
 
     while pos > start:
-        if pos <= floor:
+        if pos <= floor and max_bytes is not None:  # only a bound makes floor pass start
+            from eidolons._text import plural
+
             raise InputError(
-                f"trace {name}: nothing found in its last {max_bytes} bytes (the scan "
+                f"trace {name}: nothing found in its last {plural(max_bytes, 'byte')} (the scan "
                 "bound); refusing rather than reading on"
             )
         step = min(block, pos - floor)

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 
+from eidolons._text import plural
 from eidolons.ecl.events import chained, next_link
 from eidolons.errors import TraceWriteError
 from eidolons.io.config import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
@@ -286,7 +287,7 @@ class PostgresStore(TraceStore):
         def build(last: bytes | None, last_seq: int) -> list[tuple[Any, ...]]:
             if after is not None and last_seq != after:
                 raise TraceWriteError(
-                    f"thread {thread} changed while it was copied ({last_seq} lines, "
+                    f"thread {thread} changed while it was copied ({plural(last_seq, 'line')}, "
                     f"expected {after}); run the copy again"
                 )
             rows: list[tuple[Any, ...]] = []

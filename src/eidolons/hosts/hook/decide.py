@@ -197,19 +197,23 @@ class Decider:
     def _receiver_read(
         self, receiver: str | None, path: str, redirect: dict[str, Any] | None
     ) -> Decision:
+        from eidolons.errors import UsageError
         from eidolons.gates.receiver import verify_incoming
         from eidolons.io.config import Limits, hmac_key
 
-        result = verify_incoming(
-            Path(path),
-            receiver,
-            root=self.root,
-            contracts=self.contracts(),
-            key=hmac_key(),
-            limits=Limits.from_env(os.environ),
-            require_envelope=True,
-            want_payload=redirect is not None,
-        )
+        try:
+            result = verify_incoming(
+                Path(path),
+                receiver,
+                root=self.root,
+                contracts=self.contracts(),
+                key=hmac_key(),
+                limits=Limits.from_env(os.environ),
+                require_envelope=True,
+                want_payload=redirect is not None,
+            )
+        except UsageError as exc:  # --as names no receiver of the contracts: nothing recorded
+            return deny(f"eidolons hook: --as {receiver}: {exc}")
         if result:
             env = result.envelope
             assert env is not None

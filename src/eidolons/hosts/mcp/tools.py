@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eidolons._text import encodable, printable
+from eidolons._text import encodable, plural, printable
 
 __all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox", "wire_safe"]
 
@@ -79,7 +79,7 @@ def _recalled(data: dict[str, Any]) -> list[str]:
     records = [r for r in recall.get("records") or [] if isinstance(r, dict)]
     if not records:
         return []
-    lines = [f"{RECALLED_NOTE} ({len(records)} record(s)):"]
+    lines = [f"{RECALLED_NOTE} ({plural(len(records), 'record')}):"]
     for rec in records:  # each escaped on one line, under the mark
         text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")
         layer, ident = printable(str(rec.get("layer", "?"))), printable(str(rec.get("id", "?")))
@@ -301,7 +301,7 @@ class Toolbox:
         except UnicodeDecodeError:
             structured["encoding"] = "base64"
             return Reply(
-                f"verified payload ({len(payload)} bytes, not UTF-8) attached as a blob",
+                f"verified payload ({plural(len(payload), 'byte')}, not UTF-8) attached as a blob",
                 structured,
                 blob=payload,
                 mime_type="application/octet-stream",
@@ -444,7 +444,7 @@ class Toolbox:
             for e in events
         ]
         if damaged:
-            lines.append(f"({damaged} damaged line(s) skipped)")
+            lines.append(f"({plural(damaged, 'damaged line')} skipped)")
         data = {
             "thread_id": thread,
             "events": events,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eidolons._text import plural
 from eidolons.hosts.skills.render import SkillError, generated_state, render_skill, skill_name
 from eidolons.io.files import atomic_write, read_regular, read_text, readable_mode
 
@@ -91,7 +92,7 @@ class SkillConflict(SkillError):
     def __init__(self, refused: Sequence[SkillAction], written: Sequence[Path]) -> None:
         first = refused[0]
         super().__init__(
-            f"{len(refused)} skill file(s) not written without --force; first: "
+            f"{plural(len(refused), 'skill file')} not written without --force; first: "
             f"{first.target.path}: {first.reason}"
         )
         self.refused = list(refused)

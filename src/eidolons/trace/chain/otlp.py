@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 SCOPE = "eidolons.trace.export"
+TRACES_PATH = "/v1/traces"
+
+
+def traces_endpoint(url: str) -> str:
+    """The traces URL of ``url``: a base URL (no path, or ``/``) gets ``/v1/traces``, as
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` does; a URL with any other path is used as it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=TRACES_PATH)) if parts.path in ("", "/") else url
 
 
 def _ns(ts: str | None) -> int | None:
