@@ -171,3 +171,10 @@ def test_nothing_collected_is_an_error(cli: Cli, project: Path) -> None:
 def test_an_unknown_sub_command_is_an_error_naming_it(cli: Cli) -> None:
     r = cli("trace", "shw", "x")
     assert r.code != 0 and "shw" in r.err and r.out == ""
+
+
+def test_no_sub_command_prints_the_usage_and_exits_0(cli: Cli) -> None:
+    for argv in (("trace",), ("trace", "-h")):
+        r = cli(*argv)
+        assert r.code == 0, r.err
+        assert all(verb in r.out for verb in ("show", "graph", "verify", "cost", "otel"))

@@ -66,10 +66,11 @@ def test_signed_project_events_validate(project: Path, tmp_path: Path) -> None:
     events = [
         e for f in sorted((project / ".eidolons/.trace").glob("*.jsonl")) for e in read_trace(f)
     ]
-    assert {e.get("evidence") for e in events} >= {
-        "sender-signature",
-        "signed-receipt+sender-signature",
-    }
+    passes = [e for e in events if e["event"] == "verify_pass"]
+    assert [(e["gate"], e.get("evidence")) for e in passes] == [
+        ("orchestrator", "signed-receipt+sender-signature"),  # it signed the receipt
+        ("receiver", "signed-receipt+sender-signature"),
+    ]
     assert sum(1 for e in events if "receipt" in e) == 2 and all("seq" in e for e in events)
     for event in events:
         assert validation_errors(event, "handoff-event.v1.json") == [], json.dumps(event)

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.cli.common import error, print_json, project_root, use_color
 
 TYPE_CHECKING = False
@@ -403,9 +403,9 @@ def _verify_lines(results: list[dict[str, Any]], failed: int, refused: int) -> l
             f"      probe by {p['receiver']}: {p['code'] or p['verdict']}" for p in r["probes"]
         ]
     total = len(results)
-    noun = "envelope" if total == 1 else "envelopes"
+    noun = "envelope" if total == 1 else "envelopes"  # "all N envelopes", as upstream
     if failed:
-        lines.append(f"{failed}/{total} {noun} failed integrity")
+        lines.append(f"{failed}/{plural(total, 'envelope')} failed integrity")
     if refused:
         lines.append(f"{refused}/{total} refused by {'its' if total == 1 else 'their'} addressee")
     unverifiable = sum(1 for r in results if r["verdict"] == "unverifiable")

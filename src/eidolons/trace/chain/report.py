@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.trace.chain import UNKNOWN, Decision, Hop
 from eidolons.trace.chain.render import refusal, svg
 from eidolons.trace.chain.views import COST_NOTE
@@ -137,7 +137,7 @@ def render_report(
             "<body>",
             f'<h1>ECL hand-off chain</h1><p class="sub">thread <code>{_e(thread)}</code></p>',
             '<p class="summary">'
-            f'<span id="hop-count">{len(hops)} hop{"" if len(hops) == 1 else "s"}</span>'
+            f'<span id="hop-count">{plural(len(hops), "hop")}</span>'
             f'<span id="refusal-count" class="{"fail" if refused else "pass"}">'
             f"{refused} refused</span>"
             f"<span>{total} tokens (self-reported estimate)</span></p>",

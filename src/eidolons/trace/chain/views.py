@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eidolons._text import printable
+from eidolons._text import plural, printable
 from eidolons.trace.chain import UNKNOWN, Hop
 from eidolons.trace.chain.ids import span_id_bytes, trace_id_bytes
 
@@ -66,8 +66,7 @@ def _refused(hop: Hop) -> dict[str, Any] | None:
 
 
 def show_text(hops: Sequence[Hop]) -> list[str]:
-    noun = "hop" if len(hops) == 1 else "hops"
-    lines = [f"ECL hand-off chain  (thread {thread_of(hops)}, {len(hops)} {noun})"]
+    lines = [f"ECL hand-off chain  (thread {thread_of(hops)}, {plural(len(hops), 'hop')})"]
     for row in show_doc(hops):
         tokens = "—" if row["tokens"] is None else str(row["tokens"])
         refused = row["refused"]
@@ -129,11 +128,9 @@ def cost_doc(hops: Sequence[Hop], budget: int | None = None) -> dict[str, Any]:
 
 def cost_text(doc: dict[str, Any]) -> list[str]:
     hops, total = doc["hops"], doc["total_tokens"]
-    noun = "hop" if hops == 1 else "hops"
-    lines = [f"ECL token ledger ({hops} {noun}, total {total} tokens — estimate)"]
+    lines = [f"ECL token ledger ({plural(hops, 'hop')}, total {total} tokens — estimate)"]
     for r in doc["by_eidolon"]:
-        hops_word = "hop" if r["hops"] == 1 else "hops"
-        lines.append(f"  {r['eidolon']:<16} {r['tokens']:>10}  ({r['hops']} {hops_word})")
+        lines.append(f"  {r['eidolon']:<16} {r['tokens']:>10}  ({plural(r['hops'], 'hop')})")
     budget = doc["budget"]
     if budget is not None:
         total = doc["total_tokens"]
