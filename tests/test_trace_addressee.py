@@ -89,7 +89,7 @@ def test_the_report_and_show_count_the_addressees_refusal(cli: Cli, project: Pat
     assert re.search(r'id="refusal-count"[^>]*>1 refused<', page)
     assert 'class="hop refused"' in page
     shown = cli("trace", "show", str(envelope), "--json").json()
-    assert shown[0]["refused"] == {"receiver": "vigil", "code": "INTEGRITY_MISMATCH"}
+    assert shown[0]["refused"] == {"receiver": "vigil", "code": "INTEGRITY_MISMATCH", "host": None}
     text = cli("trace", "show", str(envelope)).out
     assert "REFUSED by vigil: INTEGRITY_MISMATCH" in text
     assert "(thread " in text and "1 hop)" in text

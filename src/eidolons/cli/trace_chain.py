@@ -157,17 +157,16 @@ def _out(lines: list[str]) -> None:
 
 
 # -- show over traces: the events themselves
-def event_line(event: dict[str, Any], color: bool, addressee: str | None = None) -> str:
-    """One event; a receiver's decision under another name than ``addressee`` (the
-    hand-off's ``to``, where known) is marked as a probe, not as the hop's refusal."""
-    from eidolons.trace.chain import split_label
+def event_line(event: dict[str, Any], color: bool, hop: Hop | None = None) -> str:
+    """One event; a receiver's decision for ``hop`` under another name than its
+    addressee's (:meth:`Hop.by_addressee`) is marked as a probe, not as its refusal."""
+    from eidolons.trace.chain import Decision
     from eidolons.trace.store import NOT_COUNTED, WRITTEN_BY
 
     kind = str(event.get("event", "?"))
     uncounted = event.get(NOT_COUNTED)  # set by the store's reader (the one record rule)
-    judged_as = split_label(event.get("to"))[0]
-    probe = event.get("gate") == "receiver" and None not in (addressee, judged_as)
-    probe = probe and judged_as != addressee
+    decision = Decision(event)
+    probe = hop is not None and decision.gate == "receiver" and not hop.by_addressee(decision)
     flag = "??" if uncounted else {"verify_fail": "!!", "verify_pass": "ok"}.get(kind, "  ")
     flag = ".." if probe and not uncounted else flag
     parts = [
@@ -183,7 +182,7 @@ def event_line(event: dict[str, Any], color: bool, addressee: str | None = None)
     if kind == "verify_fail":
         parts.append(f"{event.get('verify_failure_code', '?')} ({event.get('decision', '?')})")
     if probe:
-        parts.append(f"probe by {judged_as} (not the addressee)")
+        parts.append(f"probe by {decision.receiver} (not the addressee)")
     if uncounted:
         parts.append(f"NOT COUNTED: {uncounted}")
     if event.get(WRITTEN_BY):
@@ -195,6 +194,7 @@ def event_line(event: dict[str, Any], color: bool, addressee: str | None = None)
 
 
 def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
+    from eidolons.trace.chain import hops_from_events
     from eidolons.trace.chain.sources import trace_events
 
     events = trace_events(collected, store)
@@ -203,34 +203,22 @@ def _show_events(collected: Collected, store: TraceStore, as_json: bool) -> int:
         print_json(events)
     else:
         color = use_color(sys.stdout)
-        to = addressees(events)
-        _out([event_line(e, color, to.get(str(e.get("message_id")))) for e in events])
+        hops = {h.message_id: h for h in hops_from_events(events)}
+        _out([event_line(e, color, hops.get(str(e.get("message_id")))) for e in events])
     return 0
-
-
-def addressees(events: list[dict[str, Any]]) -> dict[str, str]:
-    """Message id -> the name its hand-off was addressed to, from the first event that is
-    not a receiver's (a receiver's event names the receiver it judged as)."""
-    from eidolons.trace.chain import split_label
-
-    out: dict[str, str] = {}
-    for e in events:
-        name = split_label(e.get("to"))[0]
-        if name and e.get("gate") != "receiver":
-            out.setdefault(str(e.get("message_id")), name)
-    return out
 
 
 def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
     """Print the trace's events, then new ones as they are appended, until ``--max-events``
     events were printed, ``--idle-timeout`` seconds pass without one, or Ctrl-C."""
+    from eidolons.trace.chain import Hop
     from eidolons.trace.store import open_store
 
     path = collected.trace_files[0] if collected.trace_files else None
     name = str(path) if path else collected.threads[0]
     store = open_store(root, file=path)  # a thread: the project's configured store
     color = use_color(sys.stdout)
-    to: dict[str, str] = {}  # message id -> addressee, as the events arrive
+    hops: dict[str, Hop] = {}  # message id -> its hop, described as the events arrive
     printed, offset, idle_since = 0, 0, time.monotonic()
     try:
         while args.max_events is None or printed < args.max_events:
@@ -242,10 +230,10 @@ def _follow(collected: Collected, root: Path, args: argparse.Namespace) -> int:
                 if args.json:  # one event per line (JSON Lines), as it arrives
                     sys.stdout.write(json.dumps(line.event, ensure_ascii=True) + "\n")
                 else:
-                    for mid, name in addressees([line.event]).items():
-                        to.setdefault(mid, name)
-                    addressee = to.get(str(line.event.get("message_id")))
-                    sys.stdout.write(event_line(line.event, color, addressee) + "\n")
+                    mid = str(line.event.get("message_id"))
+                    hop = hops.setdefault(mid, Hop(mid))
+                    hop.describe_from_event(line.event)
+                    sys.stdout.write(event_line(line.event, color, hop) + "\n")
                 printed += 1
                 if args.max_events is not None and printed >= args.max_events:
                     break
@@ -403,40 +391,25 @@ def _verify_lines(results: list[dict[str, Any]], failed: int, refused: int) -> l
             f"      probe by {p['receiver']}: {p['code'] or p['verdict']}" for p in r["probes"]
         ]
     total = len(results)
-    noun = "envelope" if total == 1 else "envelopes"  # "all N envelopes", as upstream
+    counted = plural(total, "envelope")  # "3 envelopes", "1 envelope"
     if failed:
-        lines.append(f"{failed}/{plural(total, 'envelope')} failed integrity")
+        lines.append(f"{failed}/{counted} failed integrity")
     if refused:
         lines.append(f"{refused}/{total} refused by {'its' if total == 1 else 'their'} addressee")
     unverifiable = sum(1 for r in results if r["verdict"] == "unverifiable")
     if not (failed or refused or unverifiable):
-        lines.append(f"all {total} {noun} verified" if total != 1 else "1 envelope verified")
+        lines.append(f"all {counted} verified" if total != 1 else "1 envelope verified")
     elif not (failed or refused):
         lines.append(
-            f"none of {total} {noun} failed integrity; {unverifiable} unverifiable "
-            "(no digest to check)"
+            f"none of {counted} failed integrity; {unverifiable} unverifiable (no digest to check)"
         )
     return lines
 
 
 def _receiver_side(hop: Hop | None) -> dict[str, Any]:
-    """What the hop's receivers decided, for a ``trace verify`` row: the addressee's
-    standing refusal (``refused_by``) and the probes by other receivers."""
-    if hop is None:
-        return {"refused_by": None, "probes": []}
-    refusal = hop.refusal("receiver")
-    refused_by = None
-    if refusal is not None:
-        refused_by = {
-            "receiver": refusal.receiver or hop.recipient,
-            "code": refusal.code,
-            "host": refusal.host,
-        }
-    probes = [
-        {"receiver": d.receiver, "verdict": d.verdict, "code": d.code, "host": d.host}
-        for d in hop.probes
-    ]
-    return {"refused_by": refused_by, "probes": probes}
+    """The receivers' side of a ``trace verify`` row (:meth:`Hop.receiver_side`)."""
+    side = hop.receiver_side("receiver") if hop is not None else {"refused": None, "probes": []}
+    return {"refused_by": side["refused"], "probes": side["probes"]}
 
 
 def _envelope_rows(collected: Collected, hops: list[Hop], root: Path) -> list[dict[str, Any]]:

@@ -214,13 +214,13 @@ class Hop:
             self.tokens = _count(event.get("context_tokens"))
 
     # -- verdicts
-    def latest(self, gate: str) -> Decision | None:
-        found = [d for d in self.decisions if d.gate == gate]
-        return found[-1] if found else None
+    def decided(self, gate: str) -> list[Decision]:
+        """The decisions of ``gate`` made for the hop, in trace order (probes aside)."""
+        return [d for d in self.decisions if d.gate == gate and self.by_addressee(d)]
 
-    @property
-    def refusals(self) -> list[Decision]:
-        return [d for d in self.decisions if d.event == "verify_fail"]
+    def latest(self, gate: str) -> Decision | None:
+        found = self.decided(gate)
+        return found[-1] if found else None
 
     def by_addressee(self, d: Decision) -> bool:
         """Whether ``d`` speaks for the hop: a gate's decision, or a receiver's made as
@@ -240,12 +240,26 @@ class Hop:
         latest ``verify_fail`` whatever came after it (a recorded refusal is a fact, and a
         receiver's later line proves nothing: any writer of the trace can append one),
         else the orchestrator's latest verdict when it is a ``verify_fail``."""
-        own = [d for d in self.decisions if self.by_addressee(d) and gate in (None, d.gate)]
-        refused = [d for d in own if d.gate == "receiver" and d.event == "verify_fail"]
-        if refused:
-            return refused[-1]
-        gates = [d for d in own if d.gate != "receiver"]
-        return gates[-1] if gates and gates[-1].event == "verify_fail" else None
+        if gate in (None, "receiver"):
+            refused = [d for d in self.decided("receiver") if d.event == "verify_fail"]
+            if refused or gate == "receiver":
+                return refused[-1] if refused else None
+        # any other gate's, an upstream line that names none ("?") included
+        others = [d for d in self.decisions if d.gate != "receiver" and gate in (None, d.gate)]
+        return others[-1] if others and others[-1].event == "verify_fail" else None
+
+    def receiver_side(self, gate: str | None = None) -> dict[str, Any]:
+        """What the views report of :meth:`refusal` (``refused``) and of the probes."""
+        d = self.refusal(gate)
+        refused = None
+        if d is not None:
+            who = (d.receiver or self.recipient) if d.gate == "receiver" else d.gate
+            refused = {"receiver": who, "code": d.code or d.verdict, "host": d.host}
+        probes = [
+            {"receiver": p.receiver, "verdict": p.verdict, "code": p.code, "host": p.host}
+            for p in self.probes
+        ]
+        return {"refused": refused, "probes": probes}
 
 
 GATE_EVENTS = ("verify_pass", "verify_fail")

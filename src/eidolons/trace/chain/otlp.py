@@ -49,8 +49,7 @@ def span_attributes(hop: Hop) -> dict[str, Any]:
     latest = hop.latest("orchestrator")
     refusal = hop.refusal()  # the addressee's side: probes by other receivers aside
     code = refusal.code if refusal is not None else None
-    own = [d for d in hop.decisions if d.gate == "receiver" and hop.by_addressee(d)]
-    receiver = own[-1] if own else None
+    receiver = hop.latest("receiver")
     received = None
     if receiver is not None:
         received = "pass" if receiver.passed else (receiver.decision or "refused")

@@ -79,7 +79,7 @@ def _decision(d: Decision, trusted: bool) -> str:
 
 
 def _decisions(hop: Hop, gate: str, trusted: bool) -> str:
-    found = [d for d in hop.decisions if d.gate == gate and hop.by_addressee(d)]
+    found = hop.decided(gate)
     forged = "".join(
         f'<span class="decision"><span class="warned">not counted: {_e(d.verdict)}</span> '
         f'<span class="reason">{_e(d.record.get("not_counted"))}</span></span>'

@@ -46,23 +46,11 @@ def show_doc(hops: Sequence[Hop]) -> list[dict[str, Any]]:
             "tier": h.tier,
             "model": h.model,
             "ts": h.ts,
-            "refused": _refused(h),
             "unverifiable": h.unverifiable,
-            "probes": [
-                {"receiver": d.receiver, "verdict": d.verdict, "code": d.code} for d in h.probes
-            ],
+            **h.receiver_side(),
         }
         for seq, h in enumerate(hops, 1)
     ]
-
-
-def _refused(hop: Hop) -> dict[str, Any] | None:
-    """The addressee's standing refusal of the hop (a probe by another receiver aside)."""
-    d = hop.refusal()
-    if d is None:
-        return None
-    who = (d.receiver or hop.recipient) if d.gate == "receiver" else d.gate
-    return {"receiver": who, "code": d.code or d.verdict}
 
 
 def show_text(hops: Sequence[Hop]) -> list[str]:
