@@ -100,6 +100,8 @@ def test_show_marks_a_probe_in_the_event_list(cli: Cli, project: Path) -> None:
     lines = cli("trace", "show", str(env["thread_id"])).out.splitlines()
     probe = next(line for line in lines if "forge" in line and "verify_fail" in line)
     assert probe.startswith("..") and "probe by forge (not the addressee)" in probe
+    followed = cli("trace", "show", str(env["thread_id"]), "--follow", "--idle-timeout", "0")
+    assert [line for line in followed.out.splitlines() if line.startswith("..")] == [probe]
     shown = json.loads(cli("trace", "show", str(env["thread_id"]), "--json").out)
     assert any(e.get("event") == "verify_fail" and e.get("receiver") == "forge" for e in shown)
 
