@@ -397,6 +397,12 @@ def edge_key(from_: str, to: str) -> str:
     return f"{from_}->{to}"
 
 
+def edge_of(key: str) -> tuple[str, str]:
+    """The ``(from, to)`` an :func:`edge_key` names."""
+    from_, _, to = key.partition("->")
+    return from_, to
+
+
 def index_entries(raw: bytes, source: str) -> dict[str, Any]:
     """The ``contracts`` object of a shipped ``index.json`` (bytes), edge key to entry,
     each entry not yet built (:func:`index_contract` builds one). Raises
@@ -516,7 +522,7 @@ class ContractSet:
 
     def receivers(self) -> set[str]:
         """Every receiver an edge of this set names (from the index's keys: none is built)."""
-        return {key.partition("->")[2] for key in self._unbuilt} | {to for _, to in self._by_edge}
+        return {edge_of(key)[1] for key in self._unbuilt} | {to for _, to in self._by_edge}
 
     def inbound(self, to: str) -> list[Contract]:
         """Every contract whose receiver is ``to``, sorted by sender."""
