@@ -4,12 +4,14 @@ Exit 0 clean, 1 findings, 2 usage."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import eidolons
 from tests.conftest import Run, clean_env, run_cli
 
 SEED_PROSE = (
@@ -342,16 +344,42 @@ def test_a_hook_wired_to_a_machine_path_is_a_finding(doctor: Any, initialised: P
     assert any("a path of one machine" in m for m in hosts_findings(doctor))
 
 
-def test_gate_code_a_sandboxed_shell_could_write_is_a_finding(
-    doctor: Any, initialised: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    venv = initialised / ".venv" / "lib" / "site-packages"
-    venv.mkdir(parents=True)
-    import eidolons.hosts.hook.events as events
+def project_venv(project: Path) -> Path:
+    """A venv inside the project (as is common) whose interpreter imports this eidolons."""
+    import site
+    import subprocess
 
-    monkeypatch.setattr(events, "gate_code", lambda: (str(venv),))
-    found = hosts_findings(doctor)
-    assert any("a sandboxed shell can write" in m for m in found), found
+    venv = project / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    paths = [os.path.dirname(os.path.dirname(eidolons.__file__ or "")), *site.getsitepackages()]
+    lib = next((venv / "lib").glob("python3*")) / "site-packages"
+    (lib / "this-eidolons.pth").write_text("".join(f"{p}\n" for p in paths))
+    return venv / "bin" / "python"
+
+
+def test_gate_code_in_a_venv_a_sandboxed_shell_could_write_is_a_finding(
+    doctor: Any, initialised: Path
+) -> None:
+    python = project_venv(initialised)  # wired after init: nothing of it is in denyWrite
+    local = initialised / ".claude" / "settings.local.json"
+    _edit_json(local, lambda d: d["env"].update(EIDOLONS_PYTHON=str(python)))
+    found = [
+        f["subject"]
+        for f in doctor("--json").json()["findings"]
+        if "a sandboxed shell can write" in f["message"]
+    ]
+    assert ".venv" in found, found  # the venv's root, with its pyvenv.cfg
+
+
+def test_an_interpreter_that_cannot_say_its_gate_code_is_a_finding(
+    doctor: Any, initialised: Path, tmp_path: Path
+) -> None:
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexit 1\n")
+    python.chmod(0o755)
+    local = initialised / ".claude" / "settings.local.json"
+    _edit_json(local, lambda d: d["env"].update(EIDOLONS_PYTHON=str(python)))
+    assert any("which code it runs as the gate" in m for m in hosts_findings(doctor))
 
 
 def test_a_missing_mcp_server_is_a_finding(doctor: Any, initialised: Path) -> None:

@@ -89,6 +89,8 @@ def test_the_shared_wiring_names_no_path_of_this_machine(init: Any, project: Pat
 
     denied = local["sandbox"]["filesystem"]["denyWrite"]
     assert os.path.realpath(os.path.dirname(eidolons.__file__ or "")) in denied
+    # the venv's root too: its pyvenv.cfg names the interpreter and stdlib the gate starts
+    assert {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)} <= set(denied)
     server = json.loads((project / ".mcp.json").read_text())["mcpServers"]["eidolons"]
     assert server == {"command": ".claude/hooks/eidolons", "args": ["mcp", "serve"]}
     launcher = project / ".claude" / "hooks" / "eidolons"

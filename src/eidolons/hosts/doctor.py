@@ -282,7 +282,6 @@ def check_hosts(report: Report) -> None:
 
 def check_claude_code(report: Report) -> None:
     """The Claude Code wiring, checked by reading it and by running it."""
-    from eidolons.hosts.hook.events import gate_code
     from eidolons.hosts.hook.fast import configured_handoff_dirs
     from eidolons.hosts.init import InitError, load_json_object, sandbox_problems_here
     from eidolons.hosts.wiring import (
@@ -334,8 +333,10 @@ def check_claude_code(report: Report) -> None:
         )
     for note in sandbox_problems_here():
         report.fail("hosts", "sandbox", note)
-    writable = _shell_writable_gate_code(real_root, gate_code(), docs)
-    for path in writable:
+    code, unknown = _wired_gate_code(python) if python is not None else ((), None)
+    if unknown is not None:
+        report.fail("hosts", CLAUDE_LOCAL, unknown)
+    for path in _shell_writable_gate_code(real_root, code, docs):
         report.fail(
             "hosts",
             report.rel(path),
@@ -352,6 +353,26 @@ def check_claude_code(report: Report) -> None:
             report.fail("hosts", LAUNCHER, problem)
     if len(report.findings) == before:
         report.ok("hosts", CLAUDE_SETTINGS, "Claude Code hook wired fail-closed, shell sealed")
+
+
+def _wired_gate_code(python: str) -> tuple[tuple[str, ...], str | None]:
+    """The code the wired interpreter runs as the gate (:func:`~eidolons.hosts.hook.events.
+    gate_code`, asked of ``python`` itself: its venv need not be this one), or why not."""
+    import subprocess
+
+    ask = "import json; from eidolons.hosts.hook.events import gate_code; "
+    ask += "print(json.dumps(gate_code()))"
+    try:
+        r = subprocess.run(
+            [python, "-I", "-c", ask], capture_output=True, text=True, timeout=30, check=False
+        )
+        code = json.loads(r.stdout) if r.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        code = None
+    if not isinstance(code, list) or not all(isinstance(p, str) for p in code):
+        why = f"cannot ask {python} which code it runs as the gate (is eidolons installed there?)"
+        return (), why
+    return tuple(code), None
 
 
 def _shell_writable_gate_code(

@@ -476,14 +476,16 @@ MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 def gate_code() -> tuple[str, ...]:
     """The code the hook runs (ADR 0015): the package, site-packages (a ``.pth`` there runs
-    at every start) and the interpreter with its directory. Rewriting them rewrites the gate."""
+    at every start), the interpreter with its directory, and its prefixes (a venv's
+    ``pyvenv.cfg`` names the interpreter and the standard library it starts with).
+    Rewriting any of them rewrites the gate."""
     import site  # already imported at start-up (no -S)
     import sys
 
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     python = os.path.abspath(sys.executable) if sys.executable else ""
     interpreter = (python, os.path.dirname(python), os.path.realpath(python)) if python else ()
-    return (package, *site.getsitepackages(), *interpreter)
+    return (package, *site.getsitepackages(), *interpreter, sys.prefix, sys.base_prefix)
 
 
 class Layout:
