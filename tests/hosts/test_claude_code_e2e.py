@@ -77,6 +77,7 @@ READS = [
     "eidolons verify-incoming .eidolons/handoffs/good.md --as vigil --print-payload",
     "eidolons verify-envelope .eidolons/handoffs/tampered.envelope.json --block",
 ]
+PLAIN = "echo shell-ran && cat notes.md"  # the sandboxed shell runs: it is not denied whole
 WRITES = [
     "echo x >> .eidolons/.trace/*.jsonl",
     "printf '{}' > .eidolons/trust.json",
@@ -154,7 +155,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         f"read {good}",
         f"read {tampered}",
         f"read {p.root / 'notes.md'}",
-        *(f"bash {c} # vigil" for c in READS),
+        *(f"bash {c} # vigil" for c in (*READS, PLAIN)),
     ]
     vigil_writes = [
         *(f"bash {c} # vigil" for c in WRITES),
@@ -172,7 +173,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     ]
     swap_steps = [tool("Read", file_path=str(swap), offset=1, limit=100 + i) for i in range(12)]
     sessions = {  # one after another: the host's start-up is the suite's time, not the calls
-        "main": seq(*(f"bash {c}" for c in READS)),
+        "main": seq(*(f"bash {c}" for c in (*READS, PLAIN))),
         "main-writes": seq(*(f"bash {c}" for c in WRITES)),
         "vigil": f"agent vigil {seq(*vigil_steps)}",
         "vigil-writes": f"agent vigil {seq(*vigil_writes)}",
@@ -180,6 +181,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     runs = {k: p.session(d) for k, d in sessions.items()}
     stop = threading.Event()
     good_bytes = swap.read_bytes()
+    swaps = [0]
 
     def swapper() -> None:  # the attacker: swap the verified payload for other bytes, and back
         bad = handoffs / ".swap-bad"
@@ -199,6 +201,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
             time.sleep(0.002)
             bad.write_bytes(good_bytes)
             os.replace(bad, swap)
+            swaps[0] += 1
             time.sleep(0.002)
 
     thread = threading.Thread(target=swapper, daemon=True)
@@ -216,6 +219,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         "after": protected(p),
         "vigil_steps": vigil_steps + vigil_writes,
         "swap_steps": swap_steps,
+        "swaps": swaps[0],
         "good": good,
         "tampered": tampered,
     }
@@ -230,6 +234,13 @@ def test_no_shell_command_shows_a_handoffs_bytes(
     seen = result(attacks, step, who)
     assert SECRET not in seen["text"] and ATTACK not in seen["text"], seen
     assert "PRIVATE KEY" not in seen["text"], seen
+
+
+@pytest.mark.parametrize("who", ["main", "vigil"])
+def test_the_sandboxed_shell_runs_and_reads_a_plain_file(attacks: dict[str, Any], who: str) -> None:
+    seen = result(attacks, f"bash {PLAIN}" + (" # vigil" if who == "vigil" else ""), who)
+    assert not seen["is_error"], seen
+    assert "shell-ran" in seen["text"] and "ordinary notes, not a hand-off" in seen["text"], seen
 
 
 @pytest.mark.parametrize("who", ["main", "vigil"])
@@ -276,6 +287,7 @@ def test_a_plain_file_reads_normally(attacks: dict[str, Any]) -> None:
 
 
 def test_a_payload_swapped_while_it_is_read_never_leaks(attacks: dict[str, Any]) -> None:
+    assert attacks["swaps"] > 0  # the payload was swapped while the session read it
     shown = [result(attacks, step, "swap") for step in attacks["swap_steps"]]
     assert all(ATTACK not in s["text"] for s in shown), shown
     passed = [s for s in shown if not s["is_error"]]
