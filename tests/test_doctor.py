@@ -382,6 +382,20 @@ def test_an_interpreter_that_cannot_say_its_gate_code_is_a_finding(
     assert any("which code it runs as the gate" in m for m in hosts_findings(doctor))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux's sandbox")
+def test_a_sandbox_that_cannot_start_here_is_a_finding(
+    doctor: Any, initialised: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    found = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda n, *a, **k: None if n == "bwrap" else found(n))
+    r = doctor("--json")
+    assert r.code == 1
+    messages = [f["message"] for f in r.json()["findings"] if f["subject"] == "sandbox"]
+    assert any("bwrap not installed" in m and "apt-get install bubblewrap" in m for m in messages)
+
+
 def test_a_missing_mcp_server_is_a_finding(doctor: Any, initialised: Path) -> None:
     (initialised / ".mcp.json").write_text("{}")
     assert any("MCP server is not registered" in m for m in hosts_findings(doctor))

@@ -290,3 +290,23 @@ def test_allow_domain_opens_the_sandbox_network_for_that_domain(init: Any, proje
     assert settings(project)["sandbox"]["network"]["allowedDomains"] == ["pypi.org"]
     assert init("--undo").code == 0
     assert not (project / ".claude" / "settings.json").exists()
+
+
+def without(monkeypatch: pytest.MonkeyPatch, *programs: str) -> None:
+    """This machine as one without ``programs`` on its PATH."""
+    found = shutil.which
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name in programs else found(name, *a, **k)
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux's sandbox")
+def test_init_says_how_to_install_what_the_sandbox_needs(
+    init: Any, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without(monkeypatch, "socat")
+    r = init("--hosts", "claude-code")
+    assert r.code == 0, r.err
+    assert "the sandbox cannot start here: socat not installed" in r.err
+    assert "sudo apt-get install bubblewrap socat" in r.err
+    assert settings(project)["sandbox"]["failIfUnavailable"] is True  # Claude Code will refuse
