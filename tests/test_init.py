@@ -118,7 +118,9 @@ def test_no_receiver_no_skill_and_the_note_says_how(init: Any, project: Path) ->
 def test_other_hosts_are_told_their_shell_is_not_sealed(init: Any, project: Path) -> None:
     r = init("--hosts", "cursor,codex")
     assert r.code == 0
-    assert "the gate holds for the host's file tools and the MCP reader only" in r.err
+    notes = [line for line in r.err.splitlines() if "not for its shell" in line]
+    assert [n.split(":")[2].strip() for n in notes] == ["cursor", "codex"], r.err
+    assert "an administrator can seal it: docs/hosts.md" in notes[1]
 
 
 def test_init_is_idempotent(init: Any, project: Path) -> None:

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eidolons.hosts.init import InitError, detect_hosts, install, python_for_hooks, undo
-    from eidolons.hosts.wiring import HOSTS, receiver_agent_findings
+    from eidolons.hosts.wiring import HOSTS, UNSEALED, receiver_agent_findings, unsealed_note
 
     root = project_root(args.root)
     if isinstance(root, int):
@@ -104,14 +104,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for note in report.notes:
         print(f"init: note: {note}", file=sys.stderr)
-    unsealed = [h for h in hosts if h != "claude-code"]
-    if unsealed and not args.undo:
-        print(
-            f"init: note: on {', '.join(unsealed)} the gate holds for the host's file tools "
-            "and the MCP reader only: that host cannot hide a directory from the agent's "
-            "shell, so a shell command can read a hand-off without the gate (README: hosts)",
-            file=sys.stderr,
-        )
+    for host in [] if args.undo else [h for h in hosts if h in UNSEALED]:
+        print(f"init: note: {unsealed_note(host)}", file=sys.stderr)
     for path, message in advice:
         print(f"init: advice: {path}: {message}", file=sys.stderr)
     return 0

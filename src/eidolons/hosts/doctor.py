@@ -253,7 +253,7 @@ def check_drift(report: Report) -> None:
 
 def check_hosts(report: Report) -> None:
     from eidolons.hosts.init import InitError, load_json_object
-    from eidolons.hosts.wiring import CONFIG_FILES, check_cursor_hooks
+    from eidolons.hosts.wiring import CONFIG_FILES, UNSEALED, check_cursor_hooks, unsealed_note
 
     root = report.root
     if (root / ".claude").is_dir():
@@ -270,14 +270,9 @@ def check_hosts(report: Report) -> None:
                 report.fail("hosts", report.rel(cursor), problem)
             if not problems:
                 report.ok("hosts", report.rel(cursor), "Cursor hooks wired fail-closed")
-    for host in ("cursor", "codex", "gemini", "copilot"):
+    for host in UNSEALED:
         if (root / CONFIG_FILES[host]).exists():
-            fails_open = "; and a hook that cannot start lets the tool run (fails open)"
-            report.note(
-                f"{host}: the gate holds for the host's file tools and the MCP reader only; "
-                "its shell cannot be kept out of a directory, so a shell command can read a "
-                "hand-off without the gate" + (fails_open if host in ("codex", "gemini") else "")
-            )
+            report.note(unsealed_note(host))
 
 
 def check_claude_code(report: Report) -> None:

@@ -41,6 +41,27 @@ MCP_FILE = ".mcp.json"
 #: the launcher the Claude Code wiring runs (a protected path: no sandboxed shell writes it)
 LAUNCHER = os.path.join(".claude", "hooks", "eidolons")
 PYTHON_ENV = "EIDOLONS_PYTHON"
+#: why a host's shell is not sealed by ``init`` (ADR 0015; README: hosts), for init and doctor
+UNSEALED = {
+    "cursor": "its sandbox has no deny inside the workspace",
+    "codex": "a `sandbox_mode` in any configuration layer undoes a project's permission "
+    "profile (an administrator can seal it: docs/hosts.md); a hook that cannot start lets "
+    "the tool run (fails open)",
+    "gemini": "it has no declarative deny on Linux; a hook that cannot start lets the tool "
+    "run (fails open)",
+    "copilot": "its sandbox lets the model retry outside it unless managed settings forbid "
+    "it (docs/hosts.md)",
+}
+
+
+def unsealed_note(host: str) -> str:
+    """What the gate holds for on a host whose shell ``init`` does not seal."""
+    return (
+        f"{host}: the gate holds for the host's file tools and the MCP reader only, not for "
+        f"its shell: {UNSEALED[host]}"
+    )
+
+
 CONFIG_FILES = {
     "claude-code": CLAUDE_SETTINGS,
     "cursor": os.path.join(".cursor", "hooks.json"),
