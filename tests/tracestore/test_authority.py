@@ -308,3 +308,30 @@ def test_the_trigger_itself_refuses_a_login_not_bound_here(
                 "VALUES ('t', 1, %s, %s, 'm')",
                 (GENESIS, forged_pass("m")),
             )
+
+
+def test_doctor_reports_a_login_made_a_member_of_this_databases_orchestrator(
+    cli: Cli, pg: PgServer, x: Project, y: Project
+) -> None:
+    pg.admin(f"GRANT {x.orch} TO {y.orch}")  # Y's login can now act as X's orchestrator
+    pg.admin(f"GRANT CONNECT ON DATABASE {x.db} TO {y.orch}", db=x.db)
+    found = doctor_store(cli, x.env(y.orch))
+    assert any(f"can act as {x.orch}" in f["message"] for f in found), found
+
+
+def test_doctor_reports_a_database_opened_again_to_every_login(
+    cli: Cli, pg: PgServer, x: Project
+) -> None:
+    pg.admin(f"GRANT CONNECT ON DATABASE {x.db} TO PUBLIC", db=x.db)
+    found = doctor_store(cli, x.env(x.gate))
+    assert any("open to every login of the cluster" in f["message"] for f in found), found
+
+
+def test_doctor_reports_the_owner_of_the_trace_table(cli: Cli, pg: PgServer, x: Project) -> None:
+    owner = pg.new_login("x_owner")
+    pg.admin(f"ALTER TABLE eidolons.trace_events OWNER TO {owner}", db=x.db)
+    pg.admin(f"GRANT CONNECT ON DATABASE {x.db} TO {owner}", db=x.db)
+    pg.admin(f"GRANT USAGE ON SCHEMA eidolons TO {owner}", db=x.db)
+    pg.admin(f"GRANT SELECT ON ALL TABLES IN SCHEMA eidolons TO {owner}", db=x.db)
+    found = doctor_store(cli, x.env(owner))
+    assert any("owns the trace table" in f["message"] for f in found), found
