@@ -411,3 +411,27 @@ def test_the_hook_finds_the_root_the_gates_find(
         (project / marker).mkdir()
     expected = project if marker is not None else deep
     assert hook_root(str(deep)) == str(gates_root(cwd=deep)) == str(expected.resolve())
+
+
+def test_a_trace_locked_by_another_process_denies_the_read_within_the_hooks_budget(
+    handoff: Handoff,
+) -> None:
+    """The hook waits for the trace's lock at most the trace timeout, well inside its own
+    budget, then denies: a pass that cannot be recorded is none."""
+    from tests._locks import Clock, held
+    from tests.conftest import trace_files
+
+    handoff.verify()
+    (trace,) = trace_files(handoff.root)
+    with held(trace):
+        clock = Clock()
+        r = handoff.hook(
+            "claude-code",
+            sample(VIGIL_READ, handoff.root),
+            env=clean_env(EIDOLONS_TRACE_TIMEOUT_S="0.5"),
+        )
+        took = clock.elapsed
+    assert took < 4.0, took  # the lock's deadline, not the hook's budget or the holder's
+    reason = claude_deny(r)
+    assert first_line(reason) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas", reason
+    assert SECRET not in r.out + r.err
