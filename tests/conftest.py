@@ -59,6 +59,21 @@ class Run:
         return json.loads(self.out)
 
 
+def project_venv(project: Path) -> Path:
+    """A venv inside ``project`` (as is common), whose interpreter imports this eidolons
+    and its dependencies through a ``.pth``; returns that interpreter."""
+    import site
+
+    import eidolons
+
+    venv = project / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    paths = [os.path.dirname(os.path.dirname(eidolons.__file__ or "")), *site.getsitepackages()]
+    lib = next((venv / "lib").glob("python3*")) / "site-packages"
+    (lib / "this-eidolons.pth").write_text("".join(f"{p}\n" for p in paths))
+    return venv / "bin" / "python"
+
+
 def clean_env(**extra: str | None) -> dict[str, str]:
     env = {
         k: v

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-import eidolons
-from tests.conftest import Run, clean_env, run_cli
+from tests.conftest import Run, clean_env, project_venv, run_cli
 
 SEED_PROSE = (
     "# verify-incoming\n\nREFUSE with the exact line. Previous versions processed the payload "
@@ -276,7 +275,6 @@ def test_d8_a_state_directory_that_cannot_be_listed_is_a_finding(
 ) -> None:
     """``.eidolons/`` that cannot be listed (EACCES for a non-root user, EIO) is never "no
     members installed": the members under it would go unchecked and doctor would pass."""
-    import os
 
     state = str(initialised / ".eidolons")
     real = os.scandir
@@ -342,19 +340,6 @@ def test_a_hook_wired_to_a_machine_path_is_a_finding(doctor: Any, initialised: P
 
     _edit_json(shared, legacy)
     assert any("a path of one machine" in m for m in hosts_findings(doctor))
-
-
-def project_venv(project: Path) -> Path:
-    """A venv inside the project (as is common) whose interpreter imports this eidolons."""
-    import site
-    import subprocess
-
-    venv = project / ".venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    paths = [os.path.dirname(os.path.dirname(eidolons.__file__ or "")), *site.getsitepackages()]
-    lib = next((venv / "lib").glob("python3*")) / "site-packages"
-    (lib / "this-eidolons.pth").write_text("".join(f"{p}\n" for p in paths))
-    return venv / "bin" / "python"
 
 
 def test_gate_code_in_a_venv_a_sandboxed_shell_could_write_is_a_finding(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, clean_env, emit_payload, run_cli
+from tests.conftest import REPO, clean_env, emit_payload, project_venv, run_cli
 from tests.hosts.fake_anthropic import FakeAnthropic
 
 CLAUDE = Path(
@@ -56,14 +56,24 @@ def agent_file(name: str, tools: str) -> str:
 class Project:
     """One project set up by ``eidolons init``, and the host's environment for it."""
 
-    def __init__(self, base: Path, name: str, agents: dict[str, str], fake: FakeAnthropic) -> None:
+    def __init__(
+        self,
+        base: Path,
+        name: str,
+        agents: dict[str, str],
+        fake: FakeAnthropic,
+        venv_inside: bool = False,
+    ) -> None:
+        """``venv_inside``: the gate runs from a venv inside the project, set up by that
+        venv's own ``eidolons init`` (its code is then the shell's to reach, but for init)."""
         self.root = base / name / "proj"
         self.home = base / name / "home"
         (self.root / ".claude" / "agents").mkdir(parents=True)
         (self.home / ".config").mkdir(parents=True)
         for agent, tools in agents.items():
             (self.root / ".claude" / "agents" / f"{agent}.md").write_text(agent_file(agent, tools))
-        venv_bin = os.path.dirname(os.path.abspath(sys.executable))
+        python = project_venv(self.root) if venv_inside else Path(sys.executable)
+        venv_bin = os.path.dirname(os.path.abspath(python))
         self.env = clean_env(
             HOME=str(self.home),
             XDG_CONFIG_HOME=str(self.home / ".config"),
@@ -75,8 +85,13 @@ class Project:
         )
         for var in ("CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "ECL_HMAC_KEY"):
             self.env.pop(var, None)
-        r = run_cli("init", "--hosts", "claude-code", cwd=self.root, env=self.env)
-        assert r.code == 0, r.err
+        if venv_inside:
+            init = [str(python), "-m", "eidolons", "init", "--hosts", "claude-code"]
+            done = subprocess.run(init, cwd=self.root, env=self.env, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+        else:
+            r = run_cli("init", "--hosts", "claude-code", cwd=self.root, env=self.env)
+            assert r.code == 0, r.err
 
     def cli(self, *args: Any) -> Any:
         return run_cli(*args, cwd=self.root, env=self.env)
