@@ -70,7 +70,7 @@ from eidolons.errors import EnvelopeError
 from eidolons.gates.receiver import IncomingResult, Snapshot, verify_incoming
 from eidolons.gates.route import dispatch_env
 from eidolons.io.contracts import load_contracts
-from eidolons.io.files import atomic_write
+from eidolons.io.files import atomic_write, move_in, read_regular
 from eidolons.io.paths import HANDOFF_DIR
 from eidolons.io.payload import ENVELOPE_SUFFIX
 from eidolons.keys.receipts import MAX_RECEIPT_BYTES, MAX_SIG_BYTES, RECEIPT_SUFFIX, SIG_SUFFIX
@@ -83,6 +83,7 @@ ENVELOPE = "envelope"
 SIDECARS = {"receipt": RECEIPT_SUFFIX, "sender_signature": SIG_SUFFIX}
 KEPT = os.path.join(HANDOFF_DIR, "a2a")
 ANSWER = "answer.json"
+MAX_ANSWER_BYTES = 256 * 1024 * 1024  # COMMAND's output, base64, and the gate's lines
 STATES = {
     "completed": TaskState.TASK_STATE_COMPLETED,
     "rejected": TaskState.TASK_STATE_REJECTED,
@@ -251,8 +252,10 @@ class Receiver:
         self, where: Path, envelope_path: Path, data: bytes, payload: bytes, name: str
     ) -> Answer:
         """A message id received before: its stored answer for the same bytes, else refused."""
+        caps = self.limits
         try:
-            same = envelope_path.read_bytes() == data and (where / name).read_bytes() == payload
+            same = read_regular(envelope_path, caps.max_envelope_bytes) == data
+            same = same and read_regular(where / name, caps.max_payload_bytes) == payload
         except OSError:
             same = False
         if not same:
@@ -262,7 +265,7 @@ class Receiver:
                 RefusalCode.INTEGRITY_MISMATCH,
             )
         try:
-            return Answer.from_bytes((where / ANSWER).read_bytes())
+            return Answer.from_bytes(read_regular(where / ANSWER, MAX_ANSWER_BYTES))
         except FileNotFoundError:
             why = "dispatched before; its COMMAND has not answered (still running, or stopped)"
             return Answer("failed", [f"eidolons a2a: message {where.name} was {why}"])
@@ -281,13 +284,12 @@ class Receiver:
         where.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".incoming-", dir=where.parent))
         try:
-            (staging / name).write_bytes(payload)
-            (staging / name).chmod(0o400)
-            (staging / envelope_path.name).write_bytes(data)
+            atomic_write(staging / name, payload, 0o400)  # COMMAND reads it, never writes
+            atomic_write(staging / envelope_path.name, data, 0o644)
             stem = envelope_path.name[: -len(ENVELOPE_SUFFIX)]
             for suffix, content in given.items():
-                (staging / (stem + suffix)).write_bytes(content)
-            os.rename(staging, where)
+                atomic_write(staging / (stem + suffix), content, 0o644)
+            move_in(staging, where)
         except OSError:
             if where.exists():
                 return False
