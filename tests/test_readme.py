@@ -29,7 +29,7 @@ IMPLICIT_OPTIONS = {"--help", "--version"}
 OPTION_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 FENCE_RE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE_RE = re.compile(r"`([^`]+)`")
-INVOCATION_RE = re.compile(r"(?<![\w.@/-])eidolons ([a-z][a-z-]*)(?: ([a-z][a-z/-]*))?")
+INVOCATION_RE = re.compile(r"(?<![\w.@/-])eidolons ([a-z][a-z0-9-]*)(?: ([a-z][a-z0-9/-]*))?")
 
 
 def _help(*words: str) -> str:
@@ -47,7 +47,7 @@ def _help(*words: str) -> str:
 def _subcommands(help_text: str) -> list[str]:
     """The names listed under ``positional arguments`` of an argparse help with sub-parsers."""
     section = help_text.split("positional arguments:", 1)[-1].split("options:", 1)[0]
-    return re.findall(r"^ {4}([a-z][a-z-]*)(?= |$)", section, re.M)
+    return re.findall(r"^ {4}([a-z][a-z0-9-]*)(?= |$)", section, re.M)
 
 
 @functools.cache

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "keys": "keys",
     "skill": "skill",
     "mcp": "mcp",
+    "a2a": "a2a",
     "hook": "hook",
     "doctor": "doctor",
     "completion": "completion",
@@ -76,6 +77,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "check": ("eidolons check handoffs/", "eidolons check a b -q --fail-on must"),
     "contracts": ("eidolons contracts list --to vigil", "eidolons contracts show apivr vigil"),
     "trace": ("eidolons trace show scout-report.envelope.json", "eidolons trace list"),
+    "a2a": (
+        "eidolons a2a serve --as vigil --port 8047 -- vigil-dispatch",
+        "eidolons a2a send .eidolons/handoffs/scout-report.md --to http://127.0.0.1:8047/",
+    ),
     "memory": ('eidolons memory recall "install.sh race" --as vigil', "eidolons memory stats"),
     "completion": (
         "eidolons completion bash > ~/.local/share/bash-completion/completions/eidolons",

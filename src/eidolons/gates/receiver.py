@@ -61,6 +61,8 @@ from eidolons.io.payload import (
     ENVELOPE_SUFFIX,
     AmbiguousEnvelope,
     PayloadError,
+    PayloadLocation,
+    Sidecars,
     envelope_of,
     hash_payload,
     locate_payload,
@@ -260,9 +262,12 @@ class Snapshot:
     """What the route gate read once, handed to the receiver gate so both judge the same
     message: the envelope's exact bytes and the orchestrator's read of the payload (its
     digest, with the bytes when they were kept; the file's identity; or why it could not
-    be read)."""
+    be read). Received in memory (:mod:`eidolons.hosts.a2a`): ``payload`` (hashed as a file
+    is), ``sidecars`` (suffix -> bytes, never read from disk), ``payload_path`` (kept there)."""
 
-    __slots__ = ("digest", "envelope_bytes", "error", "identity", "payload_path")
+    __slots__ = (
+        "digest", "envelope_bytes", "error", "identity", "payload", "payload_path", "sidecars"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -272,12 +277,16 @@ class Snapshot:
         payload_path: StrPath | None = None,
         identity: tuple[int, int] | None = None,
         error: str | None = None,
+        payload: bytes | None = None,
+        sidecars: Mapping[str, bytes] | None = None,
     ) -> None:
         self.envelope_bytes = envelope_bytes
         self.digest = digest
         self.payload_path = payload_path
         self.identity = identity
         self.error = error
+        self.payload = payload
+        self.sidecars = sidecars
 
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -404,7 +413,8 @@ def evaluate(
             contract_set = contract_set.checked(env.sender.eidolon, check.as_receiver)
         if on_envelope is not None:
             result.extra.update(on_envelope(env))
-        signed = _feed_record(check, env, envelope_path, root, store, result)
+        sidecars = Sidecars(envelope_path, snapshot.sidecars if snapshot else None)
+        signed = _feed_record(check, env, sidecars, root, store, result)
         result.reverified = _feed_payload(
             check, env, artifact, envelope_path, root, key, limits, reverify,
             keep=want_payload or sections_apply(env, contract_set, check.as_receiver),
@@ -444,7 +454,7 @@ def evaluate(
 def _feed_record(
     check: ReceiverCheck,
     env: Envelope,
-    envelope_path: StrPath,
+    sidecars: Sidecars,
     root: StrPath,
     store: TraceStore | None,
     result: IncomingResult,
@@ -467,7 +477,7 @@ def _feed_record(
             # the sender's signature over the exact envelope bytes, when the store asks for
             # it (ADR 0011); a valid one stands in for HMAC at high trust
             found = check_sender_signature(
-                envelope_path, check.envelope_sha256 or "", env.sender.eidolon, trust, now
+                sidecars, check.envelope_sha256 or "", env.sender.eidolon, trust, now
             )
             signer = {"sender_signed": found is None, "sender_problem": found}
     if not check.wants_record or env.message_id is None:
@@ -491,14 +501,14 @@ def _feed_record(
             # the trust store was deleted to downgrade it to unsigned mode (ADR 0011)
             from eidolons.keys.receipts import signed_without_trust_store
 
-            downgrade = signed_without_trust_store(envelope_path, record)
+            downgrade = signed_without_trust_store(sidecars, record)
         judgement = ReceiptJudgement((UNVERIFIED, downgrade), check="record") if downgrade else None
         check.feed_record(record, receipt=judgement, **signer)
         return False
     from eidolons.keys.receipts import receiver_evidence
 
     receipt, judged, seen = receiver_evidence(
-        envelope_path, record, trust, now, message_id=env.message_id,
+        sidecars, record, trust, now, message_id=env.message_id,
         envelope_sha256=check.envelope_sha256 or "",
     )  # fmt: skip
     result.extra["receipts"] = [j.to_dict() for j in seen]
@@ -535,8 +545,9 @@ def _feed_payload(
     if not check.wants_payload:
         check.feed_payload(None)
         return False
-    if snapshot is not None:  # the route gate's one read of the payload
-        result.payload_path = snapshot.payload_path
+    received = snapshot.payload if snapshot is not None else None  # a hand-off in memory
+    result.payload_path = snapshot.payload_path if snapshot is not None else None
+    if snapshot is not None and received is None:  # the route gate's one read of the payload
         if snapshot.error is not None or snapshot.digest is None:
             check.feed_payload(None, error=snapshot.error or "the route gate hashed no payload")
         elif keep and snapshot.digest.data is None:
@@ -549,7 +560,7 @@ def _feed_payload(
     # the edge's budget (B-1) is judged on characters, counted while hashing; without
     # re-verification the file's size is an upper bound, and only a size over the budget
     # makes the gate read (and verify) the bytes to count exactly
-    if not reverify and not keep:
+    if not reverify and not keep and received is None:
         located = None
         if names_artifact or budget is not None:
             try:
@@ -566,23 +577,26 @@ def _feed_payload(
             return False
     name = "reverify" if reverify else "payload"
     try:  # the one read: hashed here, judged by the check (judge_digest, once)
-        location = locate_payload(envelope_path, env.artifact_path, root)
-        result.payload_path = location.path_str
+        source: PayloadLocation | bytes | None = received  # in memory: hashed as a file is
+        if source is None:
+            source = location = locate_payload(envelope_path, env.artifact_path, root)
+            result.payload_path = location.path_str
         if env.integrity_method == "hmac-sha256" and key is None:
             message = "integrity.method is hmac-sha256 but ECL_HMAC_KEY is unset"
             check.feed_payload(None, error=f"[{Verdict.NO_KEY}] {message}", check=name)
             return reverify
         count = CharCount() if budget is not None and not keep else None
         digest = hash_payload(
-            location, env.integrity_method, key, max_bytes=limits.max_payload_bytes, keep=keep,
+            source, env.integrity_method, key, max_bytes=limits.max_payload_bytes, keep=keep,
             sink=count,
         )  # fmt: skip
     except PayloadError as exc:
         check.feed_payload(None, error=f"[{Verdict.MISSING_PAYLOAD}] {exc}", check=name)
         return reverify
+    in_memory = received is not None  # nothing on disk to compare with ARTIFACT
     check.feed_payload(
-        digest, is_artifact=same(location.identity), artifact=str(artifact), check=name,
-        chars=count.total() if count is not None else None,
+        digest, is_artifact=in_memory or same(location.identity), artifact=str(artifact),
+        check=name, chars=count.total() if count is not None else None,
     )  # fmt: skip
     return reverify
 

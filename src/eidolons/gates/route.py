@@ -11,10 +11,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eidolons.gates.orchestrator import GateOutcome
 from eidolons.gates.receiver import IncomingResult
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from eidolons.ecl.envelope import Envelope
+    from eidolons.io.paths import StrPath
 
 
 @dataclass(slots=True)
@@ -83,29 +89,12 @@ class RouteDecision:
         bytes the gate hashed) when given; ``ECL_PAYLOAD_SOURCE`` is where they came from.
         ``ECL_ENVELOPE`` is likewise ``envelope_snapshot``, the envelope bytes both gates
         judged; ``ECL_ENVELOPE_SOURCE`` the envelope file."""
-        from eidolons.io.config import is_secret_env
-
-        # COMMAND is the receiver's dispatch: it gets the hand-off, never the gate's
-        # secrets (the HMAC key would let it mint tags for any bytes)
-        source_env = os.environ if base is None else base
-        env = {k: v for k, v in source_env.items() if not is_secret_env(k)}
         r = self.outcome.result
-        e = r.envelope
-        source = r.payload_path
-        payload = snapshot or source
-        env.update(
-            {
-                "ECL_ENVELOPE": str(Path(envelope_snapshot or r.envelope_path).resolve()),
-                "ECL_ENVELOPE_SOURCE": str(Path(r.envelope_path).resolve()),
-                "ECL_PAYLOAD": str(Path(payload).resolve()) if payload else "",
-                "ECL_PAYLOAD_SOURCE": str(Path(source).resolve()) if source else "",
-                "ECL_MESSAGE_ID": (e.message_id if e else None) or "",
-                "ECL_THREAD_ID": (e.thread_id if e else None) or "",
-                "ECL_FROM": str(e.sender) if e else "",
-                "ECL_TO": str(e.recipient) if e else "",
-            }
-        )
-        return env
+        payload = snapshot or r.payload_path
+        return dispatch_env(
+            r.envelope, envelope_snapshot or r.envelope_path, payload, source=r.envelope_path,
+            payload_source=r.payload_path, base=base,
+        )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -116,3 +105,36 @@ class RouteDecision:
         if self.incoming is not None:
             out["receiver_verify"] = self.incoming.to_json()
         return out
+
+
+def dispatch_env(
+    env: Envelope | None,
+    envelope: StrPath,
+    payload: StrPath | None,
+    *,
+    source: StrPath,
+    payload_source: StrPath | None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment a receiver's dispatch COMMAND runs in (``run --verify``, ``a2a
+    serve``): the hand-off's ``ECL_*`` variables, the copies judged (``envelope``,
+    ``payload``) and where they came from, and never the gate's secrets."""
+    from eidolons.io.config import is_secret_env
+
+    # COMMAND is the receiver's dispatch: it gets the hand-off, never the gate's
+    # secrets (the HMAC key would let it mint tags for any bytes)
+    source_env = os.environ if base is None else base
+    out = {k: v for k, v in source_env.items() if not is_secret_env(k)}
+    out.update(
+        {
+            "ECL_ENVELOPE": str(Path(envelope).resolve()),
+            "ECL_ENVELOPE_SOURCE": str(Path(source).resolve()),
+            "ECL_PAYLOAD": str(Path(payload).resolve()) if payload else "",
+            "ECL_PAYLOAD_SOURCE": str(Path(payload_source).resolve()) if payload_source else "",
+            "ECL_MESSAGE_ID": (env.message_id if env else None) or "",
+            "ECL_THREAD_ID": (env.thread_id if env else None) or "",
+            "ECL_FROM": str(env.sender) if env else "",
+            "ECL_TO": str(env.recipient) if env else "",
+        }
+    )
+    return out

@@ -146,6 +146,12 @@ def move_aside(path: StrPath, to: StrPath) -> None:
     os.replace(path, to)
 
 
+def move_in(path: StrPath, to: StrPath) -> None:
+    """Rename the directory ``path`` to ``to`` whole; OSError when ``to`` exists with
+    content (another writer moved its own in first)."""
+    os.rename(path, to)
+
+
 def create_new(directory: StrPath, prefix: str, suffix: str) -> str:
     """Create an empty new file (mode 0600) under a random name in ``directory``, made if
     missing; return its path. Raises OSError."""

@@ -30,8 +30,9 @@ from eidolons.io.files import BeneathError, Opened, open_path_beneath
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
+    from typing import Any
 
     from eidolons.ecl.integrity import Writable
     from eidolons.io.paths import StrPath
@@ -293,7 +294,7 @@ def open_payload(location: PayloadLocation) -> io.FileIO:
 
 
 def hash_payload(
-    location: PayloadLocation,
+    location: PayloadLocation | bytes,
     method: str,
     key: bytes | None,
     *,
@@ -304,8 +305,14 @@ def hash_payload(
     """The one hashing of a payload: one streamed read of the descriptor that was located
     (:func:`eidolons.ecl.integrity.digest_stream`). ``keep`` returns the bytes hashed
     (one copy, read straight into it); ``sink`` receives them as they are hashed. Raises
-    :class:`PayloadError` (unreadable, larger than ``max_bytes``)."""
+    :class:`PayloadError` (unreadable, larger than ``max_bytes``). Bytes received in memory
+    (``location`` bytes) are hashed the same way, under the same cap."""
     try:
+        if isinstance(location, bytes):
+            return digest_stream(
+                io.BytesIO(location), method, key, max_bytes=max_bytes, keep=keep, sink=sink,
+                size_hint=len(location),
+            )  # fmt: skip
         with open_payload(location) as stream:
             size = location.opened.st.st_size if location.opened is not None else None
             return digest_stream(
@@ -328,6 +335,50 @@ def sidecar_path(envelope_path: StrPath, suffix: str) -> str:
     name = pathstr.name(envelope_path)
     stem = name[: -len(ENVELOPE_SUFFIX)] if name.endswith(ENVELOPE_SUFFIX) else name
     return pathstr.join(pathstr.parent(envelope_path), stem + suffix)
+
+
+class Sidecars:
+    """The evidence that travels with an envelope, its receipt (``.receipt.json``) and its
+    sender signature (``.envelope.sig``): the files beside ``envelope_path``, or, when
+    ``given`` (suffix -> bytes; a suffix left out is absent), bytes received with the
+    envelope in memory, which are never looked for on disk (a hand-off over the network:
+    :mod:`eidolons.hosts.a2a`). Either way each is judged by the same rules."""
+
+    __slots__ = ("envelope_path", "given")
+
+    def __init__(self, envelope_path: StrPath, given: Mapping[str, bytes] | None = None) -> None:
+        self.envelope_path = envelope_path
+        self.given = given
+
+    @classmethod
+    def of(cls, source: StrPath | Sidecars) -> Sidecars:
+        return source if isinstance(source, Sidecars) else cls(source)
+
+    def path(self, suffix: str) -> str:
+        return sidecar_path(self.envelope_path, suffix)
+
+    def exists(self, suffix: str) -> bool:
+        if self.given is not None:
+            return suffix in self.given
+        return os.path.lexists(self.path(suffix))
+
+    def read(self, suffix: str, limit: int, what: str) -> tuple[Any, str | None]:
+        """(document, None) of the sidecar (a file read beneath its directory), or (None,
+        why)."""
+        from eidolons.ecl.grammar import loads_strict
+        from eidolons.errors import EnvelopeError
+
+        name = pathstr.name(self.path(suffix))
+        try:
+            if self.given is None:
+                data = read_envelope_bytes(self.path(suffix), limit)
+            elif len(self.given[suffix]) > limit:
+                raise InputError(f"larger than the {limit}-byte cap")
+            else:
+                data = self.given[suffix]
+            return loads_strict(data), None
+        except (InputError, EnvelopeError) as exc:
+            return None, f"{what} {name} unreadable: {exc}"
 
 
 class AmbiguousEnvelope(InputError):

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from eidolons.io.paths import StrPath
+    from eidolons.io.payload import Sidecars
 
 RECEIPT_SUFFIX = ".receipt.json"
 MAX_RECEIPT_BYTES = 256 * 1024
@@ -377,29 +378,22 @@ def write_receipt(envelope_path: StrPath, receipt: dict[str, Any]) -> str:
     return path
 
 
-def signed_without_trust_store(envelope_path: StrPath, record: dict[str, Any] | None) -> str | None:
+def signed_without_trust_store(
+    envelope_path: StrPath | Sidecars, record: dict[str, Any] | None
+) -> str | None:
     """Why a hand-off with a receipt (sidecar or on record) is not judged unsigned in a
     project with no trust store (a deleted ``trust.json`` is a downgrade); else None."""
-    sidecar = receipt_path(envelope_path)
-    if os.path.lexists(sidecar) or (record is not None and record.get("receipt") is not None):
-        where = pathstr.name(sidecar) if os.path.lexists(sidecar) else "the verdict on record"
+    from eidolons.io.payload import Sidecars
+
+    sidecars = Sidecars.of(envelope_path)
+    beside = sidecars.exists(RECEIPT_SUFFIX)
+    if beside or (record is not None and record.get("receipt") is not None):
+        where = pathstr.name(sidecars.path(RECEIPT_SUFFIX)) if beside else "the verdict on record"
         return (
             f"{where} is a signed receipt but the project has no trust store "
             "(.eidolons/trust.json): a signed hand-off is never judged unsigned"
         )
     return None
-
-
-def _read_sidecar(path: str, limit: int, what: str) -> tuple[Any, str | None]:
-    """(document, None) of the sidecar ``path`` (read beneath its directory), or (None, why)."""
-    from eidolons.ecl.grammar import loads_strict
-    from eidolons.errors import EnvelopeError, InputError
-    from eidolons.io.payload import read_envelope_bytes
-
-    try:
-        return loads_strict(read_envelope_bytes(path, limit)), None
-    except (InputError, EnvelopeError) as exc:
-        return None, f"{what} {pathstr.name(path)} unreadable: {exc}"
 
 
 class Judged:
@@ -574,7 +568,7 @@ def signing_state(root: StrPath, now: str) -> SigningState:
 
 
 def receiver_evidence(
-    envelope_path: StrPath,
+    envelope_path: StrPath | Sidecars,
     record: dict[str, Any] | None,
     store: TrustStore,
     now: str,
@@ -584,10 +578,12 @@ def receiver_evidence(
 ) -> tuple[Judged | None, tuple[str, str] | None, list[Judged]]:
     """Judge the sidecar receipt and the trace record's receipt; then :func:`decide`."""
     judged: list[Judged] = []
-    path = receipt_path(envelope_path)
+    from eidolons.io.payload import Sidecars
+
+    sidecars = Sidecars.of(envelope_path)
     sidecar, problem = None, None
-    if os.path.lexists(path):
-        sidecar, problem = _read_sidecar(path, MAX_RECEIPT_BYTES, "receipt")
+    if sidecars.exists(RECEIPT_SUFFIX):
+        sidecar, problem = sidecars.read(RECEIPT_SUFFIX, MAX_RECEIPT_BYTES, "receipt")
     if problem is not None:
         judged.append(Judged("sidecar", (UNVERIFIED, problem)))
     kw: dict[str, Any] = {"message_id": message_id, "envelope_sha256": envelope_sha256}
@@ -606,7 +602,7 @@ def receiver_evidence(
             judge_receipt(doc, "trace", store, now, payload_sha256=None, trusted=same, **kw)
         )
     elif record is not None and not judged:
-        why = UNSIGNED_PASS.format(envelope=envelope_path)  # escaped where it is printed
+        why = UNSIGNED_PASS.format(envelope=sidecars.envelope_path)  # escaped where printed
         judged.append(Judged("trace", (UNVERIFIED, why)))
     chosen, refusal = decide(judged)
     return chosen, refusal, judged
@@ -663,7 +659,7 @@ def sender_signer(trust: TrustStore | None, sender: str, root: Path, now: str) -
 
 
 def check_sender_signature(
-    envelope_path: StrPath,
+    envelope_path: StrPath | Sidecars,
     envelope_sha256: str,
     sender: str,
     trust: TrustStore,
@@ -671,11 +667,13 @@ def check_sender_signature(
 ) -> tuple[str, str] | None:
     """None when an active key of ``sender`` signed exactly these bytes; else (code, why)."""
 
-    path = signature_path(envelope_path)
-    if not os.path.lexists(path):
-        name = pathstr.name(path)
+    from eidolons.io.payload import Sidecars
+
+    sidecars = Sidecars.of(envelope_path)
+    if not sidecars.exists(SIG_SUFFIX):
+        name = pathstr.name(sidecars.path(SIG_SUFFIX))
         return UNVERIFIED, f"no sender signature ({name}) where {sender}'s is required"
-    doc, unreadable = _read_sidecar(path, MAX_SIG_BYTES, "sender signature")
+    doc, unreadable = sidecars.read(SIG_SUFFIX, MAX_SIG_BYTES, "sender signature")
     if unreadable is not None:
         return UNVERIFIED, unreadable
     role = sender_role(sender)

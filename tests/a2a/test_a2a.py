@@ -1,0 +1,257 @@
+"""ECL over A2A end to end on 127.0.0.1: ``eidolons a2a send`` from one project to the
+official SDK's server that ``a2a serve`` builds in front of another's receiver gate."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+from a2a.client import ClientCallContext, ClientConfig, create_client
+from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
+from a2a.helpers import new_raw_part, new_task, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    Message,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from eidolons.ecl.grammar import Limits
+from eidolons.hosts.a2a import URI, body_cap
+from tests.a2a.conftest import BODY, Hosts, running
+
+REFUSED = "[vigil-verify-incoming] REFUSE:"
+
+
+def sdk_send(url: str, message: Message, extensions: list[str]) -> Any:
+    """The official SDK's client sends ``message``; the task it ends with."""
+
+    async def go() -> Any:
+        client = await create_client(url, client_config=ClientConfig(streaming=False))
+        params = ServiceParametersFactory.create([with_a2a_extensions(extensions)])
+        context = ClientCallContext(service_parameters=params)
+        async for response in client.send_message(
+            SendMessageRequest(message=message), context=context
+        ):
+            return response.task
+
+    return asyncio.run(go())
+
+
+def status_text(task: Any) -> str:
+    return "".join(p.text for p in task.status.message.parts)
+
+
+def handoff_message(hosts: Hosts, payload: bytes = BODY, **fields: str) -> Message:
+    envelope = hosts.payload.with_name("scout-report.envelope.json").read_bytes()
+    receipt = hosts.payload.with_name("scout-report.receipt.json")
+    meta = {"envelope": base64.b64encode(envelope).decode(), **fields}
+    if receipt.exists():
+        meta["receipt"] = base64.b64encode(receipt.read_bytes()).decode()
+    message = Message(message_id="m-1", role=Role.ROLE_USER, parts=[new_raw_part(payload)])
+    message.metadata.update({URI: meta})
+    return message
+
+
+def test_a_verified_handoff_crosses_and_command_gets_exactly_the_payload(hosts: Hosts) -> None:
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 0, r.err
+    assert r.out == BODY.decode()  # COMMAND's output: the payload it was handed
+    assert "ecl verify [pass] atlas -> vigil (PROPOSE)" in r.err
+    assert "[vigil-verify-incoming] PASS: scout-report from atlas" in r.err
+    assert "evidence: signed-receipt" in r.err
+    assert hosts.dispatched() == 1
+    names = [p.name for p in hosts.kept()]
+    assert names == ["answer.json", "scout-report.envelope.json", "scout-report.md",
+                     "scout-report.receipt.json"]  # fmt: skip
+    kept = next(p for p in hosts.kept() if p.name == "scout-report.md")
+    assert kept.read_bytes() == BODY
+    assert [e["event"] for e in hosts.receiver_events()] == ["verify_pass", "receive"]
+    again = hosts.cli("verify-incoming", kept, "--as", "vigil", "--root", hosts.b)
+    assert again.code == 0, again.err  # the receiving host's own gate passes its stored copy
+    thread = json.loads(kept.with_name("scout-report.envelope.json").read_text())["thread_id"]
+    for root, said in ((hosts.a, "verify_pass"), (hosts.b, "receive")):  # the hop on both
+        shown = hosts.cli("trace", "show", thread, "--root", root)
+        assert shown.code == 0 and said in shown.out, shown.out + shown.err
+
+
+def _mitm(target: str) -> Starlette:
+    """A relay between sender and server that rewrites the payload part in transit (and
+    the card's URL, so the sender talks to it)."""
+
+    async def card(request: Request) -> Response:
+        async with httpx.AsyncClient() as http:
+            doc = (await http.get(f"{target}.well-known/agent-card.json")).json()
+        for interface in doc["supportedInterfaces"]:
+            interface["url"] = str(request.base_url)
+        return JSONResponse(doc)
+
+    async def rpc(request: Request) -> Response:
+        doc = json.loads(await request.body())
+        part = doc["params"]["message"]["parts"][0]
+        part["raw"] = base64.b64encode(base64.b64decode(part["raw"]) + b"rm -rf /\n").decode()
+        headers = {k: v for k, v in request.headers.items() if k.lower().startswith("a2a-")}
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await http.post(target, json=doc, headers=headers)
+        return Response(answer.content, answer.status_code, media_type="application/json")
+
+    routes = [Route("/.well-known/agent-card.json", card), Route("/", rpc, methods=["POST"])]
+    return Starlette(routes=routes)
+
+
+def test_a_payload_rewritten_in_transit_is_refused_and_nothing_kept_or_dispatched(
+    hosts: Hosts,
+) -> None:
+    with running(hosts.receiver()) as url, running(lambda _: _mitm(url)) as relay:
+        r = hosts.send(relay)
+    assert r.code == 3, r.err
+    assert f"{REFUSED} INTEGRITY_MISMATCH from atlas" in r.err
+    assert "reason:" in r.err and "hand-back for the orchestrator" in r.err
+    assert hosts.dispatched() == 0 and hosts.kept() == []
+    assert [e["event"] for e in hosts.receiver_events()] == ["verify_fail"]
+
+
+def test_a_request_without_the_extension_header_is_rejected_not_chatted_with(
+    hosts: Hosts,
+) -> None:
+    with running(hosts.receiver()) as url:
+        hosts.send(url)  # signs the receipt: the message is otherwise a good hand-off
+        task = sdk_send(url, handoff_message(hosts), extensions=[])
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert status_text(task).startswith(f"{REFUSED} UNVERIFIED from unknown")
+    assert "A2A-Extensions" in status_text(task)
+    assert hosts.dispatched() == 1  # the first send only
+
+
+def test_a_message_without_an_envelope_is_rejected(hosts: Hosts) -> None:
+    message = Message(message_id="m-2", role=Role.ROLE_USER, parts=[new_raw_part(BODY)])
+    with running(hosts.receiver()) as url:
+        task = sdk_send(url, message, extensions=[URI])
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert "no ECL envelope" in status_text(task)
+    assert hosts.dispatched() == 0 and hosts.kept() == []
+
+
+def test_a_receipt_for_a_project_not_pinned_on_the_receiving_host_is_refused(
+    tmp_path: Path,
+) -> None:
+    hosts = Hosts(tmp_path, pinned=False)  # b trusts only its own key, for its own project
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 3, r.err
+    assert f"{REFUSED} UNVERIFIED from atlas" in r.err
+    assert "not signed by any orchestrator key in the trust store" in r.err
+    assert hosts.dispatched() == 0 and hosts.kept() == []
+
+
+def test_a_redelivery_is_dispatched_once_and_answered_the_same(hosts: Hosts) -> None:
+    with running(hosts.receiver()) as url:
+        first, second = hosts.send(url), hosts.send(url)
+    assert first.code == second.code == 0, first.err + second.err
+    assert first.out == second.out == BODY.decode()
+    assert hosts.dispatched() == 1
+
+
+def test_the_same_message_id_with_other_bytes_is_refused(hosts: Hosts) -> None:
+    with running(hosts.receiver()) as url:
+        assert hosts.send(url).code == 0
+        task = sdk_send(url, handoff_message(hosts, BODY + b"more\n"), extensions=[URI])
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert status_text(task).startswith(f"{REFUSED} INTEGRITY_MISMATCH from unknown")
+    assert "received before with other bytes" in status_text(task)
+    assert hosts.dispatched() == 1
+
+
+def test_an_oversized_body_is_refused_before_it_is_parsed(hosts: Hosts) -> None:
+    limits = {"max_envelope_bytes": 4096, "max_payload_bytes": 4096}
+    cap = body_cap(Limits(**limits))
+
+    def chunks() -> Any:  # no Content-Length: counted as it streams, one chunk past the cap
+        sent = 0
+        while sent <= cap:
+            yield b"{" * 32768  # not even JSON: a parser would have said so first
+            sent += 32768
+
+    with running(hosts.receiver(**limits)) as url:
+        streamed = httpx.post(url, content=chunks(), headers={"content-type": "application/json"})
+        host, port = url.removeprefix("http://").rstrip("/").split(":")
+        with socket.create_connection((host, int(port))) as sock:  # a Content-Length past it
+            head = f"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: {cap + 1}\r\n\r\n{{"
+            sock.sendall(head.encode())
+            declared = sock.makefile("rb").read()  # answered and closed, the body unread
+    assert streamed.status_code == 413
+    assert "refused unread" in streamed.json()["error"]["message"]
+    assert declared.startswith(b"HTTP/1.1 413 ") and b"refused unread" in declared
+    assert hosts.receiver_events() == []
+
+
+class _Plain(AgentExecutor):
+    """A chat agent of the SDK's own types, whose card declares no ECL extension."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        self.calls += 1
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        await event_queue.enqueue_event(
+            new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED)
+        )
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.complete(updater.new_agent_message([new_text_part("thanks")]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+def test_send_refuses_a_server_whose_card_does_not_declare_the_extension(hosts: Hosts) -> None:
+    plain = _Plain()
+
+    def app(url: str) -> Starlette:
+        interface = AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        card = AgentCard(
+            name="chat", description="a chat agent", version="1",
+            supported_interfaces=[interface], capabilities=AgentCapabilities(),
+        )  # fmt: skip
+        handler = DefaultRequestHandler(plain, InMemoryTaskStore(), card)
+        routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
+        return Starlette(routes=routes)
+
+    with running(app) as url:
+        r = hosts.send(url)
+    assert r.code == 3, r.err
+    assert f"does not declare the ECL extension ({URI}): nothing sent" in r.err
+    assert plain.calls == 0
+
+
+def test_send_sends_nothing_its_own_orchestrator_gate_refuses(hosts: Hosts) -> None:
+    hosts.payload.write_bytes(BODY + b"rewritten before the gate\n")
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 3
+    assert "ecl verify [tamper]" in r.err and "nothing sent" in r.err
+    assert hosts.receiver_events() == [] and hosts.dispatched() == 0
+
+
+def test_serve_refuses_a_receiver_no_contract_names(hosts: Hosts) -> None:
+    r = hosts.cli("a2a", "serve", "--as", "nobody", "--root", hosts.b)
+    assert r.code == 2
+    assert "no contract names nobody as receiver" in r.err
