@@ -50,7 +50,7 @@ class Hosts:
     """The sender's project ``a`` and the receiver's ``b``, two projects with two keys;
     ``b`` pins ``a``'s orchestrator key for ``a``'s project unless ``pinned`` is False."""
 
-    def __init__(self, tmp: Path, pinned: bool = True) -> None:
+    def __init__(self, tmp: Path, pinned: bool = True, name: str = "scout-report.md") -> None:
         self.a, self.b = tmp / "a", tmp / "b"
         for root in (self.a, self.b):
             (root / ".eidolons").mkdir(parents=True)
@@ -66,7 +66,7 @@ class Hosts:
                 "--root", self.b,
             )  # fmt: skip
             assert added.code == 0, added.err
-        self.payload = self.a / ".eidolons" / "handoffs" / "scout-report.md"
+        self.payload = self.a / ".eidolons" / "handoffs" / name
         self.payload.parent.mkdir(parents=True)
         self.payload.write_bytes(BODY)
         r = self.cli(*emit_cmd(self.payload, "--root", self.a, to="vigil", performative="PROPOSE"))

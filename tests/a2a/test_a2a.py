@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from a2a.client import ClientCallContext, ClientConfig, create_client
 from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
 from a2a.helpers import new_raw_part, new_task, new_text_part
@@ -127,6 +128,21 @@ def test_a_payload_rewritten_in_transit_is_refused_and_nothing_kept_or_dispatche
     assert "reason:" in r.err and "hand-back for the orchestrator" in r.err
     assert hosts.dispatched() == 0 and hosts.kept() == []
     assert [e["event"] for e in hosts.receiver_events()] == ["verify_fail"]
+
+
+@pytest.mark.parametrize("name", ["answer.json", "x.receipt.json", "x.envelope.sig"])
+def test_a_payload_named_as_the_servers_own_files_is_refused_and_nothing_kept(
+    tmp_path: Path, name: str
+) -> None:
+    """The payload is kept under its artifact's file name, beside the envelope, receipt,
+    signature and the stored answer: a name that is one of those is refused, not kept."""
+    hosts = Hosts(tmp_path, name=name)
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 3, r.err
+    assert f"{REFUSED} SCHEMA_INVALID from atlas" in r.err
+    assert "cannot be kept" in r.err
+    assert hosts.dispatched() == 0 and hosts.kept() == []
 
 
 def test_a_request_without_the_extension_header_is_rejected_not_chatted_with(
@@ -255,3 +271,48 @@ def test_serve_refuses_a_receiver_no_contract_names(hosts: Hosts) -> None:
     r = hosts.cli("a2a", "serve", "--as", "nobody", "--root", hosts.b)
     assert r.code == 2
     assert "no contract names nobody as receiver" in r.err
+
+
+def test_send_gives_up_on_a_server_that_stops_answering_at_its_deadline(hosts: Hosts) -> None:
+    """A server that reads the message and never answers: `send` waits its --timeout, no
+    more, and says so (exit 70, never an acceptance)."""
+    import time
+
+    from eidolons.hosts.a2a import Receiver
+
+    stuck = Receiver("vigil", hosts.b, command=[], key=None, limits=Limits())
+
+    async def never(request: Request) -> Response:
+        await request.body()
+        await asyncio.sleep(60)
+        return Response(b"")
+
+    def app(url: str) -> Starlette:
+        routes = [*create_agent_card_routes(stuck.card(url)), Route("/", never, methods=["POST"])]
+        return Starlette(routes=routes)
+
+    with running(app) as url:
+        began = time.monotonic()
+        r = hosts.cli(
+            "a2a", "send", hosts.payload, "--to", url, "--root", hosts.a, "--timeout", "0.5"
+        )
+        took = time.monotonic() - began
+    assert r.code == 70, r.err
+    assert f"no answer from {url} within 0.5 s" in r.err
+    assert took < 10, took
+
+
+def test_without_the_sdk_both_commands_name_the_extra_in_one_line(
+    hosts: Hosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "eidolons.hosts.a2a")
+    for name in [n for n in sys.modules if n == "a2a" or n.startswith("a2a.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if a2a-sdk were not installed
+    serve = ("serve", "--as", "vigil", "--port", "-1")  # a port no server takes, if it ran
+    for argv in (serve, ("send", str(hosts.payload), "--to", "http://x/")):
+        r = hosts.cli("a2a", *argv, "--root", hosts.b)
+        assert r.code == 2, r.err
+        (line,) = r.err.splitlines()
+        assert line.endswith("pip install 'eidolons[a2a]'"), line

@@ -26,6 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     send.add_argument("payload", metavar="PAYLOAD", help="the payload (its envelope beside it)")
     send.add_argument("--to", required=True, metavar="URL", help="the receiver's A2A server")
     send.add_argument("--root", metavar="DIR")
+    send.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds to wait for the remote gate's answer, COMMAND included (default: 600)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,11 +130,17 @@ def _send(args: argparse.Namespace) -> int:
     except InputError as exc:
         return error(str(exc))
     name = pathstr.name(outcome.result.envelope.artifact_path or payload)  # type: ignore[union-attr]
+    if not args.timeout > 0:
+        return error(f"--timeout {args.timeout}: a number of seconds above 0")
     try:
-        answer = asyncio.run(send(args.to, bytes(digest.data), name, data, sidecars))
+        answer = asyncio.run(
+            asyncio.wait_for(send(args.to, bytes(digest.data), name, data, sidecars), args.timeout)
+        )
     except Declined as exc:
         say(f"eidolons a2a send: {exc}")
         return 3
+    except (TimeoutError, httpx.TimeoutException):
+        return error(f"no answer from {args.to} within {args.timeout:g} s (--timeout)", 70)
     except (httpx.HTTPError, OSError) as exc:
         return error(f"cannot reach {args.to}: {exc.__class__.__name__}: {exc}", 70)
     except Exception as exc:  # the SDK's errors: the server's refusal of the request itself

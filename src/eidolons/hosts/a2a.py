@@ -62,7 +62,7 @@ from starlette.applications import Starlette
 
 from eidolons._text import printable
 from eidolons.ecl.contract import ContractSet
-from eidolons.ecl.envelope import parse_envelope
+from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.grammar import Limits, dumps, is_safe_file_name
 from eidolons.ecl.integrity import RefusalCode, sha256_hex
 from eidolons.ecl.receiver import Failure
@@ -186,8 +186,11 @@ class Receiver:
                 why = f"{exc.__class__.__name__}: {exc}"
                 return Answer("failed", [f"eidolons a2a: internal error: {printable(why)}"])
 
-    def _refuse(self, why: str, code: str = RefusalCode.UNVERIFIED) -> Answer:
+    def _refuse(
+        self, why: str, code: str = RefusalCode.UNVERIFIED, env: Envelope | None = None
+    ) -> Answer:
         result = IncomingResult("refused", self.receiver, "a2a message")
+        result.envelope = env  # the sender named in the REFUSE line, where it is known
         result.failures.append(Failure(code, "a2a", why))
         return Answer("rejected", result.status_lines())
 
@@ -211,12 +214,21 @@ class Receiver:
         if len(raw) != 1 or len(message.parts) != 1:
             return self._refuse("the payload must be exactly one raw part")
         payload = raw[0].raw
+        env: Envelope | None = None
         try:
             env = parse_envelope(data, self.limits)
             ident = env.message_id if is_safe_file_name(env.message_id) else None
             name = os.path.basename(env.artifact_path or "") or "payload"
         except EnvelopeError:
             ident, name = None, "payload"  # the gate refuses it, with the reason
+        own = (ENVELOPE_SUFFIX, *SIDECARS.values())
+        if not is_safe_file_name(name) or name == ANSWER or name.endswith(own):
+            return self._refuse(
+                f"the payload's file name {name!r} cannot be kept here: it must be a plain "
+                f"name, not {ANSWER} nor an envelope, receipt or signature name",
+                RefusalCode.SCHEMA_INVALID,
+                env,
+            )
         where = self.root / KEPT / (ident or "unknown")
         stem = name.rpartition(".")[0] or name
         envelope_path = where / (stem + ENVELOPE_SUFFIX)
