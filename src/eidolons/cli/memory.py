@@ -179,10 +179,7 @@ def receiver_gate(
 
 
 def ingest_envelope(
-    envelope_path: Path,
-    root: Path,
-    *,
-    gate: IngestGate | None = None,
+    envelope_path: Path, root: Path, *, gate: IngestGate | None = None
 ) -> IngestOutcome:
     """``gate`` (default :func:`receiver_gate`) with a callback that ingests what it
     passed. Raises :class:`~eidolons.errors.InputError` for a path that is missing or not
