@@ -401,8 +401,3 @@ def detect_hosts(root: Path) -> list[str]:
     }
     found = [host for host, names in signs.items() if any((root / n).exists() for n in names)]
     return found or ["claude-code"]
-
-
-def python_for_hooks() -> str:
-    """The interpreter the hooks run: this one, by absolute path."""
-    return os.path.abspath(sys.executable)
