@@ -226,9 +226,8 @@ def ingest_envelope(
     elif memory is None:
         message = "memory is off (EIDOLONS_MEMORY=off); not ingested"
     elif not isinstance(result, dict):
-        result, message = None, (
-            "receiver gate passed without the verified payload bytes; refusing to ingest"
-        )
+        result = None
+        message = "receiver gate passed without the verified payload bytes; refusing to ingest"
     elif memory_api.is_skipped(result):
         message = f"memory unavailable, ingest skipped: {result.get('reason')}"
     elif memory_api.is_error(result):
