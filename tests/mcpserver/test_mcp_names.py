@@ -159,7 +159,6 @@ def test_the_sanitiser_escapes_only_what_cannot_be_encoded() -> None:
     reply = Reply(
         f"line one\nname {FF}",
         {f"k{FF}": [f"v{FF}", {"deep": (FF, 1)}], "plain": "tab\there, é, ✓", "n": 3},
-        extra_text=[FF],
     )
     safe = wire_safe(reply)
     assert safe.text == f"line one\nname {ESCAPED}"  # a newline is no name's problem here
@@ -168,6 +167,5 @@ def test_the_sanitiser_escapes_only_what_cannot_be_encoded() -> None:
         "plain": "tab\there, é, ✓",
         "n": 3,
     }
-    assert safe.extra_text == [ESCAPED]
     verified = Reply("# exact payload\n\x1b[0m text\n", {"digest": "ab"})
     assert wire_safe(verified) == verified  # encodable text is handed over unchanged

@@ -169,7 +169,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.quiet and args.json:
         raise _Usage("-q is for text output; --json already lists every result")
     jobs = _jobs(args.jobs)
-    targets = [_absolute(p) for p in args.paths]
+    missing = next((p for p in args.paths if not os.path.exists(p)), None)
+    if missing is not None:
+        raise _Usage(f"Path not found: {missing}")
+    targets = [os.path.abspath(p) for p in args.paths]
     try:
         root = find_root(args.root)
         limits = Limits.from_env(os.environ)
@@ -183,8 +186,9 @@ def _run(args: argparse.Namespace) -> int:
         raise _Usage(contracts.reason)
     key = hmac_key()
 
-    _reconfigure(sys.stdout)
     out = sys.stdout
+    if hasattr(out, "reconfigure"):  # file names need not be UTF-8: print them escaped
+        out.reconfigure(errors="backslashreplace")
     progress = _Progress(len(envelopes), sys.stderr, shares_screen=_isatty(out))
     kind: type[_Report] = (
         _JsonReport if args.json else (_QuietReport if args.quiet else _TextReport)
@@ -216,13 +220,9 @@ def _run(args: argparse.Namespace) -> int:
             progress.tick(done)
     finally:
         batches.close()  # workers, if any, are stopped now, whatever ended the loop
-    progress.done()
+    progress.clear(done=True)
     code = report.finish()
-    if args.exit_zero:
-        return 0
-    if fail_on == "must":
-        return 2 if code == 2 else 0
-    return code
+    return 0 if args.exit_zero or (fail_on == "must" and code != 2) else code
 
 
 # --------------------------------------------------------------------------- inputs
@@ -243,12 +243,6 @@ def _jobs(raw: str | None) -> int | None:
     return int(raw)
 
 
-def _absolute(path: str) -> str:
-    if not os.path.exists(path):
-        raise _Usage(f"Path not found: {path}")
-    return os.path.abspath(path)
-
-
 def _state(root: Path) -> tuple[str, tuple[str, ...]]:
     """The project's state directory and its hand-off directories, as real paths: a walk
     from above the state skips the tool's own files there (hand-backs, trace, contracts,
@@ -260,23 +254,17 @@ def _state(root: Path) -> tuple[str, tuple[str, ...]]:
     return os.path.realpath(os.path.join(root, STATE_DIR)), kept
 
 
-def _within(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
 def _project_files(target: str, found: list[str], state: tuple[str, tuple[str, ...]]) -> list[str]:
     """``found`` under the directory ``target`` less the tool's own state (:func:`_state`),
     unless ``target`` is in the state directory itself (named, so checked)."""
+    from eidolons.io.paths import is_relative_to as within
+
     real = os.path.realpath(target)
     top, kept = state
-    if _within(real, top):
+    if within(real, top):
         return found
-    out = []
-    for path in found:
-        where = real + path[len(target) :]
-        if not _within(where, top) or any(_within(where, d) for d in kept):
-            out.append(path)
-    return out
+    wheres = [(path, real + path[len(target) :]) for path in found]
+    return [p for p, w in wheres if not within(w, top) or any(within(w, d) for d in kept)]
 
 
 def _collect(targets: Sequence[str], state: tuple[str, tuple[str, ...]]) -> list[str]:
@@ -340,13 +328,6 @@ def _isatty(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def _reconfigure(stream: TextIO) -> None:
-    """File names need not be UTF-8: print undecodable bytes escaped, never crash."""
-    reconfigure = getattr(stream, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="backslashreplace")
-
-
 class _Rendered(NamedTuple):
     """A batch of envelopes as the report prints and counts it (a worker's answer)."""
 
@@ -396,6 +377,13 @@ class _Report:
     def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
         raise NotImplementedError
 
+    def start(self) -> None:
+        pass
+
+    def finish(self) -> int:
+        self.out.flush()
+        return self.exit_code
+
     def add(self, rendered: _Rendered) -> None:
         """Count a rendered batch and write its text (batches arrive in input order)."""
         for status, n in rendered.counts.items():
@@ -403,12 +391,6 @@ class _Report:
         self.exit_code = max(self.exit_code, rendered.code, key=_SEVERITY.__getitem__)
         if rendered.text:
             self.out.write(rendered.text)
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def finish(self) -> int:
-        raise NotImplementedError
 
 
 class _TextReport(_Report):
@@ -445,19 +427,14 @@ class _TextReport(_Report):
         return "\n".join(lines) + "\n" if lines else ""
 
     def finish(self) -> int:
-        code = self.exit_code
-        self.out.write(f"----\n{_RESULT_LINES[code]}\n")
-        self.out.flush()
-        return code
+        self.out.write(f"----\n{_RESULT_LINES[self.exit_code]}\n")
+        return super().finish()
 
 
 class _QuietReport(_Report):
     """``-q``: only what failed or warned, as ``path: gate level message`` (the path
     relative to the working directory, so two ``scout-report.envelope.json`` in ``a/``
     and ``b/`` are told apart), and nothing else."""
-
-    def start(self) -> None:
-        pass
 
     def _lines(self, batch: Sequence[Sequence[GateResult]]) -> str:
         lines = []
@@ -471,10 +448,6 @@ class _QuietReport(_Report):
                     f"{printable(where)}: {r.id} {r.level} {r.status} {printable(message)}"
                 )
         return "\n".join(lines) + "\n" if lines else ""
-
-    def finish(self) -> int:
-        self.out.flush()
-        return self.exit_code
 
 
 class _JsonReport(_Report):
@@ -518,12 +491,10 @@ class _JsonReport(_Report):
         super().add(rendered)
 
     def finish(self) -> int:
-        code = self.exit_code
-        tail: dict[str, Any] = {"counts": self.counts, "exit_code": code}
+        tail: dict[str, Any] = {"counts": self.counts, "exit_code": self.exit_code}
         rest = json.dumps(tail, indent=2, ensure_ascii=False)[1:]  # drop "{"
         self.out.write(("\n  ]," if not self._first else "],") + rest + "\n")
-        self.out.flush()
-        return code
+        return super().finish()
 
 
 def _quote(text: str | None) -> str:
@@ -583,14 +554,9 @@ class _Progress:
         self.stream.flush()
         self.drawn = len(text) - 1
 
-    def clear(self) -> None:
-        if self.drawn and self.shares_screen:
-            self.stream.write("\r" + " " * self.drawn + "\r")
-            self.stream.flush()
-            self.drawn = 0
-
-    def done(self) -> None:
-        if self.drawn:
+    def clear(self, done: bool = False) -> None:
+        """Wipe the bar before output goes to the same screen, or at the end (``done``)."""
+        if self.drawn and (done or self.shares_screen):
             self.stream.write("\r" + " " * self.drawn + "\r")
             self.stream.flush()
             self.drawn = 0

@@ -86,10 +86,6 @@ class Args:
     def __init__(self, **values: Any) -> None:
         self.__dict__.update(values)
 
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
-        return f"Args({inner})"
-
 
 def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
     """Declare ``options`` on an argparse parser (the full parser: ``--help``, errors)."""

@@ -6,6 +6,7 @@ internal error."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from eidolons.cli.common import error, print_json, project_root
@@ -47,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eidolons.hosts.init import InitError, detect_hosts, install, python_for_hooks, undo
+    from eidolons.hosts.init import InitError, detect_hosts, install, undo
     from eidolons.hosts.wiring import HOSTS, UNSEALED, receiver_agent_findings, unsealed_note
 
     root = project_root(args.root)
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 hosts,
                 dry_run=args.dry_run,
                 force=args.force,
-                python=python_for_hooks(),
+                python=os.path.abspath(sys.executable),  # the hooks run this interpreter
                 receivers=receivers,
                 domains=args.allow_domain,
                 run=_quietly,

@@ -127,19 +127,11 @@ def _store(root: Path, create: bool = False) -> TrustStore:
     return store
 
 
-def _private_path(role: str, keyid: str) -> Path | None:
-    explicit = env_key_file(role)
-    if explicit is not None:
-        return explicit
-    path = default_key_file(keyid)
-    return path if path.exists() else None
-
-
 def _describe(key: TrustedKey, now: str) -> dict[str, Any]:
     out = key.to_dict()
     out["status"] = key.status(now)
-    private = _private_path(key.role, key.keyid)
-    out["private_key"] = str(private) if private is not None and private.exists() else None
+    private = env_key_file(key.role) or default_key_file(key.keyid)
+    out["private_key"] = str(private) if private.exists() else None
     return out
 
 

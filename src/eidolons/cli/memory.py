@@ -179,10 +179,7 @@ def receiver_gate(
 
 
 def ingest_envelope(
-    envelope_path: Path,
-    root: Path,
-    *,
-    gate: IngestGate | None = None,
+    envelope_path: Path, root: Path, *, gate: IngestGate | None = None
 ) -> IngestOutcome:
     """``gate`` (default :func:`receiver_gate`) with a callback that ingests what it
     passed. Raises :class:`~eidolons.errors.InputError` for a path that is missing or not
@@ -203,10 +200,7 @@ def ingest_envelope(
     seen: dict[str, Any] = {}
 
     def on_pass(envelope: Any, payload: Any) -> Mapping[str, Any]:
-        seen["called"] = True
-        if not isinstance(payload, bytes | bytearray):
-            return {}
-        if memory is not None:
+        if isinstance(payload, bytes | bytearray) and memory is not None:
             seen["result"] = memory.ingest(envelope.data, bytes(payload), gated=True)
         return {}
 
@@ -226,44 +220,27 @@ def ingest_envelope(
         if memory is not None:
             memory.close()
     gate_info = {"passed": bool(passed), "code": code}
+    result = seen.get("result") if passed and memory is not None else None
     if not passed:
-        return IngestOutcome(
-            EXIT_NOT_DONE, f"receiver gate refused the hand-off: {code}; not ingested", gate_info
+        message = f"receiver gate refused the hand-off: {code}; not ingested"
+    elif memory is None:
+        message = "memory is off (EIDOLONS_MEMORY=off); not ingested"
+    elif not isinstance(result, dict):
+        result = None
+        message = "receiver gate passed without the verified payload bytes; refusing to ingest"
+    elif memory_api.is_skipped(result):
+        message = f"memory unavailable, ingest skipped: {result.get('reason')}"
+    elif memory_api.is_error(result):
+        message = f"memory refused the hand-off: {result['error']}: {result.get('message', '')}"
+    else:
+        verb = "already ingested" if result.get("commit_status") == "merged" else "ingested"
+        message = (
+            f"{verb} {result.get('id')} ({result.get('layer')},"
+            f" {result.get('trust_tier')}/{result.get('validation_state')}, backend"
+            f" {result.get('backend')})"
         )
-    if memory is None:
-        return IngestOutcome(
-            EXIT_NOT_DONE, "memory is off (EIDOLONS_MEMORY=off); not ingested", gate_info
-        )
-    result = seen.get("result")
-    if not isinstance(result, dict):
-        return IngestOutcome(
-            EXIT_NOT_DONE,
-            "receiver gate passed without the verified payload bytes; refusing to ingest",
-            gate_info,
-        )
-    if memory_api.is_skipped(result):
-        return IngestOutcome(
-            EXIT_NOT_DONE,
-            f"memory unavailable, ingest skipped: {result.get('reason')}",
-            gate_info,
-            result,
-        )
-    if memory_api.is_error(result):
-        return IngestOutcome(
-            EXIT_NOT_DONE,
-            f"memory refused the hand-off: {result['error']}: {result.get('message', '')}",
-            gate_info,
-            result,
-        )
-    verb = "already ingested" if result.get("commit_status") == "merged" else "ingested"
-    return IngestOutcome(
-        EXIT_OK,
-        f"{verb} {result.get('id')} ({result.get('layer')},"
-        f" {result.get('trust_tier')}/{result.get('validation_state')}, backend"
-        f" {result.get('backend')})",
-        gate_info,
-        result,
-    )
+        return IngestOutcome(EXIT_OK, message, gate_info, result)
+    return IngestOutcome(EXIT_NOT_DONE, message, gate_info, result)
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -271,11 +248,10 @@ def _ingest(args: argparse.Namespace) -> int:
     outcome = ingest_envelope(Path(args.envelope), root)
     if args.json:
         print_json(asdict(outcome))
-    if outcome.exit_code == EXIT_OK:
-        if not args.json:
-            print(outcome.message)
-    else:
+    if outcome.exit_code != EXIT_OK:
         _error(outcome.message)
+    elif not args.json:
+        print(outcome.message)
     return outcome.exit_code
 
 

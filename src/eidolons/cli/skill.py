@@ -138,11 +138,7 @@ def _report(actions: list[SkillAction], root: Path, *, dry_run: bool, as_json: b
     refused = refused or any(a.status == "refused" for a in actions)
     if as_json:
         print_json(
-            {
-                "root": str(root),
-                "dry_run": dry_run,
-                "actions": [a.to_dict(root) for a in actions],
-            }
+            {"root": str(root), "dry_run": dry_run, "actions": [a.to_dict(root) for a in actions]}
         )
     else:
         prefix = "would be " if dry_run else ""

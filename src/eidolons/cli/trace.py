@@ -94,8 +94,7 @@ def _store_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="bind this login as the orchestrator (may record orchestrator verdicts); repeatable",
     )
     export = sub.add_parser(
-        "export",
-        help="copy the project's JSONL trace to another store, or send it as OTLP spans",
+        "export", help="copy the project's JSONL trace to another store, or send it as OTLP spans"
     )
     target = export.add_mutually_exclusive_group(required=True)
     target.add_argument("--to", choices=["postgres"], help="the target store")

@@ -65,7 +65,10 @@ def run_chain(args: argparse.Namespace) -> int:
             _problems(collected)
             return error("no trace or envelope found to read", _nothing_code(args))
         if verb == "verify":  # each trace read once: its events and its chain (ADR 0012)
-            read = _read_traces(collected, store)
+            from eidolons.trace.verify import snapshot_file, snapshot_thread
+
+            read = [snapshot_file(p) for p in collected.trace_files]
+            read += [snapshot_thread(store, t) for t in collected.threads]
             hops = sources.hops(collected, store, {snap.key: snap.lines for snap in read})
             chains, trusted = _chains(collected, read, root)
         else:
@@ -140,10 +143,8 @@ def _nothing_code(args: argparse.Namespace) -> int:
     """2 when every PATH was neither a file nor a valid thread id (a usage slip), else 1."""
     from eidolons.trace.log import thread_file_name
 
-    def usage_slip(arg: str) -> bool:
-        return not os.path.exists(arg) and thread_file_name(arg) != arg
-
-    return 2 if all(usage_slip(a) for a in args.paths) else EXIT_NOTHING
+    slips = all(not os.path.exists(a) and thread_file_name(a) != a for a in args.paths)
+    return 2 if slips else EXIT_NOTHING
 
 
 def _problems(collected: Collected) -> None:
@@ -306,15 +307,6 @@ def _report(hops: list[Hop], args: argparse.Namespace, root: Path) -> int:
 
 
 # -- verify
-def _read_traces(collected: Collected, store: TraceStore) -> list[TraceSnapshot]:
-    """Each trace named (files, then threads) read once: its raw lines and their decoding."""
-    from eidolons.trace.verify import snapshot_file, snapshot_thread
-
-    return [snapshot_file(p) for p in collected.trace_files] + [
-        snapshot_thread(store, t) for t in collected.threads
-    ]
-
-
 def _chains(
     collected: Collected, read: list[TraceSnapshot], root: Path
 ) -> tuple[list[dict[str, Any]], bool]:

@@ -18,11 +18,8 @@ def thread_summary(thread_id: str, events: list[dict[str, Any]], damaged: int) -
     stamps = sorted(e["ts"] for e in events if isinstance(e.get("ts"), str))
     fails = [e for e in events if e.get("event") == "verify_fail"]
     refused = [e for e in fails if e.get("decision") == "refused"]
-    codes: list[str] = []
-    for e in refused:
-        code = e.get("verify_failure_code")
-        if isinstance(code, str) and code not in codes:
-            codes.append(code)
+    found = (e.get("verify_failure_code") for e in refused)
+    codes = list(dict.fromkeys(c for c in found if isinstance(c, str)))  # first seen first
     return {
         "thread_id": thread_id,
         "hops": len({e["message_id"] for e in events if isinstance(e.get("message_id"), str)}),
@@ -45,14 +42,9 @@ def run_list(args: argparse.Namespace) -> int:
     rows = []
     with open_store(root) as store:
         for thread in store.threads():
-            events: list[dict[str, Any]] = []
-            damaged = 0
-            for line in store.iter_thread(thread):
-                if line.event is None:
-                    damaged += 1
-                else:
-                    events.append(line.event)
-            rows.append(thread_summary(thread, events, damaged))
+            read = [line.event for line in store.iter_thread(thread)]
+            events = [e for e in read if e is not None]
+            rows.append(thread_summary(thread, events, len(read) - len(events)))
     rows.sort(key=lambda r: r["thread_id"])
     rows.sort(key=lambda r: r["last_ts"] or "", reverse=True)
     if args.json:

@@ -188,7 +188,13 @@ def _skip_early(args: argparse.Namespace) -> int | None:
     receiver = args.receiver.partition("@")[0]
     if not is_slug(receiver):
         return None
-    root = _root(args.root)
+    from eidolons.errors import UsageError
+    from eidolons.io.paths import found_root
+
+    try:  # the root root_dir finds without a note or an error (the one rule), else None
+        root = found_root(args.root)
+    except (UsageError, OSError):  # not a directory, or the current one is gone: the
+        return None  # full path says so
     if root is None:
         return None
     if os.path.isdir(artifact) or not os.path.lexists(artifact):
@@ -198,7 +204,6 @@ def _skip_early(args: argparse.Namespace) -> int | None:
     if any(os.path.lexists(p) for p in envelope_candidates(artifact)):
         return None
     from eidolons.ecl.grammar import Limits
-    from eidolons.errors import UsageError
 
     try:  # a cap the full path refuses is never skipped
         Limits.from_env(os.environ)
@@ -224,18 +229,6 @@ def _plain(path: str) -> bool:
     if parts[0] == "" and len(parts) > 1:  # absolute: one leading slash
         parts = parts[1:]
     return "" not in parts and "." not in parts
-
-
-def _root(explicit: str | None) -> str | None:
-    """The project root :func:`eidolons.io.config.root_dir` finds without a note or an error
-    (the one rule, :func:`eidolons.io.paths.found_root`); otherwise None."""
-    from eidolons.errors import UsageError
-    from eidolons.io.paths import found_root
-
-    try:
-        return found_root(explicit)
-    except (UsageError, OSError):  # not a directory, or the current one is gone: the
-        return None  # full path says so
 
 
 def _print_recall(recall: dict[str, object]) -> None:

@@ -42,10 +42,6 @@ class Report:
     def ok(self, check: str, subject: str, message: str) -> None:
         self.passed.append({"check": check, "subject": subject, "message": message})
 
-    def note(self, message: str) -> None:
-        """What a host cannot guarantee: said, not a finding."""
-        self.notes.append(message)
-
     def rel(self, path: Path | str) -> str:
         path = Path(path)
         return str(path.relative_to(self.root) if path.is_relative_to(self.root) else path)
@@ -82,15 +78,6 @@ def check_root(report: Report) -> None:
             "no .eidolons/ here: gates fall back to a .git/ ancestor or the current directory "
             "(run eidolons init)",
         )
-
-
-def roster() -> tuple[dict[str, Any], dict[str, str]]:
-    """``ecl.yaml`` (verbatim upstream) and member -> class (names and aliases)."""
-    import yaml
-
-    ecl = yaml.safe_load(package_text("data", "roster", "ecl.yaml"))
-    classes = json.loads(package_text("data", "roster", "classes.json"))
-    return ecl, classes
 
 
 LOCK_FILE = "eidolons.lock"
@@ -156,7 +143,10 @@ def installed_members(root: Path, listed: list[str]) -> tuple[list[str], str | N
 
 
 def check_d8(report: Report) -> None:
-    ecl, classes = roster()
+    import yaml
+
+    ecl = yaml.safe_load(package_text("data", "roster", "ecl.yaml"))  # verbatim upstream
+    classes = json.loads(package_text("data", "roster", "classes.json"))  # names, aliases
     vi = ecl["verify_incoming"]
     blocking, forbid = vi["blocking_markers"], vi["forbid_markers"]
     listed, problem = lock_members(report.root)
@@ -187,16 +177,12 @@ def check_d8(report: Report) -> None:
             continue
         for path in files:
             text = read_text(path, errors="replace") or ""
-            where = report.rel(path)
-            bad = False
+            where, before = report.rel(path), len(report.findings)
             if not any(marker in text for marker in blocking):
                 report.fail("D8", where, "declares no blocking posture (no REFUSE / SHALL NOT)")
-                bad = True
-            for marker in forbid:
-                if marker in text:
-                    report.fail("D8", where, f"declares warn-only posture ({marker!r})")
-                    bad = True
-            if not bad:
+            for marker in (m for m in forbid if m in text):
+                report.fail("D8", where, f"declares warn-only posture ({marker!r})")
+            if len(report.findings) == before:
                 report.ok("D8", where, f"blocking verify-incoming gate present (class={klass})")
 
 
@@ -272,7 +258,7 @@ def check_hosts(report: Report) -> None:
                 report.ok("hosts", report.rel(cursor), "Cursor hooks wired fail-closed")
     for host in UNSEALED:
         if (root / CONFIG_FILES[host]).exists():
-            report.note(unsealed_note(host))
+            report.notes.append(unsealed_note(host))  # what a host cannot guarantee
 
 
 def check_claude_code(report: Report) -> None:

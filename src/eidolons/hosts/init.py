@@ -35,13 +35,7 @@ from eidolons.hosts.wiring import (
     plan,
     unmerge,
 )
-from eidolons.io.files import (
-    FileContentError,
-    move_aside,
-    read_json_object,
-    read_text,
-    write_text,
-)
+from eidolons.io.files import FileContentError, move_aside, read_json_object, read_text, write_text
 from eidolons.io.paths import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
 
 #: runs an eidolons command in-process: its exit code and what it printed
@@ -407,8 +401,3 @@ def detect_hosts(root: Path) -> list[str]:
     }
     found = [host for host, names in signs.items() if any((root / n).exists() for n in names)]
     return found or ["claude-code"]
-
-
-def python_for_hooks() -> str:
-    """The interpreter the hooks run: this one, by absolute path."""
-    return os.path.abspath(sys.executable)

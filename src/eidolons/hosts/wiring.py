@@ -143,8 +143,8 @@ def claude_plan(
     shared += [
         Entry(("sandbox", key), value, scalar=True) for key, value in SANDBOX_SETTINGS.items()
     ]
-    shared += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in sealed_read]
-    shared += [Entry(("sandbox", "filesystem", "denyRead"), "~/.config/eidolons")]
+    deny_read = (*sealed_read, "~/.config/eidolons")
+    shared += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in deny_read]
     shared += [
         Entry(("sandbox", "filesystem", "denyWrite"), d)
         for d in (state, *sealed_read[len(SEALED_STATE) :])
@@ -167,14 +167,9 @@ def claude_plan(
     local += [Entry(("permissions", "deny"), f"Read(/{d}/**)") for d in keys]
     server = {"command": LAUNCHER.replace(os.sep, "/"), "args": ["mcp", "serve"]}
     mcp = [Entry(("mcpServers", "eidolons"), server, scalar=True)]
-    mcp += [
-        Entry(
-            ("mcpServers", f"eidolons-{b}"),
-            {**server, "args": ["mcp", "serve", "--as", b]},
-            scalar=True,
-        )
-        for b in bound
-    ]
+    for b in bound:
+        bound_server = {**server, "args": ["mcp", "serve", "--as", b]}
+        mcp.append(Entry(("mcpServers", f"eidolons-{b}"), bound_server, scalar=True))
     return {CLAUDE_SETTINGS: shared, CLAUDE_LOCAL: local, MCP_FILE: mcp}
 
 
@@ -203,8 +198,6 @@ def launcher_text() -> str:
     """The launcher ``init`` writes to :data:`LAUNCHER`: this machine's interpreter comes
     from ``EIDOLONS_PYTHON`` (``.claude/settings.local.json``); without one it refuses,
     exit 2 (a deny, for a hook), in one line that says how to set it up."""
-    import shlex
-
     return (
         "#!/bin/sh\n"
         "# Written by `eidolons init`: runs eidolons with this machine's interpreter, named\n"
@@ -239,21 +232,12 @@ def plan(host: str, root: str, python: str | None = None) -> tuple[list[Entry], 
         handler = {"command": line, "type": "command", "timeout": HOOK_TIMEOUT, "failClosed": True}
         events = ("beforeReadFile", "preToolUse", "beforeShellExecution", "beforeMCPExecution")
         return [Entry(("hooks", e), handler) for e in events], {"version": 1}
+    command = {"type": "command", "command": line, "timeout": HOOK_TIMEOUT}
     if host == "codex":
-        handler = {
-            "type": "command",
-            "command": line,
-            "timeout": HOOK_TIMEOUT,
-            "statusMessage": STATUS,
-        }
+        handler = {**command, "statusMessage": STATUS}
         return [Entry(("hooks", "PreToolUse"), {"hooks": [handler]})], {}
     if host == "gemini":
-        handler = {
-            "type": "command",
-            "command": line,
-            "timeout": HOOK_TIMEOUT * 1000,
-            "name": "eidolons",
-        }
+        handler = {**command, "timeout": HOOK_TIMEOUT * 1000, "name": "eidolons"}
         return [Entry(("hooks", "BeforeTool"), {"matcher": ".*", "hooks": [handler]})], {}
     if host == "copilot":
         handler = {"type": "command", "bash": line, "timeoutSec": HOOK_TIMEOUT, "comment": STATUS}
@@ -471,21 +455,17 @@ def receiver_agent_findings(root: str, receivers: set[str]) -> list[tuple[str, s
             continue
         tools = meta.get("tools")
         if tools is None:
-            out.append(
-                (
-                    path,
-                    f"receiver {agent} names no tools: it inherits every tool; set `tools: "
-                    f"{allow}` (and Write, Bash, mcp__eidolons__emit if it also hands work on)",
-                )
+            advice = (
+                f"receiver {agent} names no tools: it inherits every tool; set `tools: "
+                f"{allow}` (and Write, Bash, mcp__eidolons__emit if it also hands work on)"
             )
+            out.append((path, advice))
             continue
         listed = {
             str(t).strip() for t in (tools if isinstance(tools, list) else str(tools).split(","))
         }
         if "Read" not in listed and "mcp__eidolons__read_verified" not in listed:
-            out.append(
-                (path, f"receiver {agent} has neither Read nor mcp__eidolons__read_verified")
-            )
+            out.append((path, f"receiver {agent} has neither Read nor {RECEIVER_TOOLS[-1]}"))
     return out
 
 

@@ -1,12 +1,11 @@
 """One hook event, strictly parsed into a :class:`ToolCall`; the :class:`Layout` the hook
 protects.
 
-- The event is one JSON object read by the package's strict reader of untrusted JSON
-  (the C scanner, without ``import json``); anything else is :class:`HookInputError`.
+- The event is one JSON object read by the package's strict reader of untrusted JSON;
+  anything else is :class:`HookInputError`.
 - The receiver is the host's identity of the calling agent (``agent_type``), never an
   envelope's field; none means the main loop, the orchestrator.
-- Paths are compared after resolving symlinks. This module is on the fast path: it
-  imports ``os`` and the package's ``os``-only modules.
+- Paths are compared after resolving symlinks. On the fast path: ``os`` only.
 """
 
 from __future__ import annotations
@@ -130,8 +129,7 @@ def _abs(path: str, cwd: str) -> str:
 
 def _cwd(doc: dict[str, Any], fallback: str | None = None) -> str:
     cwd = doc.get("cwd")
-    if cwd is None:
-        cwd = fallback
+    cwd = fallback if cwd is None else cwd
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise HookInputError("cwd must be an absolute path")
     return cwd
@@ -186,15 +184,9 @@ def _generic(host: str, tool: str, tool_input: Any, cwd: str, receiver: str | No
         and "\n" not in s
         and os.path.lexists(os.path.join(cwd, s))
     )
-    return ToolCall(
-        host,
-        tool,
-        OTHER,
-        cwd,
-        paths=[_abs(p, cwd) for p in found],
-        receiver=receiver,
-        tool_input=tool_input if isinstance(tool_input, dict) else None,
-    )
+    paths = [_abs(p, cwd) for p in found]
+    args = tool_input if isinstance(tool_input, dict) else None
+    return ToolCall(host, tool, OTHER, cwd, paths=paths, receiver=receiver, tool_input=args)
 
 
 # --- per host: a table per dialect ----------------------------------------------------------
@@ -246,7 +238,6 @@ _COPILOT_TOOLS: dict[str, Spec] = {
 def _call(
     host: str, tool: str, spec: Spec, args: dict[str, Any], cwd: str, receiver: str | None
 ) -> ToolCall:
-    """The call ``spec`` describes."""
     kind, keys, pattern_keys, missing = spec
     paths = _paths(args, keys, cwd)
     if missing is not None and not paths:

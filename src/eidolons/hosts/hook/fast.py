@@ -69,33 +69,26 @@ class _Usage(Exception):
 def parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
     """HOST [EVENT] [--root DIR] [--as RECEIVER] (by hand: argparse is not on this path)."""
     host = None
-    root = receiver = None
+    values: dict[str, str | None] = {"--root": None, "--as": None}
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg in ("--root", "--as"):
+        name, eq, value = arg.partition("=")
+        if arg in values:
             if i + 1 >= len(argv) or not argv[i + 1]:
                 raise _Usage(f"{arg} needs a value")
-            if arg == "--root":
-                root = argv[i + 1]
-            else:
-                receiver = argv[i + 1]
-            i += 2
-            continue
-        if arg.startswith("--root="):
-            root = arg.partition("=")[2]
-        elif arg.startswith("--as="):
-            receiver = arg.partition("=")[2]
+            values[arg] = argv[i + 1]
+            i += 1
+        elif eq and name in values:
+            values[name] = value
         elif host is None and arg in HOSTS:
             host = arg
-        elif host is not None and arg in EVENTS:
-            pass
-        else:
+        elif host is None or arg not in EVENTS:  # an EVENT after HOST is ignored
             raise _Usage(f"unexpected argument {arg!r}")
         i += 1
     if host is None:
         raise _Usage(f"HOST must be one of {', '.join(HOSTS)}")
-    return host, root, receiver
+    return host, values["--root"], values["--as"]
 
 
 def _budget() -> float:

@@ -59,9 +59,8 @@ def addressed(handoff_dirs: tuple[str, ...], target: str) -> list[str]:
             if seen > MAX_ENVELOPES:
                 raise OverflowError(f"more than {MAX_ENVELOPES} envelopes in the hand-offs")
             try:
-                env = parse_envelope(
-                    read_envelope_bytes(entry.path, limits.max_envelope_bytes), limits
-                )
+                data = read_envelope_bytes(entry.path, limits.max_envelope_bytes)
+                env = parse_envelope(data, limits)
             except (EnvelopeError, InputError):
                 found.append(entry.path)  # unreadable: the gate says why
                 continue

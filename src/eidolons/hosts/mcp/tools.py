@@ -24,6 +24,7 @@ import hashlib
 import os
 import sys
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,7 +61,6 @@ class Reply:
     is_error: bool = False
     blob: bytes | None = None
     mime_type: str = "text/plain"
-    extra_text: list[str] = field(default_factory=list)
 
 
 def _error(message: str, structured: dict[str, Any] | None = None) -> Reply:
@@ -90,12 +90,7 @@ def _recalled(data: dict[str, Any]) -> list[str]:
 def wire_safe(reply: Reply) -> Reply:
     """Rule 7: ``reply`` with every string that cannot be encoded as UTF-8 escaped, in
     its text and in its structured content (lists and tuples become lists, as in JSON)."""
-    return replace(
-        reply,
-        text=encodable(reply.text),
-        structured=_encodable(reply.structured),
-        extra_text=[encodable(line) for line in reply.extra_text],
-    )
+    return replace(reply, text=encodable(reply.text), structured=_encodable(reply.structured))
 
 
 def _encodable(value: Any) -> Any:
@@ -427,16 +422,15 @@ class Toolbox:
             raise ToolInputError(f"limit must be between 1 and {MAX_TRACE_EVENTS}")
         if not has_thread(self.root, thread):
             raise ToolInputError(f"no trace for thread {printable(thread)!r}")
-        events: list[dict[str, Any]] = []
+        kept: deque[dict[str, Any]] = deque(maxlen=limit)  # the last LIMIT, streamed
         damaged = total = 0
         for line in read_thread(self.root, thread):
             if line.event is None:
                 damaged += 1
-                continue
-            total += 1
-            events.append(line.event)
-            if len(events) > limit:
-                events.pop(0)
+            else:
+                total += 1
+                kept.append(line.event)
+        events = list(kept)
         lines = [
             f"{'!!' if e.get('event') == 'verify_fail' else '  '} {e.get('ts', '?')} "
             f"{e.get('event', '?')} {e.get('from', '?')} -> {e.get('to', '?')} "
@@ -445,13 +439,8 @@ class Toolbox:
         ]
         if damaged:
             lines.append(f"({plural(damaged, 'damaged line')} skipped)")
-        data = {
-            "thread_id": thread,
-            "events": events,
-            "total": total,
-            "shown": len(events),
-            "damaged": damaged,
-        }
+        data = {"thread_id": thread, "events": events, "total": total, "shown": len(events)}
+        data["damaged"] = damaged
         return Reply("\n".join(printable(line) for line in lines) or "(no events)", data)
 
     @_tool
