@@ -248,17 +248,7 @@ def parse_layers(text: str) -> list[str]:
 
 
 MODES: tuple[Mode, ...] = ("off", "local", "mcp")
-_STORE_DIR = os.path.join(".eidolons", "memory")  # the local store, under the project root
-
-
-def __getattr__(name: str) -> Path:
-    if name == "STORE_DIR":  # a Path, made on first use: no pathlib at open (ADR 0021)
-        from pathlib import Path
-
-        return Path(_STORE_DIR)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+STORE_DIR = os.path.join(".eidolons", "memory")  # the local store, under the project root
 DEFAULT_FIRST_CALL_TIMEOUT = 120.0
 DEFAULT_CALL_TIMEOUT = 30.0
 
@@ -308,16 +298,9 @@ class MemoryConfig(Frozen):
     server's start and its first recall, which loads its embedding model). ``extra_env``:
     more environment for a stdio server."""
 
-    _fields = (
-        "mode",
-        "command",
-        "url",
-        "project",
-        "store_dir",
-        "first_call_timeout",
-        "call_timeout",
-        "close_timeout",
-        "extra_env",
+    _fields = tuple(
+        "mode command url project store_dir first_call_timeout call_timeout close_timeout "
+        "extra_env".split()
     )
     __slots__ = _fields
 
@@ -425,7 +408,7 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
 
         where = os.fspath(root)
         return LocalMemory(
-            config.store_dir or os.path.join(where, _STORE_DIR),
+            config.store_dir or os.path.join(where, STORE_DIR),
             project=config.project or _project_key(where),
         )
     from eidolons.memory.mcp_client import McpMemory  # imports the SDK in its thread only

@@ -36,7 +36,7 @@ from eidolons.trace.store import (
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     import pathlib
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any, BinaryIO
 
     from eidolons.io.paths import StrPath
@@ -84,30 +84,23 @@ def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
     return open_state_path(anchor, parts, flags | os.O_NONBLOCK, create=create)
 
 
-def append_event(
-    path: Path,
-    event: Mapping[str, Any],
-    before: Callable[[], None] | None = None,
-    after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
-    until: float | None = None,
-) -> bytes:
+def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
     """Append one event as one line linked into the thread's hash chain
-    (:mod:`eidolons.ecl.events`); returns the line's bytes (no newline). Under the
-    lock, ``before()`` runs before the write, ``after(fd, start, line, fstat_before)``
-    after it (the indexes). ``until``: the lock's deadline. Raises
+    (:mod:`eidolons.ecl.events`); returns the line's bytes (no newline). Raises
     :class:`TraceWriteError`."""
-    return append_events(path, [event], before, after, until)[0]
+    return append_events(path, [event])[0]
 
 
 def append_events(
     path: Path,
     events: Sequence[Mapping[str, Any]],
-    before: Callable[[], None] | None = None,
     after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
     until: float | None = None,
 ) -> list[bytes]:
     """:func:`append_event` for several events, each linked to the one before, in one
-    ``write`` under one lock (all of them or none); ``after`` sees the last line."""
+    ``write`` under one lock (all of them or none). Under the lock,
+    ``after(fd, start, last line, fstat before)`` runs after the write (the indexes);
+    ``until``: the lock's deadline."""
     from eidolons.ecl.events import chained, next_link
 
     written: list[bytes] = []
@@ -119,8 +112,6 @@ def append_events(
         fds.append(fd)
         states.append(os.fstat(fd))
         last, last_seq = _last_link(fd, size)
-        if before is not None:
-            before()
         for event in events:
             seq, prev = next_link(last, last_seq)
             links.append((seq, prev))
@@ -331,14 +322,7 @@ def read_raw_lines(path: Path) -> Iterator[bytes]:
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
-        yield from _raw_of(fh)
-
-
-def _raw_of(fh: Iterable[bytes]) -> Iterator[bytes]:
-    for raw in fh:
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        if line.strip():
-            yield line
+        yield from (raw.removesuffix(b"\n") for raw in fh if raw.strip())
 
 
 def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes], list[TraceLine]]:
@@ -353,9 +337,8 @@ def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes]
         return [], []
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
-    return list(_raw_of(io.BytesIO(data))), list(
-        _events_of(io.BytesIO(data), decode or decode_line)
-    )
+    raw = [line for line in data.split(b"\n") if line.strip()]
+    return raw, list(_events_of(io.BytesIO(data), decode or decode_line))
 
 
 def iter_reverse(
@@ -553,7 +536,13 @@ class JsonlStore(TraceStore):
         path = self._file(thread_id)
         from eidolons.trace.indexes import update
 
-        extra = [key for event in events for key in self._own_key(event)]
+        # the keys of the payload events appended: the index names them even when the full
+        # search would not read the line back (``--trace FILE``, a trace past the scan bound)
+        extra = [
+            key
+            for event in events
+            if isinstance(key := event.get("payload_path"), str) and is_payload_event(event, [key])
+        ]
         try:  # one deadline for the trace's lock and then the payload index's
             until = deadline()
         except UsageError as exc:
@@ -565,15 +554,6 @@ class JsonlStore(TraceStore):
 
         lines = append_events(path, events, after=after, until=until)
         return [Appended(loads_json(line), line, str(path)) for line in lines]
-
-    def _own_key(self, event: Mapping[str, Any]) -> list[str]:
-        """The payload key of the payload event this append writes: the index names it even when
-        the full search would not read the line back (``--trace FILE``, a trace padded past the
-        scan bound)."""
-        key = event.get("payload_path")
-        if not isinstance(key, str) or not is_payload_event(event, [key]):
-            return []
-        return [key]
 
     def index_payloads(
         self,
@@ -617,7 +597,6 @@ class JsonlStore(TraceStore):
                 os.close(fd)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
-        return None
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         try:
