@@ -296,22 +296,23 @@ def read_events(path: Path, decode: Decode | None = None) -> Iterator[TraceLine]
         yield from _events_of(fh, decode or decode_line)
 
 
-def _events_of(fh: BinaryIO, decode: Decode) -> Iterator[TraceLine]:
+def _events_of(fh: BinaryIO, decode: Decode, follow: bool = False) -> Iterator[TraceLine]:
+    """The lines of ``fh`` from its position; ``follow``: numbered 0, and a last line
+    without its newline yet is left unread (``fh`` is put back at its start)."""
     lineno = 0
-    while True:
-        raw = fh.readline(MAX_LINE_BYTES + 1)
-        if not raw:
-            break
-        lineno += 1
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        lineno += 0 if follow else 1
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
                 raw = fh.readline(MAX_LINE_BYTES)
             yield TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
-            continue
-        if not raw.endswith(b"\n"):
-            yield TraceLine(lineno, None, "torn line (no newline at end of file)")
-            break
-        if raw.strip():
+        elif not raw.endswith(b"\n"):
+            if follow:  # a line not finished yet: read it next time
+                fh.seek(-len(raw), os.SEEK_CUR)
+            else:
+                yield TraceLine(lineno, None, "torn line (no newline at end of file)")
+            return
+        elif raw.strip():
             yield decode(raw[:-1], lineno)  # the limit does not count the newline
 
 
@@ -447,23 +448,10 @@ def read_new_events(
         fd = open_trace(path)
     except FileNotFoundError:
         return [], offset
-    out: list[TraceLine] = []
     with os.fdopen(fd, "rb") as fh:
         fh.seek(offset)
-        while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw.endswith(b"\n"):
-                if len(raw) <= MAX_LINE_BYTES:
-                    break  # nothing more, or a line not finished yet: read it next time
-                while raw and not raw.endswith(b"\n"):
-                    raw = fh.readline(MAX_LINE_BYTES)
-                offset = fh.tell()
-                out.append(TraceLine(0, None, f"line longer than {MAX_LINE_BYTES} bytes"))
-                continue
-            offset += len(raw)
-            if raw.strip():
-                out.append((decode or decode_line)(raw[:-1], 0))
-    return out, offset
+        out = list(_events_of(fh, decode or decode_line, follow=True))
+        return out, fh.tell()
 
 
 #: what every line a payload search can match holds (the needle's key, compact JSON)
