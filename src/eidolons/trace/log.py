@@ -501,19 +501,16 @@ class JsonlStore(TraceStore):
         self.file = file
 
     def path(self, thread_id: str | None) -> pathlib.Path:
-        """The thread's file (:meth:`_file` as a :class:`~pathlib.Path`)."""
+        """The thread's file (:meth:`location` as a :class:`~pathlib.Path`)."""
         import pathlib
 
-        return pathlib.Path(self._file(thread_id))
-
-    def _file(self, thread_id: str | None) -> StrPath:
-        return self.file if self.file is not None else thread_trace_path(self.root, thread_id)
+        return pathlib.Path(self.location(thread_id))
 
     def describe(self) -> str:
         return str(self.file if self.file is not None else pathstr.join(self.root, TRACE_DIR))
 
     def location(self, thread_id: str | None) -> str:
-        return str(self._file(thread_id))
+        return str(self.file if self.file is not None else thread_trace_path(self.root, thread_id))
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         return self.append_all(thread_id, [event])[0]
@@ -521,7 +518,7 @@ class JsonlStore(TraceStore):
     def append_all(
         self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
     ) -> list[Appended]:
-        path = self._file(thread_id)
+        path = self.location(thread_id)
         from eidolons.trace.indexes import update
 
         # the keys of the payload events appended: the index names them even when the full
@@ -564,7 +561,7 @@ class JsonlStore(TraceStore):
         # the verdict index answers in O(1) when it checks out (ADR 0022), else the scan
         from eidolons.trace.indexes import lookup
 
-        path = self._file(thread_id)
+        path = self.location(thread_id)
         try:
             bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0007)
             try:
@@ -588,24 +585,24 @@ class JsonlStore(TraceStore):
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         try:
-            yield from read_events(self._file(thread_id), judged_line)
+            yield from read_events(self.location(thread_id), judged_line)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         try:
-            yield from read_raw_lines(self._file(thread_id))
+            yield from read_raw_lines(self.location(thread_id))
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         try:
-            return read_new_events(self._file(thread_id), cursor, judged_line)
+            return read_new_events(self.location(thread_id), cursor, judged_line)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def has_thread(self, thread_id: str) -> bool:
-        return os.path.isfile(self._file(thread_id))
+        return os.path.isfile(self.location(thread_id))
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         try:  # checks each file's size before reading it: a sparse hole is never read
