@@ -493,13 +493,8 @@ def gate_callbacks(
 
     def on_pass(envelope: Any, payload: bytes | bytearray | None) -> Mapping[str, Any]:
         if payload is None:  # --no-reverify and nothing needed the bytes
-            return {
-                "ingest": {
-                    "status": "skipped",
-                    "reason": "payload bytes not read and verified (no re-verification)",
-                    "backend": memory.backend,
-                }
-            }
+            why = "payload bytes not read and verified (no re-verification)"
+            return {"ingest": {**skipped_ingest(why), "backend": memory.backend}}
         return {"ingest": ingest_after_pass(memory, envelope.data, payload)}
 
     return on_envelope, on_pass
