@@ -248,7 +248,17 @@ def parse_layers(text: str) -> list[str]:
 
 
 MODES: tuple[Mode, ...] = ("off", "local", "mcp")
-STORE_DIR = os.path.join(".eidolons", "memory")  # the local store, under the project root
+_STORE_DIR = os.path.join(".eidolons", "memory")  # the local store, under the project root
+
+
+def __getattr__(name: str) -> Path:
+    if name == "STORE_DIR":  # a Path, made on first use: no pathlib at open (ADR 0021)
+        from pathlib import Path
+
+        return Path(_STORE_DIR)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DEFAULT_FIRST_CALL_TIMEOUT = 120.0
 DEFAULT_CALL_TIMEOUT = 30.0
 
@@ -408,7 +418,7 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
 
         where = os.fspath(root)
         return LocalMemory(
-            config.store_dir or os.path.join(where, STORE_DIR),
+            config.store_dir or os.path.join(where, _STORE_DIR),
             project=config.project or _project_key(where),
         )
     from eidolons.memory.mcp_client import McpMemory  # imports the SDK in its thread only
