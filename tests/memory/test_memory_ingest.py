@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from eidolons.ecl.envelope import REQUIRED_FIELDS
 from eidolons.memory import (
     INGEST_BAD_ENVELOPE,
     INGEST_PAYLOAD_HASH_MISMATCH,
@@ -19,7 +20,7 @@ from eidolons.memory import (
     UNSUPPORTED_ENVELOPE_VERSION,
 )
 from eidolons.memory.local import LocalMemory
-from eidolons.memory.rules import REQUIRED_FIELDS, LocalLimits
+from eidolons.memory.rules import LocalLimits
 
 from .conftest import PROJECT, make_handoff, mutate
 

@@ -113,7 +113,7 @@ def test_redaction_skips_only_texts_no_pattern_can_match() -> None:
             want = text
             for rule, pattern, always in rules._REDACTIONS:
                 if always or sensitivity != "none":
-                    want = pattern.sub(f"«REDACTED:{rule}»", want)
+                    want = pattern.compiled().sub(f"«REDACTED:{rule}»", want)
             assert rules.redact(text, sensitivity) == want, (sensitivity, text)
     assert matched > 300  # the secrets and many of their noisy copies
     assert rules.may_redact("SOME_NEW_RULE", "anything")  # unknown: the pattern decides

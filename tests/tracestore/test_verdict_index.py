@@ -497,11 +497,9 @@ def test_the_index_never_lives_in_the_project(store: JsonlStore, thread: str) ->
     assert path.parent.parent == Path(os.environ["XDG_CONFIG_HOME"]) / "eidolons"
 
 
-@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
-def test_catching_up_finds_every_line_across_read_boundaries(
-    store: JsonlStore, thread: str, no_scan: None, monkeypatch: pytest.MonkeyPatch, chunk: int
+def test_catching_up_finds_every_line_between_blank_ones(
+    store: JsonlStore, thread: str, no_scan: None
 ) -> None:
-    monkeypatch.setattr(indexes, "CHUNK", chunk)
     store.append(thread, verdict(mid="first"))
     for i in range(6):
         add_raw(store, thread, raw_verdict(mid=f"m-{i}", n=i, pad="q" * (i * 13)))

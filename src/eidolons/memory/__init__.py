@@ -308,16 +308,9 @@ class MemoryConfig(Frozen):
     server's start and its first recall, which loads its embedding model). ``extra_env``:
     more environment for a stdio server."""
 
-    _fields = (
-        "mode",
-        "command",
-        "url",
-        "project",
-        "store_dir",
-        "first_call_timeout",
-        "call_timeout",
-        "close_timeout",
-        "extra_env",
+    _fields = tuple(
+        "mode command url project store_dir first_call_timeout call_timeout close_timeout "
+        "extra_env".split()
     )
     __slots__ = _fields
 
@@ -510,13 +503,8 @@ def gate_callbacks(
 
     def on_pass(envelope: Any, payload: bytes | bytearray | None) -> Mapping[str, Any]:
         if payload is None:  # --no-reverify and nothing needed the bytes
-            return {
-                "ingest": {
-                    "status": "skipped",
-                    "reason": "payload bytes not read and verified (no re-verification)",
-                    "backend": memory.backend,
-                }
-            }
+            why = "payload bytes not read and verified (no re-verification)"
+            return {"ingest": {**skipped_ingest(why), "backend": memory.backend}}
         return {"ingest": ingest_after_pass(memory, envelope.data, payload)}
 
     return on_envelope, on_pass

@@ -7,13 +7,9 @@ rows in scope, ranks them with two arms (BM25 over words, a trigram match of the
 identifier-like tokens), fuses them by weighted reciprocal rank and packs the first ``k``
 into the server's token budget (ADRs 0021, 0022).
 
-The schema: ``meta`` (``schema_version``, ``trigram``), ``crystals`` (one row per crystal;
-the index ``crystals_live`` covers every scope column a recall filters on), the
-external-content FTS5 indexes ``crystals_fts`` (words of ``summary`` and ``body_excerpt``)
-and ``crystals_tri`` (trigrams of ``summary`` and ``tri_body``, the excerpt's
-identifier-like tokens), kept in step by triggers, and ``crystals_vocab``. A store is
-created or upgraded (from schema 1 or 2) in one transaction under an exclusive ``flock`` on
-``<store>/.create.lock`` (waited for until the trace timeout); a newer schema is refused.
+A store is created or upgraded (from schema 1 or 2) in one transaction under an exclusive
+``flock`` on ``<store>/.create.lock`` (waited for until the trace timeout); a newer schema
+is refused.
 """
 
 from __future__ import annotations

@@ -362,11 +362,7 @@ class McpMemory:
 
     def close(self) -> None:
         with self._lock:
-            if self._failure is None:
-                self._failure = "memory client closed"
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.stop(self.config.close_timeout)
+            self._fail(self._failure or "memory client closed")
         if self._finalizer is not None:
             self._finalizer.detach()
 

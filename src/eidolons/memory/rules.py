@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from eidolons.ecl import grammar
-from eidolons.ecl.envelope import REQUIRED_FIELDS as ENVELOPE_REQUIRED_FIELDS
+from eidolons.ecl.envelope import REQUIRED_FIELDS  # the same eleven as the envelope model
 from eidolons.ecl.grammar import is_hex64
 from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenSSL at open
 from eidolons.memory import (
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class LazyPattern:
-    """A regular expression compiled on first use, with the methods the memory calls."""
+    """A regular expression compiled on first use (:meth:`compiled`)."""
 
     __slots__ = ("_compiled", "pattern")
 
@@ -48,24 +48,13 @@ class LazyPattern:
             self._compiled = re.compile(self.pattern)
         return self._compiled
 
-    def fullmatch(self, text: str) -> re.Match[str] | None:
-        return self.compiled().fullmatch(text)
-
-    def findall(self, text: str) -> list[str]:
-        return self.compiled().findall(text)
-
-    def sub(self, replacement: str, text: str) -> str:
-        return self.compiled().sub(replacement, text)
-
-    def __repr__(self) -> str:
-        return f"LazyPattern({self.pattern!r})"
-
 
 _LOWER: Final = frozenset("abcdefghijklmnopqrstuvwxyz")
 _UPPER: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DIGITS: Final = frozenset("0123456789")
 _LOWER_OR_DIGIT: Final = _LOWER | _DIGITS
 _WORD_ASCII: Final = _LOWER | _UPPER | _DIGITS | {"_"}
+_NON_WORD_TO_SPACE: Final = {c: " " for c in range(128) if chr(c) not in _WORD_ASCII}
 # the separators of a raw token that are not whitespace (whitespace is str.split's, the
 # same Py_UNICODE_ISSPACE as the patterns' \s)
 _SEPARATORS_TO_SPACE: Final = str.maketrans(dict.fromkeys("\"'`()[]{}<>,;|", " "))
@@ -73,20 +62,7 @@ _SEPARATORS_TO_SPACE: Final = str.maketrans(dict.fromkeys("\"'`()[]{}<>,;|", " "
 
 def ascii_words(text: str) -> list[str] | None:
     """``re.findall(r"\\w+", text)`` for an ASCII ``text``, else None."""
-    if not text.isascii():
-        return None
-    words: list[str] = []
-    start = -1
-    for index, ch in enumerate(text):
-        if ch in _WORD_ASCII:
-            if start < 0:
-                start = index
-        elif start >= 0:
-            words.append(text[start:index])
-            start = -1
-    if start >= 0:
-        words.append(text[start:])
-    return words
+    return text.translate(_NON_WORD_TO_SPACE).split() if text.isascii() else None
 
 
 def candidate_runs(text: str) -> list[str] | None:
@@ -134,9 +110,7 @@ def envelope_version(text: str) -> bool | None:
 
 def tier_digit(text: str) -> str | None:
     """The digit of ``re.fullmatch("[Tt]([0-3])", text)``, or None."""
-    if len(text) == 2 and text[0] in ("T", "t") and text[1] in ("0", "1", "2", "3"):
-        return text[1]
-    return None
+    return text[1] if len(text) == 2 and text[0] in "Tt" and text[1] in "0123" else None
 
 
 def _ssn_shape(text: str) -> bool:
@@ -204,7 +178,8 @@ def word_terms(query: str) -> list[str]:
     """The query's word tokens (``\\w+``), lower-cased, deduplicated, at most 32."""
     tokens = ascii_words(query)
     return _distinct(
-        token.lower() for token in (_WORD_RE.findall(query) if tokens is None else tokens)
+        token.lower()
+        for token in (_WORD_RE.compiled().findall(query) if tokens is None else tokens)
     )
 
 
@@ -221,7 +196,7 @@ def _identifier_tokens(text: str) -> Iterator[str]:
     """The tokens of ``text`` (runs without whitespace, quotes, brackets, ``,;|``, stripped
     of ``.:!?=`` at both ends) that look like identifiers or paths, at least 3 chars."""
     runs = candidate_runs(text) if len(text) <= _SCAN_MAX else None
-    for raw in _CANDIDATE_RE.findall(text) if runs is None else runs:
+    for raw in _CANDIDATE_RE.compiled().findall(text) if runs is None else runs:
         token = raw.strip(".:!?=")
         if len(token) < 3:
             continue
@@ -245,7 +220,7 @@ def trigram_terms(query: str) -> list[str]:
 def _kebab_words(term: str) -> bool:
     """Whether ``_KEBAB_WORDS_RE`` matches the whole ``term``."""
     plain = kebab_words(term)
-    return _KEBAB_WORDS_RE.fullmatch(term) is not None if plain is None else plain
+    return _KEBAB_WORDS_RE.compiled().fullmatch(term) is not None if plain is None else plain
 
 
 def identifier_text(text: str) -> str:
@@ -279,7 +254,6 @@ def rrf_fuse(
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-REQUIRED_FIELDS: Final = ENVELOPE_REQUIRED_FIELDS  # the same eleven as the envelope model
 ARTIFACT_FIELDS: Final = ("kind", "schema_version", "path", "sha256", "size_bytes")
 INTEGRITY_FIELDS: Final = ("method", "value")
 AGENT_FIELDS: Final = ("eidolon", "version")
@@ -287,18 +261,7 @@ HOST_T0: Final = frozenset({"host", "host-llm", "cortex"})
 
 
 ROSTER_T1: Final = frozenset(
-    (
-        "atlas",
-        "spectra",
-        "apivr",
-        "apivr-delta",
-        "apivr-Δ",
-        "idg",
-        "forge",
-        "vigil",
-        "opus",
-        "crystalium",
-    )
+    "atlas spectra apivr apivr-delta apivr-Δ idg forge vigil opus crystalium".split()
 )
 """The roster of ``crystalium.md`` §2.2: newer members (vivi, kupo, gilgamesh, ramza) and
 the reserved ``human``/``orchestrator`` are T3 there, and so here."""
@@ -325,12 +288,8 @@ class LocalLimits(Frozen):
     verbatim (``native_max_bytes``), how long a writer waits for another's lock
     (``busy_timeout_ms``), a new crystal's importance."""
 
-    _fields = (
-        "excerpt_chars",
-        "summary_chars",
-        "native_max_bytes",
-        "busy_timeout_ms",
-        "importance_cold_start",
+    _fields = tuple(
+        "excerpt_chars summary_chars native_max_bytes busy_timeout_ms importance_cold_start".split()
     )
     __slots__ = _fields
 
@@ -399,15 +358,9 @@ def validate_envelope(envelope: Any, payload: Any) -> tuple[str, str] | None:
             if block.get(sub) is None:
                 return INGEST_BAD_ENVELOPE, f"envelope.{name} is missing {sub!r}"
     for dotted in (
-        "message_id",
-        "thread_id",
-        "objective",
-        "artifact.kind",
-        "artifact.sha256",
-        "integrity.method",
-        "integrity.value",
-        "from.eidolon",
-    ):
+        "message_id thread_id objective artifact.kind artifact.sha256 integrity.method "
+        "integrity.value from.eidolon"
+    ).split():
         if not isinstance(_get(envelope, dotted), str):
             return INGEST_BAD_ENVELOPE, f"envelope.{dotted} must be a string"
     if not isinstance(envelope["trace"], Mapping):
@@ -476,15 +429,6 @@ def handoff_key(envelope: Mapping[str, Any]) -> str:
     return sha256_hex(grammar.dumps(parts).encode())  # json.dumps(parts, ensure_ascii=True)
 
 
-def provenance_source(tier: str) -> str:
-    return {"T0": "human", "T1": "verified_agent"}.get(tier, "unverified_agent")
-
-
-def summary_of(kind: str, objective: str, limit: int) -> str:
-    text = f"{kind}: {objective}" if objective.strip() else kind
-    return text[:limit]
-
-
 def raw_project(envelope: Mapping[str, Any]) -> str:
     """The scope a hand-off names (``project_raw``): its thread, else its sender."""
     thread_id = envelope.get("thread_id")
@@ -506,15 +450,18 @@ def new_crystal(
     thread_id = envelope.get("thread_id")
     native, excerpt, notes = decode_payload(payload, encoding, limits)
     created_at = _parse_ts(_get(envelope, "trace.ts")) or now
+    objective = str(envelope["objective"])
+    summary = f"{kind}: {objective}" if objective.strip() else kind
+    source = {"T0": "human", "T1": "verified_agent"}.get(trust_tier(envelope), "unverified_agent")
     crystal = {
-        "summary": summary_of(kind, str(envelope["objective"]), limits.summary_chars),
+        "summary": summary[: limits.summary_chars],
         "scope": {
             "project": project,
             "project_raw": raw_project(envelope),
             "sensitivity_tag": "internal",
         },
         "provenance": {
-            "source": provenance_source(trust_tier(envelope)),
+            "source": source,
             "author_agent": sender["eidolon"],
             "task_id": thread_id,
             "created_at": created_at,
@@ -683,11 +630,11 @@ def pack(
 def redact(text: str, sensitivity: str | None) -> str:
     for rule, pattern, always in _REDACTIONS:
         if (always or (sensitivity or "internal") != "none") and may_redact(rule, text):
-            text = pattern.sub(f"«REDACTED:{rule}»", text)
+            text = pattern.compiled().sub(f"«REDACTED:{rule}»", text)
     return text
 
 
 def _supported_version(version: str) -> bool:
     """Whether ``_VERSION_RE`` matches the whole ``version``."""
     plain = envelope_version(version)
-    return _VERSION_RE.fullmatch(version) is not None if plain is None else plain
+    return _VERSION_RE.compiled().fullmatch(version) is not None if plain is None else plain

@@ -72,7 +72,6 @@ NO_ID = bytes(16)  # the id hash field of an empty slot
 MIN_CAPACITY = 64  # 4 KiB: a file per trace on the host, most threads hold few messages
 MAX_CAPACITY = 1 << 30
 RUN = 4  # slots read per probe step (a table at most half full: most probes end in one)
-CHUNK = 1024 * 1024  # forward reads when catching up or rebuilding
 NO_LINE = "-"
 
 
@@ -314,36 +313,18 @@ def scan_forward(fd: int, start: int, end: int) -> list[Entry]:
     """The verdict lines among the whole lines of ``[start, end)``, in order; an overlong
     line is damage (never held whole, never indexed), as for every reader."""
     out: list[Entry] = []
-    pos, carry, carry_at, overlong = start, b"", start, False
-    while pos < end:
-        chunk_pos = pos
-        chunk = os.pread(fd, min(CHUNK, end - pos), pos)
-        if not chunk:
-            raise OSError("the trace is shorter than it was")
-        pos += len(chunk)
-        pieces = (carry + chunk).split(b"\n")
-        if len(pieces) == 1:  # no line ends in this chunk
-            carry = b"" if overlong else pieces[0]
-        else:
-            first = pieces[0]  # the line begun at carry_at
-            if not overlong and first.strip():
-                _add(out, first, carry_at)
-            overlong = False
-            at = chunk_pos + len(first) - len(carry) + 1
-            for raw in pieces[1:-1]:
-                if raw.strip():
-                    _add(out, raw, at)
-                at += len(raw) + 1
-            carry, carry_at = pieces[-1], at
-        if len(carry) > MAX_LINE_BYTES:
-            carry, overlong = b"", True
+    at, overlong = start, False
+    with open(os.dup(fd), "rb") as fh:
+        fh.seek(start)
+        while at < end:
+            raw = fh.readline(min(MAX_LINE_BYTES + 1, end - at))
+            if not raw:
+                raise OSError("the trace is shorter than it was")
+            whole = raw.endswith(b"\n")
+            if whole and not overlong and (idh := judge(raw[:-1])) is not None:
+                out.append((idh, at, len(raw) - 1, _sha256(raw[:-1]).digest()))
+            overlong, at = not whole, at + len(raw)  # a piece of a longer line
     return out
-
-
-def _add(out: list[Entry], raw: bytes, at: int) -> None:
-    idh = judge(raw)
-    if idh is not None:
-        out.append((idh, at, len(raw), _sha256(raw).digest()))
 
 
 def update(fd: int, start: int, line: bytes) -> None:
@@ -443,9 +424,7 @@ def _rebuild(
     try:
         if entries is None:
             entries = _entries(fd, 0, start, line)
-        latest: dict[bytes, Entry] = {}
-        for entry in entries:
-            latest[entry[0]] = entry
+        latest = {entry[0]: entry for entry in entries}  # a later verdict overwrites
         capacity = MIN_CAPACITY
         while len(latest) > capacity // 2:
             capacity *= 2

@@ -36,7 +36,7 @@ from eidolons.trace.store import (
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
     import pathlib
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any, BinaryIO
 
     from eidolons.io.paths import StrPath
@@ -84,30 +84,23 @@ def open_trace_fd(path: Path, flags: int, *, create: bool) -> int:
     return open_state_path(anchor, parts, flags | os.O_NONBLOCK, create=create)
 
 
-def append_event(
-    path: Path,
-    event: Mapping[str, Any],
-    before: Callable[[], None] | None = None,
-    after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
-    until: float | None = None,
-) -> bytes:
+def append_event(path: Path, event: Mapping[str, Any]) -> bytes:
     """Append one event as one line linked into the thread's hash chain
-    (:mod:`eidolons.ecl.events`); returns the line's bytes (no newline). Under the
-    lock, ``before()`` runs before the write, ``after(fd, start, line, fstat_before)``
-    after it (the indexes). ``until``: the lock's deadline. Raises
+    (:mod:`eidolons.ecl.events`); returns the line's bytes (no newline). Raises
     :class:`TraceWriteError`."""
-    return append_events(path, [event], before, after, until)[0]
+    return append_events(path, [event])[0]
 
 
 def append_events(
     path: Path,
     events: Sequence[Mapping[str, Any]],
-    before: Callable[[], None] | None = None,
     after: Callable[[int, int, bytes, os.stat_result], None] | None = None,
     until: float | None = None,
 ) -> list[bytes]:
     """:func:`append_event` for several events, each linked to the one before, in one
-    ``write`` under one lock (all of them or none); ``after`` sees the last line."""
+    ``write`` under one lock (all of them or none). Under the lock,
+    ``after(fd, start, last line, fstat before)`` runs after the write (the indexes);
+    ``until``: the lock's deadline."""
     from eidolons.ecl.events import chained, next_link
 
     written: list[bytes] = []
@@ -119,8 +112,6 @@ def append_events(
         fds.append(fd)
         states.append(os.fstat(fd))
         last, last_seq = _last_link(fd, size)
-        if before is not None:
-            before()
         for event in events:
             seq, prev = next_link(last, last_seq)
             links.append((seq, prev))
@@ -305,22 +296,23 @@ def read_events(path: Path, decode: Decode | None = None) -> Iterator[TraceLine]
         yield from _events_of(fh, decode or decode_line)
 
 
-def _events_of(fh: BinaryIO, decode: Decode) -> Iterator[TraceLine]:
+def _events_of(fh: BinaryIO, decode: Decode, follow: bool = False) -> Iterator[TraceLine]:
+    """The lines of ``fh`` from its position; ``follow``: numbered 0, and a last line
+    without its newline yet is left unread (``fh`` is put back at its start)."""
     lineno = 0
-    while True:
-        raw = fh.readline(MAX_LINE_BYTES + 1)
-        if not raw:
-            break
-        lineno += 1
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        lineno += 0 if follow else 1
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
                 raw = fh.readline(MAX_LINE_BYTES)
             yield TraceLine(lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
-            continue
-        if not raw.endswith(b"\n"):
-            yield TraceLine(lineno, None, "torn line (no newline at end of file)")
-            break
-        if raw.strip():
+        elif not raw.endswith(b"\n"):
+            if follow:  # a line not finished yet: read it next time
+                fh.seek(-len(raw), os.SEEK_CUR)
+            else:
+                yield TraceLine(lineno, None, "torn line (no newline at end of file)")
+            return
+        elif raw.strip():
             yield decode(raw[:-1], lineno)  # the limit does not count the newline
 
 
@@ -331,14 +323,7 @@ def read_raw_lines(path: Path) -> Iterator[bytes]:
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
-        yield from _raw_of(fh)
-
-
-def _raw_of(fh: Iterable[bytes]) -> Iterator[bytes]:
-    for raw in fh:
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        if line.strip():
-            yield line
+        yield from (raw.removesuffix(b"\n") for raw in fh if raw.strip())
 
 
 def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes], list[TraceLine]]:
@@ -353,9 +338,8 @@ def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes]
         return [], []
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
-    return list(_raw_of(io.BytesIO(data))), list(
-        _events_of(io.BytesIO(data), decode or decode_line)
-    )
+    raw = [line for line in data.split(b"\n") if line.strip()]
+    return raw, list(_events_of(io.BytesIO(data), decode or decode_line))
 
 
 def iter_reverse(
@@ -464,23 +448,10 @@ def read_new_events(
         fd = open_trace(path)
     except FileNotFoundError:
         return [], offset
-    out: list[TraceLine] = []
     with os.fdopen(fd, "rb") as fh:
         fh.seek(offset)
-        while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw.endswith(b"\n"):
-                if len(raw) <= MAX_LINE_BYTES:
-                    break  # nothing more, or a line not finished yet: read it next time
-                while raw and not raw.endswith(b"\n"):
-                    raw = fh.readline(MAX_LINE_BYTES)
-                offset = fh.tell()
-                out.append(TraceLine(0, None, f"line longer than {MAX_LINE_BYTES} bytes"))
-                continue
-            offset += len(raw)
-            if raw.strip():
-                out.append((decode or decode_line)(raw[:-1], 0))
-    return out, offset
+        out = list(_events_of(fh, decode or decode_line, follow=True))
+        return out, fh.tell()
 
 
 #: what every line a payload search can match holds (the needle's key, compact JSON)
@@ -530,19 +501,16 @@ class JsonlStore(TraceStore):
         self.file = file
 
     def path(self, thread_id: str | None) -> pathlib.Path:
-        """The thread's file (:meth:`_file` as a :class:`~pathlib.Path`)."""
+        """The thread's file (:meth:`location` as a :class:`~pathlib.Path`)."""
         import pathlib
 
-        return pathlib.Path(self._file(thread_id))
-
-    def _file(self, thread_id: str | None) -> StrPath:
-        return self.file if self.file is not None else thread_trace_path(self.root, thread_id)
+        return pathlib.Path(self.location(thread_id))
 
     def describe(self) -> str:
         return str(self.file if self.file is not None else pathstr.join(self.root, TRACE_DIR))
 
     def location(self, thread_id: str | None) -> str:
-        return str(self._file(thread_id))
+        return str(self.file if self.file is not None else thread_trace_path(self.root, thread_id))
 
     def append(self, thread_id: str | None, event: Mapping[str, Any]) -> Appended:
         return self.append_all(thread_id, [event])[0]
@@ -550,10 +518,16 @@ class JsonlStore(TraceStore):
     def append_all(
         self, thread_id: str | None, events: Sequence[Mapping[str, Any]]
     ) -> list[Appended]:
-        path = self._file(thread_id)
+        path = self.location(thread_id)
         from eidolons.trace.indexes import update
 
-        extra = [key for event in events for key in self._own_key(event)]
+        # the keys of the payload events appended: the index names them even when the full
+        # search would not read the line back (``--trace FILE``, a trace past the scan bound)
+        extra = [
+            key
+            for event in events
+            if isinstance(key := event.get("payload_path"), str) and is_payload_event(event, [key])
+        ]
         try:  # one deadline for the trace's lock and then the payload index's
             until = deadline()
         except UsageError as exc:
@@ -565,15 +539,6 @@ class JsonlStore(TraceStore):
 
         lines = append_events(path, events, after=after, until=until)
         return [Appended(loads_json(line), line, str(path)) for line in lines]
-
-    def _own_key(self, event: Mapping[str, Any]) -> list[str]:
-        """The payload key of the payload event this append writes: the index names it even when
-        the full search would not read the line back (``--trace FILE``, a trace padded past the
-        scan bound)."""
-        key = event.get("payload_path")
-        if not isinstance(key, str) or not is_payload_event(event, [key]):
-            return []
-        return [key]
 
     def index_payloads(
         self,
@@ -596,7 +561,7 @@ class JsonlStore(TraceStore):
         # the verdict index answers in O(1) when it checks out (ADR 0022), else the scan
         from eidolons.trace.indexes import lookup
 
-        path = self._file(thread_id)
+        path = self.location(thread_id)
         try:
             bound = trace_scan_bound()  # a trace made huge must not stall a gate (ADR 0007)
             try:
@@ -617,28 +582,27 @@ class JsonlStore(TraceStore):
                 os.close(fd)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
-        return None
 
     def iter_thread(self, thread_id: str | None) -> Iterator[TraceLine]:
         try:
-            yield from read_events(self._file(thread_id), judged_line)
+            yield from read_events(self.location(thread_id), judged_line)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
         try:
-            yield from read_raw_lines(self._file(thread_id))
+            yield from read_raw_lines(self.location(thread_id))
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def read_new(self, thread_id: str | None, cursor: int) -> tuple[list[TraceLine], int]:
         try:
-            return read_new_events(self._file(thread_id), cursor, judged_line)
+            return read_new_events(self.location(thread_id), cursor, judged_line)
         except InputError as exc:
             raise TraceReadError(str(exc)) from None
 
     def has_thread(self, thread_id: str) -> bool:
-        return os.path.isfile(self._file(thread_id))
+        return os.path.isfile(self.location(thread_id))
 
     def find_payload(self, keys: list[str]) -> dict[str, Any] | None:
         try:  # checks each file's size before reading it: a sparse hole is never read

@@ -49,6 +49,11 @@ WRITERS = (
 )
 
 
+def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
+
+
 @dataclass
 class InitResult:
     """What ``trace store init`` did: the database, the schema version and the
@@ -78,7 +83,7 @@ def init_schema(
         with conn.transaction():
             conn.execute(INIT_LOCK)
             conn.execute(pg_schema.BOOTSTRAP)
-            have = _version(conn)
+            have = _one(conn, f"SELECT max(version) FROM {SCHEMA}.schema_version") or 0
             current = pg_schema.MIGRATIONS[-1][0]
             if have > current:
                 raise TraceWriteError(
@@ -93,7 +98,8 @@ def init_schema(
                 left_out = [(m, a) for m, a in members if m not in wanted]
             _check_roles(conn, wanted)
             applied = _migrate(conn, have)
-            result = InitResult(_database(conn), current, applied, left_out=left_out)
+            database = str(_one(conn, "SELECT current_database()"))
+            result = InitResult(database, current, applied, left_out=left_out)
             if current >= BOUND_VERSION:
                 _bind(conn, wanted, result)
     except psycopg.Error as exc:
@@ -101,17 +107,6 @@ def init_schema(
     finally:
         conn.close()
     return result
-
-
-def _version(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
-    return (row[0] if row else None) or 0
-
-
-def _database(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute("SELECT current_database()").fetchone()
-    assert row is not None
-    return str(row[0])
 
 
 def _legacy_members(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
@@ -239,14 +234,9 @@ def authority_report(dsn: str) -> Authority:
         conn.close()
 
 
-def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:
-    row = conn.execute(query, params).fetchone()
-    return None if row is None else row[0]
-
-
 def _authority(conn: psycopg.Connection[Any]) -> Authority:
     login = str(_one(conn, "SELECT current_user"))
-    db = _database(conn)
+    db = str(_one(conn, "SELECT current_database()"))
     here = f"login {login} in database {db}"
     problems = []
     if _one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):

@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterator, Mapping
 
 from eidolons._text import plural
 from eidolons.ecl.events import chained, next_link
-from eidolons.errors import TraceWriteError
+from eidolons.errors import TraceWriteError, UsageError
 from eidolons.io.config import TRACE_TIMEOUT_ENV as TIMEOUT_ENV
+from eidolons.io.config import trace_timeout_s
 from eidolons.trace.log import TraceLine, decode_line, encode_event, thread_file_name
 from eidolons.trace.pg_schema import CURRENT_VERSION, SCHEMA
+from eidolons.trace.pg_watchdog import Watchdog
 from eidolons.trace.store import (
     Appended,
     TraceReadError,
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     import psycopg
-
-    from eidolons.trace.pg_watchdog import Watchdog
 
 _PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
 
@@ -72,14 +72,11 @@ def verdict_key(event: Mapping[str, Any]) -> bytes | None:
     return None
 
 
-def timeout_s(env: Mapping[str, str] | None = None) -> float:
+def timeout_s() -> float:
     """:func:`eidolons.io.config.trace_timeout_s` (the one rule for every wait on the trace),
     a value it refuses being this store's read error."""
-    from eidolons.errors import UsageError
-    from eidolons.io.config import trace_timeout_s
-
     try:
-        return trace_timeout_s(env)
+        return trace_timeout_s()
     except UsageError as exc:
         raise TraceReadError(str(exc)) from None
 
@@ -152,8 +149,6 @@ class PostgresStore(TraceStore):
         if self._stuck is not None:
             raise TraceReadError(self._stuck)
         if self._conn is None or self._conn.closed:
-            from eidolons.trace.pg_watchdog import Watchdog
-
             conn = connect(self.dsn)
             watch = Watchdog(conn, timeout_s())
             try:
@@ -311,9 +306,7 @@ class PostgresStore(TraceStore):
         return None
 
     def iter_raw(self, thread_id: str | None) -> Iterator[bytes]:
-        sql = f"SELECT line FROM {SCHEMA}.trace_events WHERE thread = %s ORDER BY seq"
-        for (line,) in self._read(sql, (thread_file_name(thread_id),), stream=True):
-            yield bytes(line)
+        return (raw for raw, _, _ in self.iter_stamped(thread_id))
 
     def iter_stamped(
         self, thread_id: str | None

@@ -62,11 +62,6 @@ def message_key(message_id: str) -> bytes:
 class _NoStamp:
     """What a store of line bytes alone (the JSONL files) keeps beside a line: nothing."""
 
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NO_STAMP"
-
 
 #: what a store keeps beside a line: PostgreSQL's ``verdict_for`` (the message id the row
 #: was stamped a verdict for, or None), or this

@@ -13,12 +13,17 @@ from typing import Any
 
 from eidolons.ecl.events import verify_chain
 from eidolons.errors import InputError
+from eidolons.keys.host import HeadError, check_head, recorded
+from eidolons.keys.receipts import trust_receipt
 from eidolons.keys.store import TrustStore
 from eidolons.trace.log import TraceLine, read_snapshot
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from eidolons.trace.store import TraceStore
+from eidolons.trace.store import (
+    NOT_COUNTED,
+    TraceReadError,
+    TraceStore,
+    judged_line,
+    looks_like_verdict,
+)
 
 
 class TraceSnapshot:
@@ -51,21 +56,13 @@ class TraceSnapshot:
         return self.kind, self.name
 
 
-def _head_of(file: Path) -> Any:
-    from eidolons.keys.host import HeadError, recorded
-
-    try:
-        return recorded(file)
-    except HeadError as exc:
-        return exc
-
-
 def snapshot_file(path: Path, kind: str = "file", name: str | None = None) -> TraceSnapshot:
     """A ``.jsonl`` trace: this host's head for it, then its bytes in one read. Raises
     :class:`InputError`."""
-    from eidolons.trace.store import judged_line
-
-    head = _head_of(path)
+    try:
+        head: Any = recorded(path)
+    except HeadError as exc:
+        head = exc
     raw, lines = read_snapshot(path, judged_line)
     return TraceSnapshot(kind, str(path) if name is None else name, raw, lines, path, head)
 
@@ -74,8 +71,6 @@ def snapshot_thread(store: TraceStore, thread: str) -> TraceSnapshot:
     """A thread of the configured store: a JSONL file read as :func:`snapshot_file`; a
     PostgreSQL thread by one query, each line with its row's stamp and judged as its
     ``iter_thread`` judges it."""
-    from eidolons.trace.store import TraceReadError, judged_line
-
     if store.kind == "jsonl":
         try:
             return snapshot_file(Path(store.location(thread)), "thread", thread)
@@ -93,8 +88,6 @@ def receipt_status(event: dict[str, Any], trust: TrustStore | None, now: str) ->
         return "none"
     if trust is None:
         return "unchecked (no trust store)"
-    from eidolons.keys.receipts import trust_receipt
-
     trusted = trust_receipt(receipt, trust, now)  # the one rule, as the receiver applies it
     st = trusted.statement
     if st is None:
@@ -114,8 +107,6 @@ def head_status(snap: TraceSnapshot) -> dict[str, Any] | None:
     store that is not a file (PostgreSQL keeps its own append-only guarantees)."""
     if snap.file is None:
         return None
-    from eidolons.keys.host import HeadError, check_head
-
     if isinstance(snap.head, HeadError):
         return {"state": "unreadable", "ok": False, "reason": str(snap.head)}
     return check_head(snap.raw, snap.head)
@@ -124,8 +115,6 @@ def head_status(snap: TraceSnapshot) -> dict[str, Any] | None:
 def verify_trace(snap: TraceSnapshot, trust: TrustStore | None, now: str) -> dict[str, Any]:
     """The chain and receipts of one trace, as ``trace verify --json`` reports them; a
     JSONL trace's tail is checked against this host's head anchor too (``head``)."""
-    from eidolons.trace.store import NOT_COUNTED, looks_like_verdict
-
     chain = verify_chain(snap.raw)
     head = head_status(snap)
     receipts: list[dict[str, Any]] = []

@@ -42,21 +42,11 @@ def split_label(label: Any) -> tuple[str | None, str | None]:
 class Decision:
     """One gate decision recorded in the trace for a hop."""
 
-    __slots__ = (
-        "code",
-        "decision",
-        "duration_ms",
-        "event",
-        "evidence",
-        "failures",
-        "gate",
-        "host",
-        "reason",
-        "receipt_status",
-        "receiver",
-        "record",
-        "ts",
-        "verdict",
+    __slots__ = tuple(
+        (
+            "code decision duration_ms event evidence failures gate host reason receipt_status "
+            "receiver record ts verdict"
+        ).split()
     )
 
     def __init__(self, event: Mapping[str, Any]) -> None:
@@ -111,29 +101,12 @@ class Decision:
 class Hop:
     """One hand-off: who handed what to whom, and what the gates decided."""
 
-    __slots__ = (
-        "decisions",
-        "envelope",
-        "host",
-        "kind",
-        "message_id",
-        "model",
-        "objective",
-        "parent_id",
-        "path",
-        "performative",
-        "recipient",
-        "recipient_version",
-        "recorded_recipient",
-        "sender",
-        "sender_version",
-        "thread_id",
-        "tier",
-        "token_budget",
-        "tokens",
-        "ts",
-        "uncounted",
-        "unverifiable",
+    __slots__ = tuple(
+        (
+            "decisions envelope host kind message_id model objective parent_id path performative "
+            "recipient recipient_version recorded_recipient sender sender_version thread_id tier "
+            "token_budget tokens ts uncounted unverifiable"
+        ).split()
     )
 
     def __init__(self, message_id: str) -> None:

@@ -7,16 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from eidolons.ecl.events import utc_now
+from eidolons.keys.store import TrustStoreError, load_trust_store
 from eidolons.trace.chain import Hop
+from eidolons.trace.verify import receipt_status
 
 
 def check_receipts(hops: Sequence[Hop], root: Path) -> tuple[bool, str | None]:
     """Set ``receipt_status`` on every orchestrator decision. Returns (the project has a
     trust store, a problem line when the trust store cannot be read)."""
-    from eidolons.ecl.events import utc_now
-    from eidolons.keys.store import TrustStoreError, load_trust_store
-    from eidolons.trace.verify import receipt_status
-
     problem = None
     try:
         trust = load_trust_store(root)

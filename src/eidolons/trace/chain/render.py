@@ -15,7 +15,6 @@ from eidolons.trace.chain import UNKNOWN, Hop
 
 _MERMAID_PLAIN = re.compile(r"[A-Za-z0-9 ._@/:,()+?-]")
 REFUSED = "#c0392b"
-PASSED = "#1e7d32"
 NEUTRAL = "#37474f"
 MAX_LABEL = 48
 
@@ -92,10 +91,6 @@ LANE_W, ROW_H, TOP, SIDE = 190, 46, 58, 30
 SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'
 
 
-def svg_document(hops: Sequence[Hop]) -> str:
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + svg(hops)
-
-
 def svg(hops: Sequence[Hop], *, title: str | None = None, standalone: bool = True) -> str:
     """The swim-lane picture as an ``<svg>`` element: a standalone document (with the SVG
     namespace) or, with ``standalone=False``, for inlining in HTML (no namespace URL)."""
@@ -170,5 +165,5 @@ def svg(hops: Sequence[Hop], *, title: str | None = None, standalone: bool = Tru
 RENDERERS: dict[str, Callable[[Sequence[Hop]], str]] = {
     "mermaid": mermaid,
     "dot": dot,
-    "svg": svg_document,
+    "svg": lambda hops: '<?xml version="1.0" encoding="UTF-8"?>\n' + svg(hops),
 }

@@ -11,13 +11,17 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from eidolons.ecl.envelope import Envelope
+from eidolons.ecl.grammar import loads_strict
+from eidolons.errors import InputError
+from eidolons.io.payload import find_envelopes, read_envelope_bytes
 from eidolons.trace.chain import Hop, hops_from_events, merge, order_hops
+from eidolons.trace.log import JsonlStore, read_events, thread_file_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from eidolons.ecl.envelope import Envelope
     from eidolons.io.config import Limits
     from eidolons.trace.log import TraceLine
     from eidolons.trace.store import TraceStore
@@ -81,10 +85,6 @@ class Collected:
 def read_envelope(path: str, limits: Limits) -> EnvelopeFile:
     """The envelope at ``path``, strictly parsed; one with no ``integrity`` block at all
     is read with :data:`UNFILLED` and marked unverifiable (a view is not a gate)."""
-    from eidolons.ecl.envelope import Envelope
-    from eidolons.ecl.grammar import loads_strict
-    from eidolons.errors import InputError
-    from eidolons.io.payload import read_envelope_bytes
 
     try:
         raw = read_envelope_bytes(Path(path), limits.max_envelope_bytes)
@@ -98,9 +98,6 @@ def read_envelope(path: str, limits: Limits) -> EnvelopeFile:
 
 
 def collect(paths: Sequence[str], store: TraceStore, limits: Limits) -> Collected:
-    from eidolons.errors import InputError
-    from eidolons.io.payload import find_envelopes
-    from eidolons.trace.log import thread_file_name
 
     out = Collected()
     seen: set[str] = set()
@@ -145,8 +142,6 @@ def not_a_trace(path: Path) -> str | None:
     """Why the file at *path* is not a trace, or None when it may be one. The rule: its first
     non-blank line is a JSON object with a string ``event`` field (an empty file is an
     empty trace). Only the first line is read."""
-    from eidolons.errors import InputError
-    from eidolons.trace.log import read_events
 
     try:
         for line in read_events(path):
@@ -161,7 +156,6 @@ def not_a_trace(path: Path) -> str | None:
 
 
 def _read(name: str, lines: Any, problems: list[str]) -> list[dict[str, Any]]:
-    from eidolons.errors import InputError
 
     events: list[dict[str, Any]] = []
     try:
@@ -183,7 +177,6 @@ def trace_events(
     A trace in ``read`` is taken from there, not read again (``trace verify`` judges the
     events and the hash chain of one read). Damaged lines are reported in
     ``collected.problems``."""
-    from eidolons.trace.log import JsonlStore  # a file is read as the store reads one
 
     read = read or {}
     problems = collected.problems

@@ -121,7 +121,6 @@ def cost_text(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  {r['eidolon']:<16} {r['tokens']:>10}  ({plural(r['hops'], 'hop')})")
     budget = doc["budget"]
     if budget is not None:
-        total = doc["total_tokens"]
         lines.append(
             f"budget exhausted: total {total} > budget {budget}"
             if doc["budget_exceeded"]
