@@ -276,15 +276,17 @@ def test_serve_refuses_a_receiver_no_contract_names(hosts: Hosts) -> None:
 def test_send_gives_up_on_a_server_that_stops_answering_at_its_deadline(hosts: Hosts) -> None:
     """A server that reads the message and never answers: `send` waits its --timeout, no
     more, and says so (exit 70, never an acceptance)."""
+    import threading
     import time
 
     from eidolons.hosts.a2a import Receiver
 
     stuck = Receiver("vigil", hosts.b, command=[], key=None, limits=Limits())
+    release = threading.Event()  # set once send has given up: the server then stops at once
 
     async def never(request: Request) -> Response:
         await request.body()
-        await asyncio.sleep(60)
+        await asyncio.to_thread(release.wait, 60)
         return Response(b"")
 
     def app(url: str) -> Starlette:
@@ -297,6 +299,7 @@ def test_send_gives_up_on_a_server_that_stops_answering_at_its_deadline(hosts: H
             "a2a", "send", hosts.payload, "--to", url, "--root", hosts.a, "--timeout", "0.5"
         )
         took = time.monotonic() - began
+        release.set()
     assert r.code == 70, r.err
     assert f"no answer from {url} within 0.5 s" in r.err
     assert took < 10, took
