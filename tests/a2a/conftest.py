@@ -19,6 +19,7 @@ import uvicorn
 from eidolons.ecl.grammar import Limits
 from eidolons.hosts.a2a import Receiver, build_app
 from tests.conftest import Run, emit_cmd, run_cli
+from tests.tracestore.conftest import pg, shared_db  # noqa: F401  (a shared store's tests)
 
 BODY = b"# Scout report\n\n## Decision target\nWhere does install.sh race?\n"
 #: COMMAND: appends one line to its log per dispatch and prints the payload it was given
@@ -50,7 +51,15 @@ class Hosts:
     """The sender's project ``a`` and the receiver's ``b``, two projects with two keys;
     ``b`` pins ``a``'s orchestrator key for ``a``'s project unless ``pinned`` is False."""
 
-    def __init__(self, tmp: Path, pinned: bool = True, name: str = "scout-report.md") -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        pinned: bool = True,
+        name: str = "scout-report.md",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``env``: the sender host's environment (its trace store), for every command."""
+        self.env = env
         self.a, self.b = tmp / "a", tmp / "b"
         for root in (self.a, self.b):
             (root / ".eidolons").mkdir(parents=True)
@@ -73,7 +82,7 @@ class Hosts:
         assert r.code == 0, r.err
 
     def cli(self, *args: str | Path) -> Run:
-        return run_cli(*args, cwd=self.a)
+        return run_cli(*args, cwd=self.a, env=self.env)
 
     def send(self, url: str) -> Run:
         return self.cli("a2a", "send", self.payload, "--to", url, "--root", self.a)
