@@ -157,6 +157,17 @@ def test_a_request_without_the_extension_header_is_rejected_not_chatted_with(
     assert hosts.dispatched() == 1  # the first send only
 
 
+def test_a_handoff_no_orchestrator_gate_passed_is_refused_and_recorded(hosts: Hosts) -> None:
+    """Sent by the SDK's own client, past `a2a send`'s gate: no receipt, no pass on record
+    on the receiving host, so its gate refuses it and records the refusal."""
+    with running(hosts.receiver()) as url:
+        task = sdk_send(url, handoff_message(hosts), extensions=[URI])
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert status_text(task).startswith(f"{REFUSED} UNVERIFIED from atlas"), status_text(task)
+    assert hosts.dispatched() == 0 and hosts.kept() == []
+    assert [e["event"] for e in hosts.receiver_events()] == ["verify_fail"]
+
+
 def test_a_message_without_an_envelope_is_rejected(hosts: Hosts) -> None:
     message = Message(message_id="m-2", role=Role.ROLE_USER, parts=[new_raw_part(BODY)])
     with running(hosts.receiver()) as url:
@@ -191,7 +202,7 @@ def test_the_same_message_id_with_other_bytes_is_refused(hosts: Hosts) -> None:
         assert hosts.send(url).code == 0
         task = sdk_send(url, handoff_message(hosts, BODY + b"more\n"), extensions=[URI])
     assert task.status.state == TaskState.TASK_STATE_REJECTED
-    assert status_text(task).startswith(f"{REFUSED} INTEGRITY_MISMATCH from unknown")
+    assert status_text(task).startswith(f"{REFUSED} INTEGRITY_MISMATCH from atlas")
     assert "received before with other bytes" in status_text(task)
     assert hosts.dispatched() == 1
 

@@ -233,7 +233,7 @@ class Receiver:
         stem = name.rpartition(".")[0] or name
         envelope_path = where / (stem + ENVELOPE_SUFFIX)
         if ident is not None and where.exists():
-            return self._again(where, envelope_path, data, payload, name)
+            return self._again(where, envelope_path, data, payload, name, env)
         result = verify_incoming(
             envelope_path,
             self.receiver,
@@ -255,13 +255,19 @@ class Receiver:
             return Answer("failed", ["eidolons a2a: the message id is not a safe name to keep"])
         kept = self._keep(where, envelope_path, data, payload, name, given)
         if not kept:  # another server on this root took it between the look and the move
-            return self._again(where, envelope_path, data, payload, name)
+            return self._again(where, envelope_path, data, payload, name, env)
         answer = self._dispatch(result, envelope_path, where / name)
         atomic_write(where / ANSWER, answer.to_bytes(), 0o600)
         return answer
 
     def _again(
-        self, where: Path, envelope_path: Path, data: bytes, payload: bytes, name: str
+        self,
+        where: Path,
+        envelope_path: Path,
+        data: bytes,
+        payload: bytes,
+        name: str,
+        env: Envelope | None,
     ) -> Answer:
         """A message id received before: its stored answer for the same bytes, else refused."""
         caps = self.limits
@@ -275,6 +281,7 @@ class Receiver:
                 f"message {where.name} was received before with other bytes: refused "
                 "(a message id is dispatched once)",
                 RefusalCode.INTEGRITY_MISMATCH,
+                env,
             )
         try:
             return Answer.from_bytes(read_regular(where / ANSWER, MAX_ANSWER_BYTES))
