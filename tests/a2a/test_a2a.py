@@ -37,6 +37,7 @@ from starlette.routing import Route
 from eidolons.ecl.grammar import Limits
 from eidolons.hosts.a2a import URI, body_cap
 from tests.a2a.conftest import BODY, Hosts, running
+from tests.conftest import clean_env, emit_cmd
 
 REFUSED = "[vigil-verify-incoming] REFUSE:"
 
@@ -330,3 +331,29 @@ def test_without_the_sdk_both_commands_name_the_extra_in_one_line(
         assert r.code == 2, r.err
         (line,) = r.err.splitlines()
         assert line.endswith("pip install 'eidolons[a2a]'"), line
+
+
+@pytest.mark.parametrize("has_key", [True, False])
+def test_a_high_trust_hmac_handoff_crosses_only_to_a_host_with_the_key(
+    tmp_path: Path, has_key: bool
+) -> None:
+    """APIVR -> VIGIL is high trust: an HMAC tag over the payload. The receiving host
+    recomputes it with its own copy of the key; a host without the key refuses it."""
+    key = b"k" * 32
+    hosts = Hosts(tmp_path, env=clean_env(ECL_HMAC_KEY=key.decode()))
+    change = hosts.payload.with_name("change.md")
+    change.write_bytes(b"# Change summary\n")
+    ise = '{"assertion_grade": "self-attested"}'
+    emit = emit_cmd(change, "--root", hosts.a, "--hmac", "--ise", ise, sender="apivr",
+                    performative="PROPOSE", kind="change-summary")  # fmt: skip
+    assert hosts.cli(*emit).code == 0
+    with running(hosts.receiver(key=key if has_key else None)) as url:
+        r = hosts.cli("a2a", "send", change, "--root", hosts.a, "--to", url)
+    if has_key:
+        assert r.code == 0, r.err
+        assert "[vigil-verify-incoming] PASS: change-summary from apivr" in r.err
+        assert "evidence: signed-receipt+hmac" in r.err
+    else:
+        assert r.code == 3, r.err
+        assert f"{REFUSED} " in r.err and "ECL_HMAC_KEY is unset" in r.err
+    assert hosts.dispatched() == int(has_key)
