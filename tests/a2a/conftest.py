@@ -87,9 +87,11 @@ class Hosts:
     def send(self, url: str) -> Run:
         return self.cli("a2a", "send", self.payload, "--to", url, "--root", self.a)
 
-    def receiver(self, key: bytes | None = None, **limits: int) -> Callable[[str], Any]:
+    def receiver(
+        self, key: bytes | None = None, limits: Limits | None = None
+    ) -> Callable[[str], Any]:
         command = [sys.executable, "-c", ECHO, str(self.log)]
-        gate = Receiver("vigil", self.b, command=command, key=key, limits=Limits(**limits))
+        gate = Receiver("vigil", self.b, command=command, key=key, limits=limits or Limits())
         return lambda url: build_app(gate, url)
 
     def dispatched(self) -> int:

@@ -218,7 +218,7 @@ def test_an_oversized_body_is_refused_before_it_is_parsed(hosts: Hosts) -> None:
             yield b"{" * 32768  # not even JSON: a parser would have said so first
             sent += 32768
 
-    with running(hosts.receiver(**limits)) as url:
+    with running(hosts.receiver(limits=Limits(**limits))) as url:
         streamed = httpx.post(url, content=chunks(), headers={"content-type": "application/json"})
         host, port = url.removeprefix("http://").rstrip("/").split(":")
         with socket.create_connection((host, int(port))) as sock:  # a Content-Length past it

@@ -89,6 +89,8 @@ def _send(args: argparse.Namespace) -> int:
     import asyncio
 
     import httpx
+    from a2a.client.errors import A2AClientError, A2AClientTimeoutError, AgentCardResolutionError
+    from a2a.utils.errors import A2AError
 
     from eidolons._text import printable
     from eidolons.ecl.grammar import Limits
@@ -141,9 +143,11 @@ def _send(args: argparse.Namespace) -> int:
         return 3
     except (TimeoutError, httpx.TimeoutException):
         return error(f"no answer from {args.to} within {args.timeout:g} s (--timeout)", 70)
-    except (httpx.HTTPError, OSError) as exc:
+    except A2AClientTimeoutError:
+        return error(f"no answer from {args.to} within {args.timeout:g} s (--timeout)", 70)
+    except (httpx.HTTPError, OSError, AgentCardResolutionError) as exc:
         return error(f"cannot reach {args.to}: {exc.__class__.__name__}: {exc}", 70)
-    except Exception as exc:  # the SDK's errors: the server's refusal of the request itself
+    except (A2AClientError, A2AError) as exc:  # the server's refusal of the request itself
         return error(f"{args.to} refused the request: {printable(str(exc))}", 3)
     # the remote gate's words, escaped: the server is another host
     say(*(printable(line) for line in answer.lines))
