@@ -73,13 +73,11 @@ def test_init_and_skill_errors_are_in_the_one_tree() -> None:
     """Every error a command raises carries a stable code and the CLI's exit code."""
     from eidolons.errors import EidolonsError
     from eidolons.hosts.init import InitError
-    from eidolons.hosts.skills.install import SkillConflict
     from eidolons.hosts.skills.render import SkillError
 
     for cls, code, exit_code in (
         (InitError, "INIT", 2),
         (SkillError, "SKILL", 2),
-        (SkillConflict, "SKILL_CONFLICT", 3),
     ):
         assert issubclass(cls, EidolonsError)
         assert (cls.code, cls.exit_code) == (code, exit_code)

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from eidolons.hosts.skills.install import (
-    SkillConflict,
-    install_skills,
+    REFUSED,
+    REMOVED,
+    install_actions,
     skill_targets,
-    uninstall_skills,
+    uninstall_actions,
 )
 from eidolons.hosts.skills.render import render_skill
 from eidolons.io.contracts import ContractSet
@@ -227,9 +228,19 @@ def test_uninstall_never_follows_a_link_out_of_the_root(
     assert (other / CLAUDE.format(r="vigil")).is_file()
 
 
-def test_library_install_and_uninstall(project: Path) -> None:
+def test_install_and_uninstall_actions(project: Path) -> None:
+    """What ``skill install`` and ``skill uninstall`` do, file by file."""
+    from eidolons.io.contracts import load_contracts
+
     member(project, "gilgamesh", EIIS_VERSION="3.0.0")
-    written = install_skills(project, ["vigil", "gilgamesh"])
+    contracts = load_contracts(project, [])
+    assert isinstance(contracts, ContractSet)
+
+    def changed(receivers: list[str], **kw: bool) -> list[Path]:
+        actions = install_actions(project, receivers, contracts, **kw)
+        return [a.target.path for a in actions if a.changed]
+
+    written = changed(["vigil", "gilgamesh"])
     assert sorted(p.relative_to(project).as_posix() for p in written) == sorted(
         [
             CLAUDE.format(r="vigil"),
@@ -239,14 +250,13 @@ def test_library_install_and_uninstall(project: Path) -> None:
             AGENTS.format(r="gilgamesh"),
         ]
     )
-    assert install_skills(project, ["vigil"]) == []  # nothing changed
-    assert install_skills(project, ["vigil"], dry_run=True) == []
+    assert changed(["vigil"]) == []  # nothing changed
+    assert changed(["vigil"], dry_run=True) == []
     foreign = rel(project, AGENTS)
     foreign.write_text("hand-written\n", encoding="utf-8")
-    with pytest.raises(SkillConflict) as info:
-        install_skills(project, ["vigil"])
-    assert [a.target.path for a in info.value.refused] == [foreign]
-    removed = uninstall_skills(project)
+    actions = install_actions(project, ["vigil"], contracts)
+    assert [a.target.path for a in actions if a.status == REFUSED] == [foreign]
+    removed = [a.target.path for a in uninstall_actions(project, None) if a.status == REMOVED]
     assert foreign not in removed and foreign.read_text(encoding="utf-8") == "hand-written\n"
     assert len(removed) == 4
     assert not rel(project, CLAUDE).parent.exists()  # emptied skill directory removed
