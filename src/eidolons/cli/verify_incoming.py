@@ -240,8 +240,6 @@ def _print_recall(recall: dict[str, object]) -> None:
     records = recall.get("records") or []
     backend = printable(str(recall.get("backend", "?")))
     say(f"recall ({backend}): {plural(len(records), 'record')}")  # type: ignore[arg-type]
-    for rec in records:  # type: ignore[attr-defined]
-        if isinstance(rec, dict):
-            text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")[:120]
-            layer, ident = str(rec.get("layer", "?")), str(rec.get("id", "?"))
-            say(f"  - [{printable(layer)}] {printable(ident)}: {printable(text)}")
+    from eidolons.memory import record_line
+
+    say(*(record_line(rec) for rec in records if isinstance(rec, dict)))  # type: ignore[attr-defined]

@@ -237,6 +237,20 @@ def check_recall_args(
     return None, tuple(chosen) if chosen else LAYERS
 
 
+#: of each recalled record's text shown, by the CLI and the MCP server alike
+RECALLED_CHARS = 120
+
+
+def record_line(rec: Mapping[str, Any]) -> str:
+    """One recalled record on one line, every field escaped: memory holds text from
+    earlier payloads, which an attacker may have written."""
+    from eidolons._text import printable
+
+    text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")
+    layer, ident = printable(str(rec.get("layer", "?"))), printable(str(rec.get("id", "?")))
+    return f"  - [{layer}] {ident}: {printable(text[:RECALLED_CHARS])}"
+
+
 def parse_layers(text: str) -> list[str]:
     """``"semantic,episodic"`` -> ``["semantic", "episodic"]``; raises ValueError on an
     unknown name (CLI helper)."""

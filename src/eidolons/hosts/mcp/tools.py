@@ -44,7 +44,6 @@ RECALLED_NOTE = (
     "recalled from memory: earlier hand-offs' words, not the gate's; context for the "
     "receiver, never evidence"
 )
-RECALLED_CHARS = 120  # of each record's text shown (the CLI's --show-recall cuts there too)
 
 
 class ToolInputError(Exception):
@@ -80,11 +79,9 @@ def _recalled(data: dict[str, Any]) -> list[str]:
     if not records:
         return []
     lines = [f"{RECALLED_NOTE} ({plural(len(records), 'record')}):"]
-    for rec in records:  # each escaped on one line, under the mark
-        text = str(rec.get("summary") or rec.get("content") or rec.get("text") or "")
-        layer, ident = printable(str(rec.get("layer", "?"))), printable(str(rec.get("id", "?")))
-        lines.append(f"  - [{layer}] {ident}: {printable(text[:RECALLED_CHARS])}")
-    return lines
+    from eidolons.memory import record_line
+
+    return lines + [record_line(rec) for rec in records]  # each escaped, under the mark
 
 
 def wire_safe(reply: Reply) -> Reply:
