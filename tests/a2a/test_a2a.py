@@ -357,3 +357,79 @@ def test_a_high_trust_hmac_handoff_crosses_only_to_a_host_with_the_key(
         assert r.code == 3, r.err
         assert f"{REFUSED} " in r.err and "ECL_HMAC_KEY is unset" in r.err
     assert hosts.dispatched() == int(has_key)
+
+
+def rpc(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-RPC call, as any caller on the network can make it."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {"A2A-Version": "1.0", "A2A-Extensions": URI}
+    doc: dict[str, Any] = httpx.post(url, json=body, headers=headers, timeout=30).json()
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("ListTasks", {"includeArtifacts": True}),
+        ("GetTask", {"id": "TASK"}),
+        ("CancelTask", {"id": "TASK"}),
+        ("SubscribeToTask", {"id": "TASK"}),
+    ],
+)
+def test_no_caller_reads_back_a_task_nor_its_handoff(
+    hosts: Hosts, method: str, params: dict[str, Any]
+) -> None:
+    """The server answers the message it is sent and nothing else: no task, history,
+    payload or COMMAND output is listed or fetched by anyone on the network."""
+    with running(hosts.receiver()) as url:
+        assert hosts.send(url).code == 0
+        task_id = "any"  # none is listed (ListTasks is refused): a guess is all a caller has
+        doc = rpc(url, method, {k: (task_id if v == "TASK" else v) for k, v in params.items()})
+    assert "error" in doc and "result" not in doc, doc
+    assert base64.b64encode(BODY).decode() not in json.dumps(doc)
+
+
+def test_the_servers_tasks_keep_no_message_and_stay_few() -> None:
+    """What the SDK's task store holds: never a message's history (its payload), and at
+    most a bounded number of tasks, however many messages came."""
+    from a2a.server.context import ServerCallContext
+    from a2a.types import Task, TaskStatus
+
+    from eidolons.hosts.a2a import KEPT_TASKS, RecentTasks
+
+    store, context = RecentTasks(), ServerCallContext()
+    message = Message(message_id="m", role=Role.ROLE_USER, parts=[new_raw_part(BODY)])
+    for i in range(KEPT_TASKS + 10):
+        task = Task(
+            id=f"t{i}", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
+        )
+        task.history.append(message)
+        asyncio.run(store.save(task, context))
+    kept = [asyncio.run(store.get(f"t{i}", context)) for i in range(KEPT_TASKS + 10)]
+    assert [t is not None for t in kept] == [False] * 10 + [True] * KEPT_TASKS
+    assert all(not t.history for t in kept if t is not None)
+
+
+def test_a_body_sent_too_slowly_is_refused_at_its_deadline(
+    hosts: Hosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that declares a body and never sends it holds a connection only until
+    the body's deadline: then 408, unread."""
+    import time
+
+    import eidolons.hosts.a2a as a2a
+
+    monkeypatch.setattr(a2a, "BODY_DEADLINE_S", 0.5)
+    with running(hosts.receiver()) as url:
+        host, port = url.removeprefix("http://").rstrip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            began = time.monotonic()
+            sock.sendall(
+                f"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100\r\n\r\n{{".encode()
+            )
+            answer = sock.makefile("rb").read()
+            took = time.monotonic() - began
+        card = httpx.get(f"{url}.well-known/agent-card.json", timeout=10)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"not sent within 0.5 s" in answer, answer
+    assert took < 5, took
+    assert card.status_code == 200

@@ -75,3 +75,20 @@ def test_a_server_killed_mid_task_loses_nothing_on_record_and_never_runs_it_twic
     assert "its COMMAND has not answered" in r.err
     assert hosts.dispatched() == 1  # never dispatched twice
     assert [e["event"] for e in hosts.receiver_events()] == events
+
+
+def test_serve_caps_a_payload_at_sixteen_mebibytes_by_default(hosts: Hosts) -> None:
+    """A network server's default: a body that a 16 MiB payload could not need is refused
+    before it is parsed, though the gate's own cap (1 GiB) would allow it."""
+    import httpx
+
+    server, url = serve(hosts, [])
+    try:
+        body = b"{" * (32 * 1024 * 1024)  # past 16 MiB in base64 with the envelope and JSON
+        r = httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=30)
+        small = hosts.send(url)  # a hand-off of a few bytes still crosses
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    assert r.status_code == 413 and "refused unread" in r.text
+    assert small.code == 0, small.err

@@ -11,6 +11,9 @@ import sys
 from eidolons.cli.common import error, project_root, say
 
 HELP = "send and receive hand-offs over A2A, the receiver gate in front of every remote agent"
+#: a network server's default payload cap: the SDK holds about 13 copies of a message while
+#: it parses one, so the gate's 1 GiB default would let one request take gigabytes
+SERVE_PAYLOAD_BYTES = 16 * 1024 * 1024
 MISSING = "the A2A SDK is not installed ({}); pip install 'eidolons[a2a]'"
 
 
@@ -21,6 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--root", metavar="DIR")
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=int, default=8047, help="default: 8047 (0: any free port)")
+    serve.add_argument(
+        "--max-payload-bytes",
+        type=int,
+        default=SERVE_PAYLOAD_BYTES,
+        metavar="N",
+        help="the largest payload a message may carry (default 16 MiB; never above the "
+        "gate's own cap, EIDOLONS_MAX_PAYLOAD_BYTES)",
+    )
     serve.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     send = actions.add_parser("send", help="verify a hand-off here, then send it to an A2A agent")
     send.add_argument("payload", metavar="PAYLOAD", help="the payload (its envelope beside it)")
@@ -50,7 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from eidolons.ecl.contract import ContractSet
     from eidolons.ecl.grammar import Limits, is_slug
-    from eidolons.hosts.a2a import Receiver, build_app
+    from eidolons.hosts.a2a import MAX_CONNECTIONS, Receiver, build_app
     from eidolons.io.config import hmac_key
     from eidolons.io.contracts import load_contracts
 
@@ -67,6 +78,9 @@ def _serve(args: argparse.Namespace) -> int:
     if isinstance(contracts, ContractSet) and not contracts.inbound(receiver):
         return error(f"--as {receiver}: no contract names {receiver} as receiver")
     limits = Limits.from_env(os.environ)
+    if args.max_payload_bytes < 1:
+        return error(f"--max-payload-bytes {args.max_payload_bytes}: at least 1")
+    limits.max_payload_bytes = min(limits.max_payload_bytes, args.max_payload_bytes)
     gate = Receiver(receiver, root, command=command[1:], key=hmac_key(), limits=limits)
     try:
         sock = socket.create_server((args.host, args.port))
@@ -75,7 +89,10 @@ def _serve(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     url = f"http://{args.host}:{port}/"
     say(f"eidolons a2a: {receiver}'s receiver gate at {url} (card: .well-known/agent-card.json)")
-    server = uvicorn.Server(uvicorn.Config(build_app(gate, url), log_level="warning"))
+    config = uvicorn.Config(
+        build_app(gate, url), log_level="warning", limit_concurrency=MAX_CONNECTIONS
+    )
+    server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:

@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_ext
 from a2a.extensions.common import find_extension_by_uri
 from a2a.helpers import new_raw_part, new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -56,8 +57,10 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    Task,
     TaskState,
 )
+from a2a.utils.errors import UnsupportedOperationError
 from starlette.applications import Starlette
 
 from eidolons._text import printable
@@ -348,7 +351,7 @@ class Executor(AgentExecutor):
         task_id, context_id = context.task_id or "", context.context_id or ""
         message = context.message or Message()
         await event_queue.enqueue_event(
-            new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=[message])
+            new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED)
         )
         answer = await asyncio.to_thread(
             self.receiver.handle, message, set(context.requested_extensions)
@@ -363,12 +366,21 @@ class Executor(AgentExecutor):
         raise NotImplementedError("a hand-off cannot be cancelled once its gate has run")
 
 
+#: seconds a client has to send its whole request body (a slow one holds a connection)
+BODY_DEADLINE_S = 60.0
+#: connections served at once (uvicorn answers 503 past it): memory is bounded by them
+MAX_CONNECTIONS = 8
+
+
 class BodyCap:
     """ASGI middleware: a request body past ``cap`` bytes is refused (413, with the
-    reason) before anything parses it, counted as it streams and never held past the cap."""
+    reason) before anything parses it, counted as it streams and never held past the cap;
+    one sent slower than :data:`BODY_DEADLINE_S` is refused (408); and one request at a
+    time is parsed and handled (the SDK holds several copies of a body while it parses)."""
 
     def __init__(self, app: ASGIApp, cap: int) -> None:
         self.app, self.cap = app, cap
+        self._one: asyncio.Lock | None = None  # made in the server's loop
 
     async def __call__(
         self,
@@ -376,45 +388,103 @@ class BodyCap:
         receive: Callable[[], Awaitable[Any]],
         send: Callable[[Any], Awaitable[None]],
     ) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("method") != "POST":  # the card: no body
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and not (declared.isdigit() and int(declared) <= self.cap):
-            return await self._refuse(send)
-        body = bytearray()  # held up to the cap, never past it
-        while True:
-            event = await receive()
-            if event["type"] == "http.disconnect":
-                return None
-            body += event.get("body", b"")
-            if len(body) > self.cap:
-                return await self._refuse(send)
-            if not event.get("more_body", False):
-                break
-        done = False
+            return await self._refuse(send, 413, f"request body larger than {self.cap} bytes "
+                                      "(the gate's caps): refused unread")  # fmt: skip
+        chunks: list[bytes] = []  # held up to the cap, never past it
+        size = 0
+        try:
+            async with asyncio.timeout(BODY_DEADLINE_S):
+                while True:
+                    event = await receive()
+                    if event["type"] == "http.disconnect":
+                        return None
+                    chunks.append(event.get("body", b""))
+                    size += len(chunks[-1])
+                    if size > self.cap:
+                        return await self._refuse(send, 413, f"request body larger than "
+                                                  f"{self.cap} bytes (the gate's caps): "
+                                                  "refused unread")  # fmt: skip
+                    if not event.get("more_body", False):
+                        break
+        except TimeoutError:
+            why = f"request body not sent within {BODY_DEADLINE_S:g} s: refused unread"
+            return await self._refuse(send, 408, why)
+        body, done = b"".join(chunks), False
+        chunks.clear()
 
         async def replay() -> Any:
             nonlocal done
             if done:
                 return await receive()  # a disconnect, as the server reports it
             done = True
-            return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        if self._one is None:
+            self._one = asyncio.Lock()
+        async with self._one:
+            await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Callable[[Any], Awaitable[None]]) -> None:
-        why = f"request body larger than {self.cap} bytes (the gate's caps): refused unread"
+    async def _refuse(self, send: Callable[[Any], Awaitable[None]], status: int, why: str) -> None:
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": why}}
         data = json.dumps(error).encode()
         headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+
+#: tasks the SDK's store keeps, the latest (each without its message: see RecentTasks)
+KEPT_TASKS = 32
+
+
+class RecentTasks(InMemoryTaskStore):
+    """The SDK's task store, holding no message (a task's ``history`` carries the payload)
+    and only the latest :data:`KEPT_TASKS` tasks: the gate's record is the hand-off's,
+    and memory stays bounded however many messages come."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._order: dict[str, ServerCallContext] = {}  # task id -> its context, oldest first
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        slim = Task()
+        slim.CopyFrom(task)
+        slim.ClearField("history")
+        await super().save(slim, context)
+        self._order.pop(task.id, None)
+        self._order[task.id] = context
+        while len(self._order) > KEPT_TASKS:
+            old = next(iter(self._order))
+            await self.delete(old, self._order.pop(old))
+
+
+class OnlySend(DefaultRequestHandler):
+    """The SDK's handler answering ``SendMessage`` only: no caller lists, fetches,
+    cancels or follows a task (its artifact is COMMAND's output)."""
+
+    async def on_get_task(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperationError(message=ONLY_SEND)
+
+    async def on_subscribe_to_task(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        raise UnsupportedOperationError(message=ONLY_SEND)
+        yield  # an async generator, as the SDK iterates a stream
+
+    on_list_tasks = on_cancel_task = on_get_extended_agent_card = on_get_task
+    on_message_send_stream = on_subscribe_to_task
+    on_create_task_push_notification_config = on_get_task_push_notification_config = on_get_task
+    on_list_task_push_notification_configs = on_delete_task_push_notification_config = on_get_task
+
+
+ONLY_SEND = "this server answers SendMessage only (an ECL hand-off); its tasks are not readable"
 
 
 def build_app(receiver: Receiver, url: str) -> BodyCap:
     """The ASGI application: the agent card, the JSON-RPC endpoint, the body cap."""
     card = receiver.card(url)
-    handler = DefaultRequestHandler(Executor(receiver), InMemoryTaskStore(), card)
+    handler = OnlySend(Executor(receiver), RecentTasks(), card)
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
     return BodyCap(Starlette(routes=routes), body_cap(receiver.limits))
 
