@@ -433,3 +433,25 @@ def test_a_body_sent_too_slowly_is_refused_at_its_deadline(
     assert answer.startswith(b"HTTP/1.1 408 ") and b"not sent within 0.5 s" in answer, answer
     assert took < 5, took
     assert card.status_code == 200
+
+
+def test_a_kept_directory_linked_out_of_the_project_keeps_and_runs_nothing(
+    hosts: Hosts, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (hosts.b / ".eidolons" / "handoffs").mkdir(parents=True, exist_ok=True)
+    (hosts.b / ".eidolons" / "handoffs" / "a2a").symlink_to(outside)
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 70, r.err
+    assert "is a link out of the project" in r.err
+    assert list(outside.iterdir()) == [] and hosts.dispatched() == 0
+
+
+def test_a_receipt_that_is_not_base64_is_refused_by_name(hosts: Hosts) -> None:
+    with running(hosts.receiver()) as url:
+        task = sdk_send(url, handoff_message(hosts, receipt="not base64!"), extensions=[URI])
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert "receipt and sender_signature" in status_text(task) and "base64" in status_text(task)
+    assert hosts.dispatched() == 0 and hosts.kept() == []

@@ -206,13 +206,17 @@ class Receiver:
         try:
             fields = message.metadata[URI]  # a Struct, or whatever the sender put there
             data = base64.b64decode(fields[ENVELOPE], validate=True)
+        except (KeyError, TypeError, ValueError, binascii.Error):
+            return self._refuse(f"no ECL envelope (base64) in the metadata under {URI}")
+        try:
             given = {
                 suffix: base64.b64decode(fields[name], validate=True)
                 for name, suffix in SIDECARS.items()
                 if name in fields
             }
-        except (KeyError, TypeError, ValueError, binascii.Error):
-            return self._refuse(f"no ECL envelope (base64) in the metadata under {URI}")
+        except (TypeError, ValueError, binascii.Error):
+            fields_named = " and ".join(SIDECARS)
+            return self._refuse(f"the {fields_named} under {URI} must be base64 strings")
         raw = [p for p in message.parts if p.WhichOneof("content") == "raw"]
         if len(raw) != 1 or len(message.parts) != 1:
             return self._refuse("the payload must be exactly one raw part")
@@ -232,7 +236,11 @@ class Receiver:
                 RefusalCode.SCHEMA_INVALID,
                 env,
             )
-        where = self.root / KEPT / (ident or "unknown")
+        kept_dir = self.root / KEPT
+        if os.path.realpath(kept_dir) != os.path.join(os.path.realpath(self.root), KEPT):
+            why = f"{KEPT} is a link out of the project: nothing is kept or run through it"
+            return Answer("failed", [f"eidolons a2a: {why}"])
+        where = kept_dir / (ident or "unknown")
         stem = name.rpartition(".")[0] or name
         envelope_path = where / (stem + ENVELOPE_SUFFIX)
         if ident is not None and where.exists():
