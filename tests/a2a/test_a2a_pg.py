@@ -51,3 +51,6 @@ def test_one_shared_store_shows_both_hosts_sides_of_the_a2a_hop(
         ("verify_pass", "receiver", GATE_LOGIN),
         ("receive", "receiver", GATE_LOGIN),
     ], events
+    page = hosts.cli("trace", "report", thread)
+    assert page.code == 0, page.err
+    assert f"on {ORCH_LOGIN}</small>" in page.out and f"on {GATE_LOGIN}</small>" in page.out
