@@ -455,3 +455,19 @@ def test_a_receipt_that_is_not_base64_is_refused_by_name(hosts: Hosts) -> None:
     assert task.status.state == TaskState.TASK_STATE_REJECTED
     assert "receipt and sender_signature" in status_text(task) and "base64" in status_text(task)
     assert hosts.dispatched() == 0 and hosts.kept() == []
+
+
+@pytest.mark.parametrize("ident", ["../../escape", "a/b", ".hidden", "x" * 201])
+def test_a_message_id_that_cannot_name_a_directory_is_refused_before_the_gate(
+    hosts: Hosts, ident: str
+) -> None:
+    envelope = hosts.payload.with_name("scout-report.envelope.json")
+    doc = json.loads(envelope.read_text())
+    doc["message_id"] = ident
+    envelope.write_text(json.dumps(doc))
+    with running(hosts.receiver()) as url:
+        task = sdk_send(url, handoff_message(hosts), extensions=[URI])
+    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert status_text(task).startswith(f"{REFUSED} SCHEMA_INVALID from atlas")
+    assert "cannot name the hand-off's directory" in status_text(task)
+    assert hosts.kept() == [] and hosts.dispatched() == 0

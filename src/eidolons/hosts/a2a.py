@@ -228,6 +228,13 @@ class Receiver:
             name = os.path.basename(env.artifact_path or "") or "payload"
         except EnvelopeError:
             ident, name = None, "payload"  # the gate refuses it, with the reason
+        if env is not None and ident is None:
+            return self._refuse(
+                f"message_id {env.message_id!r} cannot name the hand-off's directory here: "
+                "it must be a plain file name",
+                RefusalCode.SCHEMA_INVALID,
+                env,
+            )
         own = (ENVELOPE_SUFFIX, *SIDECARS.values())
         if not is_safe_file_name(name) or name == ANSWER or name.endswith(own):
             return self._refuse(
@@ -262,8 +269,7 @@ class Receiver:
             if "handback" in result.extra:
                 lines.append(f"hand-back for the orchestrator: {result.extra['handback']}")
             return Answer("rejected", lines)
-        if ident is None:
-            return Answer("failed", ["eidolons a2a: the message id is not a safe name to keep"])
+        assert ident is not None  # a pass parsed the envelope, whose id was checked above
         kept = self._keep(where, envelope_path, data, payload, name, given)
         if not kept:  # another server on this root took it between the look and the move
             return self._again(where, envelope_path, data, payload, name, env)
