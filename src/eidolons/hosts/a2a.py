@@ -28,9 +28,7 @@ import base64
 import binascii
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from pathlib import Path
@@ -73,7 +71,7 @@ from eidolons.errors import EnvelopeError
 from eidolons.gates.receiver import IncomingResult, Snapshot, verify_incoming
 from eidolons.gates.route import dispatch_env
 from eidolons.io.contracts import load_contracts
-from eidolons.io.files import atomic_write, move_in, read_regular
+from eidolons.io.files import atomic_write, read_regular, write_directory
 from eidolons.io.paths import HANDOFF_DIR
 from eidolons.io.payload import ENVELOPE_SUFFIX
 from eidolons.keys.receipts import MAX_RECEIPT_BYTES, MAX_SIG_BYTES, RECEIPT_SUFFIX, SIG_SUFFIX
@@ -269,9 +267,12 @@ class Receiver:
             if "handback" in result.extra:
                 lines.append(f"hand-back for the orchestrator: {result.extra['handback']}")
             return Answer("rejected", lines)
-        assert ident is not None  # a pass parsed the envelope, whose id was checked above
-        kept = self._keep(where, envelope_path, data, payload, name, given)
-        if not kept:  # another server on this root took it between the look and the move
+        files = {  # COMMAND reads the payload, never writes it
+            name: (payload, 0o400),
+            envelope_path.name: (data, 0o644),
+            **{stem + suffix: (content, 0o644) for suffix, content in given.items()},
+        }
+        if not write_directory(where, files):  # another server on this root took it first
             return self._again(where, envelope_path, data, payload, name, env)
         answer = self._dispatch(result, envelope_path, where / name)
         atomic_write(where / ANSWER, answer.to_bytes(), 0o600)
@@ -305,34 +306,6 @@ class Receiver:
         except FileNotFoundError:
             why = "dispatched before; its COMMAND has not answered (still running, or stopped)"
             return Answer("failed", [f"eidolons a2a: message {where.name} was {why}"])
-
-    def _keep(
-        self,
-        where: Path,
-        envelope_path: Path,
-        data: bytes,
-        payload: bytes,
-        name: str,
-        given: dict[str, bytes],
-    ) -> bool:
-        """Keep the hand-off whole or not at all: written beside, then moved in; False when
-        ``where`` exists already (dispatched by another)."""
-        where.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".incoming-", dir=where.parent))
-        try:
-            atomic_write(staging / name, payload, 0o400)  # COMMAND reads it, never writes
-            atomic_write(staging / envelope_path.name, data, 0o644)
-            stem = envelope_path.name[: -len(ENVELOPE_SUFFIX)]
-            for suffix, content in given.items():
-                atomic_write(staging / (stem + suffix), content, 0o644)
-            move_in(staging, where)
-        except OSError:
-            if where.exists():
-                return False
-            raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return True
 
     def _dispatch(self, result: IncomingResult, envelope: Path, payload: Path) -> Answer:
         lines = result.status_lines()

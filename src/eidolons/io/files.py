@@ -28,6 +28,7 @@ from eidolons.io import paths as pathstr
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, BinaryIO
 
     from eidolons.io.paths import StrPath
@@ -146,10 +147,27 @@ def move_aside(path: StrPath, to: StrPath) -> None:
     os.replace(path, to)
 
 
-def move_in(path: StrPath, to: StrPath) -> None:
-    """Rename the directory ``path`` to ``to`` whole; OSError when ``to`` exists with
-    content (another writer moved its own in first)."""
-    os.rename(path, to)
+def write_directory(path: StrPath, files: Mapping[str, tuple[bytes, int]]) -> bool:
+    """Create the directory ``path`` holding ``files`` (name -> (bytes, mode)), whole or
+    not at all: written beside it, then renamed in. False when ``path`` exists already with
+    content (another writer put its own there first); OSError otherwise."""
+    import shutil
+    import tempfile
+
+    parent = pathstr.parent(path)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".incoming-", dir=parent)
+    try:
+        for name, (data, mode) in files.items():
+            atomic_write(pathstr.join(staging, name), data, mode)
+        os.rename(staging, path)
+    except OSError:
+        if os.path.lexists(path):
+            return False
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return True
 
 
 def create_new(directory: StrPath, prefix: str, suffix: str) -> str:
