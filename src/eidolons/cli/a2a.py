@@ -113,11 +113,10 @@ def _send(args: argparse.Namespace) -> int:
     from eidolons.ecl.grammar import Limits
     from eidolons.errors import InputError, UsageError
     from eidolons.gates.orchestrator import run_gate, text_line
-    from eidolons.hosts.a2a import Declined, send
+    from eidolons.hosts.a2a import SIDECARS, Declined, send
     from eidolons.io import paths as pathstr
     from eidolons.io.config import hmac_key
-    from eidolons.io.payload import envelope_of, read_envelope_bytes, sidecar_path
-    from eidolons.keys.receipts import MAX_RECEIPT_BYTES, MAX_SIG_BYTES, RECEIPT_SUFFIX, SIG_SUFFIX
+    from eidolons.io.payload import Sidecars, envelope_of, read_envelope_bytes
 
     root = project_root(args.root)
     if isinstance(root, int):
@@ -141,11 +140,13 @@ def _send(args: argparse.Namespace) -> int:
     if outcome.exit_code != 0 or not outcome.result or digest is None or digest.data is None:
         say("eidolons a2a send: the orchestrator gate did not pass it: nothing sent")
         return 3
-    sidecars = {}
+    beside = Sidecars(envelope)  # the receipt the gate just kept, any sender signature
     try:
-        for suffix, cap in ((RECEIPT_SUFFIX, MAX_RECEIPT_BYTES), (SIG_SUFFIX, MAX_SIG_BYTES)):
-            if os.path.lexists(path := sidecar_path(envelope, suffix)):
-                sidecars[suffix] = read_envelope_bytes(path, cap, root)
+        sidecars = {
+            suffix: beside.bytes(suffix, cap)
+            for suffix, cap in SIDECARS.values()
+            if beside.exists(suffix)
+        }
     except InputError as exc:
         return error(str(exc))
     name = pathstr.name(outcome.result.envelope.artifact_path or payload)  # type: ignore[union-attr]

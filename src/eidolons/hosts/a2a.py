@@ -81,7 +81,10 @@ from eidolons.keys.receipts import MAX_RECEIPT_BYTES, MAX_SIG_BYTES, RECEIPT_SUF
 URI = "https://eidolons.dev/ext/ecl/v1"
 ENVELOPE = "envelope"
 #: metadata field -> the sidecar it carries (as :class:`eidolons.io.payload.Sidecars` names it)
-SIDECARS = {"receipt": RECEIPT_SUFFIX, "sender_signature": SIG_SUFFIX}
+SIDECARS = {
+    "receipt": (RECEIPT_SUFFIX, MAX_RECEIPT_BYTES),
+    "sender_signature": (SIG_SUFFIX, MAX_SIG_BYTES),
+}
 KEPT = os.path.join(HANDOFF_DIR, "a2a")
 ANSWER = "answer.json"
 MAX_ANSWER_BYTES = 256 * 1024 * 1024  # COMMAND's output, base64, and the gate's lines
@@ -100,7 +103,8 @@ ASGIApp = Callable[
 def body_cap(limits: Limits) -> int:
     """The largest request body a hand-off within the gate's caps needs: envelope,
     payload, receipt and signature, base64 (4/3), plus 64 KiB of JSON-RPC around them."""
-    raw = limits.max_envelope_bytes + limits.max_payload_bytes + MAX_RECEIPT_BYTES + MAX_SIG_BYTES
+    caps = sum(cap for _, cap in SIDECARS.values())
+    raw = limits.max_envelope_bytes + limits.max_payload_bytes + caps
     return (raw + 2) // 3 * 4 + 64 * 1024
 
 
@@ -209,7 +213,7 @@ class Receiver:
         try:
             given = {
                 suffix: base64.b64decode(fields[name], validate=True)
-                for name, suffix in SIDECARS.items()
+                for name, (suffix, _) in SIDECARS.items()
                 if name in fields
             }
         except (TypeError, ValueError, binascii.Error):
@@ -233,7 +237,7 @@ class Receiver:
                 RefusalCode.SCHEMA_INVALID,
                 env,
             )
-        own = (ENVELOPE_SUFFIX, *SIDECARS.values())
+        own = (ENVELOPE_SUFFIX, *(suffix for suffix, _ in SIDECARS.values()))
         if not is_safe_file_name(name) or name == ANSWER or name.endswith(own):
             return self._refuse(
                 f"the payload's file name {name!r} cannot be kept here: it must be a plain "
@@ -497,7 +501,7 @@ async def send(
             card, client_config=ClientConfig(streaming=False, httpx_client=http)
         )
         fields = {ENVELOPE: base64.b64encode(envelope).decode()}
-        for field, suffix in SIDECARS.items():
+        for field, (suffix, _) in SIDECARS.items():
             if suffix in sidecars:
                 fields[field] = base64.b64encode(sidecars[suffix]).decode()
         message = Message(

@@ -370,15 +370,17 @@ class Sidecars:
 
         name = pathstr.name(self.path(suffix))
         try:
-            if self.given is None:
-                data = read_envelope_bytes(self.path(suffix), limit)
-            elif len(self.given[suffix]) > limit:
-                raise InputError(f"larger than the {limit}-byte cap")
-            else:
-                data = self.given[suffix]
-            return loads_strict(data), None
+            return loads_strict(self.bytes(suffix, limit)), None
         except (InputError, EnvelopeError) as exc:
             return None, f"{what} {name} unreadable: {exc}"
+
+    def bytes(self, suffix: str, limit: int) -> bytes:
+        """The sidecar's exact bytes, at most ``limit``; raises :class:`InputError`."""
+        if self.given is None:
+            return read_envelope_bytes(self.path(suffix), limit)
+        if len(self.given[suffix]) > limit:
+            raise InputError(f"larger than the {limit}-byte cap")
+        return self.given[suffix]
 
 
 class AmbiguousEnvelope(InputError):
