@@ -312,3 +312,17 @@ def test_init_says_how_to_install_what_the_sandbox_needs(
     assert "the sandbox cannot start here: socat not installed" in r.err
     assert "sudo apt-get install bubblewrap socat" in r.err
     assert settings(project)["sandbox"]["failIfUnavailable"] is True  # Claude Code will refuse
+
+
+def test_an_interpreter_prefix_above_the_project_does_not_seal_the_whole_project(
+    init: Any, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interpreter installed with its prefix above the project (``--prefix=$HOME``): its
+    standard library is the gate's code, the project under it is not."""
+    monkeypatch.setattr(sys, "base_prefix", str(project.parent))
+    assert init("--hosts", "claude-code").code == 0
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
+    denied = local["sandbox"]["filesystem"]["denyWrite"]
+    above = [d for d in denied if project.resolve().is_relative_to(d)]
+    assert above == [], above
+    assert os.path.realpath(os.path.dirname(os.__file__)) in denied  # the standard library

@@ -314,7 +314,7 @@ def check_claude_code(report: Report) -> None:
         )
     for note in sandbox_problems_here():
         report.fail("hosts", "sandbox", note)
-    code, unknown = _wired_gate_code(python) if python is not None else ((), None)
+    code, unknown = _wired_gate_code(python, real_root) if python is not None else ((), None)
     if unknown is not None:
         report.fail("hosts", CLAUDE_LOCAL, unknown)
     for path in _shell_writable_gate_code(real_root, code, docs):
@@ -336,16 +336,16 @@ def check_claude_code(report: Report) -> None:
         report.ok("hosts", CLAUDE_SETTINGS, "Claude Code hook wired fail-closed, shell sealed")
 
 
-def _wired_gate_code(python: str) -> tuple[tuple[str, ...], str | None]:
+def _wired_gate_code(python: str, root: str) -> tuple[tuple[str, ...], str | None]:
     """The code the wired interpreter runs as the gate (:func:`~eidolons.hosts.hook.events.
     gate_code`, asked of ``python`` itself: its venv need not be this one), or why not."""
     import subprocess
 
-    ask = "import json; from eidolons.hosts.hook.events import gate_code; "
-    ask += "print(json.dumps(gate_code()))"
+    ask = "import json, sys; from eidolons.hosts.hook.events import gate_code; "
+    ask += "print(json.dumps(gate_code(sys.argv[1])))"
     try:
         r = subprocess.run(
-            [python, "-I", "-c", ask], capture_output=True, text=True, timeout=30, check=False
+            [python, "-I", "-c", ask, root], capture_output=True, text=True, timeout=30, check=False
         )
         code = json.loads(r.stdout) if r.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):

@@ -156,7 +156,7 @@ def claude_plan(
     shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
     real_root = os.path.realpath(root)
     keys = [d for d in key_dirs(real_root) if not is_relative_to(d, real_root)]
-    code = sorted({os.path.realpath(p) for p in gate_code() if p})
+    code = sorted({os.path.realpath(p) for p in gate_code(real_root) if p})
     local = [Entry(("env", PYTHON_ENV), python or sys.executable, scalar=True)]
     local += [
         Entry(("enabledMcpjsonServers",), n)

@@ -465,18 +465,22 @@ USER_WIRING_FILES = (*_CLAUDE_WIRING, ".claude.json", *_OTHER_HOST_WIRING)
 MANAGED_WIRING = (os.path.join(os.sep, "etc", "claude-code"),)
 
 
-def gate_code() -> tuple[str, ...]:
+def gate_code(root: str | None = None) -> tuple[str, ...]:
     """The code the hook runs (ADR 0015): the package, site-packages (a ``.pth`` there runs
-    at every start), the interpreter with its directory, and its prefixes (a venv's
-    ``pyvenv.cfg`` names the interpreter and the standard library it starts with).
-    Rewriting any of them rewrites the gate."""
+    at every start), the interpreter with its directory, the standard library, and the
+    interpreter's prefixes (a venv's ``pyvenv.cfg`` names the interpreter and the standard
+    library it starts with). Rewriting any of them rewrites the gate. A path that holds
+    the project ``root`` is left out (a prefix of ``$HOME``): the project is not code."""
     import site  # already imported at start-up (no -S)
     import sys
 
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     python = os.path.abspath(sys.executable) if sys.executable else ""
     interpreter = (python, os.path.dirname(python), os.path.realpath(python)) if python else ()
-    return (package, *site.getsitepackages(), *interpreter, sys.prefix, sys.base_prefix)
+    stdlib = os.path.dirname(os.__file__)
+    code = (package, *site.getsitepackages(), *interpreter, stdlib, sys.prefix, sys.base_prefix)
+    real = _real(root) if root is not None else None
+    return tuple(p for p in code if real is None or not is_relative_to(real, _real(p)))
 
 
 class Layout:
@@ -508,7 +512,7 @@ class Layout:
             *(os.path.join(self.root, f) for f in WIRING_FILES),
             *(os.path.join(home, f) for f in USER_WIRING_FILES),
             *MANAGED_WIRING,
-            *gate_code(),
+            *gate_code(self.root),
         )
 
     @property
