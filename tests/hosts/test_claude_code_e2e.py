@@ -93,6 +93,7 @@ WRITES = [
     "echo 'home = /tmp' > .venv/pyvenv.cfg",
     "echo 'import os' > .venv/lib/python3*/site-packages/zz.pth",
     "echo 'import os' >> .venv/lib/python3*/site-packages/this-eidolons.pth",
+    "mv .venv .venv-moved; mkdir -p .venv && echo 'home = /tmp' > .venv/pyvenv.cfg",
 ]
 
 
