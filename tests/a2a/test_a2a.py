@@ -382,9 +382,10 @@ def test_no_caller_reads_back_a_task_nor_its_handoff(
     """The server answers the message it is sent and nothing else: no task, history,
     payload or COMMAND output is listed or fetched by anyone on the network."""
     with running(hosts.receiver()) as url:
-        assert hosts.send(url).code == 0
-        task_id = "any"  # none is listed (ListTasks is refused): a guess is all a caller has
-        doc = rpc(url, method, {k: (task_id if v == "TASK" else v) for k, v in params.items()})
+        assert hosts.send(url).code == 0  # verifies it here (its receipt), then sends it
+        task = sdk_send(url, handoff_message(hosts), extensions=[URI])  # a real task's id
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        doc = rpc(url, method, {k: (task.id if v == "TASK" else v) for k, v in params.items()})
     assert "error" in doc and "result" not in doc, doc
     assert base64.b64encode(BODY).decode() not in json.dumps(doc)
 
