@@ -472,3 +472,15 @@ def test_a_message_id_that_cannot_name_a_directory_is_refused_before_the_gate(
     assert status_text(task).startswith(f"{REFUSED} SCHEMA_INVALID from atlas")
     assert "cannot name the hand-off's directory" in status_text(task)
     assert hosts.kept() == [] and hosts.dispatched() == 0
+
+
+def test_an_internal_error_fails_the_task_and_tells_the_caller_no_path(hosts: Hosts) -> None:
+    kept = hosts.b / ".eidolons" / "handoffs" / "a2a"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("a file where the kept directory goes\n")  # keeping it cannot work
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 70, r.err
+    assert "internal error (" in r.err and "the server's log says more" in r.err
+    assert str(hosts.b) not in r.err  # this host's paths stay on this host
+    assert hosts.dispatched() == 0

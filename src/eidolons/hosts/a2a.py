@@ -29,6 +29,7 @@ import binascii
 import json
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from pathlib import Path
@@ -188,8 +189,11 @@ class Receiver:
             try:
                 return self._handle(message, requested)
             except Exception as exc:  # fail closed: never completed
-                why = f"{exc.__class__.__name__}: {exc}"
-                return Answer("failed", [f"eidolons a2a: internal error: {printable(why)}"])
+                # the details (paths of this host) on this host's stderr, not to the caller
+                detail = printable(f"{type(exc).__name__}: {exc}")
+                print(f"eidolons a2a: internal error: {detail}", file=sys.stderr, flush=True)
+                why = f"internal error ({type(exc).__name__}; the server's log says more)"
+                return Answer("failed", [f"eidolons a2a: {why}"])
 
     def _refuse(
         self, why: str, code: str = RefusalCode.UNVERIFIED, env: Envelope | None = None
