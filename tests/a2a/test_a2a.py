@@ -485,3 +485,9 @@ def test_an_internal_error_fails_the_task_and_tells_the_caller_no_path(hosts: Ho
     assert told.endswith("the server's log says more)"), told
     assert str(hosts.b) not in told  # the receiving host's paths stay on that host
     assert hosts.dispatched() == 0
+
+
+def test_a_bad_timeout_is_a_usage_error_before_the_gate_runs(hosts: Hosts) -> None:
+    r = hosts.cli("a2a", "send", hosts.payload, "--to", "http://127.0.0.1:9/", "--timeout", "0")
+    assert r.code == 2 and "--timeout 0.0: a number of seconds above 0" in r.err
+    assert "ecl verify" not in r.err  # the orchestrator gate did not run, nothing recorded

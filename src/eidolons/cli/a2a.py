@@ -118,6 +118,8 @@ def _send(args: argparse.Namespace) -> int:
     from eidolons.io.config import hmac_key
     from eidolons.io.payload import Sidecars, envelope_of, read_envelope_bytes
 
+    if not args.timeout > 0:  # before the gate runs: a usage error records nothing
+        return error(f"--timeout {args.timeout}: a number of seconds above 0")
     root = project_root(args.root)
     if isinstance(root, int):
         return root
@@ -150,8 +152,6 @@ def _send(args: argparse.Namespace) -> int:
     except InputError as exc:
         return error(str(exc))
     name = pathstr.name(outcome.result.envelope.artifact_path or payload)  # type: ignore[union-attr]
-    if not args.timeout > 0:
-        return error(f"--timeout {args.timeout}: a number of seconds above 0")
     try:
         answer = asyncio.run(
             asyncio.wait_for(send(args.to, bytes(digest.data), name, data, sidecars), args.timeout)
@@ -159,14 +159,15 @@ def _send(args: argparse.Namespace) -> int:
     except Declined as exc:
         say(f"eidolons a2a send: {exc}")
         return 3
-    except (TimeoutError, httpx.TimeoutException):
-        return error(f"no answer from {args.to} within {args.timeout:g} s (--timeout)", 70)
-    except A2AClientTimeoutError:
-        return error(f"no answer from {args.to} within {args.timeout:g} s (--timeout)", 70)
+    except (TimeoutError, httpx.TimeoutException, A2AClientTimeoutError):
+        return error(
+            f"no answer from {printable(args.to)} within {args.timeout:g} s (--timeout)", 70
+        )
     except (httpx.HTTPError, OSError, AgentCardResolutionError) as exc:
-        return error(f"cannot reach {args.to}: {exc.__class__.__name__}: {exc}", 70)
+        why = printable(f"{exc.__class__.__name__}: {exc}")  # may quote the server's words
+        return error(f"cannot reach {printable(args.to)}: {why}", 70)
     except (A2AClientError, A2AError) as exc:  # the server's refusal of the request itself
-        return error(f"{args.to} refused the request: {printable(str(exc))}", 3)
+        return error(f"{printable(args.to)} refused the request: {printable(str(exc))}", 3)
     # the remote gate's words, escaped: the server is another host
     say(*(printable(line) for line in answer.lines))
     if answer.output is not None:
