@@ -30,21 +30,53 @@ ECHO = (
 )
 
 
-@contextmanager
-def running(app: Callable[[str], Any]) -> Iterator[str]:
-    """The application ``app(url)`` served by uvicorn in a thread on a socket already
-    listening (so no wait for start-up is needed); its base URL."""
+class _Switch:
+    """An ASGI application that hands each request to the one a test set (``app``)."""
+
+    app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+#: the idle servers: uvicorn in a thread on a socket already listening, its URL and switch
+_IDLE: list[tuple[str, _Switch]] = []
+_SERVERS: list[tuple[uvicorn.Server, threading.Thread]] = []
+_POOL = threading.Lock()
+
+
+def _serve() -> tuple[str, _Switch]:
     sock = socket.create_server(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    server = uvicorn.Server(uvicorn.Config(app(url), log_level="error"))
+    switch = _Switch()
+    server = uvicorn.Server(uvicorn.Config(switch, log_level="error", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
+    _SERVERS.append((server, thread))
+    return f"http://127.0.0.1:{sock.getsockname()[1]}/", switch
+
+
+@contextmanager
+def running(app: Callable[[str], Any]) -> Iterator[str]:
+    """The application ``app(url)`` served by uvicorn; its base URL. The servers are kept
+    for the next test (stopping one takes uvicorn a tenth of a second)."""
+    with _POOL:
+        url, switch = _IDLE.pop() if _IDLE else _serve()
+    switch.app = app(url)
     try:
         yield url
     finally:
+        switch.app = None
+        with _POOL:
+            _IDLE.append((url, switch))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_servers() -> Iterator[None]:
+    yield
+    for server, _ in _SERVERS:
         server.should_exit = True
+    for _, thread in _SERVERS:
         thread.join(10)
-        sock.close()
 
 
 class Hosts:

@@ -179,13 +179,6 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         ),
     ]
     swap_steps = [tool("Read", file_path=str(swap), offset=1, limit=100 + i) for i in range(12)]
-    sessions = {  # one after another: the host's start-up is the suite's time, not the calls
-        "main": seq(*(f"bash {c}" for c in (*READS, PLAIN))),
-        "main-writes": seq(*(f"bash {c}" for c in WRITES)),
-        "vigil": f"agent vigil {seq(*vigil_steps)}",
-        "vigil-writes": f"agent vigil {seq(*vigil_writes)}",
-    }
-    runs = {k: p.session(d) for k, d in sessions.items()}
     stop = threading.Event()
     good_bytes = swap.read_bytes()
     swaps = [0]
@@ -211,13 +204,24 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
             swaps[0] += 1
             time.sleep(0.002)
 
+    # one session (the host's start-up is most of the suite's time, not the calls): the
+    # main loop's reads, then vigil's, then the swapped reads, then every write attempt;
+    # the payload is swapped, again and again, all through it
+    session = seq(
+        *(f"bash {c}" for c in (*READS, PLAIN)),
+        f"agent vigil {seq(*vigil_steps)}",
+        f"agent vigil {seq(*swap_steps)}",
+        f"agent vigil {seq(*vigil_writes)}",
+        *(f"bash {c}" for c in WRITES),
+    )
     thread = threading.Thread(target=swapper, daemon=True)
-    thread.start()  # while the receiver reads the swapped payload, again and again
+    thread.start()
     try:
-        runs["swap"] = p.session(f"agent vigil {seq(*swap_steps)}")
+        run = p.session(session)
     finally:
         stop.set()
         thread.join()
+    runs = dict.fromkeys(("main", "main-writes", "vigil", "vigil-writes", "swap"), run)
     return {
         "project": p,
         "runs": runs,
