@@ -1,7 +1,7 @@
 """The README and the manuals document only commands and options that exist, and every
 option that exists.
 
-Help texts come from the real CLI (``python -m eidolons [CMD [ACTION]] --help``); the README
+Help texts come from the real CLI (``eidolons [CMD [ACTION]] --help``, through ``main``); the README
 and the manuals in ``docs/`` (not the ADRs) are read as Markdown: fenced code blocks (one
 logical line per shell line, ``\\`` joined) and inline code spans. An option documented in
 any of them counts; each ``eidolons CMD`` written in any of them must exist.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.conftest import clean_env, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -33,15 +33,9 @@ INVOCATION_RE = re.compile(r"(?<![\w.@/-])eidolons ([a-z][a-z0-9-]*)(?: ([a-z][a
 
 
 def _help(*words: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "eidolons", *words, "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, f"eidolons {' '.join(words)} --help: {proc.stderr}"
-    return proc.stdout
+    r = run_cli(*words, "--help", cwd=ROOT, env=clean_env(COLUMNS="80"))
+    assert r.code == 0, f"eidolons {' '.join(words)} --help: {r.err}"
+    return r.out
 
 
 def _subcommands(help_text: str) -> list[str]:
