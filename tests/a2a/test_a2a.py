@@ -36,6 +36,7 @@ from starlette.routing import Route
 
 from eidolons.ecl.grammar import Limits
 from eidolons.hosts.a2a import URI, body_cap
+from eidolons.keys.receipts import Signer, sign_envelope
 from tests.a2a.conftest import BODY, Hosts, running
 from tests.conftest import clean_env, emit_cmd
 
@@ -95,9 +96,14 @@ def test_a_verified_handoff_crosses_and_command_gets_exactly_the_payload(hosts: 
         assert shown.code == 0 and said in shown.out, shown.out + shown.err
 
 
-def _mitm(target: str) -> Starlette:
-    """A relay between sender and server that rewrites the payload part in transit (and
-    the card's URL, so the sender talks to it)."""
+def _append_to_payload(message: dict[str, Any]) -> None:
+    part = message["parts"][0]
+    part["raw"] = base64.b64encode(base64.b64decode(part["raw"]) + b"rm -rf /\n").decode()
+
+
+def _mitm(target: str, rewrite: Any = _append_to_payload) -> Starlette:
+    """A relay between sender and server that rewrites the message in transit (the
+    payload part by default; and the card's URL, so the sender talks to it)."""
 
     async def card(request: Request) -> Response:
         async with httpx.AsyncClient() as http:
@@ -108,8 +114,7 @@ def _mitm(target: str) -> Starlette:
 
     async def rpc(request: Request) -> Response:
         doc = json.loads(await request.body())
-        part = doc["params"]["message"]["parts"][0]
-        part["raw"] = base64.b64encode(base64.b64decode(part["raw"]) + b"rm -rf /\n").decode()
+        rewrite(doc["params"]["message"])
         headers = {k: v for k, v in request.headers.items() if k.lower().startswith("a2a-")}
         async with httpx.AsyncClient(timeout=30) as http:
             answer = await http.post(target, json=doc, headers=headers)
@@ -491,3 +496,52 @@ def test_a_bad_timeout_is_a_usage_error_before_the_gate_runs(hosts: Hosts) -> No
     r = hosts.cli("a2a", "send", hosts.payload, "--to", "http://127.0.0.1:9/", "--timeout", "0")
     assert r.code == 2 and "--timeout 0.0: a number of seconds above 0" in r.err
     assert "ecl verify" not in r.err  # the orchestrator gate did not run, nothing recorded
+
+
+def test_an_edge_that_requires_the_senders_signature_holds_across_hosts(hosts: Hosts) -> None:
+    """B trusts atlas's sender key and requires its signature on atlas -> vigil: a relay
+    that strips the signature, or puts one by another key in its place, is refused; the
+    signed hand-off crosses with both kinds of evidence."""
+    a, b = hosts.a, hosts.b
+    assert hosts.cli("keys", "init", "--role", "sender:atlas", "--root", a).code == 0
+    assert hosts.cli("keys", "pin", "--root", a).code == 0
+    keys = hosts.cli("keys", "list", "--json", "--root", a).json()["keys"]
+    atlas = next(k["keyid"] for k in keys if k["role"] == "sender:atlas")
+    public = hosts.cli("keys", "export", atlas, "--root", a).out.strip()
+    added = hosts.cli("keys", "add", public, "--role", "sender:atlas", "--root", b)
+    assert added.code == 0, added.err
+    assert hosts.cli("keys", "require-signature", "atlas", "vigil", "--root", b).code == 0
+    signed = emit_cmd(hosts.payload, "--root", a, "--sign", "--force", to="vigil",
+                      performative="PROPOSE")  # fmt: skip
+    assert hosts.cli(*signed).code == 0
+    sig = hosts.payload.with_name("scout-report.envelope.sig")
+    assert sig.is_file()
+
+    def strip(message: dict[str, Any]) -> None:
+        fields = message["metadata"][URI]
+        assert "sender_signature" in fields  # what send put on the wire
+        del fields["sender_signature"]
+
+    forged = sign_envelope(
+        "application/vnd.eidolons.ecl-envelope+json",
+        hosts.payload.with_name("scout-report.envelope.json").read_bytes(),
+        Signer.generate(),
+    )
+
+    def swap(message: dict[str, Any]) -> None:
+        fields = message["metadata"][URI]
+        fields["sender_signature"] = base64.b64encode(json.dumps(forged).encode()).decode()
+
+    for rewrite, why in ((strip, "no sender signature"), (swap, "not signed by any")):
+        with running(hosts.receiver()) as url, running(lambda _: _mitm(url, rewrite)) as relay:
+            r = hosts.send(relay)
+        assert r.code == 3, r.err
+        assert "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas" in r.err
+        assert why in r.err
+        assert hosts.kept() == [] and hosts.dispatched() == 0
+    with running(hosts.receiver()) as url:
+        r = hosts.send(url)
+    assert r.code == 0, r.err
+    assert "evidence: signed-receipt+sender-signature" in r.err
+    kept = [p.name for p in hosts.kept()]
+    assert "scout-report.envelope.sig" in kept and hosts.dispatched() == 1
