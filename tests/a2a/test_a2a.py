@@ -38,7 +38,7 @@ from eidolons.ecl.grammar import Limits
 from eidolons.hosts.a2a import URI, body_cap
 from eidolons.keys.receipts import Signer, sign_envelope
 from tests.a2a.conftest import BODY, Hosts, running
-from tests.conftest import clean_env, emit_cmd
+from tests.conftest import Run, clean_env, emit_cmd
 
 REFUSED = "[vigil-verify-incoming] REFUSE:"
 
@@ -532,9 +532,12 @@ def test_an_edge_that_requires_the_senders_signature_holds_across_hosts(hosts: H
         fields = message["metadata"][URI]
         fields["sender_signature"] = base64.b64encode(json.dumps(forged).encode()).decode()
 
-    for rewrite, why in ((strip, "no sender signature"), (swap, "not signed by any")):
+    def relayed(rewrite: Any) -> Run:
         with running(hosts.receiver()) as url, running(lambda _: _mitm(url, rewrite)) as relay:
-            r = hosts.send(relay)
+            return hosts.send(relay)
+
+    for rewrite, why in ((strip, "no sender signature"), (swap, "not signed by any")):
+        r = relayed(rewrite)
         assert r.code == 3, r.err
         assert "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas" in r.err
         assert why in r.err
