@@ -237,9 +237,14 @@ def test_grep_of_the_handoff_dir_is_refused_to_everyone(handoff: Handoff) -> Non
         assert r.code == 2
 
 
-def test_grep_of_a_handoff_file_is_gated_like_a_read(handoff: Handoff) -> None:
-    r = handoff.hook("claude-code", grep(handoff, str(handoff.payload)))
-    assert first_line(r.err) == "[vigil-verify-incoming] REFUSE: UNVERIFIED from atlas"
+def test_grep_of_a_handoff_file_is_refused_to_everyone_even_verified(handoff: Handoff) -> None:
+    """A search reads the file after the hook's check: no copy of the judged bytes to point
+    it at, as a Read is pointed, so a swap in between would show other bytes."""
+    handoff.verify()
+    assert handoff.hook("claude-code", sample(VIGIL_READ, handoff.root)).code == 0  # a Read
+    for receiver in (True, False):
+        r = handoff.hook("claude-code", grep(handoff, str(handoff.payload), receiver))
+        assert "read it with Read, through the gate" in claude_deny(r), receiver
 
 
 def test_glob_of_the_handoff_dir_main_loop_yes_receiver_no(handoff: Handoff) -> None:

@@ -209,7 +209,8 @@ def test_no_tool_searches_lists_or_writes_the_gates_copies(
     copies = copy.parent
     for name in ("Grep", "Glob"):
         doc = tool(handoff, name, {"pattern": "SECRET", "path": str(copies)}, agent)
-        assert "signing keys" in claude_deny(handoff.hook("claude-code", doc)), name
+        denied = claude_deny(handoff.hook("claude-code", doc))
+        assert denied == f"eidolons hook: {copies} {KEPT}", name
     doc = tool(handoff, "mcp__filesystem__read_text_file", {"path": str(copy)}, agent)
     assert claude_deny(handoff.hook("claude-code", doc)).startswith(f"eidolons hook: {copy}")
     r = handoff.hook("claude-code", write(handoff, copy, agent))

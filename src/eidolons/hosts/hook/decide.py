@@ -16,8 +16,9 @@ agent R (none: the main loop):
    through the orchestrator gate on this read. Envelopes stay readable.
 5. Dispatch (``Agent``/``Task``) runs the orchestrator gate over the subagent's pending
    hand-offs (no verdict on record for their envelope bytes); a refusal denies it.
-6. Grep of or above a hand-off directory (unless ``.eidolons/.ignore`` hides it) is
-   denied; so is a receiver's Glob of one.
+6. Grep of a hand-off, or of or above a hand-off directory (unless ``.eidolons/.ignore``
+   hides it), is denied (a search reads the file after the gate's check, not the bytes it
+   judged); so is a receiver's Glob of a hand-off directory.
 7. Bash on Claude Code runs only while the sandbox seals the shell; of a plain
    ``eidolons`` command the state-writing ones are no agent's, the orchestrator's gate is
    the main loop's, and a subagent verifies ``--as`` and emits ``--from`` only itself.
@@ -101,6 +102,10 @@ def deny(reason: str) -> Decision:
     return Decision(False, reason)
 
 
+_KEPT = (
+    "holds hand-off bytes the gate keeps (the memory store or its verified copies); read the "
+    "hand-off itself, through the gate"
+)
 _WRITE_REASONS = {
     KEY: "the signing keys are out of every agent's reach",
     STATE: "the gate's state (trace, trust store, contracts, memory) is written only by "
@@ -153,10 +158,7 @@ class Decider:
             if cls == KEY:
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
             if cls == STORE:
-                return deny(
-                    f"eidolons hook: {path} holds hand-off bytes the gate keeps (the memory "
-                    "store or its verified copies); read the hand-off itself, through the gate"
-                )
+                return deny(f"eidolons hook: {path} {_KEPT}")
             if cls == HANDOFF:
                 decision = self.gate(call, path)
                 if not decision.allow:
@@ -342,15 +344,20 @@ class Decider:
             real = os.path.realpath(path)
             if os.path.isfile(real):
                 if call.kind == SEARCH:
+                    if layout.classify_read(path) == HANDOFF:  # no copy to point it at
+                        return deny(
+                            f"eidolons hook: {call.tool} of {path} would read a hand-off "
+                            "after the gate's check, not the bytes it judged; read it with "
+                            "Read, through the gate"
+                        )
                     decision = self._reads(call, [path])
                     if not decision.allow:
                         return decision
                 continue
-            if any(
-                is_relative_to(real, d)
-                for d in (*layout.key_dirs, layout.store_dir, layout.copies_dir)
-            ):
+            if any(is_relative_to(real, d) for d in layout.key_dirs):
                 return deny(f"eidolons hook: {path}: {_WRITE_REASONS[KEY]}")
+            if any(is_relative_to(real, d) for d in (layout.store_dir, layout.copies_dir)):
+                return deny(f"eidolons hook: {path} {_KEPT}")
             if layout.handoff_dir(real):
                 if call.kind == SEARCH or call.receiver is not None:
                     return deny(
