@@ -105,6 +105,27 @@ def test_fifo_device_and_directory_are_never_opened(tree: Path) -> None:
         open_path_beneath(Path("/dev/null"), Path("/dev"))
 
 
+def test_a_link_swapped_for_a_file_while_it_is_read_is_a_refusal_not_an_error(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link seen by the walk's ``stat`` is a regular file (or gone) by the time its
+    target is read: a swap in between, a refusal the gates can give, never an ``OSError``
+    (the hook said "internal error" to a receiver racing a swapper)."""
+    real_readlink = os.readlink
+
+    def swapped(what: str, *, dir_fd: int) -> str:
+        os.unlink(what, dir_fd=dir_fd)
+        if what == "file.md":
+            os.close(os.open(what, os.O_CREAT | os.O_WRONLY, dir_fd=dir_fd))
+        return real_readlink(what, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "readlink", swapped)
+    for name in ("file.md", "gone.md"):
+        (tree / name).symlink_to("a/f.md")
+        with pytest.raises(BeneathError, match="changed while being opened"):
+            read(tree, name)
+
+
 def test_a_directory_swapped_for_a_link_after_locating_is_not_followed(tmp_path: Path) -> None:
     """The reported race: the payload is located (inside), then a directory component is
     swapped for a link to a directory outside holding other bytes. The gate must read

@@ -371,7 +371,12 @@ def open_beneath(boundary: StrPath, rel: str, *, resolved: bool = False) -> Open
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise BeneathError(f"{rel}: too many levels of symbolic links")
-                target = os.readlink(comp, dir_fd=stack[-1])
+                try:
+                    target = os.readlink(comp, dir_fd=stack[-1])
+                except OSError as exc:  # no longer a link: swapped since the stat
+                    raise BeneathError(
+                        f"{rel} changed while being opened ({exc.strerror})"
+                    ) from None
                 in_link = True
                 if target.startswith("/"):
                     inside = next(
