@@ -328,6 +328,18 @@ def test_a_handoff_directory_the_sandbox_does_not_hide_is_a_finding(
     assert any("re-opens" in m for m in hosts_findings(doctor))
 
 
+def test_a_handoff_directory_the_host_itself_may_read_is_a_finding(
+    doctor: Any, initialised: Path
+) -> None:
+    """A memory file (CLAUDE.md and its @-imports) is read by the host outside every hook:
+    only a Read deny rule keeps a hand-off directory out of it."""
+    assert not [m for m in hosts_findings(doctor) if "permissions.deny" in m]  # init's wiring
+    shared = initialised / ".claude" / "settings.json"
+    rule = "Read(./.eidolons/handoffs/**)"
+    _edit_json(shared, lambda d: d["permissions"]["deny"].remove(rule))
+    assert any(f"no permissions.deny rule {rule}" in m for m in hosts_findings(doctor))
+
+
 def test_a_hook_wired_to_a_machine_path_is_a_finding(doctor: Any, initialised: Path) -> None:
     shared = initialised / ".claude" / "settings.json"
 

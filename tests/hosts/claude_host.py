@@ -132,6 +132,11 @@ def tool(name: str, **tool_input: Any) -> str:
     return f"tool {name} {json.dumps(tool_input)}"
 
 
+def verified(path: str | Path) -> str:
+    """The step that reads a hand-off through the gate's MCP reader, ``read_verified``."""
+    return tool("mcp__eidolons__read_verified", artifact=str(path))
+
+
 def result(scene: dict[str, Any], step: str, session: str) -> dict[str, Any]:
     proc = scene["runs"][session]
     assert step in scene["results"], (

@@ -48,6 +48,7 @@ from tests.hosts.claude_host import (
     result,
     seq,
     tool,
+    verified,
 )
 from tests.hosts.fake_anthropic import FakeAnthropic
 
@@ -89,6 +90,14 @@ SEARCHES = [
     {"pattern": "PAYLOAD", "path": ".eidolons/verified"},
     {"pattern": "PAYLOAD", "path": ".."},
 ]
+#: memory files the host reads itself, outside every hook and the sandbox, at the start of
+#: the next session (a nested one when a file beside it is read): imports and a link
+MEMORY_FILES = [
+    "printf 'notes\\n@.eidolons/handoffs/good.md\\n@.eidolons/handoffs/tampered.md\\n' > CLAUDE.md",
+    "ln -s .eidolons/handoffs/tampered.md CLAUDE.local.md",
+    "mkdir -p src && printf '@../.eidolons/handoffs/good.md\\n' > src/CLAUDE.md",
+    "echo x > src/a.txt",
+]
 PLAIN = "echo shell-ran && cat notes.md"  # the sandboxed shell runs: it is not denied whole
 WRITES = [
     "echo x >> .eidolons/.trace/*.jsonl",
@@ -107,6 +116,10 @@ WRITES = [
     "echo 'import os' >> .venv/lib/python3*/site-packages/this-eidolons.pth",
     "mv .venv .venv-moved; mkdir -p .venv && echo 'home = /tmp' > .venv/pyvenv.cfg",
 ]
+
+
+def main_reads(handoffs: Path) -> list[Path]:
+    return [handoffs / "good.md", handoffs / "good.envelope.json", handoffs / "tampered.md"]
 
 
 def search(who: str, query: dict[str, str]) -> str:
@@ -144,7 +157,9 @@ def unchanged_but_appended(before: dict[str, bytes], after: dict[str, bytes]) ->
         else:
             assert new == old, path
     # what the gate itself adds: trace files, hand-backs of refusals, copies of verified bytes
-    gate_writes = tuple(f"{os.sep}{d}{os.sep}" for d in (".trace", "refusals", "verified"))
+    gate_writes = tuple(
+        f"{os.sep}{d}{os.sep}" for d in (".trace", "refusals", "verified", "memory")
+    )
     strays = [
         p
         for p in after
@@ -167,7 +182,11 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     claude_or_skip()
     base = tmp_path_factory.mktemp("claude-e2e")
     p = Project(
-        base, "attacks", {"vigil": "Read, Grep, Glob, Bash, Write, Edit"}, fake, venv_inside=True
+        base,
+        "attacks",
+        {"vigil": "Read, Grep, Glob, Bash, Write, Edit, mcp__eidolons__read_verified"},
+        fake,
+        venv_inside=True,
     )
     good = p.handoff("good.md")
     tampered = p.handoff("tampered.md")
@@ -179,7 +198,8 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     handoffs = p.root / ".eidolons" / "handoffs"
     vigil_steps = [
         f"read {good}",
-        f"read {tampered}",
+        verified(good),
+        verified(tampered),
         f"read {p.root / 'notes.md'}",
         *(f"bash {c} # vigil" for c in (*READS, PLAIN)),
         *(search("vigil", q) for q in SEARCHES),  # after its reads: the gate's copies exist
@@ -198,7 +218,8 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
             new_string="Bash",
         ),
     ]
-    swap_steps = [tool("Read", file_path=str(swap), offset=1, limit=100 + i) for i in range(12)]
+    # twelve spellings of one path: each step is recorded under its own text
+    swap_steps = [verified(os.path.join(handoffs, *["."] * i, "swap.md")) for i in range(12)]
     stop = threading.Event()
     good_bytes = swap.read_bytes()
     swaps = [0]
@@ -228,12 +249,14 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     # main loop's reads, then vigil's, then the swapped reads, then every write attempt;
     # the payload is swapped, again and again, all through it
     session = seq(
+        *(tool("Read", file_path=str(f), limit=2000) for f in main_reads(handoffs)),
         *(f"bash {c}" for c in (*READS, PLAIN)),
         *(search("main", q) for q in SEARCHES),
         f"agent vigil {seq(*vigil_steps)}",
         f"agent vigil {seq(*swap_steps)}",
         f"agent vigil {seq(*vigil_writes)}",
         *(f"bash {c}" for c in WRITES),
+        *(f"bash {c}" for c in MEMORY_FILES),
     )
     thread = threading.Thread(target=swapper, daemon=True)
     thread.start()
@@ -242,6 +265,13 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     finally:
         stop.set()
         thread.join()
+    # the next session starts with the memory files the shell planted, and loads the nested
+    # one when a file beside it is read
+    first = len(fake.requests)
+    p.session(
+        seq(f"read {p.root / 'src' / 'a.txt'}", f"agent vigil read {p.root / 'src' / 'a.txt'}")
+    )
+    next_session = json.dumps(fake.requests[first:])
     runs = dict.fromkeys(("main", "main-writes", "vigil", "vigil-writes", "swap"), run)
     return {
         "project": p,
@@ -252,6 +282,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         "vigil_steps": vigil_steps + vigil_writes,
         "swap_steps": swap_steps,
         "swaps": swaps[0],
+        "next_session": next_session,
         "good": good,
         "tampered": tampered,
     }
@@ -304,16 +335,33 @@ def test_the_write_tools_cannot_write_the_gates_files_or_a_handoff(attacks: dict
 
 
 def test_vigil_reads_a_verified_handoff_through_the_gate(attacks: dict[str, Any]) -> None:
-    seen = result(attacks, f"read {attacks['good']}", "vigil")
-    assert not seen["is_error"] and SECRET in seen["text"], seen
-    # the bytes shown are the verified ones, read from the gate's copy
-    assert "Where does install.sh race? " + SECRET in seen["text"]
-    copies = list((attacks["project"].root / ".eidolons" / "verified").iterdir())
-    assert any(c.read_bytes() == BODY.encode() for c in copies), copies
+    seen = result(attacks, verified(attacks["good"]), "vigil")
+    assert not seen["is_error"] and "Where does install.sh race? " + SECRET in seen["text"], seen
+
+
+def test_no_file_tool_reads_a_handoff_the_host_denies_it(attacks: dict[str, Any]) -> None:
+    """Read of a hand-off, even a verified one or its envelope, by the main loop or vigil:
+    the host's Read deny rule refuses it (the gate is read_verified)."""
+    handoffs = attacks["project"].root / ".eidolons" / "handoffs"
+    steps = [tool("Read", file_path=str(f), limit=2000) for f in main_reads(handoffs)]
+    for step, who in [*((s, "main") for s in steps), (f"read {attacks['good']}", "vigil")]:
+        seen = result(attacks, step, who)
+        assert seen["is_error"] and "denied by your permission settings" in seen["text"], seen
+        assert SECRET not in seen["text"] and ATTACK not in seen["text"], seen
+
+
+def test_no_memory_file_brings_a_handoff_into_the_next_session(attacks: dict[str, Any]) -> None:
+    """CLAUDE.md importing hand-offs, CLAUDE.local.md linked to one and a nested
+    src/CLAUDE.md, all written by the sandboxed shell: the host's next session (the main
+    loop and vigil, with the nested one loaded) carries no byte of them."""
+    for command in MEMORY_FILES:
+        assert not result(attacks, f"bash {command}", "main")["is_error"], command
+    assert "@../.eidolons/handoffs/good.md" in attacks["next_session"]  # the nested one loaded
+    assert SECRET not in attacks["next_session"] and ATTACK not in attacks["next_session"]
 
 
 def test_vigil_is_refused_a_tampered_handoff(attacks: dict[str, Any]) -> None:
-    seen = result(attacks, f"read {attacks['tampered']}", "vigil")
+    seen = result(attacks, verified(attacks["tampered"]), "vigil")
     assert seen["is_error"], seen
     assert "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas" in seen["text"]
     assert ATTACK not in seen["text"]

@@ -1,9 +1,11 @@
 """The ATLAS -> SPECTRA -> APIVR -> VIGIL pipeline on the real Claude Code, its sandbox
-on, with no agent running ``eidolons``: senders write with Write and emit through the MCP
-server (APIVR, on a high-trust edge, through a server bound to it that tags with the
-host's HMAC key), the orchestrator gate runs on each dispatch, receivers read through the
-hook. A hand-off tampered before its dispatch is refused at dispatch, its REFUSE line
-handed back to the main loop."""
+on, with no agent running ``eidolons``: senders write a draft with Write and emit it
+through the MCP server, which places it in the hand-offs (APIVR, on a high-trust edge,
+through a server bound to it that tags with the host's HMAC key), the orchestrator gate
+runs on each dispatch, receivers read through the gate's MCP reader (``read_verified``,
+judged by the hook as the calling subagent and again by the server). A hand-off tampered
+before its dispatch is refused at dispatch, its REFUSE line handed back to the main
+loop."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from tests.hosts.claude_host import (
     result,
     seq,
     tool,
+    verified,
 )
 from tests.hosts.fake_anthropic import FakeAnthropic
 
@@ -46,8 +49,8 @@ def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> d
         "pipeline",
         {
             "atlas": "Read, Write, mcp__eidolons__emit",
-            "spectra": "Read, Write, Bash, mcp__eidolons__emit",
-            "apivr": "Read, Write, Bash, mcp__eidolons-apivr__emit",
+            "spectra": "Read, Write, Bash, mcp__eidolons__emit, mcp__eidolons__read_verified",
+            "apivr": "Read, Write, Bash, mcp__eidolons-apivr__emit, mcp__eidolons__read_verified",
             "vigil": "Read, mcp__eidolons__read_verified",
             "forge": "Read",
         },
@@ -57,11 +60,12 @@ def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> d
     key_file.write_bytes(os.urandom(16).hex().encode())
     key_file.chmod(0o600)
     h = p.root / ".eidolons" / "handoffs"
+    drafts = p.root / "drafts"  # a sender writes its draft; emit places it in the hand-offs
 
     def emit(server: str, payload: str, sender: str, to: str, kind: str, **extra: Any) -> str:
         return tool(
             f"mcp__{server}__emit",
-            payload=str(h / payload),
+            payload=str(drafts / payload),
             sender=f"{sender}@1.0.0",
             to=f"{to}@1.0.0",
             performative="PROPOSE",
@@ -73,7 +77,7 @@ def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> d
     steps = [
         "agent atlas "
         + seq(
-            tool("Write", file_path=str(h / "scout.md"), content=SCOUT),
+            tool("Write", file_path=str(drafts / "scout.md"), content=SCOUT),
             emit(
                 "eidolons",
                 "scout.md",
@@ -85,14 +89,14 @@ def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> d
         ),
         "agent spectra "
         + seq(
-            f"read {h / 'scout.md'}",
-            tool("Write", file_path=str(h / "spec.md"), content=SPEC),
+            verified(h / "scout.md"),
+            tool("Write", file_path=str(drafts / "spec.md"), content=SPEC),
             emit("eidolons", "spec.md", "spectra", "apivr", "spec"),
         ),
         "agent apivr "
         + seq(
-            f"read {h / 'spec.md'}",
-            tool("Write", file_path=str(h / "change.md"), content=CHANGE),
+            verified(h / "spec.md"),
+            tool("Write", file_path=str(drafts / "change.md"), content=CHANGE),
             emit(
                 "eidolons-apivr",
                 "change.md",
@@ -103,7 +107,7 @@ def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> d
                 ise={"assertion_grade": "self-attested"},
             ),
         ),
-        f"agent vigil read {h / 'change.md'}",
+        f"agent vigil {verified(h / 'change.md')}",
     ]
     # a hand-off to forge, emitted by the user, tampered before its dispatch
     request = (
@@ -154,7 +158,7 @@ def test_the_pipeline_runs_with_no_agent_running_eidolons(pipeline: dict[str, An
         sum(1 for e in events if e.get("event") == "verify_pass" and e.get("gate") == "receiver")
         >= 3
     ), passes
-    vigil = result(pipeline, f"read {h / 'change.md'}", "main")
+    vigil = result(pipeline, verified(h / "change.md"), "main")
     assert not vigil["is_error"] and SECRET in vigil["text"], vigil
 
 

@@ -55,6 +55,8 @@ def test_read_verified_returns_exactly_the_verified_bytes(
     assert s["message_id"] == h.doc["message_id"] and s["thread_id"] == h.thread
     assert s["sender"] == "atlas" and s["kind"] == "scout-report" and s["receiver"] == "vigil"
     assert s["digest"] == h.sha256() == h.doc["integrity"]["value"]
+    # a host that shows the structured content alone (Claude Code) still gets the payload
+    assert s["payload"].encode("utf-8") == h.payload.read_bytes()
     events = h.trace()[before:]
     assert [(e["event"], e["gate"], e["receiver"]) for e in events] == [
         ("verify_pass", "receiver", "vigil"),
@@ -197,7 +199,8 @@ def test_paths_outside_the_root_and_bad_inputs_are_errors(
     for artifact in ["../outside.md", str(outside), "handoffs/link.md", "/etc/passwd"]:
         r = bound.call("read_verified", {"artifact": artifact})
         assert r.is_error is True, artifact
-        assert "outside the project root" in texts(r), artifact
+        if artifact != "handoffs/link.md":  # a link in the project: the gate's to judge
+            assert "outside the project root" in texts(r), artifact
         assert "OUTSIDE-SECRET" not in dump(r)
     for arguments in [{"artifact": ""}, {"artifact": "a\x00b"}, {"artifact": "x" * 5000}]:
         r = bound.call("read_verified", arguments)

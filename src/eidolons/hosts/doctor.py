@@ -272,6 +272,7 @@ def check_claude_code(report: Report) -> None:
         MCP_FILE,
         PYTHON_ENV,
         check_claude_settings,
+        read_deny_problems,
         sandbox_problems,
     )
 
@@ -303,6 +304,10 @@ def check_claude_code(report: Report) -> None:
     real_root = os.path.realpath(root)
     handoffs = (os.path.join(real_root, HANDOFF_DIR), *configured_handoff_dirs(real_root))
     for problem in sandbox_problems(real_root, handoffs):
+        report.fail("hosts", CLAUDE_SETTINGS, problem)
+    for problem in read_deny_problems(
+        real_root, [docs[CLAUDE_SETTINGS], docs[CLAUDE_LOCAL]], handoffs
+    ):
         report.fail("hosts", CLAUDE_SETTINGS, problem)
     sandbox = docs[CLAUDE_SETTINGS].get("sandbox")
     if not isinstance(sandbox, dict) or sandbox.get("failIfUnavailable") is not True:

@@ -290,7 +290,9 @@ SANDBOX_EFFECT = (
     "the sandbox is on for every Bash command in this project: commands write only inside "
     "the project and the temporary directory, cannot read the hand-offs, and reach the "
     "network only for the domains in sandbox.network.allowedDomains of .claude/settings.json "
-    "(add the ones your commands need: `eidolons init --allow-domain pypi.org`)"
+    "(add the ones your commands need: `eidolons init --allow-domain pypi.org`); no tool "
+    "and no CLAUDE.md import reads a hand-off either: a receiver reads one with the MCP tool "
+    "mcp__eidolons__read_verified, a sender writes a draft and emits it"
 )
 
 

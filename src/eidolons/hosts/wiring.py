@@ -149,10 +149,12 @@ def claude_plan(
         Entry(("sandbox", "filesystem", "denyWrite"), d)
         for d in (state, *sealed_read[len(SEALED_STATE) :])
     ]
-    # the file tools: the hook judges hand-off reads and writes (a Read deny rule here would
-    # refuse every verified hand-off, and the gate's copy); the keys, the memory store and
-    # the gate's own state are no tool's
-    shared += [Entry(("permissions", "deny"), f"Read({state}/{d}/**)") for d in ("memory", "keys")]
+    # the host itself reads no hand-off either: a memory file (CLAUDE.md and its @-imports,
+    # at any depth, or a link) names any path and is read outside every hook and sandbox.
+    # A Read deny rule covers those reads, links' targets too, and the file tools: hand-offs
+    # are read through the gate's MCP tool (read_verified) and written by emit; the gate's
+    # own state is no tool's
+    shared += [Entry(("permissions", "deny"), f"Read({d}/**)") for d in sealed_read]
     shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
     real_root = os.path.realpath(root)
     keys = [d for d in key_dirs(real_root) if not is_relative_to(d, real_root)]
@@ -355,6 +357,28 @@ def _matcher_covers(matcher: Any, tool: str) -> bool:
         return re.search(matcher, tool) is not None
     except re.error:
         return False
+
+
+def read_deny_problems(root: str, docs: list[Any], handoff_dirs: tuple[str, ...]) -> list[str]:
+    """Why the host itself could read a hand-off, or ``[]``: every hand-off directory
+    (real paths under the real ``root``) needs a ``Read(./DIR/**)`` deny rule in the shared
+    or the local settings ``docs``, or a memory file (CLAUDE.md and its @-imports, at any
+    depth, or a link) brings its bytes into an agent's context outside every hook."""
+    rules: set[str] = set()
+    for doc in docs:
+        permissions = doc.get("permissions") if isinstance(doc, dict) else None
+        deny = permissions.get("deny") if isinstance(permissions, dict) else None
+        rules.update(r for r in (deny if isinstance(deny, list) else []) if isinstance(r, str))
+    problems = []
+    for directory in handoff_dirs:
+        rel = os.path.relpath(directory, root).replace(os.sep, "/")
+        if not {f"Read(./{rel}/**)", f"Read(/{directory}/**)"} & rules:
+            problems.append(
+                f"no permissions.deny rule Read(./{rel}/**): a memory file (CLAUDE.md, its "
+                "@-imports, a link) could bring a hand-off into an agent's context without the "
+                "gate (run eidolons init)"
+            )
+    return problems
 
 
 def check_claude_settings(doc: Any) -> list[str]:

@@ -126,6 +126,11 @@ class Decider:
         kind = call.kind
         if kind == PASS:
             return ALLOW
+        bound = bound_server(call.tool)
+        if bound is not None and bound != call.receiver:
+            return deny(
+                f"eidolons hook: {call.tool} acts as {bound}; only subagent {bound} calls it"
+            )
         if kind == DISPATCH:
             return self._dispatch(call)
         if kind == WRITE:
@@ -137,11 +142,6 @@ class Decider:
         if kind == SHELL:
             return self._shell(call)
         if kind == OTHER:
-            bound = bound_server(call.tool)
-            if bound is not None and bound != call.receiver:
-                return deny(
-                    f"eidolons hook: {call.tool} acts as {bound}; only subagent {bound} calls it"
-                )
             if call.tool in OWN_EMIT_TOOLS or (bound is not None and call.tool.endswith("__emit")):
                 return self._own_emit(call)
             written = self._writes(call, call.paths)
@@ -193,7 +193,12 @@ class Decider:
         redirect = call.tool_input if call.host == "claude-code" and call.tool == "Read" else None
         if call.receiver is not None or call.host in ADDRESSEE_HOSTS:
             # a host that names no agent: the read is judged as the envelope's addressee
-            return self._receiver_read(call.receiver, path, redirect)
+            decision = self._receiver_read(call.receiver, path, redirect)
+            if decision.allow and call.receiver and call.tool.endswith("__read_verified"):
+                # the MCP server judges the read again, as the caller the host names
+                tool_input = {**(call.tool_input or {}), "receiver": call.receiver}
+                return Decision(True, context=decision.context, updated_input=tool_input)
+            return decision
         return self._orchestrator_read(path, redirect)
 
     def _receiver_read(

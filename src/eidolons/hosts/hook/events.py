@@ -212,6 +212,8 @@ _CLAUDE_TOOLS: dict[str, Spec] = {
         (PASS, (), (), None),
     ),
 }
+#: the MCP server's ``read_verified``: a read of the hand-off it names (judged as the caller)
+_READ_VERIFIED: Spec = (READ, ("artifact",), (), "tool_input.artifact")
 _SHELLS = frozenset({"Bash", "PowerShell", "shell", "exec_command", "local_shell"})
 _CURSOR_FILE = ("file_path", "path", "target_file")
 _CURSOR_TOOLS: dict[str, Spec] = {
@@ -289,6 +291,8 @@ def claude_tool_call(
             raise HookInputError(f"{tool} with a subagent_type that is not a string")
         return ToolCall(host, tool, DISPATCH, cwd, receiver=None, target=target or None)
     spec = _CLAUDE_TOOLS.get(tool)
+    if spec is None and tool.startswith("mcp__eidolons") and tool.endswith("__read_verified"):
+        spec = _READ_VERIFIED  # the gate's own reader, unbound or bound (eidolons-<R>)
     if spec is not None:
         return _call(host, tool, spec, tool_input, cwd, receiver)
     return _generic(host, tool, tool_input, cwd, receiver)

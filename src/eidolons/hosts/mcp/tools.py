@@ -163,17 +163,20 @@ class Toolbox:
             raise ToolInputError(
                 "an unbound server takes only absolute artifact paths (or start it with --as)"
             )
-        return self.resolve(path, "artifact")
+        # its directory is checked here; the name itself the gate judges (a link out of the
+        # project, even one swapped in now, is the gate's refusal, in its words)
+        return self.resolve(path, "artifact", name_too=False)
 
-    def resolve(self, path: str, what: str = "path") -> Path:
-        """Rule 2: ``path`` as a path under the root (not resolved; checked resolved)."""
+    def resolve(self, path: str, what: str = "path", name_too: bool = True) -> Path:
+        """Rule 2: ``path`` as a path under the root (not resolved; checked resolved, or
+        only its directory when not ``name_too``)."""
         if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\0" in path:
             raise ToolInputError(f"{what} must be a non-empty path of at most {MAX_PATH_CHARS}")
-        candidate = Path(path)
+        candidate = Path(os.path.normpath(path))
         if not candidate.is_absolute():
             candidate = self.root / candidate
         real_root = os.path.realpath(self.root)
-        real = os.path.realpath(candidate)
+        real = os.path.realpath(candidate if name_too else candidate.parent)
         if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
             raise ToolInputError(f"{what} {printable(path)!r} is outside the project root")
         return candidate
@@ -298,7 +301,9 @@ class Toolbox:
                 blob=payload,
                 mime_type="application/octet-stream",
             )
-        return Reply(text, structured)
+        # in the structured content too: a host that shows a tool's structured content in
+        # place of its text (Claude Code does) hands the model the payload all the same
+        return Reply(text, {**structured, "payload": text})
 
     @_tool
     def verify_incoming(self, artifact: str, receiver: str | None = None) -> Reply:
