@@ -174,6 +174,39 @@ def test_main_loop_read_after_tampering_is_refused(handoff: Handoff) -> None:
     )
 
 
+@pytest.mark.parametrize("swap", ["symlink", "fifo", "directory", "deleted"])
+def test_main_loop_read_of_a_payload_swapped_after_the_gate_is_a_refusal(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch, swap: str
+) -> None:
+    """The payload is swapped (for a link, a FIFO, a directory, or nothing) after the gate
+    passed it and before the hook reads the bytes it copies: a refusal, never an internal
+    error."""
+    import os
+
+    from eidolons.hosts.hook import orchestrator
+
+    handoff.verify()
+    real = orchestrator.orchestrator_read
+
+    def then_swapped(path: Path, root: Path) -> object:
+        answer = real(path, root)
+        handoff.payload.unlink()
+        if swap == "symlink":
+            handoff.payload.symlink_to(handoff.envelope)
+        elif swap == "fifo":
+            os.mkfifo(handoff.payload)
+        elif swap == "directory":
+            handoff.payload.mkdir()
+        return answer
+
+    monkeypatch.setattr(orchestrator, "orchestrator_read", then_swapped)
+    reason = claude_deny(handoff.hook("claude-code", sample(MAIN_READ, handoff.root)))
+    assert reason.splitlines()[:2] == [
+        "[orchestrator-verify-incoming] REFUSE: INTEGRITY_MISMATCH from unknown",
+        f"reason: {handoff.payload} changed while the gate read it",
+    ]
+
+
 def test_main_loop_may_read_an_envelope(handoff: Handoff) -> None:
     doc = sample(MAIN_READ, handoff.root)
     doc["tool_input"] = {"file_path": str(handoff.envelope)}

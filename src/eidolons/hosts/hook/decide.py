@@ -480,13 +480,17 @@ def verified_copy(directory: str, path: str, data: bytes) -> str:
 
 def _read_verified(path: str, sha256: str) -> bytes | None:
     """The bytes of ``path`` when their SHA-256 is ``sha256`` (what the gate verified),
-    read once without following a last link; None when they differ."""
+    read once without following a last link; None when they differ or the file is no
+    longer a regular file there (swapped since the gate read it)."""
     import hashlib
 
     from eidolons.io.config import Limits
 
     limit = Limits.from_env(os.environ).max_payload_bytes
-    data = read_regular(path, limit)
+    try:
+        data = read_regular(path, limit)
+    except OSError:
+        return None
     if len(data) > limit or hashlib.sha256(data).hexdigest() != sha256:
         return None
     return data
