@@ -125,6 +125,35 @@ def test_a_symlink_to_a_handoff_is_refused(handoff: Handoff) -> None:
     assert r.code == 2 and first_line(r.err).startswith("[vigil-verify-incoming] REFUSE: ")
 
 
+def test_a_handoff_directory_link_swapped_while_the_hook_resolves_it_is_no_internal_error(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-off directory is a link, swapped for the directory it named between the
+    ``lstat`` and the ``readlink`` of a path's resolution (``os.path.realpath`` raised
+    there before Python 3.13): the Read is judged on what is there now."""
+    import os
+
+    handoff.move_into_handoff_dir()
+    handoff.verify()
+    handoffs = handoff.payload.parent
+    aside = handoffs.with_name("handoffs-real")
+    handoffs.rename(aside)
+    handoffs.symlink_to(aside.name)
+    real_readlink = os.readlink
+
+    def swapped(what: str, *args: object, **kwargs: object) -> str:
+        if what == str(handoffs) and handoffs.is_symlink():
+            handoffs.unlink()
+            aside.rename(handoffs)
+        return real_readlink(what, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "readlink", swapped)
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(handoff.payload)}
+    r = handoff.hook("claude-code", json.dumps(doc).encode())
+    verified_read(r, handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode())
+
+
 def test_a_file_that_is_not_a_handoff_is_allowed_silently(handoff: Handoff) -> None:
     other = handoff.root / "src.py"
     other.write_text("print('hello')\n")

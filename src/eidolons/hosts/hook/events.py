@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from eidolons.io.paths import COPIES_DIR, STATE_DIR, is_relative_to
+from eidolons.io.paths import COPIES_DIR, STATE_DIR, is_relative_to, realpath
 
 # the project's state paths, spelled once (ADR 0001; os only), still importable from here
 from eidolons.io.paths import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
@@ -405,7 +405,7 @@ PARSERS = {
 # --- the layout -------------------------------------------------------------------------
 
 
-_real = os.path.realpath
+_real = realpath
 
 
 def find_root(cwd: str) -> str:
@@ -476,7 +476,7 @@ def gate_code(root: str | None = None) -> tuple[str, ...]:
 
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     python = os.path.abspath(sys.executable) if sys.executable else ""
-    interpreter = (python, os.path.dirname(python), os.path.realpath(python)) if python else ()
+    interpreter = (python, os.path.dirname(python), realpath(python)) if python else ()
     stdlib = os.path.dirname(os.__file__)
     code = (package, *site.getsitepackages(), *interpreter, stdlib, sys.prefix, sys.base_prefix)
     real = _real(root) if root is not None else None

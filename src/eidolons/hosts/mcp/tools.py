@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eidolons._text import encodable, plural, printable
+from eidolons.io.paths import realpath
 
 __all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox", "wire_safe"]
 
@@ -172,8 +173,8 @@ class Toolbox:
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        real_root = os.path.realpath(self.root)
-        real = os.path.realpath(candidate)
+        real_root = realpath(self.root)
+        real = realpath(candidate)
         if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
             raise ToolInputError(f"{what} {printable(path)!r} is outside the project root")
         return candidate
