@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from eidolons._text import encodable, plural, printable
@@ -267,8 +268,13 @@ class Toolbox:
                 )
         except AmbiguousEnvelope:
             pass  # the gate refuses it with its reason
-        if not path.name.endswith(ENVELOPE_SUFFIX) and path.is_file():
-            self._check_size(path.stat().st_size, name)  # before the gate reads it whole
+        if not path.name.endswith(ENVELOPE_SUFFIX):
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None  # gone or unreachable now: the gate says why
+            if st is not None and S_ISREG(st.st_mode):
+                self._check_size(st.st_size, name)  # before the gate reads it whole
         result = self._gate(path, name, want_payload=True)
         if not result or result.payload is None:
             return self._refusal(result)
