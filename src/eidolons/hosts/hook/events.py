@@ -568,7 +568,8 @@ class Layout:
 
     def links_to_handoff(self, real: str) -> bool:
         """Whether ``real`` is a hard link to a file in a hand-off directory (looked up only
-        for a file of more than one link; past :data:`MAX_LINK_SCAN` entries: yes)."""
+        for a file of more than one link; past :data:`MAX_LINK_SCAN` entries, or an entry
+        or directory that cannot be read while scanned: yes, it cannot be ruled out)."""
         try:
             st = os.stat(real)
         except OSError:
@@ -580,7 +581,13 @@ class Layout:
         stack = list(self.handoff_dirs)
         while stack:
             try:
-                with os.scandir(stack.pop()) as it:
+                listing = os.scandir(stack.pop())
+            except FileNotFoundError:
+                continue  # no such hand-off directory
+            except OSError:
+                return True  # one that cannot be listed: what it holds is unseen
+            try:
+                with listing as it:
                     for entry in it:
                         seen += 1
                         if seen > MAX_LINK_SCAN:
@@ -592,7 +599,7 @@ class Layout:
                             if (est.st_dev, est.st_ino) == identity:
                                 return True
             except OSError:
-                continue
+                return True  # changed while scanned: the rest unseen, so fail closed
         return False
 
     def classify_write(self, path: str) -> str | None:
