@@ -126,6 +126,32 @@ def test_a_link_swapped_for_a_file_while_it_is_read_is_a_refusal_not_an_error(
             read(tree, name)
 
 
+def test_a_link_swapped_while_its_path_is_resolved_is_resolved_as_it_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.path.realpath`` before Python 3.13 raises when a link it found by ``lstat`` is
+    swapped (for a directory, a file, or nothing) before its ``readlink`` (CPython
+    gh-97566): locating the payload of an envelope whose directory is such a link is a
+    refusal or a location, never an ``OSError``."""
+    root = tmp_path / "proj"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "r.md").write_bytes(b"# the bytes\n")
+    (root / "real" / "r.envelope.json").write_text("{}")
+    real_readlink = os.readlink
+
+    def swapped(what: str, *args: object, **kwargs: object) -> str:
+        if what == str(root / "handoff"):
+            os.unlink(what)
+            os.rename(root / "real", what)  # the link's target, moved into its place
+        return real_readlink(what, *args, **kwargs)  # type: ignore[arg-type]
+
+    (root / "handoff").symlink_to("real")
+    monkeypatch.setattr(os, "readlink", swapped)
+    location = locate_payload(root / "handoff" / "r.envelope.json", "r.md", root)
+    with open_payload(location) as stream:
+        assert stream.read() == b"# the bytes\n"
+
+
 def test_a_directory_swapped_for_a_link_after_locating_is_not_followed(tmp_path: Path) -> None:
     """The reported race: the payload is located (inside), then a directory component is
     swapped for a link to a directory outside holding other bytes. The gate must read

@@ -125,6 +125,35 @@ def test_a_symlink_to_a_handoff_is_refused(handoff: Handoff) -> None:
     assert r.code == 2 and first_line(r.err).startswith("[vigil-verify-incoming] REFUSE: ")
 
 
+def test_a_handoff_directory_link_swapped_while_the_hook_resolves_it_is_no_internal_error(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-off directory is a link, swapped for the directory it named between the
+    ``lstat`` and the ``readlink`` of a path's resolution (``os.path.realpath`` raised
+    there before Python 3.13): the Read is judged on what is there now."""
+    import os
+
+    handoff.move_into_handoff_dir()
+    handoff.verify()
+    handoffs = handoff.payload.parent
+    aside = handoffs.with_name("handoffs-real")
+    handoffs.rename(aside)
+    handoffs.symlink_to(aside.name)
+    real_readlink = os.readlink
+
+    def swapped(what: str, *args: object, **kwargs: object) -> str:
+        if what == str(handoffs) and handoffs.is_symlink():
+            handoffs.unlink()
+            aside.rename(handoffs)
+        return real_readlink(what, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "readlink", swapped)
+    doc = sample(VIGIL_READ, handoff.root)
+    doc["tool_input"] = {"file_path": str(handoff.payload)}
+    r = handoff.hook("claude-code", json.dumps(doc).encode())
+    verified_read(r, handoff.root, doc["tool_input"], PAYLOAD_TEXT.encode())
+
+
 def test_a_file_that_is_not_a_handoff_is_allowed_silently(handoff: Handoff) -> None:
     other = handoff.root / "src.py"
     other.write_text("print('hello')\n")
@@ -172,6 +201,39 @@ def test_main_loop_read_after_tampering_is_refused(handoff: Handoff) -> None:
     assert (
         first_line(r.err) == "[orchestrator-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"
     )
+
+
+@pytest.mark.parametrize("swap", ["symlink", "fifo", "directory", "deleted"])
+def test_main_loop_read_of_a_payload_swapped_after_the_gate_is_a_refusal(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch, swap: str
+) -> None:
+    """The payload is swapped (for a link, a FIFO, a directory, or nothing) after the gate
+    passed it and before the hook reads the bytes it copies: a refusal, never an internal
+    error."""
+    import os
+
+    from eidolons.hosts.hook import orchestrator
+
+    handoff.verify()
+    real = orchestrator.orchestrator_read
+
+    def then_swapped(path: Path, root: Path) -> object:
+        answer = real(path, root)
+        handoff.payload.unlink()
+        if swap == "symlink":
+            handoff.payload.symlink_to(handoff.envelope)
+        elif swap == "fifo":
+            os.mkfifo(handoff.payload)
+        elif swap == "directory":
+            handoff.payload.mkdir()
+        return answer
+
+    monkeypatch.setattr(orchestrator, "orchestrator_read", then_swapped)
+    reason = claude_deny(handoff.hook("claude-code", sample(MAIN_READ, handoff.root)))
+    assert reason.splitlines()[:2] == [
+        "[orchestrator-verify-incoming] REFUSE: INTEGRITY_MISMATCH from unknown",
+        f"reason: {handoff.payload} changed while the gate read it",
+    ]
 
 
 def test_main_loop_may_read_an_envelope(handoff: Handoff) -> None:

@@ -6,10 +6,15 @@ In-process (the toolbox the server wraps): the transport is covered by test_mcp_
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from eidolons.hosts.mcp.tools import Toolbox
-from tests.conftest import clean_env, emit_cmd, run_cli
+from tests.conftest import Run, clean_env, emit_cmd, emit_payload, run_cli
 
 
 def test_verify_envelope_tool_mints_no_receipt_and_read_verified_needs_one(
@@ -45,3 +50,26 @@ def test_verify_envelope_tool_mints_no_receipt_and_read_verified_needs_one(
     assert passed.is_error is False, passed.text
     assert passed.text.encode() == payload.read_bytes()
     assert passed.structured is not None and passed.structured["evidence"] == "signed-receipt"
+
+
+def test_read_verified_of_a_payload_deleted_between_its_checks_is_a_refusal(
+    cli: Callable[..., Run], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The payload is a file when read_verified looks, and gone when it takes its size: a
+    refusal from the gate, never an internal error."""
+    payload, envelope, _ = emit_payload(cli, project)
+    assert cli("verify-envelope", envelope, "--block").code == 0
+    real_stat = os.stat
+
+    def then_deleted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        answer = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == str(payload):
+            payload.unlink(missing_ok=True)
+        return answer
+
+    monkeypatch.setattr(os, "stat", then_deleted)
+    box = Toolbox(root=project, bound="vigil", memory=False, log=lambda line: None)
+    refused = box.read_verified(str(payload.relative_to(project)))
+    assert refused.is_error is True
+    first = refused.text.splitlines()[0]
+    assert first == "[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas"

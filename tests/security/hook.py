@@ -158,6 +158,47 @@ def test_a_hard_link_to_a_handoff_is_not_a_way_around_the_gate(
     assert "-verify-incoming] REFUSE: UNVERIFIED" in r.err.splitlines()[0]
 
 
+@pytest.mark.parametrize("agent", ["vigil", None])
+def test_a_hard_link_to_a_handoff_is_found_while_another_entry_vanishes(
+    handoff: Handoff, monkeypatch: pytest.MonkeyPatch, agent: str | None
+) -> None:
+    """Another writer deletes a file of the hand-off directory while the hook scans it for
+    the link's other name: the scan cannot rule the link out, so the Read goes to the gate
+    (it stopped at the vanished entry and let the rest of the directory go unseen)."""
+    import os
+
+    handoff.move_into_handoff_dir()
+    link = handoff.root / "notes.txt"
+    link.hardlink_to(handoff.payload)
+    decoy = handoff.payload.with_name("a-decoy.md")
+    decoy.write_text("x\n")
+    real_scandir = os.scandir
+
+    class Vanishing:
+        """The listing as it was, the decoy deleted once listed (first, then the rest)."""
+
+        def __init__(self, path: str) -> None:
+            with real_scandir(path) as it:
+                self.entries = sorted(it, key=lambda e: e.name != decoy.name)
+            decoy.unlink(missing_ok=True)
+
+        def __enter__(self) -> Vanishing:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def __iter__(self) -> object:
+            return iter(self.entries)
+
+    monkeypatch.setattr(
+        os, "scandir", lambda p: Vanishing(p) if p == str(decoy.parent) else real_scandir(p)
+    )
+    r = handoff.hook("claude-code", read(handoff, link, agent))
+    assert r.code == 2, r
+    assert "-verify-incoming] REFUSE: UNVERIFIED" in r.err.splitlines()[0]
+
+
 def test_a_configured_handoff_dir_is_protected_when_the_envelope_is_deleted(
     handoff: Handoff,
 ) -> None:

@@ -401,7 +401,7 @@ def evaluate(
         result.envelope = env
         where = f"the hand-off lies in the project at {foreign[0]}, not this root"
         why = "it is judged there, with that project's trust store and trace"
-        check.end(UNVERIFIED, "root", f"{where} ({os.path.realpath(root)}): {why}")
+        check.end(UNVERIFIED, "root", f"{where} ({pathstr.realpath(root)}): {why}")
     elif env is not None and (unsealed := _unsealed(root, artifact, envelope_path)):
         result.envelope = env
         result.receiver = check.as_receiver

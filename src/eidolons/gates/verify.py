@@ -19,8 +19,6 @@ the file I/O. No trace is written here (see :mod:`eidolons.gates.orchestrator`).
 
 from __future__ import annotations
 
-import os
-
 from eidolons.ecl.envelope import Envelope, parse_envelope
 from eidolons.ecl.grammar import Limits
 from eidolons.ecl.integrity import (
@@ -31,6 +29,7 @@ from eidolons.ecl.integrity import (
     sha256_hex,
 )
 from eidolons.errors import EnvelopeError, InputError
+from eidolons.io.paths import realpath
 from eidolons.io.payload import PayloadError, hash_payload, locate_payload, read_envelope
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -129,7 +128,7 @@ def verify_envelope_file(
     ``keep_payload``: ``digest.data`` holds the exact bytes hashed (``sink`` receives
     them); ``envelope_bytes``: the route gate's one read of the envelope, judged instead."""
     limits = limits or Limits()
-    root_real = os.path.realpath(root)  # resolved once for this check
+    root_real = realpath(root)  # resolved once for this check
     envelope_real = None
     try:
         if envelope_bytes is not None:

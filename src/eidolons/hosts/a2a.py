@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import os
 import subprocess
@@ -367,6 +368,11 @@ BODY_DEADLINE_S = 60.0
 MAX_CONNECTIONS = 8
 
 
+#: how long a refused request may go on sending, dropped unread, before the answer and
+#: the close (a client still sending then reads the answer; a close resets it)
+LINGER_S = 2.0
+
+
 class BodyCap:
     """ASGI middleware: a request body past ``cap`` bytes is refused (413, with the
     reason) before anything parses it, counted as it streams and never held past the cap;
@@ -386,9 +392,9 @@ class BodyCap:
         if scope["type"] != "http" or scope.get("method") != "POST":  # the card: no body
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
+        too_large = f"request body larger than {self.cap} bytes (the gate's caps): refused unread"
         if declared is not None and not (declared.isdigit() and int(declared) <= self.cap):
-            return await self._refuse(send, 413, f"request body larger than {self.cap} bytes "
-                                      "(the gate's caps): refused unread")  # fmt: skip
+            return await self._refuse(send, 413, too_large, receive)
         chunks: list[bytes] = []  # held up to the cap, never past it
         size = 0
         try:
@@ -400,9 +406,8 @@ class BodyCap:
                     chunks.append(event.get("body", b""))
                     size += len(chunks[-1])
                     if size > self.cap:
-                        return await self._refuse(send, 413, f"request body larger than "
-                                                  f"{self.cap} bytes (the gate's caps): "
-                                                  "refused unread")  # fmt: skip
+                        chunks.clear()
+                        return await self._refuse(send, 413, too_large, receive)
                     if not event.get("more_body", False):
                         break
         except TimeoutError:
@@ -423,11 +428,25 @@ class BodyCap:
         async with self._one:
             await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Callable[[Any], Awaitable[None]], status: int, why: str) -> None:
+    async def _refuse(
+        self,
+        send: Callable[[Any], Awaitable[None]],
+        status: int,
+        why: str,
+        receive: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
+        """Answer ``status`` with ``why``; with ``receive``, the rest of the body is read and
+        dropped first, for :data:`LINGER_S` at most."""
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": why}}
         data = json.dumps(error).encode()
         headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
+        if receive is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LINGER_S):
+                    while (event := await receive())["type"] == "http.request":
+                        if not event.get("more_body"):
+                            break
         await send({"type": "http.response.body", "body": data})
 
 

@@ -334,7 +334,7 @@ def open_beneath(boundary: StrPath, rel: str, *, resolved: bool = False) -> Open
     is a real path already), by descriptor from the boundary down. None when nothing is
     there; :class:`BeneathError` when what is there resolves outside, is a dangling or
     looping link, is not a regular file, or was swapped while being opened."""
-    base = os.fspath(boundary) if resolved else os.path.realpath(boundary)
+    base = os.fspath(boundary) if resolved else pathstr.realpath(boundary)
     aliases = {base, os.path.normpath(os.path.abspath(boundary))}
     root_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     stack: list[int] = [root_fd]
@@ -424,7 +424,7 @@ def open_path_beneath(path: StrPath, boundary: StrPath, *, resolved: bool = Fals
     """:func:`open_beneath` for an absolute or relative ``path`` that must lie under
     ``boundary``. A path textually outside it is refused if it exists (even as a
     dangling link), else None. ``resolved``: ``boundary`` is already a real path."""
-    base = os.fspath(boundary) if resolved else os.path.realpath(boundary)
+    base = os.fspath(boundary) if resolved else pathstr.realpath(boundary)
     absolute = os.path.normpath(os.path.abspath(path))
     rel = _under(base, absolute)
     if rel is None:

@@ -87,6 +87,24 @@ def parts(path: StrPath) -> tuple[str, ...]:
     return (root, *comps) if root else comps
 
 
+#: how many times a path is resolved again when a link changed while it was resolved
+REALPATH_TRIES = 40
+
+
+def realpath(path: StrPath) -> str:
+    """``os.path.realpath(path)``, which before Python 3.13 raises ``OSError`` when a link
+    it found by ``lstat`` is swapped (for a file, a directory, or nothing) before its
+    ``readlink`` (CPython gh-97566): the path is then resolved again, as it is now. Every
+    resolution of a path an agent can change goes through here; a resolution that a
+    swapper keeps losing :data:`REALPATH_TRIES` times raises the last ``OSError``."""
+    for _ in range(REALPATH_TRIES - 1):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    return os.path.realpath(path)
+
+
 def is_relative_to(path: str, base: str) -> bool:
     """:meth:`pathlib.PurePosixPath.is_relative_to` for absolute, normalised paths (as
     :func:`os.path.abspath` and :func:`os.path.realpath` give them)."""
@@ -142,7 +160,7 @@ _S_IFREG = 0o100000
 def marked_root(cwd: str) -> str | None:
     """The nearest ancestor of ``cwd`` (resolved, itself included) holding a ``.eidolons``
     directory or a ``.git`` entry; None when there is none."""
-    probe = os.path.realpath(cwd)
+    probe = realpath(cwd)
     while True:
         if os.path.isdir(os.path.join(probe, STATE_DIR)) or os.path.exists(
             os.path.join(probe, ".git")
@@ -168,7 +186,7 @@ def found_root(explicit: str | os.PathLike[str] | None, cwd: str | None = None) 
             if explicit:
                 raise UsageError(f"--root {pure(explicit)!r} is not a directory")
             raise UsageError(f"EIDOLONS_ROOT={given!r} is not a directory")
-        return pure(os.path.realpath(given))
+        return pure(realpath(given))
     found = marked_root(os.getcwd() if cwd is None else cwd)
     return None if found is None else pure(found)
 
@@ -186,7 +204,7 @@ def envelope_candidates(path: str) -> tuple[str, str]:
 def lies_under(path: str, directory: str) -> bool:
     """Whether any spelling of ``path`` (:func:`spellings`) lies
     under ``directory`` as written (absolute) or resolved."""
-    bases = dict.fromkeys([os.path.abspath(directory), os.path.realpath(directory)])
+    bases = dict.fromkeys([os.path.abspath(directory), realpath(directory)])
     return any(is_relative_to(p, base) for base in bases for p in spellings(path))
 
 
@@ -239,8 +257,8 @@ def foreign_projects(path: str | os.PathLike[str], root: str | os.PathLike[str])
     hand-off is judged by the project that holds it, with that project's rules, trust
     store and trace: pointing the gates at another root must not judge it under rules of
     one's own."""
-    real_root = os.path.realpath(root)
-    here = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    real_root = realpath(root)
+    here = realpath(os.path.dirname(os.path.abspath(path)))
     found = []
     while True:  # here, then each parent (as Path.parents walks them)
         if here != real_root and os.path.isdir(os.path.join(here, STATE_DIR)):
@@ -347,8 +365,8 @@ def spellings(path: str) -> list[str]:
     fully resolved: a link swapped in for the file or a directory must not move a hand-off
     out of protection, so every spelling is checked."""
     lexical = os.path.abspath(path)
-    parent = os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical))
-    return list(dict.fromkeys([lexical, parent, os.path.realpath(lexical)]))
+    parent = os.path.join(realpath(os.path.dirname(lexical)), os.path.basename(lexical))
+    return list(dict.fromkeys([lexical, parent, realpath(lexical)]))
 
 
 def payload_keys(path: str, root: str) -> list[str]:
@@ -357,7 +375,7 @@ def payload_keys(path: str, root: str) -> list[str]:
     outside the root as it is, absolute (:func:`eidolons.io.config.payload_key` names a
     payload outside the project so, ADR 0018). The one rule;
     :func:`eidolons.gates.trigger.find_handoff` calls it."""
-    real_root = os.path.realpath(root)
+    real_root = realpath(root)
     prefix = real_root if real_root.endswith(os.sep) else real_root + os.sep
     keys = []
     for p in spellings(path):

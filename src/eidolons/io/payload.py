@@ -198,9 +198,9 @@ def _read_capped(opened: Opened, max_bytes: int) -> bytes:
 def _open_envelope(
     path: StrPath, root: StrPath | None, root_real: str | None
 ) -> tuple[Opened, str]:
-    real = os.path.realpath(path)
+    real = pathstr.realpath(path)
     if root_real is None and root is not None:
-        root_real = os.path.realpath(root)
+        root_real = pathstr.realpath(root)
     boundary = boundary_for(real, root_real) if root_real is not None else pathstr.parent(real)
     opened = open_path_beneath(real, boundary, resolved=True)
     if opened is None:
@@ -245,8 +245,8 @@ def locate_payload(
     """Resolve the payload per the module rules and open it beneath the boundary by
     descriptor. Raises :class:`PayloadError`. ``envelope_real``/``root_real``: the two
     already resolved (``os.path.realpath``) by the caller, for this same check."""
-    envelope_real = envelope_real or os.path.realpath(envelope_path)
-    root_real = root_real or os.path.realpath(root)
+    envelope_real = envelope_real or pathstr.realpath(envelope_path)
+    root_real = root_real or pathstr.realpath(root)
     boundary = boundary_for(envelope_real, root_real)
     seen: set[str] = set()
     for rule, candidate in iter_candidates(envelope_real, artifact_path, root_real):

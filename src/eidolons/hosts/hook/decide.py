@@ -54,7 +54,7 @@ from eidolons.hosts.hook.events import (
 from eidolons.io.files import atomic_write, read_regular, read_text
 from eidolons.io.paths import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0001)
 from eidolons.io.paths import IGNORE_LINES as IGNORE_LINES
-from eidolons.io.paths import is_relative_to
+from eidolons.io.paths import is_relative_to, realpath
 
 ORCHESTRATOR = "orchestrator"
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
@@ -253,7 +253,7 @@ class Decider:
             envelope = None if path.endswith(ENVELOPE_SUFFIX) else find_envelope(Path(path))
         except AmbiguousEnvelope:
             envelope = None  # the check below refuses it with the reason
-        if envelope is not None and self.layout.handoff_dir(os.path.realpath(envelope)):
+        if envelope is not None and self.layout.handoff_dir(realpath(envelope)):
             refused, _ = gate_one(self.layout.root, str(envelope))
             if refused:
                 return deny("\n".join(refused))
@@ -346,7 +346,7 @@ class Decider:
                         "directory; read a hand-off through the gate"
                     )
         for path in call.paths:
-            real = os.path.realpath(path)
+            real = realpath(path)
             if os.path.isfile(real):
                 if call.kind == SEARCH:
                     if layout.classify_read(path) == HANDOFF:  # no copy to point it at
@@ -485,13 +485,17 @@ def verified_copy(directory: str, path: str, data: bytes) -> str:
 
 def _read_verified(path: str, sha256: str) -> bytes | None:
     """The bytes of ``path`` when their SHA-256 is ``sha256`` (what the gate verified),
-    read once without following a last link; None when they differ."""
+    read once without following a last link; None when they differ or the file is no
+    longer a regular file there (swapped since the gate read it)."""
     import hashlib
 
     from eidolons.io.config import Limits
 
     limit = Limits.from_env(os.environ).max_payload_bytes
-    data = read_regular(path, limit)
+    try:
+        data = read_regular(path, limit)
+    except OSError:
+        return None
     if len(data) > limit or hashlib.sha256(data).hexdigest() != sha256:
         return None
     return data

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from eidolons.io.paths import COPIES_DIR, STATE_DIR, is_relative_to
+from eidolons.io.paths import COPIES_DIR, STATE_DIR, is_relative_to, realpath
 
 # the project's state paths, spelled once (ADR 0001; os only), still importable from here
 from eidolons.io.paths import ENVELOPE_SUFFIX as ENVELOPE_SUFFIX
@@ -409,7 +409,7 @@ PARSERS = {
 # --- the layout -------------------------------------------------------------------------
 
 
-_real = os.path.realpath
+_real = realpath
 
 
 def find_root(cwd: str) -> str:
@@ -480,7 +480,7 @@ def gate_code(root: str | None = None) -> tuple[str, ...]:
 
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     python = os.path.abspath(sys.executable) if sys.executable else ""
-    interpreter = (python, os.path.dirname(python), os.path.realpath(python)) if python else ()
+    interpreter = (python, os.path.dirname(python), realpath(python)) if python else ()
     stdlib = os.path.dirname(os.__file__)
     code = (package, *site.getsitepackages(), *interpreter, stdlib, sys.prefix, sys.base_prefix)
     real = _real(root) if root is not None else None
@@ -572,7 +572,8 @@ class Layout:
 
     def links_to_handoff(self, real: str) -> bool:
         """Whether ``real`` is a hard link to a file in a hand-off directory (looked up only
-        for a file of more than one link; past :data:`MAX_LINK_SCAN` entries: yes)."""
+        for a file of more than one link; past :data:`MAX_LINK_SCAN` entries, or an entry
+        or directory that cannot be read while scanned: yes, it cannot be ruled out)."""
         try:
             st = os.stat(real)
         except OSError:
@@ -584,7 +585,13 @@ class Layout:
         stack = list(self.handoff_dirs)
         while stack:
             try:
-                with os.scandir(stack.pop()) as it:
+                listing = os.scandir(stack.pop())
+            except FileNotFoundError:
+                continue  # no such hand-off directory
+            except OSError:
+                return True  # one that cannot be listed: what it holds is unseen
+            try:
+                with listing as it:
                     for entry in it:
                         seen += 1
                         if seen > MAX_LINK_SCAN:
@@ -596,7 +603,7 @@ class Layout:
                             if (est.st_dev, est.st_ino) == identity:
                                 return True
             except OSError:
-                continue
+                return True  # changed while scanned: the rest unseen, so fail closed
         return False
 
     def classify_write(self, path: str) -> str | None:

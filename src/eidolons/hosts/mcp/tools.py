@@ -28,9 +28,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from eidolons._text import encodable, plural, printable
+from eidolons.io.paths import realpath
 
 __all__ = ["MAX_READ_BYTES", "Reply", "ToolInputError", "Toolbox", "wire_safe"]
 
@@ -175,8 +177,8 @@ class Toolbox:
         candidate = Path(os.path.normpath(path))
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        real_root = os.path.realpath(self.root)
-        real = os.path.realpath(candidate if name_too else candidate.parent)
+        real_root = realpath(self.root)
+        real = realpath(candidate if name_too else candidate.parent)
         if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
             raise ToolInputError(f"{what} {printable(path)!r} is outside the project root")
         return candidate
@@ -269,8 +271,13 @@ class Toolbox:
                 )
         except AmbiguousEnvelope:
             pass  # the gate refuses it with its reason
-        if not path.name.endswith(ENVELOPE_SUFFIX) and path.is_file():
-            self._check_size(path.stat().st_size, name)  # before the gate reads it whole
+        if not path.name.endswith(ENVELOPE_SUFFIX):
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None  # gone or unreachable now: the gate says why
+            if st is not None and S_ISREG(st.st_mode):
+                self._check_size(st.st_size, name)  # before the gate reads it whole
         result = self._gate(path, name, want_payload=True)
         if not result or result.payload is None:
             return self._refusal(result)
