@@ -25,8 +25,8 @@ def sources() -> list[Path]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the package is about 25,700 lines (the A2A adapter added 650): what is left is "
-    "mostly code, each part a feature an ADR records; reaching 20,000 means dropping one",
+    reason="the package is about 25,900 lines, 19,400 of them code (the rest docstrings, "
+    "comments, blank lines): each part a feature an ADR records; 20,000 means dropping one",
 )
 def test_the_package_is_at_most_twenty_thousand_lines() -> None:
     total = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in sources())
