@@ -340,6 +340,20 @@ def test_a_handoff_directory_the_host_itself_may_read_is_a_finding(
     assert any(f"no permissions.deny rule {rule}" in m for m in hosts_findings(doctor))
 
 
+def test_host_wiring_a_sandboxed_shell_may_write_is_a_finding(
+    doctor: Any, initialised: Path
+) -> None:
+    """A hook written for another host (Codex, Cursor...) runs outside every sandbox when
+    the project is opened there: the shell must not write any host's wiring."""
+    assert not [m for m in hosts_findings(doctor) if "host wiring" in m]  # init's wiring
+    shared = initialised / ".claude" / "settings.json"
+    _edit_json(
+        shared, lambda d: d["sandbox"]["filesystem"]["denyWrite"].remove("./.codex/hooks.json")
+    )
+    findings = [f for f in doctor("--json").json()["findings"] if "host wiring" in f["message"]]
+    assert [f["subject"] for f in findings] == [".codex/hooks.json"], findings
+
+
 def test_a_hook_wired_to_a_machine_path_is_a_finding(doctor: Any, initialised: Path) -> None:
     shared = initialised / ".claude" / "settings.json"
 

@@ -63,7 +63,9 @@ def test_init_wires_claude_code_fail_closed(init: Any, project: Path) -> None:
     assert sandbox["enabled"] is True and sandbox["allowUnsandboxedCommands"] is False
     assert sandbox["failIfUnavailable"] is True
     assert "./.eidolons/handoffs" in sandbox["filesystem"]["denyRead"]
-    assert sandbox["filesystem"]["denyWrite"] == ["./.eidolons"]
+    assert sandbox["filesystem"]["denyWrite"][0] == "./.eidolons"
+    for wiring in (".codex/hooks.json", ".cursor/hooks.json", ".agents/skills", ".github/hooks"):
+        assert f"./{wiring}" in sandbox["filesystem"]["denyWrite"]
     assert "Edit(./.eidolons/.trace/**)" in doc["permissions"]["deny"]
     assert "Read(./.eidolons/keys/**)" in doc["permissions"]["deny"]
     assert (project / ".eidolons" / ".ignore").read_text().splitlines()[1:] == [

@@ -99,6 +99,14 @@ MEMORY_FILES = [
     "echo x > src/a.txt",
 ]
 PLAIN = "echo shell-ran && cat notes.md"  # the sandboxed shell runs: it is not denied whole
+#: the other hosts' wiring, which ``init`` writes for a team that uses several hosts
+OTHER_WIRING = (
+    ".codex/hooks.json",
+    ".cursor/hooks.json",
+    ".gemini/settings.json",
+    ".github/hooks/eidolons.json",
+    ".agents/skills/vigil-verify-incoming/SKILL.md",
+)
 WRITES = [
     "echo x >> .eidolons/.trace/*.jsonl",
     "printf '{}' > .eidolons/trust.json",
@@ -115,6 +123,10 @@ WRITES = [
     "echo 'import os' > .venv/lib/python3*/site-packages/zz.pth",
     "echo 'import os' >> .venv/lib/python3*/site-packages/this-eidolons.pth",
     "mv .venv .venv-moved; mkdir -p .venv && echo 'home = /tmp' > .venv/pyvenv.cfg",
+    # the other hosts' wiring: a hook written there runs outside every sandbox when a
+    # teammate opens the project in that host
+    *(f"echo x >> {f}" for f in OTHER_WIRING),
+    "rm -rf .codex .cursor .gemini .github .agents; mkdir -p .codex && echo x > .codex/config.toml",
 ]
 
 
@@ -135,6 +147,11 @@ def protected(project: Project) -> dict[str, bytes]:
     paths = [
         *sorted((root / ".eidolons").rglob("*")),
         *sorted((root / ".claude").rglob("*")),
+        *(
+            p
+            for d in (".codex", ".cursor", ".gemini", ".github", ".agents")
+            for p in sorted((root / d).rglob("*"))
+        ),
         root / ".mcp.json",
         Path(eidolons.__file__),
         root / ".venv" / "pyvenv.cfg",
@@ -194,6 +211,8 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     swap = p.handoff("swap.md")
     (p.root / "notes.md").write_text("ordinary notes, not a hand-off\n")
     (p.root / ".eidolons" / "trace-store.json").exists()  # nothing configured: JSONL
+    assert p.cli("init", "--hosts", "codex,cursor,gemini,copilot").code == 0
+    assert all((p.root / f).is_file() for f in OTHER_WIRING), OTHER_WIRING
     before = protected(p)
     handoffs = p.root / ".eidolons" / "handoffs"
     vigil_steps = [

@@ -329,6 +329,13 @@ def check_claude_code(report: Report) -> None:
             "code the gate runs lies where a sandboxed shell can write it (not in denyWrite): "
             "an agent could rewrite the gate (run eidolons init)",
         )
+    for rel in _shell_writable_wiring(real_root, docs):
+        report.fail(
+            "hosts",
+            rel,
+            "a sandboxed shell can write this host wiring (not in denyWrite): a hook an agent "
+            "writes there runs outside every sandbox (run eidolons init)",
+        )
     server = docs[MCP_FILE].get("mcpServers", {})
     if not isinstance(server, dict) or "eidolons" not in server:
         report.fail(
@@ -378,6 +385,20 @@ def _shell_writable_gate_code(
         if writable and not any(is_relative_to(path, d) for d in denied):
             out.append(path)
     return out
+
+
+def _shell_writable_wiring(root: str, docs: dict[str, dict[str, Any]]) -> list[str]:
+    """The hosts' wiring files (project level) under no ``denyWrite`` path."""
+    from eidolons.hosts.hook.events import WIRING_FILES
+    from eidolons.hosts.wiring import sandbox_paths
+    from eidolons.io.paths import is_relative_to
+
+    denied = sandbox_paths(docs.values(), "denyWrite", root)
+    return [
+        rel
+        for rel in WIRING_FILES
+        if not any(is_relative_to(os.path.join(root, rel), d) for d in denied)
+    ]
 
 
 def _run_the_hook(root: Path, launcher: Path, python: str) -> list[str]:

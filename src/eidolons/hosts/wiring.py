@@ -125,7 +125,7 @@ def claude_plan(
     hand-off with the host's HMAC key and which the hook lets only subagent R call."""
     import sys
 
-    from eidolons.hosts.hook.events import gate_code, key_dirs
+    from eidolons.hosts.hook.events import WIRING_FILES, gate_code, key_dirs
 
     handler = {
         "type": "command",
@@ -145,9 +145,12 @@ def claude_plan(
     ]
     deny_read = (*sealed_read, "~/.config/eidolons")
     shared += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in deny_read]
+    # every host's wiring, not only Claude Code's (which its sandbox protects on its own): a
+    # hook an agent writes for another host runs outside every sandbox there
+    wiring = ["./" + f.replace(os.sep, "/") for f in WIRING_FILES]
     shared += [
         Entry(("sandbox", "filesystem", "denyWrite"), d)
-        for d in (state, *sealed_read[len(SEALED_STATE) :])
+        for d in (state, *sealed_read[len(SEALED_STATE) :], *wiring)
     ]
     # the host itself reads no hand-off either: a memory file (CLAUDE.md and its @-imports,
     # at any depth, or a link) names any path and is read outside every hook and sandbox.
