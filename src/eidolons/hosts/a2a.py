@@ -405,9 +405,10 @@ class BodyCap:
                         return None
                     chunks.append(event.get("body", b""))
                     size += len(chunks[-1])
-                    if size > self.cap:
+                    if size > self.cap:  # the rest, if more comes, is read and dropped
                         chunks.clear()
-                        return await self._refuse(send, 413, too_large, receive)
+                        rest = receive if event.get("more_body", False) else None
+                        return await self._refuse(send, 413, too_large, rest)
                     if not event.get("more_body", False):
                         break
         except TimeoutError:
