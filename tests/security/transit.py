@@ -388,6 +388,23 @@ def test_payload_grown_after_the_pass_is_refused_with_print_payload(
     assert r.code == 3 and r.out == ""
 
 
+@pytest.mark.parametrize("swap", ["directory", "fifo", "deleted"])
+def test_payload_swapped_for_a_non_file_after_the_pass_is_a_refusal(
+    cli: Cli, project: Path, swap: str
+) -> None:
+    """A refusal with its REFUSE line (exit 3), never a usage error: the receiver gate's
+    answer does not depend on what the payload was replaced with."""
+    payload = verified(cli, project)
+    payload.unlink()
+    if swap == "directory":
+        payload.mkdir()
+    elif swap == "fifo":
+        os.mkfifo(payload)
+    r = incoming(cli, payload, "vigil", "--print-payload")
+    assert (r.code, r.out) == (3, "")
+    assert r.err.startswith("[vigil-verify-incoming] REFUSE: INTEGRITY_MISMATCH from atlas\n")
+
+
 def test_payload_swapped_for_a_hard_link_to_other_bytes_is_refused(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     other = project / "other.md"

@@ -88,8 +88,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         say(*(f"eidolons: {note}" for note in notes))
     artifact = pathstr.pure(args.artifact)  # spelled as a Path prints it, without pathlib
-    if os.path.isdir(artifact):
-        return error(f"{artifact} is a directory, not a hand-off artifact")
     known = None  # the one trigger decision, handed to the gate
     try:  # most artifacts an agent reads are not hand-offs: decide that before any loading
         if envelope_of(artifact) is None:
@@ -98,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
             from eidolons.gates.trigger import find_handoff
 
             known = None if args.require_envelope else find_handoff(artifact, root)
+            if known is None and os.path.isdir(artifact):  # a hand-off swapped for one is judged
+                return error(f"{artifact} is a directory, not a hand-off artifact")
             if not args.require_envelope and known is None:
                 from eidolons.gates.receiver import IncomingResult
 
