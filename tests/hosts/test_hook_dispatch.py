@@ -135,6 +135,42 @@ def test_a_handoff_outside_the_handoff_directories_is_not_looked_for(handoff: Ha
     assert verdicts(handoff.root, handoff.doc["message_id"]) == []
 
 
+def test_a_handoff_directory_that_cannot_be_listed_denies_the_dispatch(
+    handoff: Handoff, emit: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-offs in a directory the hook cannot list are not known to be judged: the
+    dispatch is refused, never let through past them."""
+    import os
+
+    payload, _, env = emit("sub/report.md")
+    payload.write_text("rewritten\n")  # a refusal, were it judged
+    real = os.scandir
+    unlistable = str(payload.parent)
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == unlistable:
+            raise PermissionError(13, "Permission denied", unlistable)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    reason = claude_deny(handoff.hook("claude-code", dispatch(handoff.root, "vigil")))
+    assert reason.startswith(f"eidolons hook: cannot list {unlistable} (Permission denied)")
+    assert verdicts(handoff.root, env["message_id"]) == []
+
+
+def test_more_handoffs_than_the_hook_looks_at_deny_the_dispatch(
+    handoff: Handoff, emit: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eidolons.hosts.hook import orchestrator
+
+    monkeypatch.setattr(orchestrator, "MAX_ENVELOPES", 1)
+    _, _, a = emit("a.md")
+    _, _, b = emit("b.md")
+    reason = claude_deny(handoff.hook("claude-code", dispatch(handoff.root, "vigil")))
+    assert reason.startswith("eidolons hook: more than 1 envelopes in the hand-offs; run ")
+    assert verdicts(handoff.root, a["message_id"]) == verdicts(handoff.root, b["message_id"]) == []
+
+
 def test_a_subagents_own_agent_call_is_no_dispatch(
     handoff: Handoff, emit: Callable[..., Any]
 ) -> None:

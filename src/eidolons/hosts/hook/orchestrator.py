@@ -35,20 +35,28 @@ SCHEMA_INVALID = RefusalCode.SCHEMA_INVALID
 MAX_ENVELOPES = 2000
 
 
+class Unscanned(Exception):
+    """The hand-offs could not all be looked at: past :data:`MAX_ENVELOPES`, or a directory
+    that cannot be listed (its hand-offs would go undecided)."""
+
+
 def addressed(handoff_dirs: tuple[str, ...], target: str) -> list[str]:
     """The envelopes in ``handoff_dirs`` (recursively, links not followed) whose receiver
-    is ``target``; raises :class:`OverflowError` past :data:`MAX_ENVELOPES`."""
+    is ``target``; raises :class:`Unscanned` when they cannot all be looked at."""
 
     limits = Limits.from_env(os.environ)
     found: list[str] = []
     seen = 0
     stack = list(handoff_dirs)
     while stack:
+        directory = stack.pop()
         try:
-            with os.scandir(stack.pop()) as it:
+            with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
+        except FileNotFoundError:
+            continue  # a configured hand-off directory not made yet (or one just removed)
+        except OSError as exc:
+            raise Unscanned(f"cannot list {directory} ({exc.strerror})") from None
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
@@ -57,7 +65,7 @@ def addressed(handoff_dirs: tuple[str, ...], target: str) -> list[str]:
                 continue
             seen += 1
             if seen > MAX_ENVELOPES:
-                raise OverflowError(f"more than {MAX_ENVELOPES} envelopes in the hand-offs")
+                raise Unscanned(f"more than {MAX_ENVELOPES} envelopes in the hand-offs")
             try:
                 data = read_envelope_bytes(entry.path, limits.max_envelope_bytes)
                 env = parse_envelope(data, limits)
@@ -74,7 +82,7 @@ def gate_pending(layout: Layout, target: str) -> tuple[list[str], list[str]]:
     addressed to ``target`` that have no verdict on record for their envelope bytes."""
     try:
         pending = addressed(layout.handoff_dirs, target)
-    except OverflowError as exc:
+    except Unscanned as exc:
         return [f"eidolons hook: {exc}; run `eidolons verify-envelope` on them yourself"], []
     refusals: list[str] = []
     passed: list[str] = []
