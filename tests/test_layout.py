@@ -228,6 +228,45 @@ def test_gates_and_memory_never_import_each_other() -> None:
             assert not [t for t in info.imports if t.startswith(f"{PACKAGE}.gates")], name
 
 
+def path_resolutions(source: str) -> list[int]:
+    """The lines of ``source`` that resolve a path themselves: ``os.path.realpath(...)`` or a
+    bare ``.resolve()`` (``pathlib`` resolves through ``os.path.realpath``)."""
+    import ast
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func = node.func
+            bare_resolve = func.attr == "resolve" and not node.args and not node.keywords
+            on_os_path = isinstance(func.value, ast.Attribute) and func.value.attr == "path"
+            if bare_resolve or (func.attr == "realpath" and on_os_path):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_path_is_resolved_through_the_one_resolver() -> None:
+    """``os.path.realpath`` raises before Python 3.13 when a link is swapped between its
+    ``lstat`` and its ``readlink`` (CPython gh-97566): an agent swapping links in the
+    project would turn a refusal into an internal error. ``eidolons.io.paths.realpath``
+    resolves again; no other module resolves a path itself."""
+    package = SRC / "eidolons"
+    found = {
+        str(path.relative_to(package)): lines
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "io" / "paths.py"
+        and (lines := path_resolutions(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "source", ["os.path.realpath(p)\n", "Path(p).resolve()\n", "x = q.resolve()\n"]
+)
+def test_the_resolver_check_catches_a_planted_resolution(source: str) -> None:
+    assert path_resolutions(source) == [1]
+    assert path_resolutions("paths.realpath(p)\nstore.resolve(name)\n") == []
+
+
 def _commands() -> set[str]:
     from eidolons.cli.main import COMMANDS
 

@@ -22,6 +22,7 @@ from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TextIO
 
 from eidolons._text import printable
+from eidolons.io.paths import realpath
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -250,8 +251,8 @@ def _state(root: Path) -> tuple[str, tuple[str, ...]]:
     from eidolons.io.config import handoff_dirs
     from eidolons.io.paths import STATE_DIR
 
-    kept = tuple(os.path.realpath(d) for d in handoff_dirs(root))
-    return os.path.realpath(os.path.join(root, STATE_DIR)), kept
+    kept = tuple(realpath(d) for d in handoff_dirs(root))
+    return realpath(os.path.join(root, STATE_DIR)), kept
 
 
 def _project_files(target: str, found: list[str], state: tuple[str, tuple[str, ...]]) -> list[str]:
@@ -259,7 +260,7 @@ def _project_files(target: str, found: list[str], state: tuple[str, tuple[str, .
     unless ``target`` is in the state directory itself (named, so checked)."""
     from eidolons.io.paths import is_relative_to as within
 
-    real = os.path.realpath(target)
+    real = realpath(target)
     top, kept = state
     if within(real, top):
         return found

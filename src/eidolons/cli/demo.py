@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from eidolons.cli.common import error, use_color
+from eidolons.io.paths import realpath
 
 HELP = "run a self-contained demonstration: emit, verify, tamper, verify, show the trace"
 
@@ -53,9 +54,9 @@ def _run(args: argparse.Namespace) -> int:
             return error(f"--keep {args.keep!r}: cannot create the directory: {exc.strerror}")
         if not empty:
             return error(f"--keep {args.keep!r}: the directory is not empty")
-        return _demo(Path(args.keep).resolve(), kept=True)
+        return _demo(Path(realpath(args.keep)), kept=True)
     with tempfile.TemporaryDirectory(prefix="eidolons-demo-") as tmp:
-        code = _demo(Path(tmp).resolve(), kept=False)
+        code = _demo(Path(realpath(tmp)), kept=False)
     print(f"(the demo project {tmp} has been removed; --keep DIR keeps one)")
     return code
 

@@ -10,7 +10,6 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from eidolons.ecl.events import utc_now
 from eidolons.errors import EidolonsError, UsageError
 from eidolons.io.config import find_root
 from eidolons.io.files import atomic_write, read_bytes
+from eidolons.io.paths import realpath
 from eidolons.keys import lifecycle
 from eidolons.keys.host import KeyFileError, default_key_file, env_key_file, register
 from eidolons.keys.store import (
@@ -345,7 +345,7 @@ def _pin(args: argparse.Namespace, root: Path) -> int:
 
 def _unpin(args: argparse.Namespace, root: Path) -> int:
     projects = dict(read_pins())
-    removed = projects.pop(os.path.realpath(root), None) is not None
+    removed = projects.pop(realpath(root), None) is not None
     if removed:
         body = json.dumps({"version": 1, "projects": projects}, indent=2, sort_keys=True) + "\n"
         atomic_write(pins_path(), body.encode("utf-8"), 0o600)

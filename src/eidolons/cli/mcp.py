@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from eidolons.cli.common import error, project_root
+from eidolons.io.paths import realpath
 
 HELP = "Serve the gates as MCP tools over stdio (read_verified: the gate as the only reader)."
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     box = Toolbox(
         root=root,
         bound=bound,
-        contract_dirs=[Path(d).resolve() for d in args.contracts],
+        contract_dirs=[Path(realpath(d)) for d in args.contracts],
         memory=not args.no_memory,
     )
     try:

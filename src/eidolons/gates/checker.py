@@ -17,6 +17,7 @@ from eidolons.ecl.grammar import Limits
 from eidolons.ecl.rules.integrity import PayloadFacts, PayloadUnavailable
 from eidolons.ecl.rules.run import results_after_e1, run_gates
 from eidolons.errors import InputError
+from eidolons.io.paths import realpath
 from eidolons.io.payload import (
     PayloadError,
     candidates,
@@ -48,8 +49,8 @@ def read_payload_facts(
     """Resolve and read the payload once (``*_real``: real paths the caller has).
     Raises :class:`PayloadUnavailable`: ``unresolved`` when nothing is found or the first
     existing candidate is refused (then saying why), else not readable."""
-    envelope_real = envelope_real or os.path.realpath(envelope_path)
-    root_real = root_real or os.path.realpath(root)
+    envelope_real = envelope_real or realpath(envelope_path)
+    root_real = root_real or realpath(root)
     try:
         location = locate_payload(
             envelope_path, artifact_path, root, envelope_real=envelope_real, root_real=root_real
@@ -158,7 +159,7 @@ class _Job:
     ) -> None:
         self.contracts = contracts
         self.root = root
-        self.root_real = os.path.realpath(root)  # once per run: the project root's real path
+        self.root_real = realpath(root)  # once per run: the project root's real path
         self.key = key
         self.strict = strict
         self.limits = limits

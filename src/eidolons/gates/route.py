@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from eidolons.gates.orchestrator import GateOutcome
 from eidolons.gates.receiver import IncomingResult
+from eidolons.io.paths import realpath
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -127,10 +128,10 @@ def dispatch_env(
     out = {k: v for k, v in source_env.items() if not is_secret_env(k)}
     out.update(
         {
-            "ECL_ENVELOPE": str(Path(envelope).resolve()),
-            "ECL_ENVELOPE_SOURCE": str(Path(source).resolve()),
-            "ECL_PAYLOAD": str(Path(payload).resolve()) if payload else "",
-            "ECL_PAYLOAD_SOURCE": str(Path(payload_source).resolve()) if payload_source else "",
+            "ECL_ENVELOPE": realpath(envelope),
+            "ECL_ENVELOPE_SOURCE": realpath(source),
+            "ECL_PAYLOAD": realpath(payload) if payload else "",
+            "ECL_PAYLOAD_SOURCE": realpath(payload_source) if payload_source else "",
             "ECL_MESSAGE_ID": (env.message_id if env else None) or "",
             "ECL_THREAD_ID": (env.thread_id if env else None) or "",
             "ECL_FROM": str(env.sender) if env else "",

@@ -28,6 +28,7 @@ from eidolons.ecl.receiver import Failure, contract_failures, envelope_failures,
 from eidolons.errors import EidolonsError, InputError, UsageError
 from eidolons.gates.trigger import find_handoff
 from eidolons.io.config import HANDOFF_DIR, payload_key
+from eidolons.io.paths import realpath
 from eidolons.io.payload import (
     ENVELOPE_SUFFIX,
     PayloadError,
@@ -158,7 +159,7 @@ def _check_resolvable(payload: Path, envelope_path: Path, artifact_path: str, ro
         raise UsageError(
             f"--out {envelope_path}: a receiver could not resolve the payload ({exc})"
         ) from None
-    if Path(os.path.realpath(found.path)) != Path(os.path.realpath(payload)):
+    if Path(realpath(found.path)) != Path(realpath(payload)):
         raise UsageError(
             f"--out {envelope_path}: a receiver would resolve artifact.path {artifact_path!r} "
             f"to {found.path}, not to {payload}"
@@ -257,8 +258,8 @@ def emit(
         envelope_path = out or default_envelope_path(payload)
         if not envelope_path.name.endswith(ENVELOPE_SUFFIX):
             raise UsageError(f"--out {envelope_path} must be named *{ENVELOPE_SUFFIX}")
-        state = Path(os.path.realpath(root)) / ".eidolons"
-        in_state = Path(os.path.realpath(envelope_path)).is_relative_to(state)
+        state = Path(realpath(root)) / ".eidolons"
+        in_state = Path(realpath(envelope_path)).is_relative_to(state)
         if in_state and find_handoff(envelope_path, root, trace=False) is None:
             raise UsageError(
                 f"{envelope_path} lies in {state}, the gates' own state (trace, memory); "
@@ -268,7 +269,7 @@ def emit(
             raise UsageError(f"{envelope_path} exists; use --force to replace it")
         artifact_path = _artifact_path(payload, envelope_path, root)
         method = "hmac-sha256" if key is not None else "sha256"
-        location = PayloadLocation(payload, Path(os.path.realpath(payload)), "emit")
+        location = PayloadLocation(payload, Path(realpath(payload)), "emit")
         # the bytes are kept only when the self-check needs them (required sections, the
         # edge's budget: ADR 0005)
         art = contract.artifact_for_kind(kind) if contract is not None else None

@@ -74,7 +74,7 @@ from eidolons.gates.receiver import IncomingResult, Snapshot, verify_incoming
 from eidolons.gates.route import dispatch_env
 from eidolons.io.contracts import load_contracts
 from eidolons.io.files import atomic_write, read_regular, write_directory
-from eidolons.io.paths import HANDOFF_DIR
+from eidolons.io.paths import HANDOFF_DIR, realpath
 from eidolons.io.payload import ENVELOPE_SUFFIX
 from eidolons.keys.receipts import MAX_RECEIPT_BYTES, MAX_SIG_BYTES, RECEIPT_SUFFIX, SIG_SUFFIX
 
@@ -251,7 +251,7 @@ class Receiver:
                 env,
             )
         kept_dir = self.root / KEPT
-        if os.path.realpath(kept_dir) != os.path.join(os.path.realpath(self.root), KEPT):
+        if realpath(kept_dir) != os.path.join(realpath(self.root), KEPT):
             why = f"{KEPT} is a link out of the project: nothing is kept or run through it"
             return Answer("failed", [f"eidolons a2a: {why}"])
         where = kept_dir / (ident or "unknown")

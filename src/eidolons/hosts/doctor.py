@@ -17,7 +17,7 @@ from typing import Any
 
 from eidolons.hosts.skills.install import MEMBER_MARKERS
 from eidolons.io.files import create_new, package_text, read_text
-from eidolons.io.paths import HANDOFF_DIR, TRACE_DIR
+from eidolons.io.paths import HANDOFF_DIR, TRACE_DIR, realpath
 
 STATE_DIRS = frozenset(
     {
@@ -301,7 +301,7 @@ def check_claude_code(report: Report) -> None:
             "is blocked (run eidolons init here)",
         )
         python = None
-    real_root = os.path.realpath(root)
+    real_root = realpath(root)
     handoffs = (os.path.join(real_root, HANDOFF_DIR), *configured_handoff_dirs(real_root))
     for problem in sandbox_problems(real_root, handoffs):
         report.fail("hosts", CLAUDE_SETTINGS, problem)
@@ -378,7 +378,7 @@ def _shell_writable_gate_code(
 
     denied = sandbox_paths(docs.values(), "denyWrite", root)
     out = []
-    for path in sorted({os.path.realpath(p) for p in code if p}):
+    for path in sorted({realpath(p) for p in code if p}):
         writable = is_relative_to(path, root) or path.startswith(
             ("/tmp/", "/var/tmp/", "/dev/shm/")
         )

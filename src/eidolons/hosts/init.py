@@ -36,7 +36,14 @@ from eidolons.hosts.wiring import (
     unmerge,
 )
 from eidolons.io.files import FileContentError, move_aside, read_json_object, read_text, write_text
-from eidolons.io.paths import HANDOFF_DIR, IGNORE_FILE, IGNORE_LINES, SEALED_FILE, STATE_DIR
+from eidolons.io.paths import (
+    HANDOFF_DIR,
+    IGNORE_FILE,
+    IGNORE_LINES,
+    SEALED_FILE,
+    STATE_DIR,
+    realpath,
+)
 
 #: runs an eidolons command in-process: its exit code and what it printed
 Run = Callable[[list[str]], tuple[int, str]]
@@ -222,7 +229,7 @@ class _Setup:
             return
         from eidolons.hosts.hook.fast import configured_handoff_dirs
 
-        real_root = os.path.realpath(self.root)
+        real_root = realpath(self.root)
         extra = tuple(
             os.path.relpath(d, real_root) for d in configured_handoff_dirs(str(self.root))
         )

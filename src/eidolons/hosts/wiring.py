@@ -28,6 +28,7 @@ from eidolons.io.paths import (
     STORE_FILE,
     TRACE_DIR,
     is_relative_to,
+    realpath,
 )
 
 MANIFEST_FILE = os.path.join(STATE_DIR, "init.json")
@@ -159,9 +160,9 @@ def claude_plan(
     # own state is no tool's
     shared += [Entry(("permissions", "deny"), f"Read({d}/**)") for d in sealed_read]
     shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
-    real_root = os.path.realpath(root)
+    real_root = realpath(root)
     keys = [d for d in key_dirs(real_root) if not is_relative_to(d, real_root)]
-    code = sorted({os.path.realpath(p) for p in gate_code(real_root) if p})
+    code = sorted({realpath(p) for p in gate_code(real_root) if p})
     local = [Entry(("env", PYTHON_ENV), python or sys.executable, scalar=True)]
     local += [
         Entry(("enabledMcpjsonServers",), n)
@@ -544,7 +545,7 @@ def resolve_setting_path(entry: Any, root: str) -> str | None:
         path = os.path.join(root, path)
     if path.endswith("/**"):
         path = path[:-3]
-    return os.path.realpath(os.path.normpath(path))
+    return realpath(os.path.normpath(path))
 
 
 def sandbox_paths(docs: Iterable[dict[str, Any]], key: str, root: str) -> list[str]:

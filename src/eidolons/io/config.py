@@ -32,6 +32,7 @@ from eidolons.io.paths import (
     TRACE_DSN_ENV,
     config_dir,
     found_root,
+    realpath,
 )
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -70,7 +71,7 @@ def root_dir(
     found = found_root(explicit, None if cwd is None else os.fspath(cwd))  # the one rule
     if found is not None:
         return found
-    here = pathstr.pure(os.path.realpath(os.getcwd() if cwd is None else cwd))
+    here = pathstr.pure(realpath(os.getcwd() if cwd is None else cwd))
     if notes is not None:
         notes.append(
             f"note: no .eidolons/ or .git/ above {here}; using it as the project root (set --root "
@@ -184,7 +185,7 @@ def sealed_handoff_dirs(root: StrPath) -> tuple[str, ...] | None:
     # the directories init wired into the host's sandbox: the default and the configured
     # ones, never the environment's (EIDOLONS_HANDOFF_DIRS adds protection elsewhere, but a
     # directory no sandbox hides must not count as sealed)
-    return tuple(os.path.realpath(d) for d in handoff_dirs(root, env={}))
+    return tuple(realpath(d) for d in handoff_dirs(root, env={}))
 
 
 def outside_sealed(path: StrPath, root: StrPath) -> str | None:
@@ -193,7 +194,7 @@ def outside_sealed(path: StrPath, root: StrPath) -> str | None:
     sealed = sealed_handoff_dirs(root)
     if sealed is None:
         return None
-    real = os.path.realpath(path)
+    real = realpath(path)
     if any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in sealed):
         return None
     return (
@@ -230,8 +231,8 @@ def payload_key(path: StrPath, root: StrPath) -> str | None:
     absolute (a hand-off outside the project, its envelope deleted, must stay known:
     ADR 0018). Never None for a path that has a name."""
     lexical = os.path.abspath(path)
-    full = pathstr.join(os.path.realpath(pathstr.parent(lexical)), pathstr.name(lexical))
-    real_root = pathstr.pure(os.path.realpath(root))
+    full = pathstr.join(realpath(pathstr.parent(lexical)), pathstr.name(lexical))
+    real_root = pathstr.pure(realpath(root))
     if not pathstr.is_relative_to(full, real_root):
         return full
     return pathstr.relative_to(full, real_root)

@@ -25,7 +25,7 @@ import stat
 from eidolons.ecl.integrity import sha256_hex
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
-from eidolons.io.paths import config_dir
+from eidolons.io.paths import config_dir, realpath
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
 if TYPE_CHECKING:
@@ -106,8 +106,8 @@ def key_file(keyid: str) -> str:
 
 
 def inside(path: StrPath, root: StrPath) -> bool:
-    real = pathstr.pure(os.path.realpath(path))
-    return pathstr.is_relative_to(real, pathstr.pure(os.path.realpath(root)))
+    real = pathstr.pure(realpath(path))
+    return pathstr.is_relative_to(real, pathstr.pure(realpath(root)))
 
 
 def check_location(path: StrPath, root: StrPath) -> None:
@@ -240,7 +240,7 @@ def register(
     ``keyid``. A registration at another path is moved with ``move`` (``keys register``,
     ``keys rotate``), else kept (``keys init``: ``registered`` False and a ``note``).
     Returns ``{registered, root, moved_from, registry[, note]}``."""
-    here, before, path = os.path.realpath(root), registered_root(keyid, project), registry_path()
+    here, before, path = realpath(root), registered_root(keyid, project), registry_path()
     doc: dict[str, Any] = {"registered": True, "root": here, "moved_from": None, "registry": path}
     if before not in (None, here):
         if not move:
@@ -277,7 +277,7 @@ def signing_refusal(store: TrustStore, keyid: str, root: StrPath) -> str | None:
         where = registered_root(keyid, project)
     except RegistryError as exc:
         return f"the project registrations cannot be read: {exc}"
-    here = os.path.realpath(root)
+    here = realpath(root)
     if where is None:
         return (
             f"this project ({project}) is not registered for orchestrator key {keyid[:16]} "
@@ -324,7 +324,7 @@ def heads_dir() -> str:
 
 
 def _trace_key(trace: StrPath) -> str:
-    return os.path.realpath(trace)
+    return realpath(trace)
 
 
 def _head_file(trace: StrPath, key: str | None = None) -> str:

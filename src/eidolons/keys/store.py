@@ -21,7 +21,7 @@ from eidolons.ecl.grammar import is_project_id, is_trust_edge, is_trust_role, is
 from eidolons.errors import EidolonsError
 from eidolons.io import paths as pathstr
 from eidolons.io.files import atomic_write
-from eidolons.io.paths import config_dir
+from eidolons.io.paths import config_dir, realpath
 from eidolons.keys.host import read_host_json, write_host_json
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (start-up)
@@ -433,7 +433,7 @@ def pins_path(env: dict[str, str] | None = None) -> str:
 
 
 def _project_key(root: StrPath) -> str:
-    return os.path.realpath(root)
+    return realpath(root)
 
 
 def read_pins() -> dict[str, Any]:

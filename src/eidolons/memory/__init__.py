@@ -24,6 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from eidolons.errors import UsageError
+from eidolons.io.paths import realpath
 
 __all__ = [
     "BACKEND_LOCAL",
@@ -452,7 +453,7 @@ def open_gate_memory(root: str | os.PathLike[str]) -> tuple[Memory | None, str |
 def _project_key(root: str) -> str:
     """The local project key: the project directory's name, as the server names its data
     directory after the project."""
-    return os.path.basename(os.path.realpath(root)) or "default"
+    return os.path.basename(realpath(root)) or "default"
 
 
 def build_recall_query(envelope: Mapping[str, Any]) -> str:

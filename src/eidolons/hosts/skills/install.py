@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from eidolons.hosts.skills.render import generated_state, render_skill, skill_name
 from eidolons.io.files import atomic_write, read_regular, read_text, readable_mode
+from eidolons.io.paths import realpath
 
 if TYPE_CHECKING:
     from eidolons.io.contracts import ContractSet
@@ -151,11 +152,11 @@ def skill_targets(root: Path, receiver: str) -> list[Target]:
 def _inside(path: Path, root: Path) -> bool:
     """True if the deepest existing ancestor of ``path`` (a dangling link counts as
     existing) resolves inside ``root``."""
-    real_root = root.resolve()
+    real_root = Path(realpath(root))
     probe = path
     while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
-    real = probe.resolve()
+    real = Path(realpath(probe))
     return real == real_root or real_root in real.parents
 
 
@@ -169,8 +170,8 @@ def _existing_state(target: Target, siblings: Sequence[Target]) -> tuple[str, st
     except OSError as exc:
         return "other", f"cannot inspect: {exc.strerror or exc}"
     if stat.S_ISLNK(st.st_mode):
-        real = target.path.resolve()
-        if any(s.path != target.path and s.path.resolve() == real for s in siblings):
+        real = Path(realpath(target.path))
+        if any(s.path != target.path and Path(realpath(s.path)) == real for s in siblings):
             return "linked", f"a link to {real}"
         return "foreign", "a symbolic link this tool did not make"
     if not stat.S_ISREG(st.st_mode):
