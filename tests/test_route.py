@@ -173,3 +173,20 @@ def test_command_reads_a_read_only_snapshot_of_the_hashed_bytes(cli: Cli, projec
     assert r.code == 0, r.err
     mode, body = r.out.split("\n", 1)
     assert mode == "0o400" and body == payload.read_text()
+
+
+def test_a_receiver_whose_contracts_fail_to_load_blocks_the_route(cli: Cli, project: Path) -> None:
+    """``--as R`` with a ``--contracts`` directory that cannot be read: the receiver gate
+    judges against the unavailable set, which refuses every edge; COMMAND never runs."""
+    _, envelope, _ = emit_payload(cli, project)
+    bad = project / "bad"
+    bad.mkdir()
+    (bad / "x.yaml").write_text("from: atlas\nto: [vigil\n")
+    marker = project / "ran"
+    write = f"open({str(marker)!r}, 'w').write('x')"
+    r = run_python(
+        cli, envelope, "--verify-block", "--as", "vigil", "--contracts", str(bad), code=write
+    )
+    assert r.code == 3, r.err
+    assert "[vigil-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas" in r.err
+    assert not marker.exists()

@@ -12,6 +12,7 @@ from eidolons.cli.common import error, fail, print_json, say, speak
 from eidolons.errors import EnvelopeError, InputError, UsageError
 
 if TYPE_CHECKING:
+    from eidolons.ecl.contract import ContractSet, ContractSetUnavailable
     from eidolons.gates.orchestrator import GateOutcome
     from eidolons.io.config import Limits
 
@@ -113,7 +114,7 @@ def _route(
     snapshot: Path,
     envelope_copy: Path | None,
     data: bytes | None,
-    contracts: object,
+    contracts: ContractSet | ContractSetUnavailable | None,  # None: no receiver (--as)
     notes: list[str],
 ) -> int:
     import subprocess
@@ -124,7 +125,12 @@ def _route(
 
     envelope = Path(args.verify)
     decision = RouteDecision(outcome)
-    if decision.outcome.exit_code == 0 and receiver is not None and data is not None:
+    if (
+        decision.outcome.exit_code == 0
+        and receiver is not None
+        and data is not None
+        and contracts is not None  # an unavailable set is falsy: it is judged, and refuses
+    ):
         r = outcome.result
         hashed = r.digest is not None
         decision.incoming = verify_incoming(

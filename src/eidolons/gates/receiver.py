@@ -20,7 +20,12 @@ import os
 import time
 
 from eidolons._text import did_you_mean, printable
-from eidolons.ecl.contract import ContractSet, ContractSetUnavailable, as_contract_set
+from eidolons.ecl.contract import (
+    ContractError,
+    ContractSet,
+    ContractSetUnavailable,
+    as_contract_set,
+)
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
     EventType,
@@ -346,7 +351,7 @@ def evaluate(
     receiver: str | None,
     *,
     root: StrPath,
-    contracts: Any,
+    contracts: ContractSet | ContractSetUnavailable | ContractError,
     key: bytes | None = None,
     limits: Limits | None = None,
     reverify: bool = True,
@@ -606,7 +611,7 @@ def verify_incoming(
     receiver: str | None,
     *,
     root: StrPath,
-    contracts: Any,
+    contracts: ContractSet | ContractSetUnavailable | ContractError,
     key: bytes | None = None,
     limits: Limits | None = None,
     reverify: bool = True,

@@ -19,7 +19,12 @@ from typing import Any
 
 from eidolons._text import plural, printable
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
-from eidolons.ecl.contract import ContractSetUnavailable, as_contract_set
+from eidolons.ecl.contract import (
+    ContractError,
+    ContractSet,
+    ContractSetUnavailable,
+    as_contract_set,
+)
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
 from eidolons.ecl.grammar import Limits, is_safe_file_name
@@ -99,7 +104,7 @@ class HandoffRefused(EidolonsError):
 def self_check(
     envelope: Mapping[str, Any],
     receiver: str,
-    contracts: Any,
+    contracts: ContractSet | ContractSetUnavailable | ContractError,
     payload: bytes | bytearray | None,
     *,
     signed_sender: bool = False,
@@ -214,7 +219,7 @@ def emit(
     limits: Limits | None = None,
     store: TraceStore | None = None,
     signer: Any = None,
-    contracts: Any = None,
+    contracts: ContractSet | ContractSetUnavailable | ContractError | None = None,
     contract_dirs: Sequence[Path] = (),
     check: bool = True,
 ) -> EmitResult:
