@@ -470,12 +470,7 @@ def place_in_sealed(
             f"--out {out}: in a sealed project the envelope lies beside its payload in the "
             "hand-off directory"
         )
-    try:
-        fd = os.open(payload, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read(limits.max_payload_bytes + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    data = _read_draft(payload, root, limits)
     if len(data) > limits.max_payload_bytes:
         raise InputError(f"{payload} is larger than {plural(limits.max_payload_bytes, 'byte')}")
     directory = Path(root) / HANDOFF_DIR
@@ -500,6 +495,43 @@ def place_in_sealed(
             raise InputError(f"cannot write {target}: {exc.strerror}") from None
         return target
     raise UsageError(f"no free name for {payload.name} in {directory}")
+
+
+def _read_draft(payload: Path, root: Path, limits: Limits) -> bytes:
+    """The bytes of the draft ``payload`` that ``place_in_sealed`` copies: the regular file
+    opened by descriptor, component by component, so that the path it was found at is
+    known exactly; refused when that path lies in a sealed directory or the gate's state or
+    the user's config directory (a link swapped in after the check: the caller's shell can
+    write the draft's name, not read what it then names)."""
+    from eidolons.io.config import sealed_handoff_dirs
+    from eidolons.io.files import BeneathError, open_path_beneath
+    from eidolons.io.paths import STATE_DIR, config_dir, is_relative_to
+
+    try:
+        opened = open_path_beneath(os.path.abspath(payload), os.sep, resolved=True)
+    except BeneathError as exc:
+        raise InputError(f"cannot read {payload}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    if opened is None:
+        raise InputError(f"cannot read {payload}: no such file")
+    try:
+        kept = (
+            os.path.join(realpath(root), STATE_DIR),
+            realpath(config_dir()),
+            *(sealed_handoff_dirs(root) or ()),
+        )
+        if any(is_relative_to(opened.real, d) for d in kept):
+            raise InputError(
+                f"{payload} is {opened.real}, the gate's own state or keys (a hand-off, the "
+                "memory store, a key), not a draft to emit"
+            )
+        with opened.file() as fh:
+            return fh.read(limits.max_payload_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    finally:
+        opened.close()
 
 
 def emit_event(
