@@ -1,0 +1,201 @@
+"""End to end with the real host (as :mod:`tests.hosts.test_claude_code_e2e`): routes that
+race the gate, or spell a path or a call other than the tools' usual way.
+
+A sandboxed shell cannot read a hand-off, but it can name one: it makes ``flip.md`` and
+``draft.md`` links and swaps each, in a tight background loop, between a plain file and a
+tampered hand-off. The file tools and the MCP server run outside the sandbox, after the
+hook judged the call. What is proved, with the loop running all through:
+
+- no Read of the swapped name shows the tampered bytes (the hook judged one file, the
+  host read another);
+- no ``mcp__eidolons__emit`` of the swapped draft places the tampered bytes in the
+  hand-offs as a new hand-off;
+- no spelling of a tampered hand-off's path (``/proc/self/root``, ``//``, ``/./``) reads
+  it; a Bash call that asks to leave the sandbox, or a subagent started in
+  ``bypassPermissions`` mode, still cannot read it; a subagent naming another receiver to
+  the MCP reader is judged as itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hosts.claude_host import (
+    ATTACK,
+    BODY,
+    SECRET,
+    Project,
+    claude_or_skip,
+    result,
+    seq,
+    tool,
+)
+from tests.hosts.fake_anthropic import FakeAnthropic
+
+NOTES = "ordinary notes, not a hand-off"
+DRAFT = "# Prompt\n\nplain draft for vigil\n"
+#: the shell's part: swap a name between a plain file and the tampered hand-off until the
+#: session says stop (or three minutes pass)
+FLIPPER = """\
+import os, sys, time
+name, plain, stop = sys.argv[1:]
+start = time.monotonic()
+while not os.path.exists(stop) and time.monotonic() - start < 180:
+    for target in (".eidolons/handoffs/tampered.md", plain):
+        try:
+            os.unlink(name + ".tmp")
+        except FileNotFoundError:
+            pass
+        os.symlink(target, name + ".tmp")
+        os.replace(name + ".tmp", name)
+"""
+READS = 40
+EMITS = 100
+
+
+def flipper(name: str, plain: str) -> str:
+    """The background Bash call that swaps ``name`` until ``name.stop`` exists."""
+    command = f"python3 flipper.py {name} {plain} {name}.stop"
+    return tool("Bash", command=command, description="swap", run_in_background=True)
+
+
+def flip_read(root: Path, i: int) -> str:
+    return tool("Read", file_path=str(root / "flip.md"), limit=2000 + i)
+
+
+def draft_emit(root: Path, i: int) -> str:
+    return tool(
+        "mcp__eidolons__emit",
+        payload=str(root / "draft.md"),
+        sender="human",
+        to="vigil",
+        performative="REQUEST",
+        kind="prompt",
+        objective=f"Review the draft ({i}).",
+    )
+
+
+def spellings(root: Path) -> list[str]:
+    """Other spellings of the tampered hand-off's path."""
+    path = f"{root}/.eidolons/handoffs/tampered.md"
+    return [
+        f"/proc/self/root{path}",
+        "/" + path,
+        f"{root}/./.eidolons/./handoffs/tampered.md",
+        f"{root}/.eidolons/handoffs/../handoffs/tampered.md",
+    ]
+
+
+LEAVE_SANDBOX = tool(
+    "Bash",
+    command="cat .eidolons/handoffs/tampered.md",
+    description="read it outside the sandbox",
+    dangerouslyDisableSandbox=True,
+)
+
+
+@pytest.fixture(scope="module")
+def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    claude_or_skip()
+    base = tmp_path_factory.mktemp("claude-races")
+    p = Project(
+        base,
+        "races",
+        {"vigil": "Read, Grep, Glob, Bash, Write, Edit, mcp__eidolons__read_verified"},
+        fake,
+    )
+    root = p.root
+    p.handoff("good.md")
+    tampered = p.handoff("tampered.md")
+    tampered.write_text(BODY.replace("race?", f"race? {ATTACK}"))
+    for_apivr = p.handoff(
+        "for-apivr.md", sender="human", to="apivr", performative="REQUEST", kind="prompt"
+    )
+    (root / "notes.md").write_text(f"{NOTES}\n")
+    (root / "plain-draft.md").write_text(DRAFT)
+    (root / "flipper.py").write_text(FLIPPER)
+    vigil_steps = [
+        tool("mcp__eidolons__read_verified", artifact=str(for_apivr), receiver="apivr"),
+        LEAVE_SANDBOX + " ",  # its own step text in vigil's conversation
+        tool("Read", file_path=str(tampered)),
+    ]
+    session = seq(
+        flipper("flip.md", "notes.md"),
+        *(flip_read(root, i) for i in range(READS)),
+        "bash touch flip.md.stop",
+        flipper("draft.md", "plain-draft.md"),
+        *(draft_emit(root, i) for i in range(EMITS)),
+        "bash touch draft.md.stop",
+        *(tool("Read", file_path=s) for s in spellings(root)),
+        LEAVE_SANDBOX,
+        tool(
+            "Agent",
+            subagent_type="vigil",
+            description="Scripted subagent",
+            prompt=f"ECLTEST {seq(*vigil_steps)}",
+            mode="bypassPermissions",
+        ),
+    )
+    run = p.session(session)
+    return {
+        "project": p,
+        "runs": {"main": run},
+        "results": dict(fake.results),
+        "vigil_steps": vigil_steps,
+    }
+
+
+def shown(races: dict[str, Any], step: str) -> dict[str, Any]:
+    seen = result(races, step, "main")
+    assert ATTACK not in seen["text"], seen
+    return seen
+
+
+def test_no_read_of_a_name_swapped_for_a_handoff_shows_its_bytes(races: dict[str, Any]) -> None:
+    root = races["project"].root
+    seen = [shown(races, flip_read(root, i)) for i in range(READS)]
+    # the loop ran all through: some reads found the plain file, others were refused
+    assert any(NOTES in s["text"] for s in seen), seen
+    assert any(s["is_error"] for s in seen), seen
+
+
+def test_no_emit_of_a_draft_swapped_for_a_handoff_places_its_bytes(races: dict[str, Any]) -> None:
+    root = races["project"].root
+    seen = [shown(races, draft_emit(root, i)) for i in range(EMITS)]
+    assert any(not s["is_error"] for s in seen), seen  # the plain draft was emitted
+    handoffs = root / ".eidolons" / "handoffs"
+    copies = [f for f in handoffs.iterdir() if f.name.startswith("draft")]
+    assert any(f.suffix == ".md" for f in copies), sorted(handoffs.iterdir())
+    leaked = [f for f in copies if ATTACK.encode() in f.read_bytes()]
+    assert not leaked, leaked
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_no_spelling_of_a_handoffs_path_reads_it(races: dict[str, Any], index: int) -> None:
+    step = tool("Read", file_path=spellings(races["project"].root)[index])
+    seen = shown(races, step)
+    assert seen["is_error"] and SECRET not in seen["text"], seen
+
+
+def test_a_bash_call_cannot_leave_the_sandbox(races: dict[str, Any]) -> None:
+    seen = shown(races, LEAVE_SANDBOX)
+    assert SECRET not in seen["text"], seen
+
+
+def test_a_subagent_in_bypass_mode_is_gated_as_any_other(races: dict[str, Any]) -> None:
+    for step in races["vigil_steps"]:
+        seen = shown(races, step)
+        assert seen["is_error"], (step, seen)
+        assert SECRET not in seen["text"], seen
+    named = result(races, races["vigil_steps"][0], "main")
+    assert "REFUSE" in named["text"] and "vigil" in named["text"], named
+
+
+def test_the_session_ran(races: dict[str, Any]) -> None:
+    done = races["runs"]["main"]
+    assert done.returncode == 0, (done.stdout[-500:], done.stderr[-2000:])
+    assert json.dumps(races["results"])
