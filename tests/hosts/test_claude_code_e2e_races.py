@@ -19,6 +19,7 @@ hook judged the call. What is proved, with the loop running all through:
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +43,28 @@ DRAFT = "# Prompt\n\nplain draft for vigil\n"
 #: session says stop (or three minutes pass)
 FLIPPER = """\
 import os, sys, time
-name, plain, stop = sys.argv[1:]
+stop, *rest = sys.argv[1:]
+triples = [rest[i : i + 3] for i in range(0, len(rest), 3)]
 start = time.monotonic()
 while not os.path.exists(stop) and time.monotonic() - start < 180:
-    for target in (".eidolons/handoffs/tampered.md", plain):
-        try:
-            os.unlink(name + ".tmp")
-        except FileNotFoundError:
-            pass
-        os.symlink(target, name + ".tmp")
-        os.replace(name + ".tmp", name)
+    for name, plain, evil in triples:
+        for target in (evil, plain):
+            try:
+                os.unlink(name + ".tmp")
+            except FileNotFoundError:
+                pass
+            os.symlink(target, name + ".tmp")
+            os.replace(name + ".tmp", name)
 """
+TAMPERED = ".eidolons/handoffs/tampered.md"
 READS = 40
 EMITS = 100
 
 
-def flipper(name: str, plain: str) -> str:
-    """The background Bash call that swaps ``name`` until ``name.stop`` exists."""
-    command = f"python3 flipper.py {name} {plain} {name}.stop"
+def flipper(stop: str, *triples: str) -> str:
+    """The background Bash call that swaps each NAME of ``triples`` (NAME PLAIN EVIL)
+    between the link to PLAIN and the link to EVIL, until the file ``stop`` exists."""
+    command = " ".join(("python3 flipper.py", stop, *triples))
     return tool("Bash", command=command, description="swap", run_in_background=True)
 
 
@@ -124,12 +129,12 @@ def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict
         tool("Read", file_path=str(tampered)),
     ]
     session = seq(
-        flipper("flip.md", "notes.md"),
+        flipper("stop-1", "flip.md", "notes.md", TAMPERED),
         *(flip_read(root, i) for i in range(READS)),
-        "bash touch flip.md.stop",
-        flipper("draft.md", "plain-draft.md"),
+        "bash touch stop-1",
+        flipper("stop-2", "draft.md", "plain-draft.md", TAMPERED),
         *(draft_emit(root, i) for i in range(EMITS)),
-        "bash touch draft.md.stop",
+        "bash touch stop-2",
         *(tool("Read", file_path=s) for s in spellings(root)),
         LEAVE_SANDBOX,
         tool(
@@ -199,3 +204,72 @@ def test_the_session_ran(races: dict[str, Any]) -> None:
     done = races["runs"]["main"]
     assert done.returncode == 0, (done.stdout[-500:], done.stderr[-2000:])
     assert json.dumps(races["results"])
+
+
+# --- writes through a directory name swapped for the gate's own -----------------------------
+
+#: a directory name the shell swaps between its own scratch directory and one no agent may
+#: write: the gate's interpreter's site-packages (a ``.pth`` there runs in every hook), the
+#: agent definitions, another host's wiring
+PROTECTED_DIRS = {
+    "wp": ".venv/lib/python3.{minor}/site-packages",
+    "wa": ".claude/agents",
+    "wc": ".codex",
+    "wh": ".eidolons/handoffs",  # no agent writes an envelope or a receipt there
+}
+WRITES = 25
+
+
+def dir_write(root: Path, name: str, i: int) -> str:
+    leaf = {
+        "wp": f"zz{i}.pth",
+        "wa": f"evil{i}.md",
+        "wc": "config.toml",
+        "wh": f"forged{i}.envelope.json" if i % 2 else f"good{i}.receipt.json",
+    }[name]
+    suffix = "" if name != "wc" else f"\n# {i}"
+    return tool("Write", file_path=str(root / name / leaf), content=f"import os{suffix}\n")
+
+
+@pytest.fixture(scope="module")
+def dir_writes(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import sys
+
+    claude_or_skip()
+    base = tmp_path_factory.mktemp("claude-dir-writes")
+    p = Project(base, "writes", {"vigil": "Read, Bash, Write"}, fake, venv_inside=True)
+    root = p.root
+    assert p.cli("init", "--hosts", "codex").code == 0  # a team on two hosts
+    p.handoff("good.md")
+    (root / "flipper.py").write_text(FLIPPER)
+    dirs = {n: d.format(minor=sys.version_info.minor) for n, d in PROTECTED_DIRS.items()}
+    assert all((root / d).is_dir() for d in dirs.values()), dirs
+    triples = []
+    for name, target in dirs.items():
+        (root / f"{name}-scratch").mkdir()
+        triples += [name, f"{name}-scratch", target]
+    before = {d: sorted(os.listdir(root / d)) for d in dirs.values()}
+    session = seq(
+        flipper("stop-w", *triples),
+        *(dir_write(root, n, i) for i in range(WRITES) for n in dirs),
+        "bash touch stop-w",
+    )
+    run = p.session(session)
+    after = {d: sorted(os.listdir(root / d)) for d in dirs.values()}
+    scratch = {n: sorted(os.listdir(root / f"{n}-scratch")) for n in dirs}
+    return {
+        "project": p,
+        "runs": {"main": run},
+        "results": dict(fake.results),
+        "before": before,
+        "after": after,
+        "scratch": scratch,
+    }
+
+
+def test_no_write_through_a_swapped_directory_name_reaches_the_gates_files(
+    dir_writes: dict[str, Any],
+) -> None:
+    assert dir_writes["after"] == dir_writes["before"], dir_writes["after"]
+    # the loop ran all through: writes landed in the shell's own scratch directories
+    assert all(dir_writes["scratch"].values()), dir_writes["scratch"]
