@@ -59,6 +59,7 @@ while not os.path.exists(stop) and time.monotonic() - start < 180:
 TAMPERED = ".eidolons/handoffs/tampered.md"
 READS = 40
 EMITS = 100
+GREPS = 30
 
 
 def flipper(stop: str, *triples: str) -> str:
@@ -70,6 +71,17 @@ def flipper(stop: str, *triples: str) -> str:
 
 def flip_read(root: Path, i: int) -> str:
     return tool("Read", file_path=str(root / "flip.md"), limit=2000 + i)
+
+
+def flip_grep(root: Path, name: str, i: int) -> str:
+    path = str(root / name)
+    return tool(
+        "Grep",
+        pattern="race|ordinary|scratch",
+        path=path,
+        output_mode="content",
+        head_limit=100 + i,
+    )
 
 
 def draft_emit(root: Path, i: int) -> str:
@@ -123,6 +135,8 @@ def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict
     (root / "notes.md").write_text(f"{NOTES}\n")
     (root / "plain-draft.md").write_text(DRAFT)
     (root / "flipper.py").write_text(FLIPPER)
+    (root / "g-scratch").mkdir()
+    (root / "g-scratch" / "s.md").write_text("scratch race notes\n")
     vigil_steps = [
         tool("mcp__eidolons__read_verified", artifact=str(for_apivr), receiver="apivr"),
         LEAVE_SANDBOX + " ",  # its own step text in vigil's conversation
@@ -135,6 +149,9 @@ def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict
         flipper("stop-2", "draft.md", "plain-draft.md", TAMPERED),
         *(draft_emit(root, i) for i in range(EMITS)),
         "bash touch stop-2",
+        flipper("stop-3", "g", "g-scratch", ".eidolons/handoffs", "gf", "notes.md", TAMPERED),
+        *(flip_grep(root, n, i) for i in range(GREPS) for n in ("g", "gf")),
+        "bash touch stop-3",
         *(tool("Read", file_path=s) for s in spellings(root)),
         LEAVE_SANDBOX,
         tool(
@@ -177,6 +194,17 @@ def test_no_emit_of_a_draft_swapped_for_a_handoff_places_its_bytes(races: dict[s
     assert any(f.suffix == ".md" for f in copies), sorted(handoffs.iterdir())
     leaked = [f for f in copies if ATTACK.encode() in f.read_bytes()]
     assert not leaked, leaked
+
+
+@pytest.mark.parametrize("name", ["g", "gf"])
+def test_no_search_of_a_name_swapped_for_a_handoff_shows_its_bytes(
+    races: dict[str, Any], name: str
+) -> None:
+    root = races["project"].root
+    seen = [shown(races, flip_grep(root, name, i)) for i in range(GREPS)]
+    assert all(SECRET not in s["text"] for s in seen), seen
+    plain = "scratch race notes" if name == "g" else NOTES
+    assert any(plain in s["text"] for s in seen), seen  # the loop ran all through
 
 
 @pytest.mark.parametrize("index", range(4))
