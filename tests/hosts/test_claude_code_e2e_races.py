@@ -301,3 +301,45 @@ def test_no_write_through_a_swapped_directory_name_reaches_the_gates_files(
     assert dir_writes["after"] == dir_writes["before"], dir_writes["after"]
     # the loop ran all through: writes landed in the shell's own scratch directories
     assert all(dir_writes["scratch"].values()), dir_writes["scratch"]
+
+
+# --- the project's own git history ----------------------------------------------------------
+
+#: commands that read what git stores, not the working tree the sandbox masks
+GIT_READS = [
+    "git show HEAD:.eidolons/handoffs/good.md",
+    "git log -p --all | grep -a PAYLOAD",
+    "git cat-file --batch-all-objects --batch | grep -a PAYLOAD",
+    "git stash list; git archive HEAD | tar xO 2>/dev/null | grep -a PAYLOAD",
+]
+
+
+@pytest.fixture(scope="module")
+def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import subprocess
+
+    claude_or_skip()
+    base = tmp_path_factory.mktemp("claude-git")
+    p = Project(base, "git", {"vigil": "Read, Bash"}, fake)
+    p.handoff("good.md")
+    git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid"]
+    # the human checks the project in as a whole, as people do (outside every sandbox)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
+        done = subprocess.run([*git, *args], cwd=p.root, env=p.env, capture_output=True)
+        assert done.returncode == 0, done.stderr
+    session = seq(
+        *(f"bash {c}" for c in GIT_READS),
+        f"agent vigil {seq(*(f'bash {c} # vigil' for c in GIT_READS))}",
+    )
+    run = p.session(session)
+    return {"project": p, "runs": {"main": run}, "results": dict(fake.results)}
+
+
+@pytest.mark.parametrize("command", GIT_READS)
+@pytest.mark.parametrize("who", ["main", "vigil"])
+def test_no_shell_reads_a_handoff_from_the_projects_git_history(
+    git_project: dict[str, Any], who: str, command: str
+) -> None:
+    step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
+    seen = result(git_project, step, "main")
+    assert SECRET not in seen["text"], seen

@@ -21,6 +21,7 @@ from eidolons.io.files import read_text
 from eidolons.io.paths import (
     CONFIG_FILE,
     COPIES_DIR,
+    GITIGNORE_FILE,
     HANDOFF_DIR,
     IGNORE_FILE,
     SEALED_FILE,
@@ -210,7 +211,14 @@ SEALED_STATE = (
 STATE_FILES = (
     *(
         os.path.relpath(p, STATE_DIR)
-        for p in (IGNORE_FILE, CONFIG_FILE, SEALED_FILE, STORE_FILE, MANIFEST_FILE)
+        for p in (
+            IGNORE_FILE,
+            GITIGNORE_FILE,
+            CONFIG_FILE,
+            SEALED_FILE,
+            STORE_FILE,
+            MANIFEST_FILE,
+        )
     ),
     *(d + "/**" for d in (os.path.relpath(TRACE_DIR, STATE_DIR), "contracts", "refusals")),
     *(d + "/**" for d in ("keys", "memory", os.path.relpath(COPIES_DIR, STATE_DIR))),
