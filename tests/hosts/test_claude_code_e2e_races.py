@@ -314,6 +314,13 @@ GIT_READS = [
 ]
 
 
+WORKTREE_INCLUDES = [
+    "printf '.eidolons/\\n.eidolons/**\\n' > .worktreeinclude",
+    "printf '.eidolons/handoffs/\\n' >> ~+/.worktreeinclude",
+]
+WORKTREE_READ = "cat .claude/worktrees/*/.eidolons/handoffs/* 2>&1; find .claude/worktrees"
+
+
 @pytest.fixture(scope="module")
 def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     import subprocess
@@ -330,9 +337,29 @@ def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -
     session = seq(
         *(f"bash {c}" for c in GIT_READS),
         f"agent vigil {seq(*(f'bash {c} # vigil' for c in GIT_READS))}",
+        # the host copies the ignored files .worktreeinclude names into a subagent's worktree
+        *(f"bash {c}" for c in WORKTREE_INCLUDES),
+        tool("Write", file_path=str(p.root / ".worktreeinclude"), content=".eidolons/**\n"),
+        tool(
+            "Agent",
+            subagent_type="vigil",
+            description="Scripted subagent",
+            prompt="ECLTEST bash pwd # vigil",
+            isolation="worktree",
+        ),
+        f"bash {WORKTREE_READ}",
     )
     run = p.session(session)
-    return {"project": p, "runs": {"main": run}, "results": dict(fake.results)}
+    worktrees = p.root / ".claude" / "worktrees"
+    copied = [
+        str(f) for f in worktrees.rglob("*") if f.is_file() and SECRET.encode() in f.read_bytes()
+    ]
+    return {
+        "project": p,
+        "runs": {"main": run},
+        "results": dict(fake.results),
+        "copied": copied,
+    }
 
 
 @pytest.mark.parametrize("command", GIT_READS)
@@ -343,3 +370,19 @@ def test_no_shell_reads_a_handoff_from_the_projects_git_history(
     step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
     seen = result(git_project, step, "main")
     assert SECRET not in seen["text"], seen
+
+
+def test_no_subagent_worktree_carries_a_handoff(git_project: dict[str, Any]) -> None:
+    """An agent that names the hand-offs in ``.worktreeinclude`` (the host copies the ignored
+    files it names into a subagent's worktree, outside the sandbox, where the shell reads
+    them): the file cannot be written, and the worktree carries none."""
+    seen = result(git_project, f"bash {WORKTREE_READ}", "main")
+    assert ".claude/worktrees/agent-" in seen["text"], seen  # the host made the worktree
+    assert SECRET not in seen["text"], seen
+    assert not git_project["copied"], git_project["copied"]
+    write = tool(
+        "Write",
+        file_path=str(git_project["project"].root / ".worktreeinclude"),
+        content=".eidolons/**\n",
+    )
+    assert result(git_project, write, "main")["is_error"]
