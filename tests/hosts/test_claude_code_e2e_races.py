@@ -386,3 +386,52 @@ def test_no_subagent_worktree_carries_a_handoff(git_project: dict[str, Any]) -> 
         content=".eidolons/**\n",
     )
     assert result(git_project, write, "main")["is_error"]
+
+
+# --- the host's own memory of the project, in the home ----------------------------------
+
+
+def memory_dir(p: Project) -> Path:
+    """Claude Code's memory of the project: ``~/.claude/projects/<slug>/memory``."""
+    slug = "".join(c if c.isalnum() else "-" for c in str(p.root))
+    return p.home / ".claude" / "projects" / slug / "memory"
+
+
+@pytest.fixture(scope="module")
+def auto_memory(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    claude_or_skip()
+    base = tmp_path_factory.mktemp("claude-memory")
+    p = Project(base, "memory", {"vigil": "Read, Bash"}, fake)
+    good = p.handoff("good.md")
+    tampered = p.handoff("tampered.md")
+    tampered.write_text(BODY.replace("race?", f"race? {ATTACK}"))
+    memory = memory_dir(p)
+    lines = f"# Memory\n\n@{good}\n@{tampered}\n- [notes]({tampered})\n"
+    writes = [
+        tool("Write", file_path=str(memory / "MEMORY.md"), content=lines),
+        tool("Write", file_path=str(memory / "notes.md"), content=lines),
+    ]
+    first = p.session(seq(*writes))
+    start = len(fake.requests)
+    p.session(seq("bash echo next", f"agent vigil {seq('bash echo next # vigil')}"))
+    return {
+        "project": p,
+        "runs": {"main": first},
+        "results": dict(fake.results),
+        "writes": writes,
+        "memory": memory,
+        "next_session": json.dumps(fake.requests[start:]),
+    }
+
+
+def test_no_host_memory_brings_a_handoff_into_the_next_session(
+    auto_memory: dict[str, Any],
+) -> None:
+    """The Write tool plants the host's own memory of the project (read at the start of the
+    next session, outside every hook and the sandbox) with imports and links of hand-offs:
+    the next session carries none of their bytes."""
+    written = [not result(auto_memory, w, "main")["is_error"] for w in auto_memory["writes"]]
+    assert any(written) and (auto_memory["memory"] / "MEMORY.md").is_file()
+    assert "# Memory" in auto_memory["next_session"]  # the host loaded the planted memory
+    assert SECRET not in auto_memory["next_session"]
+    assert ATTACK not in auto_memory["next_session"]
