@@ -95,3 +95,18 @@ def test_emit_of_a_fifo_is_an_error_reply_not_a_wait(sealed_root: Path) -> None:
         pytest.fail("emit of a FIFO waited for a writer")
     failed, text, _ = done[0]
     assert failed and "not a regular file" in text, text
+
+
+@pytest.mark.parametrize("suffix", [".receipt.json", ".envelope.sig", ".envelope.json"])
+def test_emit_never_places_a_file_named_as_the_gates_own(sealed_root: Path, suffix: str) -> None:
+    """A draft named as a hand-off's receipt, sender signature or envelope is placed under
+    another name, or refused: in the hand-off directory only the gate writes those."""
+    draft = sealed_root / f"secret{suffix}"
+    draft.write_text(DRAFT)
+    gates = sealed_root / ".eidolons" / "handoffs" / f"secret{suffix}"
+    before = gates.read_bytes() if gates.exists() else None
+    box = Toolbox(sealed_root, memory=False, log=lambda line: None)
+    failed, text, placed = emit(box, draft)
+    assert failed or placed is not None, text
+    assert placed is None or not Path(placed).name.endswith(suffix), placed
+    assert (gates.read_bytes() if gates.exists() else None) == before

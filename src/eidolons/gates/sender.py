@@ -478,10 +478,14 @@ def place_in_sealed(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create {directory}: {exc.strerror}") from None
+    from eidolons.keys.receipts import RECEIPT_SUFFIX, SIG_SUFFIX
+
+    # the names only the gate writes there: an envelope, its receipt, its sender signature
+    reserved = (ENVELOPE_SUFFIX, RECEIPT_SUFFIX, SIG_SUFFIX)
     stem, suffix = os.path.splitext(payload.name)
     for n in range(1, 1000):
         target = directory / (payload.name if n == 1 else f"{stem}-{n}{suffix}")
-        if target.name.endswith(ENVELOPE_SUFFIX) or os.path.lexists(default_envelope_path(target)):
+        if target.name.endswith(reserved) or os.path.lexists(default_envelope_path(target)):
             continue
         try:
             created = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
