@@ -46,9 +46,18 @@ def emit(box: Toolbox, draft: Path) -> tuple[bool, str, str | None]:
     return reply.is_error, reply.text, placed
 
 
-def test_emit_never_copies_a_handoff_swapped_in_for_the_draft(sealed_root: Path) -> None:
+@pytest.mark.parametrize("swapped_in", ["handoff", "outside"])
+def test_emit_never_copies_a_file_swapped_in_for_the_draft(
+    sealed_root: Path, swapped_in: str
+) -> None:
+    """The draft's name swapped for a hand-off, or for a file outside the project (which
+    the server would refuse as a draft: ``/proc/self/environ``, a key elsewhere)."""
     root = sealed_root
     handoffs = root / ".eidolons" / "handoffs"
+    evil = handoffs / "secret.md"
+    if swapped_in == "outside":
+        evil = root.parent / "outside.md"
+        evil.write_text(f"{SECRET}\n")
     plain = root / "plain.md"
     plain.write_text(DRAFT)
     draft = root / "draft.md"
@@ -59,7 +68,7 @@ def test_emit_never_copies_a_handoff_swapped_in_for_the_draft(sealed_root: Path)
     def swapper() -> None:  # the shell's part: the draft's name, now a plain file, now a hand-off
         tmp = root / ".draft-swap"
         while not stop.is_set():
-            for target in (handoffs / "secret.md", plain):
+            for target in (evil, plain):
                 tmp.unlink(missing_ok=True)
                 tmp.symlink_to(target)
                 os.replace(tmp, draft)
@@ -72,9 +81,12 @@ def test_emit_never_copies_a_handoff_swapped_in_for_the_draft(sealed_root: Path)
     finally:
         stop.set()
         thread.join()
-    assert swaps[0] > ATTEMPTS  # the draft changed all through the emits
+    assert swaps[0] > 0
     placed = [p for failed, _, p in outcomes if not failed and p is not None]
-    assert placed, outcomes[:5]  # the plain draft was emitted, copied into the hand-offs
+    # the draft changed all through the emits: the plain one was copied into the hand-offs,
+    # the swapped one refused
+    assert placed, outcomes[:5]
+    assert any(failed for failed, _, _ in outcomes), outcomes[:5]
     leaked = [p for p in placed if SECRET in Path(p).read_text()]
     assert not leaked, leaked
     copies = [p for p in handoffs.iterdir() if p.name != "secret.md" and p.suffix == ".md"]

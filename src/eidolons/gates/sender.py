@@ -503,16 +503,23 @@ def place_in_sealed(
 
 def _read_draft(payload: Path, root: Path, limits: Limits) -> bytes:
     """The bytes of the draft ``payload`` that ``place_in_sealed`` copies: the regular file
-    opened by descriptor, component by component, so that the path it was found at is
-    known exactly; refused when that path lies in a sealed directory or the gate's state or
-    the user's config directory (a link swapped in after the check: the caller's shell can
-    write the draft's name, not read what it then names)."""
+    opened by descriptor, component by component (from the project down when the draft lies
+    in it, and never out of it), so that the path it was found at is known exactly; refused
+    when that path lies in a sealed directory or the gate's state or the user's config
+    directory (a link swapped in after the check: the caller's shell can write the draft's
+    name, not read what it then names)."""
     from eidolons.io.config import sealed_handoff_dirs
     from eidolons.io.files import BeneathError, open_path_beneath
     from eidolons.io.paths import STATE_DIR, config_dir, is_relative_to
 
+    # a draft in the project is read from beneath the project: a link swapped in to a file
+    # outside it (a key elsewhere, /proc/self/environ) is refused as resolving outside
+    absolute = os.path.abspath(payload)
+    inside = is_relative_to(absolute, os.path.abspath(root)) or is_relative_to(
+        absolute, realpath(root)
+    )
     try:
-        opened = open_path_beneath(os.path.abspath(payload), os.sep, resolved=True)
+        opened = open_path_beneath(absolute, root if inside else os.sep)
     except BeneathError as exc:
         raise InputError(f"cannot read {payload}: {exc}") from None
     except OSError as exc:
