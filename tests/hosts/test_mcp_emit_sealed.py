@@ -122,3 +122,16 @@ def test_emit_never_places_a_file_named_as_the_gates_own(sealed_root: Path, suff
     assert failed or placed is not None, text
     assert placed is None or not Path(placed).name.endswith(suffix), placed
     assert (gates.read_bytes() if gates.exists() else None) == before
+
+
+def test_emit_of_a_link_to_a_handoff_writes_no_envelope_outside_the_handoffs(
+    sealed_root: Path,
+) -> None:
+    """A link in the project to a hand-off is no draft: emit refuses it, and writes no
+    envelope beside the link (outside the sealed directories, where the shell writes)."""
+    link = sealed_root / "link.md"
+    link.symlink_to(sealed_root / ".eidolons" / "handoffs" / "secret.md")
+    box = Toolbox(sealed_root, memory=False, log=lambda line: None)
+    failed, text, _ = emit(box, link)
+    assert failed, text
+    assert not (sealed_root / "link.envelope.json").exists()

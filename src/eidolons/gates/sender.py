@@ -461,9 +461,15 @@ def place_in_sealed(
     """In a sealed project, a payload outside the hand-off directories is copied into
     ``.eidolons/handoffs/`` (a new file, never over another: ``NAME-2.md``...), and the copy
     is the hand-off; None when there is nothing to place."""
-    from eidolons.io.config import outside_sealed
+    from eidolons.io.config import outside_sealed, sealed_handoff_dirs
 
     if outside_sealed(payload, root) is None:  # not sealed, or already in a sealed directory
+        if os.path.islink(payload) and sealed_handoff_dirs(root) is not None:
+            # its envelope would lie beside the link, outside the sealed directories
+            raise UsageError(
+                f"{payload} is a link into the hand-off directory, not a draft: emit the "
+                "draft itself"
+            )
         return None
     if out is not None:
         raise UsageError(
