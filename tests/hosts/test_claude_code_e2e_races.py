@@ -137,6 +137,10 @@ def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict
     (root / "flipper.py").write_text(FLIPPER)
     (root / "g-scratch").mkdir()
     (root / "g-scratch" / "s.md").write_text("scratch race notes\n")
+    for name, plain in (("flip.md", "notes.md"), ("draft.md", "plain-draft.md")):
+        (root / name).symlink_to(plain)  # links from the start, then swapped by the loop
+    (root / "g").symlink_to("g-scratch")
+    (root / "gf").symlink_to("notes.md")
     vigil_steps = [
         tool("mcp__eidolons__read_verified", artifact=str(for_apivr), receiver="apivr"),
         LEAVE_SANDBOX + " ",  # its own step text in vigil's conversation
@@ -275,6 +279,8 @@ def dir_writes(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) ->
     triples = []
     for name, target in dirs.items():
         (root / f"{name}-scratch").mkdir()
+        # the name is a link from the start: a Write before the loop runs goes through it
+        (root / name).symlink_to(f"{name}-scratch")
         triples += [name, f"{name}-scratch", target]
     before = {d: sorted(os.listdir(root / d)) for d in dirs.values()}
     session = seq(
