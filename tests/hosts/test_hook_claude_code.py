@@ -463,6 +463,23 @@ def test_mcp_read_verified_claiming_another_receiver_is_refused(handoff: Handoff
     assert first_line(r.err) == "[gilgamesh-verify-incoming] REFUSE: UNDECLARED_EDGE from atlas"
 
 
+@pytest.mark.parametrize("tool_name", ["read_verified", "verify_incoming"])
+def test_the_mcp_receiver_gate_acts_as_the_hosts_receiver_not_the_one_named(
+    handoff: Handoff, tool_name: str
+) -> None:
+    """Subagent vigil calls the server's receiver gate on its own hand-off naming apivr: the
+    hook lets it through only with the server's receiver set to vigil, so the server never
+    judges, records or recalls for an agent other than the caller."""
+    handoff.verify()
+    doc = mcp_read(handoff, "apivr")
+    doc["tool_name"] = f"mcp__eidolons__{tool_name}"
+    r = handoff.hook("claude-code", doc)
+    assert r.code == 0, r
+    specific = json.loads(r.out)["hookSpecificOutput"]
+    assert specific["permissionDecision"] == "allow"
+    assert specific["updatedInput"] == {"artifact": str(handoff.payload), "receiver": "vigil"}
+
+
 @pytest.mark.parametrize("marker", [".git", ".eidolons", None])
 def test_the_hook_finds_the_root_the_gates_find(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: str | None

@@ -466,21 +466,22 @@ def place_in_sealed(
     """In a sealed project, a payload outside the hand-off directories is copied into
     ``.eidolons/handoffs/`` (a new file, never over another: ``NAME-2.md``...), and the copy
     is the hand-off; None when there is nothing to place."""
-    from eidolons.io.config import outside_sealed
+    from eidolons.io.config import outside_sealed, sealed_handoff_dirs
 
     if outside_sealed(payload, root) is None:  # not sealed, or already in a sealed directory
+        if os.path.islink(payload) and sealed_handoff_dirs(root) is not None:
+            # its envelope would lie beside the link, outside the sealed directories
+            raise UsageError(
+                f"{payload} is a link into the hand-off directory, not a draft: emit the "
+                "draft itself"
+            )
         return None
     if out is not None:
         raise UsageError(
             f"--out {out}: in a sealed project the envelope lies beside its payload in the "
             "hand-off directory"
         )
-    try:
-        fd = os.open(payload, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read(limits.max_payload_bytes + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    data = _read_draft(payload, root, limits)
     if len(data) > limits.max_payload_bytes:
         raise InputError(f"{payload} is larger than {plural(limits.max_payload_bytes, 'byte')}")
     directory = Path(root) / HANDOFF_DIR
@@ -488,10 +489,14 @@ def place_in_sealed(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create {directory}: {exc.strerror}") from None
+    from eidolons.keys.receipts import RECEIPT_SUFFIX, SIG_SUFFIX
+
+    # the names only the gate writes there: an envelope, its receipt, its sender signature
+    reserved = (ENVELOPE_SUFFIX, RECEIPT_SUFFIX, SIG_SUFFIX)
     stem, suffix = os.path.splitext(payload.name)
     for n in range(1, 1000):
         target = directory / (payload.name if n == 1 else f"{stem}-{n}{suffix}")
-        if target.name.endswith(ENVELOPE_SUFFIX) or os.path.lexists(default_envelope_path(target)):
+        if target.name.endswith(reserved) or os.path.lexists(default_envelope_path(target)):
             continue
         try:
             created = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -505,6 +510,50 @@ def place_in_sealed(
             raise InputError(f"cannot write {target}: {exc.strerror}") from None
         return target
     raise UsageError(f"no free name for {payload.name} in {directory}")
+
+
+def _read_draft(payload: Path, root: Path, limits: Limits) -> bytes:
+    """The bytes of the draft ``payload`` that ``place_in_sealed`` copies: the regular file
+    opened by descriptor, component by component (from the project down when the draft lies
+    in it, and never out of it), so that the path it was found at is known exactly; refused
+    when that path lies in a sealed directory or the gate's state or the user's config
+    directory (a link swapped in after the check: the caller's shell can write the draft's
+    name, not read what it then names)."""
+    from eidolons.io.config import sealed_handoff_dirs
+    from eidolons.io.files import BeneathError, open_path_beneath
+    from eidolons.io.paths import STATE_DIR, config_dir, is_relative_to
+
+    # a draft in the project is read from beneath the project: a link swapped in to a file
+    # outside it (a key elsewhere, /proc/self/environ) is refused as resolving outside
+    absolute = os.path.abspath(payload)
+    inside = is_relative_to(absolute, os.path.abspath(root)) or is_relative_to(
+        absolute, realpath(root)
+    )
+    try:
+        opened = open_path_beneath(absolute, root if inside else os.sep)
+    except BeneathError as exc:
+        raise InputError(f"cannot read {payload}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    if opened is None:
+        raise InputError(f"cannot read {payload}: no such file")
+    try:
+        kept = (
+            os.path.join(realpath(root), STATE_DIR),
+            realpath(config_dir()),
+            *(sealed_handoff_dirs(root) or ()),
+        )
+        if any(is_relative_to(opened.real, d) for d in kept):
+            raise InputError(
+                f"{payload} is {opened.real}, the gate's own state or keys (a hand-off, the "
+                "memory store, a key), not a draft to emit"
+            )
+        with opened.file() as fh:
+            return fh.read(limits.max_payload_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {payload}: {exc.strerror}") from None
+    finally:
+        opened.close()
 
 
 def emit_event(

@@ -17,7 +17,7 @@ from typing import Any
 
 from eidolons.hosts.skills.install import MEMBER_MARKERS
 from eidolons.io.files import create_new, package_text, read_text
-from eidolons.io.paths import HANDOFF_DIR, TRACE_DIR, realpath
+from eidolons.io.paths import HANDOFF_DIR, STATE_DIR, TRACE_DIR, realpath
 
 STATE_DIRS = frozenset(
     {
@@ -336,6 +336,22 @@ def check_claude_code(report: Report) -> None:
             "a sandboxed shell can write this host wiring (not in denyWrite): a hook an agent "
             "writes there runs outside every sandbox (run eidolons init)",
         )
+    for rel in _unruled_wiring(docs[CLAUDE_SETTINGS]):
+        report.fail(
+            "hosts",
+            rel,
+            f"no permissions.deny rule Edit(./{rel}/**): the host checks its own rules on the "
+            "path a Write resolves to, after the hook; without one a directory name the shell "
+            "swaps between the two lets a Write reach this wiring (run eidolons init)",
+        )
+    for rel, count in _tracked_by_git(real_root, handoffs):
+        report.fail(
+            "hosts",
+            rel,
+            f"git keeps {count} files of {rel}/ in .git, which every sandboxed shell reads "
+            f"(git show): untrack them (git rm -r --cached {rel}) and purge them from the "
+            "history",
+        )
     server = docs[MCP_FILE].get("mcpServers", {})
     if not isinstance(server, dict) or "eidolons" not in server:
         report.fail(
@@ -346,6 +362,47 @@ def check_claude_code(report: Report) -> None:
             report.fail("hosts", LAUNCHER, problem)
     if len(report.findings) == before:
         report.ok("hosts", CLAUDE_SETTINGS, "Claude Code hook wired fail-closed, shell sealed")
+
+
+def _unruled_wiring(settings: dict[str, Any]) -> list[str]:
+    """The hosts' wiring (project level) that no ``Edit`` deny rule of the shared settings
+    covers (:func:`eidolons.hosts.wiring.claude_plan` writes one for each)."""
+    from eidolons.hosts.hook.events import WIRING_FILES
+
+    permissions = settings.get("permissions")
+    deny = permissions.get("deny") if isinstance(permissions, dict) else None
+    rules = set(deny) if isinstance(deny, list) else set()
+    return [rel for rel in WIRING_FILES if f"Edit(./{rel.replace(os.sep, '/')}/**)" not in rules]
+
+
+def _tracked_by_git(root: str, handoffs: tuple[str, ...]) -> list[tuple[str, int]]:
+    """The sealed directories (hand-offs, keys, memory, the gate's copies) of which the
+    project's git repository tracks files, with how many; none when git is not there."""
+    import subprocess
+
+    from eidolons.hosts.wiring import SEALED_STATE
+    from eidolons.io.paths import is_relative_to
+
+    sealed = [os.path.join(root, STATE_DIR, d) for d in SEALED_STATE]
+    sealed += [d for d in handoffs if d not in sealed and is_relative_to(d, root)]
+    out = []
+    for directory in sealed:
+        rel = os.path.relpath(directory, root)
+        try:
+            r = subprocess.run(
+                ["git", "-C", root, "ls-files", "-z", "--", rel],
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return []  # no git here: nothing it keeps
+        if r.returncode != 0:
+            return []  # not a repository
+        count = len([name for name in r.stdout.split(b"\0") if name])
+        if count:
+            out.append((rel, count))
+    return out
 
 
 def _wired_gate_code(python: str, root: str) -> tuple[tuple[str, ...], str | None]:

@@ -2,7 +2,8 @@
 
 Steps, each reported as one line (``created``, ``merged``, ``unchanged``; ``would ...``
 in a dry run): ``.eidolons/`` and its hand-off directory; ``.eidolons/.ignore`` (Grep
-skips the hand-offs, keys and memory); ``keys init`` when there is no trust store; the
+skips the hand-offs, keys and memory) and ``.eidolons/.gitignore`` (git stores none of
+them); ``keys init`` when there is no trust store; the
 skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
 merged without disturbing foreign entries (a file that is not a JSON object is replaced
 only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
@@ -37,6 +38,7 @@ from eidolons.hosts.wiring import (
 )
 from eidolons.io.files import FileContentError, move_aside, read_json_object, read_text, write_text
 from eidolons.io.paths import (
+    GITIGNORE_FILE,
     HANDOFF_DIR,
     IGNORE_FILE,
     IGNORE_LINES,
@@ -50,6 +52,16 @@ Run = Callable[[list[str]], tuple[int, str]]
 
 MANIFEST = MANIFEST_FILE
 IGNORE = IGNORE_FILE
+#: each ignore file init writes: its manifest key, what it hides the directories from, and
+#: the first line of the header it writes
+IGNORE_FILES = {
+    IGNORE: (
+        "ignore",
+        "Grep",
+        "# written by eidolons init: ripgrep (Claude Code's Grep) skips these",
+    ),
+    GITIGNORE_FILE: ("gitignore", "git", "# written by eidolons init: git stores none of these"),
+}
 DIRS = (STATE_DIR, HANDOFF_DIR)
 
 
@@ -164,28 +176,28 @@ class _Setup:
                 self.manifest["created"].append(rel)
 
     def ignore(self) -> None:
-        current = read_text(self.root / IGNORE)
+        for rel, (key, tool, header) in IGNORE_FILES.items():
+            self._ignore(rel, key, tool, header)
+
+    def _ignore(self, rel: str, key: str, tool: str, header: str) -> None:
+        current = read_text(self.root / rel)
         text, exists = current or "", current is not None
         present = {line.strip() for line in text.splitlines()}
         missing = [line for line in IGNORE_LINES if line not in present]
         if not missing:
-            self.report.add("unchanged", IGNORE)
+            self.report.add("unchanged", rel)
             return
-        hides = "hides " + ", ".join(missing) + " from Grep"
-        self.report.add("merged" if exists else "created", IGNORE, hides)
+        hides = "hides " + ", ".join(missing) + f" from {tool}"
+        self.report.add("merged" if exists else "created", rel, hides)
         if self.dry_run:
             return
-        header = (
-            ""
-            if exists
-            else "# written by eidolons init: ripgrep (Claude Code's Grep) skips these\n"
-        )
         if text and not text.endswith("\n"):
             text += "\n"
-        write_text(self.root / IGNORE, header + text + "".join(f"{line}\n" for line in missing))
-        self.manifest["ignore"] = sorted(set(self.manifest["ignore"]) | set(missing))
+        first = "" if exists else header + "\n"
+        write_text(self.root / rel, first + text + "".join(f"{line}\n" for line in missing))
+        self.manifest[key] = sorted(set(self.manifest.get(key) or []) | set(missing))
         if not exists:
-            self._created(IGNORE)
+            self._created(rel)
 
     def keys(self, run: Run) -> None:
         """``keys init``, in-process, when there is no trust store yet."""
@@ -379,23 +391,31 @@ def undo(root: Path, *, dry_run: bool = False, run: Run) -> Report:
 def _undo_ignore(
     root: Path, manifest: dict[str, Any], created: set[str], report: Report, dry_run: bool
 ) -> None:
-    path = root / IGNORE
-    ours = set(manifest.get("ignore") or [])
+    for rel, (key, _, header) in IGNORE_FILES.items():
+        _undo_ignore_file(root, rel, set(manifest.get(key) or []), header, created, report, dry_run)
+
+
+def _undo_ignore_file(
+    root: Path,
+    rel: str,
+    ours: set[str],
+    header: str,
+    created: set[str],
+    report: Report,
+    dry_run: bool,
+) -> None:
+    path = root / rel
     text = read_text(path)
     if text is None:
         return
     lines = text.splitlines()
-    keep = [
-        line
-        for line in lines
-        if line.strip() not in ours and not line.startswith("# written by eidolons init")
-    ]
-    if IGNORE in created and not [line for line in keep if line.strip()]:
-        report.add("removed", IGNORE)
+    keep = [line for line in lines if line.strip() not in ours and line != header]
+    if rel in created and not [line for line in keep if line.strip()]:
+        report.add("removed", rel)
         if not dry_run:
             path.unlink()
         return
-    report.add("merged", IGNORE, "removed the lines of eidolons")
+    report.add("merged", rel, "removed the lines of eidolons")
     if not dry_run:
         write_text(path, "".join(f"{line}\n" for line in keep))
 

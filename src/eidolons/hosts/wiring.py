@@ -21,6 +21,7 @@ from eidolons.io.files import read_text
 from eidolons.io.paths import (
     CONFIG_FILE,
     COPIES_DIR,
+    GITIGNORE_FILE,
     HANDOFF_DIR,
     IGNORE_FILE,
     SEALED_FILE,
@@ -126,7 +127,7 @@ def claude_plan(
     hand-off with the host's HMAC key and which the hook lets only subagent R call."""
     import sys
 
-    from eidolons.hosts.hook.events import WIRING_FILES, gate_code, key_dirs
+    from eidolons.hosts.hook.events import USER_WIRING_FILES, WIRING_FILES, gate_code, key_dirs
 
     handler = {
         "type": "command",
@@ -160,6 +161,16 @@ def claude_plan(
     # own state is no tool's
     shared += [Entry(("permissions", "deny"), f"Read({d}/**)") for d in sealed_read]
     shared += [Entry(("permissions", "deny"), f"Edit({state}/{d})") for d in STATE_FILES]
+    # the host's own rules for the file tools too: the hook judges a Write by the path it
+    # resolves first, the host checks its rules on the path it resolves after, and refuses a
+    # write whose resolution changed since; a directory name swapped by the shell between
+    # the two is then still refused (measured: a Write through a link swapped to .codex/)
+    shared += [Entry(("permissions", "deny"), r) for w in wiring for r in _edit_rules(w)]
+    shared += [
+        Entry(("permissions", "deny"), r)
+        for w in USER_WIRING_FILES
+        for r in _edit_rules("~/" + w.replace(os.sep, "/"))
+    ]
     real_root = realpath(root)
     keys = [d for d in key_dirs(real_root) if not is_relative_to(d, real_root)]
     code = sorted({realpath(p) for p in gate_code(real_root) if p})
@@ -171,12 +182,22 @@ def claude_plan(
     local += [Entry(("sandbox", "filesystem", "denyRead"), d) for d in keys]
     local += [Entry(("sandbox", "filesystem", "denyWrite"), d) for d in (*keys, *code)]
     local += [Entry(("permissions", "deny"), f"Read(/{d}/**)") for d in keys]
+    local += [
+        Entry(("permissions", "deny"), r) for d in (*keys, *code) for r in _edit_rules("/" + d)
+    ]
     server = {"command": LAUNCHER.replace(os.sep, "/"), "args": ["mcp", "serve"]}
     mcp = [Entry(("mcpServers", "eidolons"), server, scalar=True)]
     for b in bound:
         bound_server = {**server, "args": ["mcp", "serve", "--as", b]}
         mcp.append(Entry(("mcpServers", f"eidolons-{b}"), bound_server, scalar=True))
     return {CLAUDE_SETTINGS: shared, CLAUDE_LOCAL: local, MCP_FILE: mcp}
+
+
+def _edit_rules(path: str) -> tuple[str, str]:
+    """The host's deny rules for every file tool's write of ``path`` (a rule's spelling:
+    ``./`` the project, ``~/`` the home, ``//`` the file system's root) and of what lies
+    under it (a file or a directory)."""
+    return (f"Edit({path})", f"Edit({path}/**)")
 
 
 #: the state under ``.eidolons/`` no shell may read: hand-offs, memory, the gate's copies, keys
@@ -190,7 +211,14 @@ SEALED_STATE = (
 STATE_FILES = (
     *(
         os.path.relpath(p, STATE_DIR)
-        for p in (IGNORE_FILE, CONFIG_FILE, SEALED_FILE, STORE_FILE, MANIFEST_FILE)
+        for p in (
+            IGNORE_FILE,
+            GITIGNORE_FILE,
+            CONFIG_FILE,
+            SEALED_FILE,
+            STORE_FILE,
+            MANIFEST_FILE,
+        )
     ),
     *(d + "/**" for d in (os.path.relpath(TRACE_DIR, STATE_DIR), "contracts", "refusals")),
     *(d + "/**" for d in ("keys", "memory", os.path.relpath(COPIES_DIR, STATE_DIR))),

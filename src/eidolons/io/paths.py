@@ -141,6 +141,9 @@ TRACE_DIR = os.path.join(STATE_DIR, ".trace")
 #: searches read it back)
 IGNORE_FILE = os.path.join(STATE_DIR, ".ignore")
 IGNORE_LINES = ("handoffs/", "keys/", "memory/", "verified/")
+#: git's ignore file for the same directories: a project checked in as a whole (``git add
+#: -A``) stores no hand-off, key or memory in ``.git``, which every shell can read
+GITIGNORE_FILE = os.path.join(STATE_DIR, ".gitignore")
 #: the gate's copies of the bytes it verified, which a host's Read is pointed at (ADR 0015)
 COPIES_DIR = os.path.join(STATE_DIR, "verified")
 #: written by ``eidolons init`` for a host: every hand-off lives in a hand-off directory

@@ -194,8 +194,9 @@ class Decider:
         if call.receiver is not None or call.host in ADDRESSEE_HOSTS:
             # a host that names no agent: the read is judged as the envelope's addressee
             decision = self._receiver_read(call.receiver, path, redirect)
-            if decision.allow and call.receiver and call.tool.endswith("__read_verified"):
-                # the MCP server judges the read again, as the caller the host names
+            if decision.allow and call.receiver and receiver_gate_tool(call.tool):
+                # the MCP server judges the read again, as the caller the host names (and
+                # records, and recalls memory, for that caller only)
                 tool_input = {**(call.tool_input or {}), "receiver": call.receiver}
                 return Decision(True, context=decision.context, updated_input=tool_input)
             return decision
@@ -431,6 +432,13 @@ MAIN_LOOP_SENDERS = frozenset({"orchestrator", "human"})
 #: (exact: another server's tool named ``emit`` is judged by its paths like any tool)
 OWN_EMIT_TOOLS = frozenset({"mcp__eidolons__emit"})
 BOUND_PREFIX = "mcp__eidolons-"
+#: the MCP server's tools that run the receiver gate for their ``receiver`` argument
+RECEIVER_GATE_TOOLS = ("__read_verified", "__verify_incoming")
+
+
+def receiver_gate_tool(tool: str) -> bool:
+    """Whether ``tool`` is the eidolons MCP server's receiver gate (unbound or bound)."""
+    return tool.startswith("mcp__eidolons") and tool.endswith(RECEIVER_GATE_TOOLS)
 
 
 def bound_server(tool: str) -> str | None:

@@ -458,6 +458,9 @@ WIRING_FILES = (
     *_CLAUDE_WIRING,
     os.path.join(".agents", "skills"),
     ".mcp.json",
+    # the ignored files Claude Code copies, outside the sandbox, into a subagent's worktree
+    # (``isolation: worktree``), where every shell reads them
+    ".worktreeinclude",
     *_OTHER_HOST_WIRING,
     os.path.join(".github", "hooks"),
 )

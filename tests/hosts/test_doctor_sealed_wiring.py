@@ -1,0 +1,53 @@
+"""``eidolons doctor`` on a project wired to Claude Code: the host's own rules for the file
+tools' writes of the wiring, and a project whose git history keeps the sealed directories
+(every sandboxed shell reads ``.git``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import clean_env, emit_payload, run_cli
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return clean_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+
+
+@pytest.fixture
+def wired(project: Path, env: dict[str, str]) -> Path:
+    assert run_cli("init", "--hosts", "claude-code", cwd=project, env=env).code == 0
+    return project
+
+
+def hosts(project: Path, env: dict[str, str]) -> list[dict[str, str]]:
+    r = run_cli("doctor", "--json", cwd=project, env=env)
+    return [f for f in r.json()["findings"] if f["check"] == "hosts"]
+
+
+def test_doctor_reports_wiring_the_file_tools_may_write(wired: Path, env: dict[str, str]) -> None:
+    assert hosts(wired, env) == []
+    settings = wired / ".claude" / "settings.json"
+    doc = json.loads(settings.read_text())
+    doc["permissions"]["deny"] = [r for r in doc["permissions"]["deny"] if ".codex" not in r]
+    settings.write_text(json.dumps(doc))
+    found = hosts(wired, env)
+    assert [f["subject"] for f in found] == [".codex/hooks.json", ".codex/config.toml"], found
+    assert all("Edit(./.codex/" in f["message"] for f in found), found
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_doctor_reports_handoffs_the_projects_git_keeps(wired: Path, env: dict[str, str]) -> None:
+    cli: Any = lambda *a, **kw: run_cli(*a, cwd=wired, env=env, **kw)  # noqa: E731
+    emit_payload(cli, wired, "drafts/report.md")
+    git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["add", "-f", ".eidolons"], ["commit", "-qm", "x"]):
+        subprocess.run([*git, *args], cwd=wired, check=True, capture_output=True)
+    found = [f for f in hosts(wired, env) if f["subject"] == ".eidolons/handoffs"]
+    assert len(found) == 1 and "git keeps 2 files" in found[0]["message"], found
