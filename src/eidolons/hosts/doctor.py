@@ -385,24 +385,21 @@ def _tracked_by_git(root: str, handoffs: tuple[str, ...]) -> list[tuple[str, int
 
     sealed = [os.path.join(root, STATE_DIR, d) for d in SEALED_STATE]
     sealed += [d for d in handoffs if d not in sealed and is_relative_to(d, root)]
-    out = []
-    for directory in sealed:
-        rel = os.path.relpath(directory, root)
-        try:
-            r = subprocess.run(
-                ["git", "-C", root, "ls-files", "-z", "--", rel],
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return []  # no git here: nothing it keeps
-        if r.returncode != 0:
-            return []  # not a repository
-        count = len([name for name in r.stdout.split(b"\0") if name])
-        if count:
-            out.append((rel, count))
-    return out
+    rels = [os.path.relpath(d, root) for d in sealed]
+    try:  # one call for them all
+        r = subprocess.run(
+            ["git", "-C", root, "ls-files", "-z", "--", *rels],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []  # no git here: nothing it keeps
+    if r.returncode != 0:
+        return []  # not a repository
+    names = [os.fsdecode(n) for n in r.stdout.split(b"\0") if n]
+    counts = [(rel, sum(1 for n in names if n.startswith(rel + os.sep))) for rel in rels]
+    return [(rel, count) for rel, count in counts if count]
 
 
 def _wired_gate_code(python: str, root: str) -> tuple[tuple[str, ...], str | None]:
