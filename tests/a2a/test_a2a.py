@@ -403,6 +403,30 @@ def test_no_caller_reads_back_a_task_nor_its_handoff(
     assert base64.b64encode(BODY).decode() not in json.dumps(doc)
 
 
+def test_a_caller_that_asks_to_be_answered_before_the_gate_is_refused(hosts: Hosts) -> None:
+    """``returnImmediately`` would answer the request (and free its connection) while the
+    server still holds the message and runs its gate and COMMAND later: the connection
+    cap would no longer bound what the server holds. Refused; no gate runs, nothing is
+    kept or dispatched."""
+    envelope = hosts.payload.with_name("scout-report.envelope.json").read_bytes()
+    message = {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"raw": base64.b64encode(BODY).decode()}],
+        "metadata": {URI: {"envelope": base64.b64encode(envelope).decode()}},
+    }
+    with running(hosts.receiver()) as url:
+        doc = rpc(
+            url, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
+        )
+        blocking = hosts.send(url)  # the same hand-off, answered once handled
+    assert "error" in doc and "result" not in doc, doc
+    assert "returnImmediately is refused" in doc["error"]["message"]
+    assert blocking.code == 0, blocking.err
+    assert hosts.dispatched() == 1
+    assert [e["event"] for e in hosts.receiver_events()] == ["verify_pass", "receive"]
+
+
 def test_the_servers_tasks_keep_no_message_and_stay_few() -> None:
     """What the SDK's task store holds: never a message's history (its payload), and at
     most a bounded number of tasks, however many messages came."""

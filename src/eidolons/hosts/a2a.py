@@ -477,8 +477,15 @@ class RecentTasks(InMemoryTaskStore):
 
 
 class OnlySend(DefaultRequestHandler):
-    """The SDK's handler answering ``SendMessage`` only: no caller lists, fetches,
-    cancels or follows a task (its artifact is COMMAND's output)."""
+    """The SDK's handler answering ``SendMessage`` only, and only once its hand-off is
+    handled (``returnImmediately`` is refused: the SDK would run the message after the
+    request ended, past the connection cap that bounds what the server holds); no caller
+    lists, fetches, cancels or follows a task (its artifact is COMMAND's output)."""
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
+        if params.configuration.return_immediately:  # the connection must hold until answered
+            raise UnsupportedOperationError(message=ANSWERED_WHEN_HANDLED)
+        return await super().on_message_send(params, context)
 
     async def on_get_task(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError(message=ONLY_SEND)
@@ -494,6 +501,10 @@ class OnlySend(DefaultRequestHandler):
 
 
 ONLY_SEND = "this server answers SendMessage only (an ECL hand-off); its tasks are not readable"
+ANSWERED_WHEN_HANDLED = (
+    "returnImmediately is refused: a hand-off is answered once its gate and COMMAND have "
+    "run, on the connection that carried it (a message is never held past its request)"
+)
 
 
 def build_app(receiver: Receiver, url: str) -> BodyCap:
