@@ -524,6 +524,33 @@ def test_an_internal_error_fails_the_task_and_tells_the_caller_no_path(hosts: Ho
     assert hosts.dispatched() == 0
 
 
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"state": "bogus", "lines": [], "output": None},
+        {"state": "completed", "lines": [1, None], "output": None},
+        {"state": "completed", "lines": "not a list", "output": 7},
+        ["not", "an", "answer"],
+    ],
+)
+def test_a_stored_answer_this_server_did_not_write_fails_the_redelivery(
+    hosts: Hosts, stored: Any
+) -> None:
+    """The stored answer sits in the project: one rewritten into another shape answers a
+    redelivery as a failed task (an internal error, its kind only), never as the SDK's
+    refusal carrying the exception's text, and COMMAND does not run again."""
+    with running(hosts.receiver()) as url:
+        assert hosts.send(url).code == 0
+        (answer,) = [p for p in hosts.kept() if p.name == "answer.json"]
+        answer.write_text(json.dumps(stored))
+        r = hosts.send(url)
+    assert r.code == 70, r.err
+    (told,) = [line for line in r.err.splitlines() if "internal error (" in line]
+    assert told.endswith("the server's log says more)"), told
+    assert "refused the request" not in r.err
+    assert hosts.dispatched() == 1
+
+
 def test_a_bad_timeout_is_a_usage_error_before_the_gate_runs(hosts: Hosts) -> None:
     r = hosts.cli("a2a", "send", hosts.payload, "--to", "http://127.0.0.1:9/", "--timeout", "0")
     assert r.code == 2 and "--timeout 0.0: a number of seconds above 0" in r.err

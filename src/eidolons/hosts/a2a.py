@@ -127,9 +127,19 @@ class Answer:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Answer:
+        """The answer :meth:`to_bytes` wrote; raises ``ValueError`` for any other shape
+        (the file sits in the project, where an agent can rewrite it)."""
         doc = json.loads(data)
-        out = doc.get("output")
-        return cls(doc["state"], list(doc["lines"]), base64.b64decode(out) if out else None)
+        if not isinstance(doc, dict) or set(doc) != {"state", "lines", "output"}:
+            raise ValueError("the stored answer is not an answer object")
+        state, lines, out = doc["state"], doc["lines"], doc["output"]
+        if state not in STATES or not isinstance(lines, list):
+            raise ValueError("the stored answer has no known state or no lines")
+        if not all(isinstance(line, str) for line in lines):
+            raise ValueError("the stored answer's lines are not strings")
+        if out is not None and not isinstance(out, str):
+            raise ValueError("the stored answer's output is not base64 text")
+        return cls(state, lines, base64.b64decode(out, validate=True) if out else None)
 
 
 class Receiver:
