@@ -435,6 +435,7 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
         return LocalMemory(
             config.store_dir or os.path.join(where, _STORE_DIR),
             project=config.project or _project_key(where),
+            call_timeout=config.call_timeout,
         )
     from eidolons.memory.mcp_client import McpMemory  # imports the SDK in its thread only
 
