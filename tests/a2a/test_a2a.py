@@ -338,7 +338,7 @@ def test_without_the_sdk_both_commands_name_the_extra_in_one_line(
     monkeypatch.delitem(sys.modules, "eidolons.hosts.a2a")
     for name in [n for n in sys.modules if n == "a2a" or n.startswith("a2a.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if a2a-sdk were not installed
-    serve = ("serve", "--as", "vigil", "--port", "-1")  # a port no server takes, if it ran
+    serve = ("serve", "--as", "vigil", "--host", "256.0.0.1")  # no host to listen on, if it ran
     for argv in (serve, ("send", str(hosts.payload), "--to", "http://x/")):
         r = hosts.cli("a2a", *argv, "--root", hosts.b)
         assert r.code == 2, r.err
@@ -555,6 +555,25 @@ def test_a_bad_timeout_is_a_usage_error_before_the_gate_runs(hosts: Hosts) -> No
     r = hosts.cli("a2a", "send", hosts.payload, "--to", "http://127.0.0.1:9/", "--timeout", "0")
     assert r.code == 2 and "--timeout 0.0: a number of seconds above 0" in r.err
     assert "ecl verify" not in r.err  # the orchestrator gate did not run, nothing recorded
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "ftp://127.0.0.1/", "127.0.0.1:8047", "http://", "https://xn--/"]
+)
+def test_a_url_that_names_no_http_server_is_a_usage_error_before_the_gate_runs(
+    hosts: Hosts, url: str
+) -> None:
+    r = hosts.cli("a2a", "send", hosts.payload, "--to", url)
+    assert r.code == 2, r.err
+    assert r.err.startswith("eidolons: --to ") and "internal error" not in r.err, r.err
+    assert "ecl verify" not in r.err  # the orchestrator gate did not run, nothing recorded
+
+
+@pytest.mark.parametrize("port", ["65536", "-1"])
+def test_serve_refuses_a_port_no_socket_can_have_as_a_usage_error(hosts: Hosts, port: str) -> None:
+    r = hosts.cli("a2a", "serve", "--as", "vigil", "--root", hosts.b, "--port", port)
+    assert r.code == 2, r.err
+    assert "--port" in r.err and "internal error" not in r.err, r.err
 
 
 def test_an_edge_that_requires_the_senders_signature_holds_across_hosts(hosts: Hosts) -> None:
