@@ -97,3 +97,18 @@ def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     for target in (sys.executable, os.path.join(bindir, "eidolons"), os.path.join(bindir, "x")):
         assert layout.classify_write(target) == WIRING, target
+
+
+def test_a_refusal_hand_back_is_never_written_through_a_planted_link(
+    cli: Cli, project: Path, tmp_path: Path
+) -> None:
+    """The refusals directory made a link to a directory outside the project: the gate
+    that refuses (the MCP server's and the hook's run outside the agent's sandbox) writes
+    its hand-back nowhere through it, and the refusal stands."""
+    payload, _, _ = emit_payload(cli, project)  # no orchestrator pass: refused
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / ".eidolons" / "refusals").symlink_to(outside, target_is_directory=True)
+    r = cli("verify-incoming", payload, "--as", "vigil")
+    assert r.code == 3 and "REFUSE: UNVERIFIED from atlas" in r.err, r.err
+    assert list(outside.iterdir()) == []
