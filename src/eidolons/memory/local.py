@@ -28,7 +28,6 @@ from eidolons.ecl.integrity import sha256_hex  # builtin SHA-256 first: no OpenS
 from eidolons.io.files import deadline, flock_until
 from eidolons.memory import (
     BACKEND_LOCAL,
-    DEFAULT_CALL_TIMEOUT,
     check_ingest_args,
     check_recall_args,
     clamp_k,
@@ -268,33 +267,15 @@ class LocalMemory:
     backend = BACKEND_LOCAL
 
     def __init__(
-        self,
-        store_dir: str | os.PathLike[str],
-        *,
-        project: str,
-        limits: LocalLimits | None = None,
-        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        self, store_dir: str | os.PathLike[str], *, project: str, limits: LocalLimits | None = None
     ) -> None:
-        """``call_timeout``: seconds one call (ingest, recall, stats) may run its SQL; the
-        store is a file an agent can replace, and a schema it planted (a view, a trigger)
-        can make a statement that never ends: SQLite interrupts it at the deadline."""
         self._dir = os.fspath(store_dir)  # strings inside: no pathlib at open (ADR 0021)
         self._db = os.path.join(self._dir, DB_NAME)
         self.project = project
         self.limits = limits or LocalLimits()
-        self.call_timeout = call_timeout
         self._conn: sqlite3.Connection | None = None
         self._has_trigram = False
         self._lock = RLock()
-        self._until = 0.0  # the running call's monotonic deadline (0: none running)
-
-    def _overdue(self) -> bool:
-        """SQLite's progress handler: True interrupts the statement running."""
-        return self._until != 0.0 and time.monotonic() > self._until
-
-    def _call(self) -> _Call:
-        """The lock held and the deadline armed for one call (``with self._call():``)."""
-        return _Call(self)
 
     @property
     def path(self) -> Path:
@@ -304,6 +285,7 @@ class LocalMemory:
         return Path(self._db)
 
     def _connection(self, *, create: bool) -> sqlite3.Connection | None:
+        self._until = time.monotonic() + self.limits.call_timeout_s  # each call takes it first
         if self._conn is not None:
             return self._conn
         if not create and not os.path.exists(self._db):
@@ -317,7 +299,7 @@ class LocalMemory:
             isolation_level=None,
             check_same_thread=False,
         )
-        conn.set_progress_handler(self._overdue, PROGRESS_STEPS)
+        conn.set_progress_handler(lambda: time.monotonic() > self._until, 10_000)  # late: stops
         try:
             # the journal mode is set under the creation lock only (ADR 0021)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
@@ -364,7 +346,7 @@ class LocalMemory:
         if refusal is not None:
             return error_result(refusal[0], refusal[1], self.backend)
         try:
-            with self._call():
+            with self._lock:
                 return self._ingest(envelope, payload, payload_encoding, gated)
         except (sqlite3.Error, OSError) as exc:
             return skipped_ingest(f"local store unavailable: {exc}")
@@ -456,7 +438,7 @@ class LocalMemory:
         if problem is not None:
             return input_error(problem, self.backend)
         try:
-            with self._call():
+            with self._lock:
                 return self._recall(scope, query, k, chosen, explain)
         except (sqlite3.Error, OSError) as exc:
             return skipped_recall(f"local store unavailable: {exc}", k)
@@ -646,7 +628,7 @@ class LocalMemory:
     def stats(self) -> dict[str, Any]:
         base = {"backend": self.backend, "path": str(self.path), "project": self.project}
         try:
-            with self._call():
+            with self._lock:
                 conn = self._connection(create=False)
                 if conn is None:
                     return {**base, "status": "empty", "crystals": 0}
@@ -671,31 +653,6 @@ class LocalMemory:
             "bytes": size,
             "schema_version": SCHEMA_VERSION,
         }
-
-
-#: SQLite virtual-machine steps between two looks at a call's deadline
-PROGRESS_STEPS: Final = 10_000
-
-
-class _Call:
-    """One call of a :class:`LocalMemory`: its lock held, its deadline armed (a call made
-    inside another keeps the outer deadline)."""
-
-    __slots__ = ("memory", "outer")
-
-    def __init__(self, memory: LocalMemory) -> None:
-        self.memory = memory
-        self.outer = 0.0
-
-    def __enter__(self) -> None:
-        self.memory._lock.acquire()
-        self.outer = self.memory._until
-        if self.outer == 0.0:
-            self.memory._until = time.monotonic() + self.memory.call_timeout
-
-    def __exit__(self, *exc: object) -> None:
-        self.memory._until = self.outer
-        self.memory._lock.release()
 
 
 def _counts(conn: sqlite3.Connection) -> tuple[int, int]:
