@@ -204,14 +204,24 @@ def outside_sealed(path: StrPath, root: StrPath) -> str | None:
     )
 
 
+#: the largest ``config.toml`` read (a few lines of TOML; a larger one is refused unread)
+MAX_CONFIG_BYTES = 64 * 1024
+
+
 def _configured_handoff_dirs(root: Path) -> list[str]:
+    """``[handoffs] dirs`` of the configuration: a regular file, not a link, never
+    blocked on (a FIFO), at most :data:`MAX_CONFIG_BYTES` read."""
+    from eidolons.io.files import read_regular
+
     path = root / CONFIG_FILE
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
     import tomllib
 
     try:
