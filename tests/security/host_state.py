@@ -105,13 +105,19 @@ def test_a_refusal_hand_back_is_never_written_through_a_planted_link(
     """The refusals directory made a link to a directory outside the project: the gate
     that refuses (the MCP server's and the hook's run outside the agent's sandbox) writes
     its hand-back nowhere through it, and the refusal stands."""
-    payload, _, _ = emit_payload(cli, project)  # no orchestrator pass: refused
+    payload, _, env = emit_payload(cli, project)  # no orchestrator pass: refused
     outside = tmp_path / "outside"
     outside.mkdir()
     (project / ".eidolons" / "refusals").symlink_to(outside, target_is_directory=True)
     r = cli("verify-incoming", payload, "--as", "vigil")
     assert r.code == 3 and "REFUSE: UNVERIFIED from atlas" in r.err, r.err
     assert list(outside.iterdir()) == []
+    # nor is a file the agent put there, under the name a hand-back would have, named as one
+    forged = outside / f"vigil-{env['message_id']}-unverified.envelope.json"
+    forged.write_text("{}\n")
+    r = cli("verify-incoming", payload, "--as", "vigil", "--json")
+    assert r.code == 3 and r.json()["status"] == "refused", r.out
+    assert r.json().get("handback") is None, r.out  # no hand-back: none was written
 
 
 @pytest.mark.parametrize("planted", ["fifo", "huge", "link"])

@@ -18,7 +18,7 @@ from eidolons.ecl.envelope import AgentRef
 from eidolons.ecl.grammar import is_slug
 from eidolons.ecl.integrity import digest_bytes
 from eidolons.errors import TraceWriteError
-from eidolons.io.files import BeneathError, write_state_file
+from eidolons.io.files import BeneathError, open_state_path, write_state_file
 from eidolons.trace.log import thread_file_name
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def write_handback(
     from eidolons.gates.sender import emit_event, uuid7
 
     report_path, envelope_path = handback_paths(result, root)
-    if envelope_path.exists():
+    if _present(root, envelope_path):
         return envelope_path
     env = result.envelope
     data = report_bytes(result)
@@ -126,8 +126,19 @@ def write_handback(
         text = json.dumps(envelope, indent=2, ensure_ascii=False) + "\n"
         _write_new(root, envelope_path, text.encode("utf-8"))
     except (OSError, BeneathError, TraceWriteError):
-        return envelope_path if envelope_path.exists() else None
+        return envelope_path if _present(root, envelope_path) else None
     return envelope_path
+
+
+def _present(root: str | os.PathLike[str], path: Path) -> bool:
+    """Whether the hand-back ``path`` is there, reached through no link (what a link
+    leads to is no gate's hand-back)."""
+    parts = (*REFUSALS_DIR.parts, path.name)
+    try:
+        os.close(open_state_path(root, parts, os.O_RDONLY | os.O_NONBLOCK, create=False))
+    except (OSError, BeneathError):
+        return False
+    return True
 
 
 def _write_new(root: str | os.PathLike[str], path: Path, data: bytes) -> None:
