@@ -130,3 +130,22 @@ def test_emit_text_that_is_not_utf_8_is_a_usage_error_and_nothing_is_written(
     )
     assert reply.is_error and "not UTF-8" in reply.text, reply.text
     assert not payload.with_name("r.envelope.json").exists() and trace_files(project) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("emit", "LONG", "--from", "atlas", "--to", "vigil", "--performative", "PROPOSE",
+         "--kind", "scout-report", "--objective", "o"),
+        ("contracts", "list", "--contracts", "LONG"),
+        ("keys", "add", "LONG", "--role", "orchestrator"),
+    ],
+)  # fmt: skip
+def test_a_path_name_too_long_for_the_system_is_a_usage_error(
+    cli: Cli, argv: tuple[str, ...]
+) -> None:
+    """A file name past the system's limit (ENAMETOOLONG from the first stat) is the
+    caller's mistake, answered as such: never an internal error."""
+    r = cli(*("a" * 5000 if arg == "LONG" else arg for arg in argv))
+    assert r.code == 2, r.err
+    assert "internal error" not in r.err, r.err

@@ -289,7 +289,7 @@ def emit(
                 f"{envelope_path} lies in {state}, the gates' own state (trace, memory); "
                 f"hand-offs belong in {Path(root) / HANDOFF_DIR}"
             )
-        if envelope_path.exists() and not force:
+        if os.path.lexists(envelope_path) and not force:
             raise UsageError(f"{envelope_path} exists; use --force to replace it")
         artifact_path = _artifact_path(payload, envelope_path, root)
         method = "hmac-sha256" if key is not None else "sha256"
