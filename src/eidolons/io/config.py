@@ -280,9 +280,10 @@ MAX_TRACE_TIMEOUT_S = 3600.0
 
 def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:
     """The most bytes one search of the trace reads (``EIDOLONS_MAX_TRACE_SCAN_BYTES``,
-    default 256 MiB): a gate's backward scan for a record, or the search of every thread
-    for a payload. A trace made huge (a sparse hole of a terabyte) then costs a bounded
-    read, and past the bound the search fails with a reason (fail closed)."""
+    default 256 MiB): a gate's backward scan for a record, the search of every thread
+    for a payload, or a reader of one whole thread. A trace made huge (a sparse hole of a
+    terabyte) then costs a bounded read, and past the bound the search fails with a reason
+    (fail closed)."""
     env = os.environ if env is None else env
     return _int_env(
         env, "EIDOLONS_MAX_TRACE_SCAN_BYTES", DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP
