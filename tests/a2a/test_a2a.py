@@ -338,7 +338,7 @@ def test_without_the_sdk_both_commands_name_the_extra_in_one_line(
     monkeypatch.delitem(sys.modules, "eidolons.hosts.a2a")
     for name in [n for n in sys.modules if n == "a2a" or n.startswith("a2a.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if a2a-sdk were not installed
-    serve = ("serve", "--as", "vigil", "--port", "-1")  # a port no server takes, if it ran
+    serve = ("serve", "--as", "vigil", "--host", "256.0.0.1")  # no host to listen on, if it ran
     for argv in (serve, ("send", str(hosts.payload), "--to", "http://x/")):
         r = hosts.cli("a2a", *argv, "--root", hosts.b)
         assert r.code == 2, r.err
@@ -401,6 +401,30 @@ def test_no_caller_reads_back_a_task_nor_its_handoff(
         doc = rpc(url, method, {k: (task.id if v == "TASK" else v) for k, v in params.items()})
     assert "error" in doc and "result" not in doc, doc
     assert base64.b64encode(BODY).decode() not in json.dumps(doc)
+
+
+def test_a_caller_that_asks_to_be_answered_before_the_gate_is_refused(hosts: Hosts) -> None:
+    """``returnImmediately`` would answer the request (and free its connection) while the
+    server still holds the message and runs its gate and COMMAND later: the connection
+    cap would no longer bound what the server holds. Refused; no gate runs, nothing is
+    kept or dispatched."""
+    envelope = hosts.payload.with_name("scout-report.envelope.json").read_bytes()
+    message = {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"raw": base64.b64encode(BODY).decode()}],
+        "metadata": {URI: {"envelope": base64.b64encode(envelope).decode()}},
+    }
+    with running(hosts.receiver()) as url:
+        doc = rpc(
+            url, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
+        )
+        blocking = hosts.send(url)  # the same hand-off, answered once handled
+    assert "error" in doc and "result" not in doc, doc
+    assert "returnImmediately is refused" in doc["error"]["message"]
+    assert blocking.code == 0, blocking.err
+    assert hosts.dispatched() == 1
+    assert [e["event"] for e in hosts.receiver_events()] == ["verify_pass", "receive"]
 
 
 def test_the_servers_tasks_keep_no_message_and_stay_few() -> None:
@@ -500,10 +524,56 @@ def test_an_internal_error_fails_the_task_and_tells_the_caller_no_path(hosts: Ho
     assert hosts.dispatched() == 0
 
 
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"state": "bogus", "lines": [], "output": None},
+        {"state": "completed", "lines": [1, None], "output": None},
+        {"state": "completed", "lines": "not a list", "output": 7},
+        ["not", "an", "answer"],
+    ],
+)
+def test_a_stored_answer_this_server_did_not_write_fails_the_redelivery(
+    hosts: Hosts, stored: Any
+) -> None:
+    """The stored answer sits in the project: one rewritten into another shape answers a
+    redelivery as a failed task (an internal error, its kind only), never as the SDK's
+    refusal carrying the exception's text, and COMMAND does not run again."""
+    with running(hosts.receiver()) as url:
+        assert hosts.send(url).code == 0
+        (answer,) = [p for p in hosts.kept() if p.name == "answer.json"]
+        answer.write_text(json.dumps(stored))
+        r = hosts.send(url)
+    assert r.code == 70, r.err
+    (told,) = [line for line in r.err.splitlines() if "internal error (" in line]
+    assert told.endswith("the server's log says more)"), told
+    assert "refused the request" not in r.err
+    assert hosts.dispatched() == 1
+
+
 def test_a_bad_timeout_is_a_usage_error_before_the_gate_runs(hosts: Hosts) -> None:
     r = hosts.cli("a2a", "send", hosts.payload, "--to", "http://127.0.0.1:9/", "--timeout", "0")
     assert r.code == 2 and "--timeout 0.0: a number of seconds above 0" in r.err
     assert "ecl verify" not in r.err  # the orchestrator gate did not run, nothing recorded
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "ftp://127.0.0.1/", "127.0.0.1:8047", "http://", "https://xn--/"]
+)
+def test_a_url_that_names_no_http_server_is_a_usage_error_before_the_gate_runs(
+    hosts: Hosts, url: str
+) -> None:
+    r = hosts.cli("a2a", "send", hosts.payload, "--to", url)
+    assert r.code == 2, r.err
+    assert r.err.startswith("eidolons: --to ") and "internal error" not in r.err, r.err
+    assert "ecl verify" not in r.err  # the orchestrator gate did not run, nothing recorded
+
+
+@pytest.mark.parametrize("port", ["65536", "-1"])
+def test_serve_refuses_a_port_no_socket_can_have_as_a_usage_error(hosts: Hosts, port: str) -> None:
+    r = hosts.cli("a2a", "serve", "--as", "vigil", "--root", hosts.b, "--port", port)
+    assert r.code == 2, r.err
+    assert "--port" in r.err and "internal error" not in r.err, r.err
 
 
 def test_an_edge_that_requires_the_senders_signature_holds_across_hosts(hosts: Hosts) -> None:

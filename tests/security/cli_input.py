@@ -104,3 +104,48 @@ def test_root_fallback_to_the_current_directory_is_said(tmp_path: Path) -> None:
     (tmp_path / "x.md").write_text("x")
     r = run_cli("verify-incoming", "x.md", "--as", "vigil", cwd=tmp_path)
     assert r.code == 0 and "eidolons: note: no .eidolons/ or .git/ above" in r.err
+
+
+@pytest.mark.parametrize("option", ["--objective", "--summary", "--parent"])
+def test_emit_text_that_is_not_utf_8_is_a_usage_error_and_nothing_is_written(
+    cli: Cli, project: Path, option: str
+) -> None:
+    """A byte that is not UTF-8 in an argument (Python's argv holds it as a lone surrogate,
+    as an MCP call's JSON can) cannot be written in an envelope: a usage error, with
+    nothing placed or recorded, not an internal error; the MCP tool says the same."""
+    from eidolons.hosts.mcp.tools import Toolbox
+    from tests.conftest import emit_cmd, trace_files
+
+    payload = project / ".eidolons" / "handoffs" / "r.md"
+    payload.parent.mkdir(parents=True)
+    payload.write_text("# R\n\n## Decision target\nx\n")
+    r = cli(*emit_cmd(payload, option, "x\udcff", to="vigil", performative="PROPOSE"))
+    assert r.code == 2, r.err
+    assert "not UTF-8" in r.err and "internal error" not in r.err, r.err
+    assert not payload.with_name("r.envelope.json").exists() and trace_files(project) == []
+    field = {"--objective": "objective", "--summary": "summary", "--parent": "parent"}[option]
+    args = {"objective": "o", field: "x\ud800"}
+    reply = Toolbox(project, bound="atlas").emit(
+        str(payload), "vigil", "PROPOSE", "scout-report", **args
+    )
+    assert reply.is_error and "not UTF-8" in reply.text, reply.text
+    assert not payload.with_name("r.envelope.json").exists() and trace_files(project) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("emit", "LONG", "--from", "atlas", "--to", "vigil", "--performative", "PROPOSE",
+         "--kind", "scout-report", "--objective", "o"),
+        ("contracts", "list", "--contracts", "LONG"),
+        ("keys", "add", "LONG", "--role", "orchestrator"),
+    ],
+)  # fmt: skip
+def test_a_path_name_too_long_for_the_system_is_a_usage_error(
+    cli: Cli, argv: tuple[str, ...]
+) -> None:
+    """A file name past the system's limit (ENAMETOOLONG from the first stat) is the
+    caller's mistake, answered as such: never an internal error."""
+    r = cli(*("a" * 5000 if arg == "LONG" else arg for arg in argv))
+    assert r.code == 2, r.err
+    assert "internal error" not in r.err, r.err

@@ -97,3 +97,59 @@ def test_the_interpreter_and_launcher_the_hook_runs_are_not_writable_by_agents(
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     for target in (sys.executable, os.path.join(bindir, "eidolons"), os.path.join(bindir, "x")):
         assert layout.classify_write(target) == WIRING, target
+
+
+def test_a_refusal_hand_back_is_never_written_through_a_planted_link(
+    cli: Cli, project: Path, tmp_path: Path
+) -> None:
+    """The refusals directory made a link to a directory outside the project: the gate
+    that refuses (the MCP server's and the hook's run outside the agent's sandbox) writes
+    its hand-back nowhere through it, and the refusal stands."""
+    payload, _, env = emit_payload(cli, project)  # no orchestrator pass: refused
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / ".eidolons" / "refusals").symlink_to(outside, target_is_directory=True)
+    r = cli("verify-incoming", payload, "--as", "vigil")
+    assert r.code == 3 and "REFUSE: UNVERIFIED from atlas" in r.err, r.err
+    assert list(outside.iterdir()) == []
+    # nor is a file the agent put there, under the name a hand-back would have, named as one
+    forged = outside / f"vigil-{env['message_id']}-unverified.envelope.json"
+    forged.write_text("{}\n")
+    r = cli("verify-incoming", payload, "--as", "vigil", "--json")
+    assert r.code == 3 and r.json()["status"] == "refused", r.out
+    assert r.json().get("handback") is None, r.out  # no hand-back: none was written
+
+
+@pytest.mark.parametrize("planted", ["fifo", "huge", "link"])
+def test_a_planted_configuration_neither_hangs_nor_passes_a_sealed_gate(
+    cli: Cli, project: Path, tmp_path: Path, planted: str
+) -> None:
+    """In a sealed project the receiver gate reads ``.eidolons/config.toml`` (its extra
+    hand-off directories). A FIFO there, a file of gigabytes (a sparse hole) or a link out
+    of the project: the file is read only if it is a regular file and no link, never
+    blocking, bounded; the gate answers at once, a usage error, never a pass."""
+    import subprocess
+
+    payload, _, _ = emit_payload(cli, project)
+    (project / ".eidolons" / "sealed").touch()
+    config = project / ".eidolons" / "config.toml"
+    if planted == "fifo":
+        os.mkfifo(config)
+    elif planted == "huge":
+        with config.open("wb") as fh:
+            fh.truncate(4 * 1024**3)
+    else:
+        (tmp_path / "elsewhere.toml").write_text('[handoffs]\ndirs = ["/"]\n')
+        config.symlink_to(tmp_path / "elsewhere.toml")
+    # a process of its own, its memory capped: a gate that blocks on the file or reads it
+    # whole fails this test (its timeout, a MemoryError), never hangs it or the machine
+    main = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
+        "from eidolons.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    )
+    argv = [sys.executable, "-c", main, "verify-incoming", str(payload), "--as", "vigil"]
+    proc = subprocess.run(
+        argv, cwd=project, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr  # the configuration is unusable: never a pass
+    assert "config.toml" in proc.stderr and "internal error" not in proc.stderr, proc.stderr

@@ -84,6 +84,60 @@ def test_the_memory_store_is_never_written_through_a_planted_link(
     assert not victim.exists() or (victim.is_dir() and not any(victim.iterdir()))
 
 
+#: SQL that never ends: every row of an endless recursive series, counted
+ENDLESS = (
+    "SELECT count(*) FROM (WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+    "SELECT x FROM r)"
+)
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        # the store's open reads meta: a view in its place loops there (recall and ingest)
+        f"ALTER TABLE meta RENAME TO meta_kept; CREATE VIEW meta AS SELECT key, value "
+        f"FROM meta_kept WHERE ({ENDLESS}) > 0",
+        # the ingest after a pass inserts a crystal: a trigger loops there
+        f"CREATE TRIGGER endless BEFORE INSERT ON crystals BEGIN {ENDLESS}; END",
+    ],
+    ids=["view-on-open", "trigger-on-ingest"],
+)
+def test_a_store_whose_sql_never_ends_is_cut_off_and_the_verdict_stands(
+    cli: Cli, project: Path, plant: str
+) -> None:
+    """The store is a file in the project: an agent plants its own SQLite schema, whose
+    statements never end. SQLite is interrupted at the memory call's deadline
+    (``EIDOLONS_MEMORY_TIMEOUT``): the memory is unavailable, the pass a pass."""
+    import sqlite3
+    import time
+
+    from tests.conftest import clean_env, run_cli
+    from tests.test_receiver import handoff, markdown_for
+
+    first = verified(cli, project)
+    other = markdown_for("atlas", "vigil", "scout-report") + "\nAnother report.\n"
+    payload = handoff(
+        cli, project, "atlas", "vigil", "PROPOSE", "scout-report", name="in/b.md", body=other
+    )
+    assert incoming(cli, first, "vigil").code == 0  # the store, made by the gate
+    db = sqlite3.connect(project / ".eidolons" / "memory" / "memory.sqlite3")
+    db.executescript(plant)
+    db.close()
+    env = clean_env(EIDOLONS_MEMORY_TIMEOUT="0.5")
+    # a process of its own: the gate that never returns fails this test, never hangs it
+    began = time.monotonic()
+    again = run_cli(
+        "verify-incoming", payload, "--as", "vigil", "--json", cwd=project, env=env, process=True
+    )
+    took = time.monotonic() - began
+    assert again.code == 0, again.err
+    doc = again.json()
+    assert doc["status"] == "pass"
+    assert doc["ingest"]["status"] == "skipped", doc["ingest"]  # the store did not answer
+    assert doc["ingest"]["reason"].startswith("local store unavailable: "), doc["ingest"]
+    assert took < 30, took  # two calls of half a second, and the start of a process
+
+
 def test_junk_memory_store_does_not_change_the_verdict(cli: Cli, project: Path) -> None:
     payload = verified(cli, project)
     store = project / ".eidolons" / "memory"

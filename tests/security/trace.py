@@ -204,3 +204,41 @@ def test_emit_that_cannot_record_leaves_no_new_envelope(cli: Cli, project: Path)
     r = cli(*emit_cmd(fresh, sender="atlas", to="vigil"))
     assert r.code != 0 and "Traceback" not in r.err
     assert not (project / "notes" / "fresh.envelope.json").exists()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        ("trace", "show", "T"),
+        ("trace", "verify", "T"),
+        ("trace", "graph", "T"),
+        ("trace", "list"),
+        "mcp",
+    ],
+)
+def test_a_trace_past_the_scan_bound_is_refused_by_every_reader_unread(
+    cli: Cli, project: Path, read: tuple[str, ...] | str
+) -> None:
+    """A thread's trace made huge (a sparse hole of gigabytes is one truncate) is refused
+    past the scan bound by the readers of a whole thread, as the gates' scans refuse it:
+    never read to its end (a hang), nor held whole (trace verify read it into memory)."""
+    from eidolons.hosts.mcp.tools import Toolbox
+    from tests.conftest import trace_files
+
+    verified(cli, project)
+    (trace,) = trace_files(project)
+    with trace.open("r+b") as fh:
+        fh.truncate(8 * 1024 * 1024)  # a hole past the bound set below
+    env = clean_env(EIDOLONS_MAX_TRACE_SCAN_BYTES=str(1024 * 1024))
+    if read == "mcp":
+        os.environ["EIDOLONS_MAX_TRACE_SCAN_BYTES"] = env["EIDOLONS_MAX_TRACE_SCAN_BYTES"]
+        try:
+            reply = Toolbox(project, bound="vigil").trace_show(trace.stem)
+        finally:
+            del os.environ["EIDOLONS_MAX_TRACE_SCAN_BYTES"]
+        assert reply.is_error and "scan bound" in reply.text, reply.text
+        return
+    r = cli(*(trace.stem if arg == "T" else arg for arg in read), env=env)
+    assert r.code != 70, r.err  # each view's own answer for a trace it cannot read
+    assert read[1] != "verify" or r.code != 0, r.err  # never a pass of what was not read
+    assert "scan bound" in r.err and "Traceback" not in r.err, r.err

@@ -17,13 +17,24 @@ SERVE_PAYLOAD_BYTES = 16 * 1024 * 1024
 MISSING = "the A2A SDK is not installed ({}); pip install 'eidolons[a2a]'"
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 to 65535 (argparse's type: anything else is its usage error)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535)")
+    return port
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="a2a_action", metavar="ACTION", required=True)
     serve = actions.add_parser("serve", help="serve RECEIVER's gate as an A2A agent")
     serve.add_argument("--as", dest="receiver", required=True, metavar="RECEIVER")
     serve.add_argument("--root", metavar="DIR")
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8047, help="default: 8047 (0: any free port)")
+    serve.add_argument("--port", type=_port, default=8047, help="default: 8047 (0: any free port)")
     serve.add_argument(
         "--max-payload-bytes",
         type=int,
@@ -120,6 +131,13 @@ def _send(args: argparse.Namespace) -> int:
 
     if not args.timeout > 0:  # before the gate runs: a usage error records nothing
         return error(f"--timeout {args.timeout}: a number of seconds above 0")
+    try:
+        url = httpx.URL(args.to)
+        host = url.host  # decoded from IDNA here: a malformed A-label raises
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return error(f"--to {printable(args.to)}: not a URL ({printable(str(exc))})")
+    if url.scheme not in ("http", "https") or not host:
+        return error(f"--to {printable(args.to)}: an http:// or https:// URL of the server")
     root = project_root(args.root)
     if isinstance(root, int):
         return root

@@ -204,7 +204,11 @@ def _list(args: argparse.Namespace, root: Path) -> int:
 
 def _parse_public(raw: str) -> bytes:
     path = Path(raw)
-    text = read_bytes(path) if path.is_file() else raw.encode()
+    try:
+        is_file = path.is_file()
+    except OSError:  # a name too long for a path: the key itself, or nothing
+        is_file = False
+    text = read_bytes(path) if is_file else raw.encode()
     if b"-----BEGIN PUBLIC KEY-----" in text:
         from eidolons.keys.receipts import public_from_pem
 

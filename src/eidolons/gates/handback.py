@@ -1,8 +1,8 @@
 """The refusal hand-back: what a receiver's refusal leaves for the orchestrator (never a
 silent retry). A Markdown refusal report and its ECL envelope (``REFUSE`` to
 ``orchestrator``, ``parent_id`` the refused message, an ``emit`` event in its own
-thread), in ``<root>/.eidolons/refusals/`` where only a gate writes (ADR 0017); one per
-(receiver, message, code).
+thread), in ``<root>/.eidolons/refusals/`` where only a gate writes (ADR 0017), reached through
+no link; one per (receiver, message, code).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from eidolons.ecl.envelope import AgentRef
 from eidolons.ecl.grammar import is_slug
 from eidolons.ecl.integrity import digest_bytes
 from eidolons.errors import TraceWriteError
+from eidolons.io.files import BeneathError, open_state_path, write_state_file
 from eidolons.trace.log import thread_file_name
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def write_handback(
     from eidolons.gates.sender import emit_event, uuid7
 
     report_path, envelope_path = handback_paths(result, root)
-    if envelope_path.exists():
+    if _present(root, envelope_path):
         return envelope_path
     env = result.envelope
     data = report_bytes(result)
@@ -118,26 +118,31 @@ def write_handback(
         "performative": "DECIDE",
         "shape_hint": "route to VIGIL or to the human; never a silent retry or process-anyway",
     }
+    # beneath the root, through no link: the gate (in a hook or an MCP server, outside
+    # the agent's sandbox) never writes where a planted link points
     try:
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        _write_new(report_path, data)
+        _write_new(root, report_path, data)
         store.append(thread, emit_event(envelope, digest))
         text = json.dumps(envelope, indent=2, ensure_ascii=False) + "\n"
-        _write_new(envelope_path, text.encode("utf-8"))
-    except (OSError, TraceWriteError):
-        return envelope_path if envelope_path.exists() else None
+        _write_new(root, envelope_path, text.encode("utf-8"))
+    except (OSError, BeneathError, TraceWriteError):
+        return envelope_path if _present(root, envelope_path) else None
     return envelope_path
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Write atomically; an existing file is replaced only if it is ours to replace (the
-    report of a hand-back whose envelope was never written)."""
-    fd, tmp = tempfile.mkstemp(prefix=".eidolons-", suffix=".tmp", dir=path.parent)
+def _present(root: str | os.PathLike[str], path: Path) -> bool:
+    """Whether the hand-back ``path`` is there, reached through no link (what a link
+    leads to is no gate's hand-back)."""
+    parts = (*REFUSALS_DIR.parts, path.name)
     try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.close(open_state_path(root, parts, os.O_RDONLY | os.O_NONBLOCK, create=False))
+    except (OSError, BeneathError):
+        return False
+    return True
+
+
+def _write_new(root: str | os.PathLike[str], path: Path, data: bytes) -> None:
+    """Write atomically, beneath ``root`` following no link; an existing file is replaced
+    only if it is ours to replace (the report of a hand-back whose envelope was never
+    written)."""
+    write_state_file(root, os.path.join(str(REFUSALS_DIR), path.name), data, 0o644)

@@ -190,6 +190,20 @@ def _artifact_path(payload: Path, envelope_path: Path, root: Path) -> str:
     )
 
 
+def _check_text(**fields: Any) -> None:
+    """Every text given for the envelope is UTF-8 text, else :class:`UsageError` naming the
+    field: a lone surrogate (a byte the argument list could not decode, or a JSON escape of
+    an MCP call) encodes no character and cannot be written."""
+    import json
+
+    for name, value in fields.items():
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            why = f"{name}: not UTF-8 text (it holds a byte or escape of no character)"
+            raise UsageError(why) from None
+
+
 def emit(
     payload: Path,
     *,
@@ -230,6 +244,11 @@ def emit(
     ``trust_level``. With ``check``, a hand-off the receiver would refuse raises
     :class:`HandoffRefused` before anything is written (ADR 0006); else its refusals are in
     ``EmitResult.refusals``."""
+    _check_text(
+        kind=kind, performative=performative, objective=objective, thread=thread_id,
+        parent=parent_id, summary=summary, trust_level=trust_level, edge_origin=edge_origin,
+        ise=ise, input_handles=list(input_handles),
+    )  # fmt: skip
     env = os.environ if env is None else env
     limits = limits or Limits()
     if payload.name.endswith(ENVELOPE_SUFFIX):
@@ -270,7 +289,7 @@ def emit(
                 f"{envelope_path} lies in {state}, the gates' own state (trace, memory); "
                 f"hand-offs belong in {Path(root) / HANDOFF_DIR}"
             )
-        if envelope_path.exists() and not force:
+        if os.path.lexists(envelope_path) and not force:
             raise UsageError(f"{envelope_path} exists; use --force to replace it")
         artifact_path = _artifact_path(payload, envelope_path, root)
         method = "hmac-sha256" if key is not None else "sha256"

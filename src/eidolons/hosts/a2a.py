@@ -127,9 +127,19 @@ class Answer:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Answer:
+        """The answer :meth:`to_bytes` wrote; raises ``ValueError`` for any other shape
+        (the file sits in the project, where an agent can rewrite it)."""
         doc = json.loads(data)
-        out = doc.get("output")
-        return cls(doc["state"], list(doc["lines"]), base64.b64decode(out) if out else None)
+        if not isinstance(doc, dict) or set(doc) != {"state", "lines", "output"}:
+            raise ValueError("the stored answer is not an answer object")
+        state, lines, out = doc["state"], doc["lines"], doc["output"]
+        if state not in STATES or not isinstance(lines, list):
+            raise ValueError("the stored answer has no known state or no lines")
+        if not all(isinstance(line, str) for line in lines):
+            raise ValueError("the stored answer's lines are not strings")
+        if out is not None and not isinstance(out, str):
+            raise ValueError("the stored answer's output is not base64 text")
+        return cls(state, lines, base64.b64decode(out, validate=True) if out else None)
 
 
 class Receiver:
@@ -477,8 +487,15 @@ class RecentTasks(InMemoryTaskStore):
 
 
 class OnlySend(DefaultRequestHandler):
-    """The SDK's handler answering ``SendMessage`` only: no caller lists, fetches,
-    cancels or follows a task (its artifact is COMMAND's output)."""
+    """The SDK's handler answering ``SendMessage`` only, and only once its hand-off is
+    handled (``returnImmediately`` is refused: the SDK would run the message after the
+    request ended, past the connection cap that bounds what the server holds); no caller
+    lists, fetches, cancels or follows a task (its artifact is COMMAND's output)."""
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
+        if params.configuration.return_immediately:  # the connection must hold until answered
+            raise UnsupportedOperationError(message=ANSWERED_WHEN_HANDLED)
+        return await super().on_message_send(params, context)
 
     async def on_get_task(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError(message=ONLY_SEND)
@@ -494,6 +511,10 @@ class OnlySend(DefaultRequestHandler):
 
 
 ONLY_SEND = "this server answers SendMessage only (an ECL hand-off); its tasks are not readable"
+ANSWERED_WHEN_HANDLED = (
+    "returnImmediately is refused: a hand-off is answered once its gate and COMMAND have "
+    "run, on the connection that carried it (a message is never held past its request)"
+)
 
 
 def build_app(receiver: Receiver, url: str) -> BodyCap:

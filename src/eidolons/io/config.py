@@ -204,14 +204,24 @@ def outside_sealed(path: StrPath, root: StrPath) -> str | None:
     )
 
 
+#: the largest ``config.toml`` read (a few lines of TOML; a larger one is refused unread)
+MAX_CONFIG_BYTES = 64 * 1024
+
+
 def _configured_handoff_dirs(root: Path) -> list[str]:
+    """``[handoffs] dirs`` of the configuration: a regular file, not a link, never
+    blocked on (a FIFO), at most :data:`MAX_CONFIG_BYTES` read."""
+    from eidolons.io.files import read_regular
+
     path = root / CONFIG_FILE
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes")
     import tomllib
 
     try:
@@ -270,9 +280,10 @@ MAX_TRACE_TIMEOUT_S = 3600.0
 
 def trace_scan_bound(env: Mapping[str, str] | None = None) -> int:
     """The most bytes one search of the trace reads (``EIDOLONS_MAX_TRACE_SCAN_BYTES``,
-    default 256 MiB): a gate's backward scan for a record, or the search of every thread
-    for a payload. A trace made huge (a sparse hole of a terabyte) then costs a bounded
-    read, and past the bound the search fails with a reason (fail closed)."""
+    default 256 MiB): a gate's backward scan for a record, the search of every thread
+    for a payload, or a reader of one whole thread. A trace made huge (a sparse hole of a
+    terabyte) then costs a bounded read, and past the bound the search fails with a reason
+    (fail closed)."""
     env = os.environ if env is None else env
     return _int_env(
         env, "EIDOLONS_MAX_TRACE_SCAN_BYTES", DEFAULT_MAX_TRACE_SCAN_BYTES, MAX_PAYLOAD_CAP

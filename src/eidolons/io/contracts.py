@@ -109,9 +109,15 @@ def load_contract_dir(directory: Path) -> list[Contract]:
 
     Raises :class:`ContractError` for a missing directory or any invalid entry.
     """
-    if not directory.exists():
-        raise ContractError(str(directory), "contracts directory does not exist")
-    if not directory.is_dir():
+    import stat
+
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        raise ContractError(str(directory), "contracts directory does not exist") from None
+    except OSError as exc:  # a name too long, a loop of links...: no contracts read from it
+        raise ContractError(str(directory), f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
         raise ContractError(str(directory), "not a directory")
     try:
         with os.scandir(directory) as it:

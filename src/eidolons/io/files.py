@@ -438,16 +438,13 @@ def open_path_beneath(path: StrPath, boundary: StrPath, *, resolved: bool = Fals
     return open_beneath(base, rel, resolved=True)
 
 
-def open_state_path(
-    anchor: StrPath, parts: tuple[str, ...], flags: int, *, create: bool, mode: int = 0o644
-) -> int:
-    """Open ``anchor/parts...`` following no link below ``anchor``, for the tool's own
-    state. With ``create``, missing directories are made one by one (``mkdirat``) and
-    the file is created with ``mode``. Raises :class:`OSError` as the open would, and
-    :class:`BeneathError` when a component is a link or not a directory."""
+def _open_state_dir(anchor: StrPath, dirs: tuple[str, ...], *, create: bool) -> int:
+    """A descriptor of the directory ``anchor/dirs...``, reached following no link below
+    ``anchor`` (made one by one with ``create``). Raises :class:`OSError` as the open would,
+    and :class:`BeneathError` when a component is a link or not a directory."""
     fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     try:
-        for i, comp in enumerate(parts[:-1]):
+        for i, comp in enumerate(dirs):
             if create:
                 try:
                     os.mkdir(comp, 0o755, dir_fd=fd)
@@ -457,7 +454,7 @@ def open_state_path(
                 child = os.open(comp, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    where = pathstr.join(anchor, *parts[: i + 1])
+                    where = pathstr.join(anchor, *dirs[: i + 1])
                     raise BeneathError(
                         f"{where} is a symbolic link or not a directory; "
                         "the gates' state is never reached through a link"
@@ -465,6 +462,21 @@ def open_state_path(
                 raise
             os.close(fd)
             fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_state_path(
+    anchor: StrPath, parts: tuple[str, ...], flags: int, *, create: bool, mode: int = 0o644
+) -> int:
+    """Open ``anchor/parts...`` following no link below ``anchor``, for the tool's own
+    state. With ``create``, missing directories are made one by one (``mkdirat``) and
+    the file is created with ``mode``. Raises :class:`OSError` as the open would, and
+    :class:`BeneathError` when a component is a link or not a directory."""
+    fd = _open_state_dir(anchor, parts[:-1], create=create)
+    try:
         try:
             return os.open(
                 parts[-1],
@@ -481,6 +493,44 @@ def open_state_path(
             raise
     finally:
         os.close(fd)
+
+
+def write_state_file(anchor: StrPath, rel: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` as the state file ``rel`` below ``anchor``, whole: a new temporary
+    file renamed over it, both in its directory reached following no link below
+    ``anchor`` (missing directories are made); a link in the file's place is replaced,
+    never followed. Raises :class:`BeneathError` or :class:`OSError`."""
+    parts = tuple(rel.split(os.sep))  # a relative path the caller spells: no normalising
+    dfd = _open_state_dir(anchor, parts[:-1], create=True)
+    try:
+        for _ in range(10000):  # tempfile.TMP_MAX
+            tmp = f".eidolons-{os.urandom(6).hex()}.tmp"
+            try:
+                fd = os.open(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd
+                )
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f"no usable temporary name beside {rel}")
+        try:
+            try:
+                os.fchmod(fd, mode)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dfd)
 
 
 def read_state_file(anchor: StrPath, rel: str, size: int, name: str | None = None) -> bytes:

@@ -430,11 +430,13 @@ def open_memory(root: str | os.PathLike[str], config: MemoryConfig | None = None
         return None
     if config.mode == "local":
         from eidolons.memory.local import LocalMemory
+        from eidolons.memory.rules import LocalLimits
 
         where = os.fspath(root)
         return LocalMemory(
             config.store_dir or os.path.join(where, _STORE_DIR),
             project=config.project or _project_key(where),
+            limits=LocalLimits(call_timeout_s=config.call_timeout),
         )
     from eidolons.memory.mcp_client import McpMemory  # imports the SDK in its thread only
 

@@ -15,6 +15,7 @@ is refused.
 from __future__ import annotations
 
 import os
+import time
 from _thread import RLock  # what threading.RLock returns; threading is not imported at open
 from collections.abc import Mapping, Sequence
 
@@ -284,6 +285,7 @@ class LocalMemory:
         return Path(self._db)
 
     def _connection(self, *, create: bool) -> sqlite3.Connection | None:
+        self._until = time.monotonic() + self.limits.call_timeout_s  # each call takes it first
         if self._conn is not None:
             return self._conn
         if not create and not os.path.exists(self._db):
@@ -297,6 +299,7 @@ class LocalMemory:
             isolation_level=None,
             check_same_thread=False,
         )
+        conn.set_progress_handler(lambda: time.monotonic() > self._until, 10_000)  # late: stops
         try:
             # the journal mode is set under the creation lock only (ADR 0021)
             conn.execute(f"PRAGMA busy_timeout = {int(self.limits.busy_timeout_ms)}")
@@ -415,7 +418,8 @@ class LocalMemory:
                     stored = (stored[0], stored[1], state)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # an interrupted statement has rolled it back already
+                conn.execute("ROLLBACK")
             raise
         normalized = project_raw != self.project
         return ingested(envelope, *stored, commit_status, normalized, self.backend)

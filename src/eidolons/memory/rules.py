@@ -286,10 +286,13 @@ class LocalLimits(Frozen):
     """Every bound of the local store: characters of the payload indexed
     (``excerpt_chars``) and of the summary (``summary_chars``), the largest payload kept
     verbatim (``native_max_bytes``), how long a writer waits for another's lock
-    (``busy_timeout_ms``), a new crystal's importance."""
+    (``busy_timeout_ms``), a new crystal's importance, and the seconds one call's SQL may
+    run (``call_timeout_s``: a schema planted in the store can make a statement that never
+    ends; SQLite interrupts it there)."""
 
     _fields = tuple(
-        "excerpt_chars summary_chars native_max_bytes busy_timeout_ms importance_cold_start".split()
+        "excerpt_chars summary_chars native_max_bytes busy_timeout_ms importance_cold_start "
+        "call_timeout_s".split()
     )
     __slots__ = _fields
 
@@ -298,6 +301,7 @@ class LocalLimits(Frozen):
     native_max_bytes: int
     busy_timeout_ms: int
     importance_cold_start: float
+    call_timeout_s: float
 
     def __init__(
         self,
@@ -306,9 +310,15 @@ class LocalLimits(Frozen):
         native_max_bytes: int = 1024 * 1024,
         busy_timeout_ms: int = 5000,
         importance_cold_start: float = 0.30,
+        call_timeout_s: float = 30.0,
     ) -> None:
         self._set(
-            excerpt_chars, summary_chars, native_max_bytes, busy_timeout_ms, importance_cold_start
+            excerpt_chars,
+            summary_chars,
+            native_max_bytes,
+            busy_timeout_ms,
+            importance_cold_start,
+            call_timeout_s,
         )
 
 

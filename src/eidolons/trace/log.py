@@ -284,12 +284,28 @@ def open_trace(path: Path) -> int:
     return fd
 
 
+def open_whole_trace(path: Path, offset: int = 0) -> int:
+    """:func:`open_trace` for a reader of the whole thread from byte ``offset``: what lies
+    past it must be within the scan bound (:func:`eidolons.io.config.trace_scan_bound`),
+    as for the gates' scans; a trace made huge (a sparse hole is one truncate) raises
+    :class:`InputError` unread, never read to its end or held whole."""
+    fd = open_trace(path)
+    size, bound = os.fstat(fd).st_size, trace_scan_bound()
+    if size - offset > bound:
+        os.close(fd)
+        raise InputError(
+            f"trace {path} holds {size - offset} bytes to read, past the {bound}-byte scan "
+            "bound (EIDOLONS_MAX_TRACE_SCAN_BYTES): refusing rather than reading on"
+        )
+    return fd
+
+
 def read_events(path: Path, decode: Decode | None = None) -> Iterator[TraceLine]:
     """Every line of the trace in order (none for a missing file), an overlong one
     reported without being held; ``decode``: :func:`decode_line` or the store's
-    :func:`~eidolons.trace.store.judged_line`."""
+    :func:`~eidolons.trace.store.judged_line`. Past the scan bound, :class:`InputError`."""
     try:
-        fd = open_trace(path)
+        fd = open_whole_trace(path)
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
@@ -317,9 +333,10 @@ def _events_of(fh: BinaryIO, decode: Decode, follow: bool = False) -> Iterator[T
 
 
 def read_raw_lines(path: Path) -> Iterator[bytes]:
-    """Every non-blank line's exact bytes (no newline), damaged ones included, in order."""
+    """Every non-blank line's exact bytes (no newline), damaged ones included, in order.
+    Past the scan bound, :class:`InputError`."""
     try:
-        fd = open_trace(path)
+        fd = open_whole_trace(path)
     except FileNotFoundError:
         return
     with os.fdopen(fd, "rb") as fh:
@@ -333,11 +350,11 @@ def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes]
     import io
 
     try:
-        fd = open_trace(path)
+        fd = open_whole_trace(path)
     except FileNotFoundError:
         return [], []
     with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
+        data = fh.read(trace_scan_bound())  # grown since it was measured: the bound holds
     raw = [line for line in data.split(b"\n") if line.strip()]
     return raw, list(_events_of(io.BytesIO(data), decode or decode_line))
 
@@ -445,7 +462,7 @@ def read_new_events(
     """The complete lines at or after byte ``offset`` and the offset to read from next
     (``--follow``); a last line without its newline yet is left for the next call."""
     try:
-        fd = open_trace(path)
+        fd = open_whole_trace(path, offset)
     except FileNotFoundError:
         return [], offset
     with os.fdopen(fd, "rb") as fh:
