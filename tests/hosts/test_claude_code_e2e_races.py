@@ -57,9 +57,9 @@ while not os.path.exists(stop) and time.monotonic() - start < 180:
             os.replace(name + ".tmp", name)
 """
 TAMPERED = ".eidolons/handoffs/tampered.md"
-READS = 40
-EMITS = 100
-GREPS = 30
+READS = 16
+EMITS = 30
+GREPS = 12
 
 
 def flipper(stop: str, *triples: str) -> str:
@@ -249,7 +249,7 @@ PROTECTED_DIRS = {
     "wc": ".codex",
     "wh": ".eidolons/handoffs",  # no agent writes an envelope or a receipt there
 }
-WRITES = 25
+WRITES = 10
 
 
 def dir_write(root: Path, name: str, i: int) -> str:

@@ -542,6 +542,11 @@ class ContractSet:
         return edge in self._built()
 
 
+#: what a gate takes as its ``contracts``: a set, the typed failure of loading one, or that
+#: error (:func:`as_contract_set` makes any other value the unavailable set too)
+Contracts = ContractSet | ContractSetUnavailable | ContractError
+
+
 def as_contract_set(contracts: object) -> ContractSet | ContractSetUnavailable:
     """The one rule for a caller's ``contracts``: a set (or the typed failure of loading
     one) as given; a :class:`ContractError` (the older spelling of a set that failed to

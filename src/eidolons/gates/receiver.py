@@ -20,12 +20,7 @@ import os
 import time
 
 from eidolons._text import did_you_mean, printable
-from eidolons.ecl.contract import (
-    ContractError,
-    ContractSet,
-    ContractSetUnavailable,
-    as_contract_set,
-)
+from eidolons.ecl.contract import Contracts, ContractSet, ContractSetUnavailable, as_contract_set
 from eidolons.ecl.envelope import Envelope
 from eidolons.ecl.events import (
     EventType,
@@ -351,7 +346,7 @@ def evaluate(
     receiver: str | None,
     *,
     root: StrPath,
-    contracts: ContractSet | ContractSetUnavailable | ContractError,
+    contracts: Contracts,
     key: bytes | None = None,
     limits: Limits | None = None,
     reverify: bool = True,
@@ -611,7 +606,7 @@ def verify_incoming(
     receiver: str | None,
     *,
     root: StrPath,
-    contracts: ContractSet | ContractSetUnavailable | ContractError,
+    contracts: Contracts,
     key: bytes | None = None,
     limits: Limits | None = None,
     reverify: bool = True,

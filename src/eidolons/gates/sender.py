@@ -19,12 +19,7 @@ from typing import Any
 
 from eidolons._text import plural, printable
 from eidolons.ecl.builder import ContextDelta, build_envelope, parse_agent
-from eidolons.ecl.contract import (
-    ContractError,
-    ContractSet,
-    ContractSetUnavailable,
-    as_contract_set,
-)
+from eidolons.ecl.contract import Contracts, ContractSetUnavailable, as_contract_set
 from eidolons.ecl.envelope import AgentRef, Envelope
 from eidolons.ecl.events import EventType, GateName, trace_event
 from eidolons.ecl.grammar import Limits, is_safe_file_name
@@ -104,7 +99,7 @@ class HandoffRefused(EidolonsError):
 def self_check(
     envelope: Mapping[str, Any],
     receiver: str,
-    contracts: ContractSet | ContractSetUnavailable | ContractError,
+    contracts: Contracts,
     payload: bytes | bytearray | None,
     *,
     signed_sender: bool = False,
@@ -233,7 +228,7 @@ def emit(
     limits: Limits | None = None,
     store: TraceStore | None = None,
     signer: Any = None,
-    contracts: ContractSet | ContractSetUnavailable | ContractError | None = None,
+    contracts: Contracts | None = None,
     contract_dirs: Sequence[Path] = (),
     check: bool = True,
 ) -> EmitResult:
