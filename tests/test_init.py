@@ -328,3 +328,23 @@ def test_an_interpreter_prefix_above_the_project_does_not_seal_the_whole_project
     above = [d for d in denied if project.resolve().is_relative_to(d)]
     assert above == [], above
     assert os.path.realpath(os.path.dirname(os.__file__)) in denied  # the standard library
+
+
+def test_a_configured_handoff_dir_outside_the_state_is_kept_out_of_git(
+    init: Any, project: Path
+) -> None:
+    """A project checked in whole stores no hand-off of a directory the configuration adds
+    (every sandboxed shell reads git's history): init names it in the project's .gitignore,
+    and --undo takes back only its own line."""
+    (project / ".eidolons").mkdir(exist_ok=True)
+    (project / ".eidolons" / "config.toml").write_text(
+        '[handoffs]\ndirs = ["inbox", "shared/out", ".eidolons/more"]\n'
+    )
+    (project / ".gitignore").write_text("node_modules/\n")
+    assert init("--hosts", "claude-code").code == 0
+    lines = (project / ".gitignore").read_text().splitlines()
+    assert lines == ["node_modules/", "/inbox/", "/shared/out/"], lines
+    assert init("--hosts", "claude-code").code == 0  # idempotent
+    assert (project / ".gitignore").read_text().splitlines() == lines
+    assert init("--undo").code == 0
+    assert (project / ".gitignore").read_text() == "node_modules/\n"

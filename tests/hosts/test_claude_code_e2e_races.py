@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import emit_payload
 from tests.hosts.claude_host import (
     ATTACK,
     BODY,
@@ -314,6 +315,8 @@ def test_no_write_through_a_swapped_directory_name_reaches_the_gates_files(
 #: commands that read what git stores, not the working tree the sandbox masks
 GIT_READS = [
     "git show HEAD:.eidolons/handoffs/good.md",
+    # a hand-off directory the configuration adds, outside .eidolons/
+    "git show HEAD:inbox/late.md",
     "git log -p --all | grep -a PAYLOAD",
     "git cat-file --batch-all-objects --batch | grep -a PAYLOAD",
     "git stash list; git archive HEAD | tar xO 2>/dev/null | grep -a PAYLOAD",
@@ -335,6 +338,9 @@ def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -
     base = tmp_path_factory.mktemp("claude-git")
     p = Project(base, "git", {"vigil": "Read, Bash"}, fake)
     p.handoff("good.md")
+    (p.root / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
+    assert p.cli("init", "--hosts", "claude-code").code == 0  # init again, as the README says
+    emit_payload(p.cli, p.root, "inbox/late.md", BODY)
     git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid"]
     # the human checks the project in as a whole, as people do (outside every sandbox)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"]):

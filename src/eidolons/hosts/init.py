@@ -3,7 +3,8 @@
 Steps, each reported as one line (``created``, ``merged``, ``unchanged``; ``would ...``
 in a dry run): ``.eidolons/`` and its hand-off directory; ``.eidolons/.ignore`` (Grep
 skips the hand-offs, keys and memory) and ``.eidolons/.gitignore`` (git stores none of
-them); ``keys init`` when there is no trust store; the
+them; a hand-off directory configured outside ``.eidolons/`` gets a line in the project's
+``.gitignore``); ``keys init`` when there is no trust store; the
 skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
 merged without disturbing foreign entries (a file that is not a JSON object is replaced
 only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
@@ -63,6 +64,29 @@ IGNORE_FILES = {
     GITIGNORE_FILE: ("gitignore", "git", "# written by eidolons init: git stores none of these"),
 }
 DIRS = (STATE_DIR, HANDOFF_DIR)
+#: the project's own ``.gitignore``, where init adds the hand-off directories the
+#: configuration names outside ``.eidolons/`` (a ``/DIR/`` line each), under this manifest key
+ROOT_GITIGNORE = ".gitignore"
+ROOT_GITIGNORE_KEY = "gitignore_root"
+
+
+def configured_outside_state(root: Path) -> tuple[str, ...]:
+    """``/DIR/`` for each hand-off directory of the configuration that lies in the project
+    but outside ``.eidolons/`` (whose own ``.gitignore`` keeps the rest out of git): a
+    project checked in whole would otherwise store its hand-offs where every shell reads
+    them (``git show``)."""
+    from eidolons.hosts.hook.fast import configured_handoff_dirs
+    from eidolons.io.paths import is_relative_to
+
+    real_root = realpath(root)
+    state = os.path.join(real_root, STATE_DIR)
+    found = (realpath(d) for d in configured_handoff_dirs(str(root)))
+    rels = (
+        os.path.relpath(d, real_root).replace(os.sep, "/")
+        for d in found
+        if is_relative_to(d, real_root) and d != real_root and not is_relative_to(d, state)
+    )
+    return tuple(dict.fromkeys(f"/{rel}/" for rel in rels))
 
 
 class InitError(EidolonsError):
@@ -178,12 +202,18 @@ class _Setup:
     def ignore(self) -> None:
         for rel, (key, tool, header) in IGNORE_FILES.items():
             self._ignore(rel, key, tool, header)
+        lines = configured_outside_state(self.root)
+        if lines:  # the hand-off directories the configuration adds outside .eidolons/
+            key, tool, header = IGNORE_FILES[GITIGNORE_FILE]
+            self._ignore(ROOT_GITIGNORE, ROOT_GITIGNORE_KEY, tool, header, lines)
 
-    def _ignore(self, rel: str, key: str, tool: str, header: str) -> None:
+    def _ignore(
+        self, rel: str, key: str, tool: str, header: str, lines: tuple[str, ...] = IGNORE_LINES
+    ) -> None:
         current = read_text(self.root / rel)
         text, exists = current or "", current is not None
         present = {line.strip() for line in text.splitlines()}
-        missing = [line for line in IGNORE_LINES if line not in present]
+        missing = [line for line in lines if line not in present]
         if not missing:
             self.report.add("unchanged", rel)
             return
@@ -393,6 +423,10 @@ def _undo_ignore(
 ) -> None:
     for rel, (key, _, header) in IGNORE_FILES.items():
         _undo_ignore_file(root, rel, set(manifest.get(key) or []), header, created, report, dry_run)
+    ours = set(manifest.get(ROOT_GITIGNORE_KEY) or [])
+    if ours:
+        header = IGNORE_FILES[GITIGNORE_FILE][2]
+        _undo_ignore_file(root, ROOT_GITIGNORE, ours, header, created, report, dry_run)
 
 
 def _undo_ignore_file(
