@@ -334,17 +334,27 @@ def test_a_configured_handoff_dir_outside_the_state_is_kept_out_of_git(
     init: Any, project: Path
 ) -> None:
     """A project checked in whole stores no hand-off of a directory the configuration adds
-    (every sandboxed shell reads git's history): init names it in the project's .gitignore,
-    and --undo takes back only its own line."""
+    (every sandboxed shell reads git's history): init writes a .gitignore there, deeper
+    than the project's own, which a shell can write (a line there re-includes nothing)."""
+    import subprocess
+
     (project / ".eidolons").mkdir(exist_ok=True)
     (project / ".eidolons" / "config.toml").write_text(
         '[handoffs]\ndirs = ["inbox", "shared/out", ".eidolons/more"]\n'
     )
-    (project / ".gitignore").write_text("node_modules/\n")
+    (project / "inbox").mkdir()
+    (project / "inbox" / "late.md").write_text("a hand-off\n")
     assert init("--hosts", "claude-code").code == 0
-    lines = (project / ".gitignore").read_text().splitlines()
-    assert lines == ["node_modules/", "/inbox/", "/shared/out/"], lines
-    assert init("--hosts", "claude-code").code == 0  # idempotent
-    assert (project / ".gitignore").read_text().splitlines() == lines
+    for rel in ("inbox", "shared/out"):
+        lines = (project / rel / ".gitignore").read_text().splitlines()
+        assert lines[1:] == ["*", "!.gitignore"], lines
+    assert not (project / ".eidolons" / "more" / ".gitignore").exists()
+    (project / ".gitignore").write_text("!/inbox/\n!/inbox/*\n")  # what a shell can write
+    git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid", "-C", str(project)]
+    for args in (["init", "-q"], ["add", "-A"]):
+        assert subprocess.run([*git, *args], capture_output=True).returncode == 0
+    kept = subprocess.run([*git, "ls-files"], capture_output=True, text=True).stdout.split()
+    assert "inbox/.gitignore" in kept and not [f for f in kept if "late.md" in f], kept
     assert init("--undo").code == 0
-    assert (project / ".gitignore").read_text() == "node_modules/\n"
+    assert not (project / "inbox" / ".gitignore").exists()
+    assert (project / "inbox" / "late.md").exists()

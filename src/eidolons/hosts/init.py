@@ -3,8 +3,8 @@
 Steps, each reported as one line (``created``, ``merged``, ``unchanged``; ``would ...``
 in a dry run): ``.eidolons/`` and its hand-off directory; ``.eidolons/.ignore`` (Grep
 skips the hand-offs, keys and memory) and ``.eidolons/.gitignore`` (git stores none of
-them; a hand-off directory configured outside ``.eidolons/`` gets a line in the project's
-``.gitignore``); ``keys init`` when there is no trust store; the
+them; so does a ``.gitignore`` in each hand-off directory configured outside
+``.eidolons/``); ``keys init`` when there is no trust store; the
 skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
 merged without disturbing foreign entries (a file that is not a JSON object is replaced
 only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
@@ -64,29 +64,32 @@ IGNORE_FILES = {
     GITIGNORE_FILE: ("gitignore", "git", "# written by eidolons init: git stores none of these"),
 }
 DIRS = (STATE_DIR, HANDOFF_DIR)
-#: the project's own ``.gitignore``, where init adds the hand-off directories the
-#: configuration names outside ``.eidolons/`` (a ``/DIR/`` line each), under this manifest key
-ROOT_GITIGNORE = ".gitignore"
-ROOT_GITIGNORE_KEY = "gitignore_root"
+#: git's ignore file init writes in each hand-off directory the configuration adds outside
+#: ``.eidolons/``: everything there but itself. It lies deeper than any ``.gitignore`` an
+#: agent's shell can write (the project's own), so no line there re-includes a hand-off
+GITIGNORE_NAME = ".gitignore"
+DIR_GITIGNORE_LINES = ("*", "!" + GITIGNORE_NAME)
+DIR_GITIGNORE_KEY = "gitignore "  # + the directory, relative to the project
 
 
 def configured_outside_state(root: Path) -> tuple[str, ...]:
-    """``/DIR/`` for each hand-off directory of the configuration that lies in the project
-    but outside ``.eidolons/`` (whose own ``.gitignore`` keeps the rest out of git): a
-    project checked in whole would otherwise store its hand-offs where every shell reads
-    them (``git show``)."""
+    """Each hand-off directory of the configuration that lies in the project but outside
+    ``.eidolons/`` (whose own ``.gitignore`` keeps the rest out of git), relative to the
+    project: checked in whole, the project would otherwise store its hand-offs where every
+    shell reads them (``git show``)."""
     from eidolons.hosts.hook.fast import configured_handoff_dirs
     from eidolons.io.paths import is_relative_to
 
     real_root = realpath(root)
     state = os.path.join(real_root, STATE_DIR)
     found = (realpath(d) for d in configured_handoff_dirs(str(root)))
-    rels = (
-        os.path.relpath(d, real_root).replace(os.sep, "/")
-        for d in found
-        if is_relative_to(d, real_root) and d != real_root and not is_relative_to(d, state)
+    return tuple(
+        dict.fromkeys(
+            os.path.relpath(d, real_root)
+            for d in found
+            if is_relative_to(d, real_root) and d != real_root and not is_relative_to(d, state)
+        )
     )
-    return tuple(dict.fromkeys(f"/{rel}/" for rel in rels))
 
 
 class InitError(EidolonsError):
@@ -202,10 +205,12 @@ class _Setup:
     def ignore(self) -> None:
         for rel, (key, tool, header) in IGNORE_FILES.items():
             self._ignore(rel, key, tool, header)
-        lines = configured_outside_state(self.root)
-        if lines:  # the hand-off directories the configuration adds outside .eidolons/
-            key, tool, header = IGNORE_FILES[GITIGNORE_FILE]
-            self._ignore(ROOT_GITIGNORE, ROOT_GITIGNORE_KEY, tool, header, lines)
+        _, tool, header = IGNORE_FILES[GITIGNORE_FILE]
+        for rel in configured_outside_state(self.root):
+            if not self.dry_run:
+                (self.root / rel).mkdir(parents=True, exist_ok=True)
+            ignore = os.path.join(rel, GITIGNORE_NAME)
+            self._ignore(ignore, DIR_GITIGNORE_KEY + rel, tool, header, DIR_GITIGNORE_LINES)
 
     def _ignore(
         self, rel: str, key: str, tool: str, header: str, lines: tuple[str, ...] = IGNORE_LINES
@@ -423,10 +428,11 @@ def _undo_ignore(
 ) -> None:
     for rel, (key, _, header) in IGNORE_FILES.items():
         _undo_ignore_file(root, rel, set(manifest.get(key) or []), header, created, report, dry_run)
-    ours = set(manifest.get(ROOT_GITIGNORE_KEY) or [])
-    if ours:
-        header = IGNORE_FILES[GITIGNORE_FILE][2]
-        _undo_ignore_file(root, ROOT_GITIGNORE, ours, header, created, report, dry_run)
+    header = IGNORE_FILES[GITIGNORE_FILE][2]
+    for key, lines in manifest.items():
+        if key.startswith(DIR_GITIGNORE_KEY) and isinstance(lines, list):
+            rel = os.path.join(key[len(DIR_GITIGNORE_KEY) :], GITIGNORE_NAME)
+            _undo_ignore_file(root, rel, set(lines), header, created, report, dry_run)
 
 
 def _undo_ignore_file(
