@@ -330,6 +330,7 @@ def test_an_interpreter_prefix_above_the_project_does_not_seal_the_whole_project
     assert os.path.realpath(os.path.dirname(os.__file__)) in denied  # the standard library
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_a_configured_handoff_dir_outside_the_state_is_kept_out_of_git(
     init: Any, project: Path
 ) -> None:
