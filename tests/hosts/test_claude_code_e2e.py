@@ -134,6 +134,12 @@ def main_reads(handoffs: Path) -> list[Path]:
     return [handoffs / "good.md", handoffs / "good.envelope.json", handoffs / "tampered.md"]
 
 
+def fetch(path: Path) -> str:
+    """The step that fetches ``path`` as a ``file://`` URL (WebFetch runs in the host,
+    outside the sandbox; the hook lets it pass, as a tool that names no file)."""
+    return tool("WebFetch", url=f"file://{path}", prompt="Quote the page in full.")
+
+
 def search(who: str, query: dict[str, str]) -> str:
     """The step that greps ``query`` as ``who`` (vigil's case-blind, so its step differs)."""
     return tool("Grep", **query, output_mode="content", **({"-i": True} if who == "vigil" else {}))
@@ -271,6 +277,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         *(tool("Read", file_path=str(f), limit=2000) for f in main_reads(handoffs)),
         *(f"bash {c}" for c in (*READS, PLAIN)),
         *(search("main", q) for q in SEARCHES),
+        *(fetch(f) for f in main_reads(handoffs)),
         f"agent vigil {seq(*vigil_steps)}",
         f"agent vigil {seq(*swap_steps)}",
         f"agent vigil {seq(*vigil_writes)}",
@@ -367,6 +374,13 @@ def test_no_file_tool_reads_a_handoff_the_host_denies_it(attacks: dict[str, Any]
         seen = result(attacks, step, who)
         assert seen["is_error"] and "denied by your permission settings" in seen["text"], seen
         assert SECRET not in seen["text"] and ATTACK not in seen["text"], seen
+
+
+def test_no_file_url_fetches_a_handoff(attacks: dict[str, Any]) -> None:
+    handoffs = attacks["project"].root / ".eidolons" / "handoffs"
+    for path in main_reads(handoffs):
+        seen = result(attacks, fetch(path), "main")
+        assert seen["is_error"] and SECRET not in seen["text"] and ATTACK not in seen["text"]
 
 
 def test_no_memory_file_brings_a_handoff_into_the_next_session(attacks: dict[str, Any]) -> None:
