@@ -359,3 +359,13 @@ def test_a_configured_handoff_dir_outside_the_state_is_kept_out_of_git(
     assert init("--undo").code == 0
     assert not (project / "inbox" / ".gitignore").exists()
     assert (project / "inbox" / "late.md").exists()
+
+
+def test_a_configured_handoff_dir_that_is_a_file_stops_init_with_the_reason(
+    init: Any, project: Path
+) -> None:
+    (project / ".eidolons").mkdir(exist_ok=True)
+    (project / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
+    (project / "inbox").write_text("not a directory\n")
+    r = init("--hosts", "claude-code")
+    assert r.code == 2 and "hand-off directory inbox" in r.err, r

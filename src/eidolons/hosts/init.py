@@ -208,7 +208,10 @@ class _Setup:
         _, tool, header = IGNORE_FILES[GITIGNORE_FILE]
         for rel in configured_outside_state(self.root):
             if not self.dry_run:
-                (self.root / rel).mkdir(parents=True, exist_ok=True)
+                try:
+                    (self.root / rel).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise InitError(f"hand-off directory {rel}: {exc.strerror}") from None
             ignore = os.path.join(rel, GITIGNORE_NAME)
             self._ignore(ignore, DIR_GITIGNORE_KEY + rel, tool, header, DIR_GITIGNORE_LINES)
 
