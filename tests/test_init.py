@@ -328,3 +328,44 @@ def test_an_interpreter_prefix_above_the_project_does_not_seal_the_whole_project
     above = [d for d in denied if project.resolve().is_relative_to(d)]
     assert above == [], above
     assert os.path.realpath(os.path.dirname(os.__file__)) in denied  # the standard library
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_configured_handoff_dir_outside_the_state_is_kept_out_of_git(
+    init: Any, project: Path
+) -> None:
+    """A project checked in whole stores no hand-off of a directory the configuration adds
+    (every sandboxed shell reads git's history): init writes a .gitignore there, deeper
+    than the project's own, which a shell can write (a line there re-includes nothing)."""
+    import subprocess
+
+    (project / ".eidolons").mkdir(exist_ok=True)
+    (project / ".eidolons" / "config.toml").write_text(
+        '[handoffs]\ndirs = ["inbox", "shared/out", ".eidolons/more"]\n'
+    )
+    (project / "inbox").mkdir()
+    (project / "inbox" / "late.md").write_text("a hand-off\n")
+    assert init("--hosts", "claude-code").code == 0
+    for rel in ("inbox", "shared/out"):
+        lines = (project / rel / ".gitignore").read_text().splitlines()
+        assert lines[1:] == ["*", "!.gitignore"], lines
+    assert not (project / ".eidolons" / "more" / ".gitignore").exists()
+    (project / ".gitignore").write_text("!/inbox/\n!/inbox/*\n")  # what a shell can write
+    git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid", "-C", str(project)]
+    for args in (["init", "-q"], ["add", "-A"]):
+        assert subprocess.run([*git, *args], capture_output=True).returncode == 0
+    kept = subprocess.run([*git, "ls-files"], capture_output=True, text=True).stdout.split()
+    assert "inbox/.gitignore" in kept and not [f for f in kept if "late.md" in f], kept
+    assert init("--undo").code == 0
+    assert not (project / "inbox" / ".gitignore").exists()
+    assert (project / "inbox" / "late.md").exists()
+
+
+def test_a_configured_handoff_dir_that_is_a_file_stops_init_with_the_reason(
+    init: Any, project: Path
+) -> None:
+    (project / ".eidolons").mkdir(exist_ok=True)
+    (project / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
+    (project / "inbox").write_text("not a directory\n")
+    r = init("--hosts", "claude-code")
+    assert r.code == 2 and "hand-off directory inbox" in r.err, r

@@ -25,7 +25,7 @@ SECRET = "PAYLOAD-SECRET-7f3a"
 ATTACK = "ATTACKER-BYTES-91c2"
 BODY = f"# Scout report\n\n## Decision target\nWhere does install.sh race? {SECRET}\n"
 TOOLS = (
-    "Read,Write,Edit,Bash,Agent,Grep,Glob,"
+    "Read,Write,Edit,Bash,Agent,Grep,Glob,WebFetch,"
     "mcp__eidolons__emit,mcp__eidolons__read_verified,mcp__eidolons-apivr__emit"
 )
 

@@ -90,6 +90,8 @@ SEARCHES = [
     {"pattern": "PAYLOAD", "path": ".eidolons/verified"},
     {"pattern": "PAYLOAD", "path": ".."},
 ]
+#: the Glob tool from above the hand-off directory (ripgrep too, run by the host)
+GLOBS = [{"pattern": "**/*.md"}, {"pattern": "**/*", "path": ".eidolons"}]
 #: memory files the host reads itself, outside every hook and the sandbox, at the start of
 #: the next session (a nested one when a file beside it is read): imports and a link
 MEMORY_FILES = [
@@ -132,6 +134,20 @@ WRITES = [
 
 def main_reads(handoffs: Path) -> list[Path]:
     return [handoffs / "good.md", handoffs / "good.envelope.json", handoffs / "tampered.md"]
+
+
+def fetch(path: Path) -> str:
+    """The step that fetches ``path`` as a ``file://`` URL (WebFetch runs in the host,
+    outside the sandbox; the hook lets it pass, as a tool that names no file)."""
+    return tool("WebFetch", url=f"file://{path}", prompt="Quote the page in full.")
+
+
+def glob(who: str, query: dict[str, str]) -> str:
+    """The step that globs ``query`` as ``who`` (vigil's path spelled from ``./``, so its
+    step differs)."""
+    if who == "vigil":
+        query = {**query, "path": "./" + query.get("path", "")}
+    return tool("Glob", **query)
 
 
 def search(who: str, query: dict[str, str]) -> str:
@@ -222,6 +238,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         f"read {p.root / 'notes.md'}",
         *(f"bash {c} # vigil" for c in (*READS, PLAIN)),
         *(search("vigil", q) for q in SEARCHES),  # after its reads: the gate's copies exist
+        *(glob("vigil", q) for q in GLOBS),
     ]
     vigil_writes = [
         *(f"bash {c} # vigil" for c in WRITES),
@@ -271,6 +288,8 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         *(tool("Read", file_path=str(f), limit=2000) for f in main_reads(handoffs)),
         *(f"bash {c}" for c in (*READS, PLAIN)),
         *(search("main", q) for q in SEARCHES),
+        *(glob("main", q) for q in GLOBS),
+        *(fetch(f) for f in main_reads(handoffs)),
         f"agent vigil {seq(*vigil_steps)}",
         f"agent vigil {seq(*swap_steps)}",
         f"agent vigil {seq(*vigil_writes)}",
@@ -367,6 +386,23 @@ def test_no_file_tool_reads_a_handoff_the_host_denies_it(attacks: dict[str, Any]
         seen = result(attacks, step, who)
         assert seen["is_error"] and "denied by your permission settings" in seen["text"], seen
         assert SECRET not in seen["text"] and ATTACK not in seen["text"], seen
+
+
+@pytest.mark.parametrize("query", GLOBS, ids=[" ".join(q.values()) for q in GLOBS])
+@pytest.mark.parametrize("who", ["main", "vigil"])
+def test_no_glob_from_above_the_handoffs_lists_one(
+    attacks: dict[str, Any], who: str, query: dict[str, str]
+) -> None:
+    seen = result(attacks, glob(who, query), who)
+    assert "handoffs" not in seen["text"] and "verified" not in seen["text"], seen
+    assert ".eidolons/" in seen["text"] or ".claude/" in seen["text"], seen  # it listed
+
+
+def test_no_file_url_fetches_a_handoff(attacks: dict[str, Any]) -> None:
+    handoffs = attacks["project"].root / ".eidolons" / "handoffs"
+    for path in main_reads(handoffs):
+        seen = result(attacks, fetch(path), "main")
+        assert seen["is_error"] and SECRET not in seen["text"] and ATTACK not in seen["text"]
 
 
 def test_no_memory_file_brings_a_handoff_into_the_next_session(attacks: dict[str, Any]) -> None:

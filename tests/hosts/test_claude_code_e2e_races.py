@@ -13,7 +13,10 @@ hook judged the call. What is proved, with the loop running all through:
 - no spelling of a tampered hand-off's path (``/proc/self/root``, ``//``, ``/./``) reads
   it; a Bash call that asks to leave the sandbox, or a subagent started in
   ``bypassPermissions`` mode, still cannot read it; a subagent naming another receiver to
-  the MCP reader is judged as itself.
+  the MCP reader is judged as itself;
+- in a project checked in whole, no shell reads a hand-off from git's history (those of a
+  hand-off directory the configuration adds outside ``.eidolons/`` included), nor plants
+  code (a hook, ``core.fsmonitor``, ``core.hooksPath``) that git runs later, outside it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import emit_payload
 from tests.hosts.claude_host import (
     ATTACK,
     BODY,
@@ -314,10 +318,27 @@ def test_no_write_through_a_swapped_directory_name_reaches_the_gates_files(
 #: commands that read what git stores, not the working tree the sandbox masks
 GIT_READS = [
     "git show HEAD:.eidolons/handoffs/good.md",
+    # a hand-off directory the configuration adds, outside .eidolons/
+    "git show HEAD:inbox/late.md",
     "git log -p --all | grep -a PAYLOAD",
     "git cat-file --batch-all-objects --batch | grep -a PAYLOAD",
     "git stash list; git archive HEAD | tar xO 2>/dev/null | grep -a PAYLOAD",
 ]
+
+
+#: git runs code the repository names (hooks, core.fsmonitor, core.hooksPath) when the
+#: human, an editor or the host itself runs git later, outside the sandbox
+GIT_CODE = [
+    "git config core.fsmonitor 'cat .eidolons/handoffs/good.md > leak.txt; false'",
+    "printf '#!/bin/sh\\ncat .eidolons/handoffs/good.md > leak.txt\\n' > .git/hooks/post-checkout",
+    "mkdir -p hooks && git config core.hooksPath hooks",
+]
+
+
+def git_code(root: Path) -> dict[str, bytes]:
+    """The bytes of the repository's config and hooks: what git runs."""
+    files = [root / ".git" / "config", *(root / ".git" / "hooks").rglob("*")]
+    return {str(f): f.read_bytes() for f in files if f.is_file()}
 
 
 WORKTREE_INCLUDES = [
@@ -335,12 +356,17 @@ def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -
     base = tmp_path_factory.mktemp("claude-git")
     p = Project(base, "git", {"vigil": "Read, Bash"}, fake)
     p.handoff("good.md")
+    (p.root / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
+    assert p.cli("init", "--hosts", "claude-code").code == 0  # init again, as the README says
+    emit_payload(p.cli, p.root, "inbox/late.md", BODY)
     git = ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.invalid"]
     # the human checks the project in as a whole, as people do (outside every sandbox)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
         done = subprocess.run([*git, *args], cwd=p.root, env=p.env, capture_output=True)
         assert done.returncode == 0, done.stderr
+    before = git_code(p.root)
     session = seq(
+        *(f"bash {c}" for c in GIT_CODE),
         *(f"bash {c}" for c in GIT_READS),
         f"agent vigil {seq(*(f'bash {c} # vigil' for c in GIT_READS))}",
         # the host copies the ignored files .worktreeinclude names into a subagent's worktree
@@ -365,7 +391,16 @@ def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -
         "runs": {"main": run},
         "results": dict(fake.results),
         "copied": copied,
+        "git_code": before,
     }
+
+
+def test_no_shell_plants_code_that_git_runs_later(git_project: dict[str, Any]) -> None:
+    """The host keeps .git/config and .git/hooks out of the shell's reach: no hook,
+    fsmonitor or hooksPath for a git run later outside the sandbox."""
+    for command in GIT_CODE:
+        assert result(git_project, f"bash {command}", "main")["is_error"], command
+    assert git_code(git_project["project"].root) == git_project["git_code"]
 
 
 @pytest.mark.parametrize("command", GIT_READS)

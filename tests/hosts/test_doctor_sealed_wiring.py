@@ -51,3 +51,15 @@ def test_doctor_reports_handoffs_the_projects_git_keeps(wired: Path, env: dict[s
         subprocess.run([*git, *args], cwd=wired, check=True, capture_output=True)
     found = [f for f in hosts(wired, env) if f["subject"] == ".eidolons/handoffs"]
     assert len(found) == 1 and "git keeps 2 files" in found[0]["message"], found
+
+
+def test_doctor_reports_a_configured_handoff_dir_git_would_store(
+    wired: Path, env: dict[str, str]
+) -> None:
+    """A hand-off directory the configuration adds outside .eidolons/ without the
+    .gitignore init writes there: a project checked in whole would store its hand-offs."""
+    (wired / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
+    found = [f for f in hosts(wired, env) if f["subject"] == "inbox"]
+    assert len(found) == 1 and "git" in found[0]["message"], found
+    assert run_cli("init", "--hosts", "claude-code", cwd=wired, env=env).code == 0
+    assert [f for f in hosts(wired, env) if f["subject"] == "inbox"] == []

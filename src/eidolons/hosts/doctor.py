@@ -352,6 +352,14 @@ def check_claude_code(report: Report) -> None:
             f"(git show): untrack them (git rm -r --cached {rel}) and purge them from the "
             "history",
         )
+    for rel in _unignored_handoff_dirs(real_root):
+        report.fail(
+            "hosts",
+            rel,
+            "no .gitignore of eidolons init in this hand-off directory: a project checked in "
+            "whole stores its hand-offs in .git, which every sandboxed shell reads (git show) "
+            "(run eidolons init)",
+        )
     server = docs[MCP_FILE].get("mcpServers", {})
     if not isinstance(server, dict) or "eidolons" not in server:
         report.fail(
@@ -373,6 +381,23 @@ def _unruled_wiring(settings: dict[str, Any]) -> list[str]:
     deny = permissions.get("deny") if isinstance(permissions, dict) else None
     rules = set(deny) if isinstance(deny, list) else set()
     return [rel for rel in WIRING_FILES if f"Edit(./{rel.replace(os.sep, '/')}/**)" not in rules]
+
+
+def _unignored_handoff_dirs(root: str) -> list[str]:
+    """The hand-off directories configured outside ``.eidolons/`` whose ``.gitignore``
+    lacks a line init writes there (:data:`eidolons.hosts.init.DIR_GITIGNORE_LINES`)."""
+    from eidolons.hosts.init import DIR_GITIGNORE_LINES, GITIGNORE_NAME, configured_outside_state
+
+    missing = []
+    for rel in configured_outside_state(Path(root)):
+        try:
+            text = read_text(os.path.join(root, rel, GITIGNORE_NAME), errors="replace") or ""
+        except OSError:
+            text = ""
+        lines = {line.strip() for line in text.splitlines()}
+        if not all(line in lines for line in DIR_GITIGNORE_LINES):
+            missing.append(rel)
+    return missing
 
 
 def _tracked_by_git(root: str, handoffs: tuple[str, ...]) -> list[tuple[str, int]]:

@@ -3,7 +3,8 @@
 Steps, each reported as one line (``created``, ``merged``, ``unchanged``; ``would ...``
 in a dry run): ``.eidolons/`` and its hand-off directory; ``.eidolons/.ignore`` (Grep
 skips the hand-offs, keys and memory) and ``.eidolons/.gitignore`` (git stores none of
-them); ``keys init`` when there is no trust store; the
+them; so does a ``.gitignore`` in each hand-off directory configured outside
+``.eidolons/``); ``keys init`` when there is no trust store; the
 skills of the project's receivers; each host's wiring (:mod:`eidolons.hosts.wiring`),
 merged without disturbing foreign entries (a file that is not a JSON object is replaced
 only with ``force``, kept as ``FILE.bak``); for Claude Code the launcher and the marker
@@ -63,6 +64,32 @@ IGNORE_FILES = {
     GITIGNORE_FILE: ("gitignore", "git", "# written by eidolons init: git stores none of these"),
 }
 DIRS = (STATE_DIR, HANDOFF_DIR)
+#: git's ignore file init writes in each hand-off directory the configuration adds outside
+#: ``.eidolons/``: everything there but itself. It lies deeper than any ``.gitignore`` an
+#: agent's shell can write (the project's own), so no line there re-includes a hand-off
+GITIGNORE_NAME = ".gitignore"
+DIR_GITIGNORE_LINES = ("*", "!" + GITIGNORE_NAME)
+DIR_GITIGNORE_KEY = "gitignore "  # + the directory, relative to the project
+
+
+def configured_outside_state(root: Path) -> tuple[str, ...]:
+    """Each hand-off directory of the configuration that lies in the project but outside
+    ``.eidolons/`` (whose own ``.gitignore`` keeps the rest out of git), relative to the
+    project: checked in whole, the project would otherwise store its hand-offs where every
+    shell reads them (``git show``)."""
+    from eidolons.hosts.hook.fast import configured_handoff_dirs
+    from eidolons.io.paths import is_relative_to
+
+    real_root = realpath(root)
+    state = os.path.join(real_root, STATE_DIR)
+    found = (realpath(d) for d in configured_handoff_dirs(str(root)))
+    return tuple(
+        dict.fromkeys(
+            os.path.relpath(d, real_root)
+            for d in found
+            if is_relative_to(d, real_root) and d != real_root and not is_relative_to(d, state)
+        )
+    )
 
 
 class InitError(EidolonsError):
@@ -178,12 +205,23 @@ class _Setup:
     def ignore(self) -> None:
         for rel, (key, tool, header) in IGNORE_FILES.items():
             self._ignore(rel, key, tool, header)
+        _, tool, header = IGNORE_FILES[GITIGNORE_FILE]
+        for rel in configured_outside_state(self.root):
+            if not self.dry_run:
+                try:
+                    (self.root / rel).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise InitError(f"hand-off directory {rel}: {exc.strerror}") from None
+            ignore = os.path.join(rel, GITIGNORE_NAME)
+            self._ignore(ignore, DIR_GITIGNORE_KEY + rel, tool, header, DIR_GITIGNORE_LINES)
 
-    def _ignore(self, rel: str, key: str, tool: str, header: str) -> None:
+    def _ignore(
+        self, rel: str, key: str, tool: str, header: str, lines: tuple[str, ...] = IGNORE_LINES
+    ) -> None:
         current = read_text(self.root / rel)
         text, exists = current or "", current is not None
         present = {line.strip() for line in text.splitlines()}
-        missing = [line for line in IGNORE_LINES if line not in present]
+        missing = [line for line in lines if line not in present]
         if not missing:
             self.report.add("unchanged", rel)
             return
@@ -393,6 +431,11 @@ def _undo_ignore(
 ) -> None:
     for rel, (key, _, header) in IGNORE_FILES.items():
         _undo_ignore_file(root, rel, set(manifest.get(key) or []), header, created, report, dry_run)
+    header = IGNORE_FILES[GITIGNORE_FILE][2]
+    for key, lines in manifest.items():
+        if key.startswith(DIR_GITIGNORE_KEY) and isinstance(lines, list):
+            rel = os.path.join(key[len(DIR_GITIGNORE_KEY) :], GITIGNORE_NAME)
+            _undo_ignore_file(root, rel, set(lines), header, created, report, dry_run)
 
 
 def _undo_ignore_file(
