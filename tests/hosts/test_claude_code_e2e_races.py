@@ -61,9 +61,9 @@ while not os.path.exists(stop) and time.monotonic() - start < 180:
             os.replace(name + ".tmp", name)
 """
 TAMPERED = ".eidolons/handoffs/tampered.md"
-READS = 16
+READS = 24
 EMITS = 30
-GREPS = 12
+GREPS = 30
 
 
 def flipper(stop: str, *triples: str) -> str:
