@@ -25,7 +25,7 @@ def sources() -> list[Path]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the package is about 26,300 lines, 19,700 of them code (the rest docstrings, "
+    reason="the package is about 26,400 lines, 19,800 of them code (the rest docstrings, "
     "comments, blank lines): each part a feature an ADR records; 20,000 means dropping one",
 )
 def test_the_package_is_at_most_twenty_thousand_lines() -> None:
