@@ -464,6 +464,19 @@ def test_mcp_read_verified_claiming_another_receiver_is_refused(handoff: Handoff
 
 
 @pytest.mark.parametrize("tool_name", ["read_verified", "verify_incoming"])
+def test_the_main_loop_cannot_receive_as_a_subagent_through_the_mcp_gate(
+    handoff: Handoff, tool_name: str
+) -> None:
+    """The main loop is no receiver: naming vigil to the server's receiver gate would have
+    the server judge, record a receipt and ingest memory as vigil, which never read it."""
+    handoff.verify()
+    doc = sample(MAIN_READ, handoff.root, tool_name=f"mcp__eidolons__{tool_name}")
+    doc["tool_input"] = {"artifact": str(handoff.payload), "receiver": "vigil"}
+    reason = claude_deny(handoff.hook("claude-code", doc))
+    assert reason.startswith("eidolons hook: the main loop receives no hand-off"), reason
+
+
+@pytest.mark.parametrize("tool_name", ["read_verified", "verify_incoming"])
 def test_the_mcp_receiver_gate_acts_as_the_hosts_receiver_not_the_one_named(
     handoff: Handoff, tool_name: str
 ) -> None:

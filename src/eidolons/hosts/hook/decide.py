@@ -200,6 +200,11 @@ class Decider:
                 tool_input = {**(call.tool_input or {}), "receiver": call.receiver}
                 return Decision(True, context=decision.context, updated_input=tool_input)
             return decision
+        if receiver_gate_tool(call.tool):  # the server would judge and record as the one named
+            return deny(
+                "eidolons hook: the main loop receives no hand-off: dispatch its receiver "
+                "(Agent), which reads it with read_verified"
+            )
         return self._orchestrator_read(path, redirect)
 
     def _receiver_read(
