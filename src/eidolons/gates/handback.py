@@ -142,7 +142,6 @@ def _present(root: str | os.PathLike[str], path: Path) -> bool:
 
 
 def _write_new(root: str | os.PathLike[str], path: Path, data: bytes) -> None:
-    """Write atomically, beneath ``root`` following no link; an existing file is replaced
-    only if it is ours to replace (the report of a hand-back whose envelope was never
-    written)."""
+    """Write the hand-back file ``path`` atomically, beneath ``root`` following no link (a
+    report left by a hand-back whose envelope was never written is replaced)."""
     write_state_file(root, os.path.join(str(REFUSALS_DIR), path.name), data, 0o644)

@@ -179,15 +179,18 @@ def create_new(directory: StrPath, prefix: str, suffix: str) -> str:
     return name
 
 
-def _mkstemp(directory: str, prefix: str = ".eidolons-", suffix: str = ".tmp") -> tuple[int, str]:
+def _mkstemp(
+    directory: str, prefix: str = ".eidolons-", suffix: str = ".tmp", dir_fd: int | None = None
+) -> tuple[int, str]:
     """``tempfile.mkstemp(prefix, suffix, dir=directory)``: a new file (``O_EXCL``, no link
     followed, mode 0600) under a random name, without importing :mod:`tempfile`
-    (``shutil``, ``random``: a receipt is written on every signed gate)."""
+    (``shutil``, ``random``: a receipt is written on every signed gate). With ``dir_fd``,
+    ``directory`` is relative to that directory (``""``: in it)."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
     for _ in range(10000):  # tempfile.TMP_MAX
         name = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
-            return os.open(name, flags, 0o600), name
+            return os.open(name, flags, 0o600, dir_fd=dir_fd), name
         except FileExistsError:
             continue
     raise FileExistsError(f"no usable temporary name in {directory}")
@@ -503,25 +506,11 @@ def write_state_file(anchor: StrPath, rel: str, data: bytes, mode: int = 0o644) 
     parts = tuple(rel.split(os.sep))  # a relative path the caller spells: no normalising
     dfd = _open_state_dir(anchor, parts[:-1], create=True)
     try:
-        for _ in range(10000):  # tempfile.TMP_MAX
-            tmp = f".eidolons-{os.urandom(6).hex()}.tmp"
-            try:
-                fd = os.open(
-                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd
-                )
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise FileExistsError(f"no usable temporary name beside {rel}")
+        fd, tmp = _mkstemp("", dir_fd=dfd)
         try:
-            try:
-                os.fchmod(fd, mode)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), mode)
+                fh.write(data)
             os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             try:
