@@ -242,3 +242,27 @@ def test_a_trace_past_the_scan_bound_is_refused_by_every_reader_unread(
     assert r.code != 70, r.err  # each view's own answer for a trace it cannot read
     assert read[1] != "verify" or r.code != 0, r.err  # never a pass of what was not read
     assert "scan bound" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_a_trace_grown_past_the_bound_while_it_is_read_is_refused_not_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``trace verify`` reads a thread once: a trace that grows past the scan bound between
+    its size check and its read is refused, never verified as the prefix that was read."""
+    from eidolons.errors import InputError
+    from eidolons.trace import log
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(b'{"seq":1}\n')
+    monkeypatch.setenv("EIDOLONS_MAX_TRACE_SCAN_BYTES", "4096")
+    real = log.open_whole_trace
+
+    def grown(path: Path, offset: int = 0) -> int:
+        fd = real(path, offset)  # measured: within the bound
+        with path.open("ab") as fh:  # an appender, or the agent, grows it now
+            fh.write(b'{"seq":2}\n' * 1000)
+        return fd
+
+    monkeypatch.setattr(log, "open_whole_trace", grown)
+    with pytest.raises(InputError, match="scan bound"):
+        log.read_snapshot(trace)

@@ -353,8 +353,14 @@ def read_snapshot(path: Path, decode: Decode | None = None) -> tuple[list[bytes]
         fd = open_whole_trace(path)
     except FileNotFoundError:
         return [], []
+    bound = trace_scan_bound()
     with os.fdopen(fd, "rb") as fh:
-        data = fh.read(trace_scan_bound())  # grown since it was measured: the bound holds
+        data = fh.read(bound + 1)
+    if len(data) > bound:  # grown past the bound since it was measured: never a prefix
+        raise InputError(
+            f"trace {path} grew past the {bound}-byte scan bound while it was read "
+            "(EIDOLONS_MAX_TRACE_SCAN_BYTES): refusing rather than judging part of it"
+        )
     raw = [line for line in data.split(b"\n") if line.strip()]
     return raw, list(_events_of(io.BytesIO(data), decode or decode_line))
 
