@@ -480,10 +480,13 @@ def place_in_sealed(
     """In a sealed project, a payload outside the hand-off directories is copied into
     ``.eidolons/handoffs/`` (a new file, never over another: ``NAME-2.md``...), and the copy
     is the hand-off; None when there is nothing to place."""
-    from eidolons.io.config import outside_sealed, sealed_handoff_dirs
+    from eidolons.io.config import in_sealed, sealed_handoff_dirs
 
-    if outside_sealed(payload, root) is None:  # not sealed, or already in a sealed directory
-        if os.path.islink(payload) and sealed_handoff_dirs(root) is not None:
+    sealed = sealed_handoff_dirs(root)
+    if sealed is None:
+        return None
+    if in_sealed(payload, sealed):  # a hand-off's place already
+        if os.path.islink(payload):
             # its envelope would lie beside the link, outside the sealed directories
             raise UsageError(
                 f"{payload} is a link into the hand-off directory, not a draft: emit the "
@@ -495,7 +498,7 @@ def place_in_sealed(
             f"--out {out}: in a sealed project the envelope lies beside its payload in the "
             "hand-off directory"
         )
-    data = _read_draft(payload, root, limits)
+    data = _read_draft(payload, root, limits, sealed)
     if len(data) > limits.max_payload_bytes:
         raise InputError(f"{payload} is larger than {plural(limits.max_payload_bytes, 'byte')}")
     directory = Path(root) / HANDOFF_DIR
@@ -526,14 +529,13 @@ def place_in_sealed(
     raise UsageError(f"no free name for {payload.name} in {directory}")
 
 
-def _read_draft(payload: Path, root: Path, limits: Limits) -> bytes:
+def _read_draft(payload: Path, root: Path, limits: Limits, sealed: tuple[str, ...]) -> bytes:
     """The bytes of the draft ``payload`` that ``place_in_sealed`` copies: the regular file
     opened by descriptor, component by component (from the project down when the draft lies
     in it, and never out of it), so that the path it was found at is known exactly; refused
     when that path lies in a sealed directory or the gate's state or the user's config
     directory (a link swapped in after the check: the caller's shell can write the draft's
     name, not read what it then names)."""
-    from eidolons.io.config import sealed_handoff_dirs
     from eidolons.io.files import BeneathError, open_path_beneath
     from eidolons.io.paths import STATE_DIR, config_dir, is_relative_to
 
@@ -555,7 +557,7 @@ def _read_draft(payload: Path, root: Path, limits: Limits) -> bytes:
         kept = (
             os.path.join(realpath(root), STATE_DIR),
             realpath(config_dir()),
-            *(sealed_handoff_dirs(root) or ()),
+            *sealed,
         )
         if any(is_relative_to(opened.real, d) for d in kept):
             raise InputError(

@@ -192,16 +192,22 @@ def outside_sealed(path: StrPath, root: StrPath) -> str | None:
     """Why ``path`` may not be received in this project (it lies outside every sealed
     hand-off directory), or None."""
     sealed = sealed_handoff_dirs(root)
-    if sealed is None:
-        return None
-    real = realpath(path)
-    if any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in sealed):
+    if sealed is None or in_sealed(path, sealed):
         return None
     return (
         f"{path} lies outside the sealed hand-off directories ({HANDOFF_DIR}/ and those "
         "configured): in a project wired to a host a hand-off is received only from there, "
         "where no agent's shell can change it; emit it again (emit places it there)"
     )
+
+
+def in_sealed(path: StrPath, sealed: tuple[str, ...]) -> bool:
+    """Whether ``path`` resolves into one of the ``sealed`` directories
+    (:func:`sealed_handoff_dirs`)."""
+    from eidolons.io.paths import is_relative_to
+
+    real = realpath(path)
+    return any(is_relative_to(real, d) for d in sealed)
 
 
 #: the largest ``config.toml`` read (a few lines of TOML; a larger one is refused unread)
