@@ -24,6 +24,8 @@ CLAUDE = Path(
 SECRET = "PAYLOAD-SECRET-7f3a"
 ATTACK = "ATTACKER-BYTES-91c2"
 BODY = f"# Scout report\n\n## Decision target\nWhere does install.sh race? {SECRET}\n"
+#: the tools of the attacking subagent vigil: every file tool, the shell, the gate's reader
+VIGIL_TOOLS = "Read, Grep, Glob, Bash, Write, Edit, mcp__eidolons__read_verified"
 TOOLS = (
     "Read,Write,Edit,Bash,Agent,Grep,Glob,WebFetch,"
     "mcp__eidolons__emit,mcp__eidolons__read_verified,mcp__eidolons-apivr__emit"

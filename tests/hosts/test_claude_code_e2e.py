@@ -43,6 +43,7 @@ from tests.hosts.claude_host import (
     ATTACK,
     BODY,
     SECRET,
+    VIGIL_TOOLS,
     Project,
     claude_or_skip,
     result,
@@ -217,7 +218,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
     p = Project(
         base,
         "attacks",
-        {"vigil": "Read, Grep, Glob, Bash, Write, Edit, mcp__eidolons__read_verified"},
+        {"vigil": VIGIL_TOOLS},
         fake,
         venv_inside=True,
     )

@@ -33,6 +33,7 @@ from tests.hosts.claude_host import (
     ATTACK,
     BODY,
     SECRET,
+    VIGIL_TOOLS,
     Project,
     claude_or_skip,
     result,
@@ -126,7 +127,7 @@ def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict
     p = Project(
         base,
         "races",
-        {"vigil": "Read, Grep, Glob, Bash, Write, Edit, mcp__eidolons__read_verified"},
+        {"vigil": VIGIL_TOOLS},
         fake,
     )
     root = p.root
@@ -246,7 +247,6 @@ def test_a_subagent_in_bypass_mode_is_gated_as_any_other(races: dict[str, Any]) 
 def test_the_session_ran(races: dict[str, Any]) -> None:
     done = races["runs"]["main"]
     assert done.returncode == 0, (done.stdout[-500:], done.stderr[-2000:])
-    assert json.dumps(races["results"])
 
 
 # --- writes through a directory name swapped for the gate's own -----------------------------
