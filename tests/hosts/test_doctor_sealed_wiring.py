@@ -53,6 +53,19 @@ def test_doctor_reports_handoffs_the_projects_git_keeps(wired: Path, env: dict[s
     assert len(found) == 1 and "git keeps 2 files" in found[0]["message"], found
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_repository_git_cannot_list_is_a_finding_not_a_clean_report(
+    wired: Path, env: dict[str, str]
+) -> None:
+    """Whether git keeps the hand-offs is unknown when git fails on the repository (a
+    damaged index): a finding, never a check passed by default."""
+    subprocess.run(["git", "init", "-q"], cwd=wired, check=True, capture_output=True)
+    (wired / ".git" / "index").write_bytes(b"not an index")
+    found = [f for f in hosts(wired, env) if f["subject"] == "git"]
+    assert len(found) == 1, hosts(wired, env)
+    assert found[0]["message"].startswith("cannot ask git which sealed files it keeps: ")
+
+
 def test_doctor_reports_a_configured_handoff_dir_git_would_store(
     wired: Path, env: dict[str, str]
 ) -> None:

@@ -344,14 +344,8 @@ def check_claude_code(report: Report) -> None:
             "path a Write resolves to, after the hook; without one a directory name the shell "
             "swaps between the two lets a Write reach this wiring (run eidolons init)",
         )
-    for rel, count in _tracked_by_git(real_root, handoffs):
-        report.fail(
-            "hosts",
-            rel,
-            f"git keeps {count} files of {rel}/ in .git, which every sandboxed shell reads "
-            f"(git show): untrack them (git rm -r --cached {rel}) and purge them from the "
-            "history",
-        )
+    for rel, message in _tracked_by_git(real_root, handoffs):
+        report.fail("hosts", rel, message)
     for rel in _unignored_handoff_dirs(real_root):
         report.fail(
             "hosts",
@@ -400,9 +394,10 @@ def _unignored_handoff_dirs(root: str) -> list[str]:
     return missing
 
 
-def _tracked_by_git(root: str, handoffs: tuple[str, ...]) -> list[tuple[str, int]]:
-    """The sealed directories (hand-offs, keys, memory, the gate's copies) of which the
-    project's git repository tracks files, with how many; none when git is not there."""
+def _tracked_by_git(root: str, handoffs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(subject, finding)`` for each sealed directory (hand-offs, keys, memory, the gate's
+    copies) of which the project's git repository tracks files; none where there is no git
+    or no repository, and one finding when git cannot be asked."""
     import subprocess
 
     from eidolons.hosts.wiring import SEALED_STATE
@@ -414,17 +409,32 @@ def _tracked_by_git(root: str, handoffs: tuple[str, ...]) -> list[tuple[str, int
     try:  # one call for them all
         r = subprocess.run(
             ["git", "-C", root, "ls-files", "-z", "--", *rels],
+            env={**os.environ, "LC_ALL": "C"},  # its message for "no repository" in English
             capture_output=True,
             timeout=30,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return []  # no git here: nothing it keeps
+    except FileNotFoundError:
+        return []  # no git on this machine: nothing it keeps
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [("git", f"cannot ask git which sealed files it keeps: {exc}")]
     if r.returncode != 0:
-        return []  # not a repository
+        if b"not a git repository" in r.stderr:
+            return []
+        why = os.fsdecode(r.stderr).strip().splitlines()[:1] or [f"exit {r.returncode}"]
+        return [("git", f"cannot ask git which sealed files it keeps: {why[0]}")]
     names = [os.fsdecode(n) for n in r.stdout.split(b"\0") if n]
-    counts = [(rel, sum(1 for n in names if n.startswith(rel + os.sep))) for rel in rels]
-    return [(rel, count) for rel, count in counts if count]
+    found = [(rel, sum(1 for n in names if n.startswith(rel + os.sep))) for rel in rels]
+    return [
+        (
+            rel,
+            f"git keeps {count} files of {rel}/ in .git, which every sandboxed shell reads "
+            f"(git show): untrack them (git rm -r --cached {rel}) and purge them from the "
+            "history",
+        )
+        for rel, count in found
+        if count
+    ]
 
 
 def _wired_gate_code(python: str, root: str) -> tuple[tuple[str, ...], str | None]:
