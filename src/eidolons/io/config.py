@@ -204,10 +204,8 @@ def outside_sealed(path: StrPath, root: StrPath) -> str | None:
 def in_sealed(path: StrPath, sealed: tuple[str, ...]) -> bool:
     """Whether ``path`` resolves into one of the ``sealed`` directories
     (:func:`sealed_handoff_dirs`)."""
-    from eidolons.io.paths import is_relative_to
-
     real = realpath(path)
-    return any(is_relative_to(real, d) for d in sealed)
+    return any(pathstr.is_relative_to(real, d) for d in sealed)
 
 
 #: the largest ``config.toml`` read (a few lines of TOML; a larger one is refused unread)
