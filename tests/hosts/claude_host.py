@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, clean_env, emit_payload, project_venv, run_cli
+from tests.conftest import DISK_TMPDIR, REPO, clean_env, emit_payload, project_venv, run_cli
 from tests.hosts.fake_anthropic import FakeAnthropic
 
 CLAUDE = Path(
@@ -84,6 +84,7 @@ class Project:
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
             ENABLE_TOOL_SEARCH="false",
             PATH=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+            TMPDIR=DISK_TMPDIR,  # the sandbox mounts a /dev of its own
         )
         for var in ("CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "ECL_HMAC_KEY"):
             self.env.pop(var, None)
@@ -132,6 +133,14 @@ def seq(*steps: str) -> str:
 
 def tool(name: str, **tool_input: Any) -> str:
     return f"tool {name} {json.dumps(tool_input)}"
+
+
+def one_shell(commands: list[str], out: str) -> str:
+    """One Bash step that runs each of ``commands`` in its own subshell, in order, and keeps
+    what each printed, under its number, in the file ``out`` (the host shortens a long
+    output; the file holds all the shell saw), then shows that file."""
+    script = "\n".join(f"echo '=== {i}'; ( {c}\n) 2>&1" for i, c in enumerate(commands))
+    return f"bash {{ {script}\n}} > {out} 2>&1; cat {out} # vigil"
 
 
 def verified(path: str | Path) -> str:

@@ -34,6 +34,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from tests.hosts.claude_host import (
     VIGIL_TOOLS,
     Project,
     claude_or_skip,
+    one_shell,
     result,
     seq,
     tool,
@@ -96,7 +98,8 @@ GLOBS = [{"pattern": "**/*.md"}, {"pattern": "**/*", "path": ".eidolons"}]
 #: memory files the host reads itself, outside every hook and the sandbox, at the start of
 #: the next session (a nested one when a file beside it is read): imports and a link
 MEMORY_FILES = [
-    "printf 'notes\\n@.eidolons/handoffs/good.md\\n@.eidolons/handoffs/tampered.md\\n' > CLAUDE.md",
+    "printf '# Notes\\n@.eidolons/handoffs/good.md\\n@.eidolons/handoffs/tampered.md\\n'"
+    " > CLAUDE.md",
     "ln -s .eidolons/handoffs/tampered.md CLAUDE.local.md",
     "mkdir -p src && printf '@../.eidolons/handoffs/good.md\\n' > src/CLAUDE.md",
     "echo x > src/a.txt",
@@ -156,6 +159,28 @@ def search(who: str, query: dict[str, str]) -> str:
     return tool("Grep", **query, output_mode="content", **({"-i": True} if who == "vigil" else {}))
 
 
+def memory_dir(p: Project) -> Path:
+    """Claude Code's memory of the project: ``~/.claude/projects/<slug>/memory``."""
+    slug = "".join(c if c.isalnum() else "-" for c in str(p.root))
+    return p.home / ".claude" / "projects" / slug / "memory"
+
+
+def memory_writes(p: Project, good: Path, tampered: Path) -> list[str]:
+    """The steps that plant the host's own memory of the project (the Write tool) with
+    imports and links of hand-offs, and import the signing keys outside the project, which
+    keys init made for it, there and in the shell's CLAUDE.md."""
+    lines = f"# Memory\n\n@{good}\n@{tampered}\n- [notes]({tampered})\n"
+    keys = sorted((p.home / ".config" / "eidolons").rglob("*.pem"))
+    assert keys, "no signing key to import"
+    imports = "".join(f"@{k}\n" for k in keys) + "@~/.config/eidolons/hmac.key\n"
+    memory = memory_dir(p)
+    return [
+        tool("Write", file_path=str(memory / "MEMORY.md"), content=lines + imports),
+        tool("Write", file_path=str(memory / "notes.md"), content=lines),
+        f"bash printf '{imports}' >> CLAUDE.md",
+    ]
+
+
 def protected(project: Project) -> dict[str, bytes]:
     """The bytes of every file no agent may change (state, wiring, the gate's code)."""
     import eidolons
@@ -212,9 +237,9 @@ def host_mount_point(path: str, data: bytes) -> bool:
 
 
 @pytest.fixture(scope="module")
-def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def attacks(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, Any]:
     claude_or_skip()
-    base = tmp_path_factory.mktemp("claude-e2e")
+    base = disk_tmp("claude-e2e")
     p = Project(
         base,
         "attacks",
@@ -237,12 +262,13 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         verified(good),
         verified(tampered),
         f"read {p.root / 'notes.md'}",
-        *(f"bash {c} # vigil" for c in (*READS, PLAIN)),
+        one_shell(READS, "vigil-reads.out"),
+        f"bash {PLAIN} # vigil",
         *(search("vigil", q) for q in SEARCHES),  # after its reads: the gate's copies exist
         *(glob("vigil", q) for q in GLOBS),
     ]
     vigil_writes = [
-        *(f"bash {c} # vigil" for c in WRITES),
+        one_shell(WRITES, "vigil-writes.out"),
         tool("Write", file_path=str(handoffs / "good.envelope.json"), content="{}"),
         tool("Write", file_path=str(good), content=ATTACK),
         tool("Edit", file_path=str(good), old_string="race", new_string=ATTACK),
@@ -296,6 +322,7 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         f"agent vigil {seq(*vigil_writes)}",
         *(f"bash {c}" for c in WRITES),
         *(f"bash {c}" for c in MEMORY_FILES),
+        *memory_writes(p, good, tampered),
     )
     thread = threading.Thread(target=swapper, daemon=True)
     thread.start()
@@ -322,20 +349,29 @@ def attacks(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> di
         "swap_steps": swap_steps,
         "swaps": swaps[0],
         "next_session": next_session,
+        "memory_writes": memory_writes(p, good, tampered),
+        "memory": memory_dir(p),
+        "keys": [k.read_text() for k in sorted((p.home / ".config" / "eidolons").rglob("*.pem"))],
+        "shown": {n: (p.root / f"vigil-{n}.out").read_text() for n in ("reads", "writes")},
         "good": good,
         "tampered": tampered,
     }
 
 
 @pytest.mark.parametrize("command", READS)
-@pytest.mark.parametrize("who", ["main", "vigil"])
-def test_no_shell_command_shows_a_handoffs_bytes(
-    attacks: dict[str, Any], who: str, command: str
-) -> None:
-    step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
-    seen = result(attacks, step, who)
+def test_no_shell_command_shows_a_handoffs_bytes(attacks: dict[str, Any], command: str) -> None:
+    seen = result(attacks, f"bash {command}", "main")
     assert SECRET not in seen["text"] and ATTACK not in seen["text"], seen
     assert "PRIVATE KEY" not in seen["text"], seen
+
+
+def test_no_shell_command_of_a_subagent_shows_a_handoffs_bytes(attacks: dict[str, Any]) -> None:
+    """The same commands, run by vigil in one shell: each ran, and none showed a byte."""
+    seen = result(attacks, one_shell(READS, "vigil-reads.out"), "vigil")
+    shown = attacks["shown"]["reads"]
+    assert all(f"=== {i}\n" in shown for i in range(len(READS))), shown
+    for text in (seen["text"], shown):
+        assert SECRET not in text and ATTACK not in text and "PRIVATE KEY" not in text, text
 
 
 @pytest.mark.parametrize("query", SEARCHES, ids=[" ".join(q.values()) for q in SEARCHES])
@@ -358,9 +394,13 @@ def test_the_sandboxed_shell_runs_and_reads_a_plain_file(attacks: dict[str, Any]
 def test_no_shell_command_changes_the_gates_state_wiring_or_code(
     attacks: dict[str, Any], who: str
 ) -> None:
-    for command in WRITES:
-        step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
-        result(attacks, step, f"{who}-writes")
+    if who == "main":
+        for command in WRITES:
+            result(attacks, f"bash {command}", "main-writes")
+    else:
+        result(attacks, one_shell(WRITES, "vigil-writes.out"), "vigil-writes")
+        shown = attacks["shown"]["writes"]
+        assert all(f"=== {i}\n" in shown for i in range(len(WRITES))), shown
     unchanged_but_appended(attacks["before"], attacks["after"])
 
 
@@ -414,6 +454,29 @@ def test_no_memory_file_brings_a_handoff_into_the_next_session(attacks: dict[str
         assert not result(attacks, f"bash {command}", "main")["is_error"], command
     assert "@../.eidolons/handoffs/good.md" in attacks["next_session"]  # the nested one loaded
     assert SECRET not in attacks["next_session"] and ATTACK not in attacks["next_session"]
+
+
+def test_no_host_memory_brings_a_handoff_into_the_next_session(attacks: dict[str, Any]) -> None:
+    """The Write tool plants the host's own memory of the project (read at the start of the
+    next session, outside every hook and the sandbox) with imports and links of hand-offs:
+    the next session carries none of their bytes."""
+    written = [not result(attacks, w, "main")["is_error"] for w in attacks["memory_writes"]]
+    assert all(written) and (attacks["memory"] / "MEMORY.md").is_file()
+    assert "# Memory" in attacks["next_session"]  # the host loaded the planted memory
+    assert SECRET not in attacks["next_session"] and ATTACK not in attacks["next_session"]
+
+
+def test_no_memory_file_brings_a_signing_key_into_the_next_session(
+    attacks: dict[str, Any],
+) -> None:
+    """The same memory, and the project's CLAUDE.md, import the signing keys outside the
+    project: the next session carries none of their bytes."""
+    seen = attacks["next_session"]
+    assert "# Notes" in seen and "hmac.key" in seen  # the host loaded the planted CLAUDE.md
+    assert "PRIVATE KEY" not in seen
+    for key in attacks["keys"]:
+        body = [line for line in key.splitlines() if line and not line.startswith("-----")]
+        assert body and not any(line in seen for line in body), "a key's bytes were sent"
 
 
 def test_vigil_is_refused_a_tampered_handoff(attacks: dict[str, Any]) -> None:

@@ -21,8 +21,8 @@ hook judged the call. What is proved, with the loop running all through:
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from tests.hosts.claude_host import (
     VIGIL_TOOLS,
     Project,
     claude_or_skip,
+    one_shell,
     result,
     seq,
     tool,
@@ -44,8 +45,9 @@ from tests.hosts.fake_anthropic import FakeAnthropic
 
 NOTES = "ordinary notes, not a hand-off"
 DRAFT = "# Prompt\n\nplain draft for vigil\n"
-#: the shell's part: swap a name between a plain file and the tampered hand-off until the
-#: session says stop (or three minutes pass)
+#: the shell's part: swap a name between a plain file and the tampered hand-off, each
+#: target held for about a millisecond (a hundred swaps within one tool call, and a core
+#: left to the host), until the session says stop (or three minutes pass)
 FLIPPER = """\
 import os, sys, time
 stop, *rest = sys.argv[1:]
@@ -60,6 +62,7 @@ while not os.path.exists(stop) and time.monotonic() - start < 180:
                 pass
             os.symlink(target, name + ".tmp")
             os.replace(name + ".tmp", name)
+            time.sleep(0.001)
 """
 TAMPERED = ".eidolons/handoffs/tampered.md"
 READS = 24
@@ -121,9 +124,9 @@ LEAVE_SANDBOX = tool(
 
 
 @pytest.fixture(scope="module")
-def races(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def races(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, Any]:
     claude_or_skip()
-    base = tmp_path_factory.mktemp("claude-races")
+    base = disk_tmp("claude-races")
     p = Project(
         base,
         "races",
@@ -275,11 +278,11 @@ def dir_write(root: Path, name: str, i: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def dir_writes(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def dir_writes(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, Any]:
     import sys
 
     claude_or_skip()
-    base = tmp_path_factory.mktemp("claude-dir-writes")
+    base = disk_tmp("claude-dir-writes")
     p = Project(base, "writes", {"vigil": "Read, Bash, Write"}, fake, venv_inside=True)
     root = p.root
     assert p.cli("init", "--hosts", "codex").code == 0  # a team on two hosts
@@ -359,11 +362,11 @@ WORKTREE_READ = "cat .claude/worktrees/*/.eidolons/handoffs/* 2>&1; find .claude
 
 
 @pytest.fixture(scope="module")
-def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def git_project(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, Any]:
     import subprocess
 
     claude_or_skip()
-    base = tmp_path_factory.mktemp("claude-git")
+    base = disk_tmp("claude-git")
     p = Project(base, "git", {"vigil": "Read, Bash"}, fake)
     p.handoff("good.md")
     (p.root / ".eidolons" / "config.toml").write_text('[handoffs]\ndirs = ["inbox"]\n')
@@ -378,7 +381,7 @@ def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -
     session = seq(
         *(f"bash {c}" for c in GIT_CODE),
         *(f"bash {c}" for c in GIT_READS),
-        f"agent vigil {seq(*(f'bash {c} # vigil' for c in GIT_READS))}",
+        f"agent vigil {seq(one_shell(GIT_READS, 'vigil-git.out'))}",
         # the host copies the ignored files .worktreeinclude names into a subagent's worktree
         *(f"bash {c}" for c in WORKTREE_INCLUDES),
         tool("Write", file_path=str(p.root / ".worktreeinclude"), content=".eidolons/**\n"),
@@ -401,6 +404,7 @@ def git_project(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -
         "runs": {"main": run},
         "results": dict(fake.results),
         "copied": copied,
+        "shown": (p.root / "vigil-git.out").read_text(),
         "git_code": before,
     }
 
@@ -414,13 +418,20 @@ def test_no_shell_plants_code_that_git_runs_later(git_project: dict[str, Any]) -
 
 
 @pytest.mark.parametrize("command", GIT_READS)
-@pytest.mark.parametrize("who", ["main", "vigil"])
 def test_no_shell_reads_a_handoff_from_the_projects_git_history(
-    git_project: dict[str, Any], who: str, command: str
+    git_project: dict[str, Any], command: str
 ) -> None:
-    step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
-    seen = result(git_project, step, "main")
+    seen = result(git_project, f"bash {command}", "main")
     assert SECRET not in seen["text"], seen
+
+
+def test_no_subagents_shell_reads_a_handoff_from_the_projects_git_history(
+    git_project: dict[str, Any],
+) -> None:
+    seen = result(git_project, one_shell(GIT_READS, "vigil-git.out"), "main")
+    shown = git_project["shown"]
+    assert all(f"=== {i}\n" in shown for i in range(len(GIT_READS))), shown
+    assert SECRET not in seen["text"] and SECRET not in shown, shown
 
 
 def test_no_subagent_worktree_carries_a_handoff(git_project: dict[str, Any]) -> None:
@@ -437,71 +448,3 @@ def test_no_subagent_worktree_carries_a_handoff(git_project: dict[str, Any]) -> 
         content=".eidolons/**\n",
     )
     assert result(git_project, write, "main")["is_error"]
-
-
-# --- the host's own memory of the project, in the home ----------------------------------
-
-
-def memory_dir(p: Project) -> Path:
-    """Claude Code's memory of the project: ``~/.claude/projects/<slug>/memory``."""
-    slug = "".join(c if c.isalnum() else "-" for c in str(p.root))
-    return p.home / ".claude" / "projects" / slug / "memory"
-
-
-@pytest.fixture(scope="module")
-def auto_memory(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    claude_or_skip()
-    base = tmp_path_factory.mktemp("claude-memory")
-    p = Project(base, "memory", {"vigil": "Read, Bash"}, fake)
-    good = p.handoff("good.md")
-    tampered = p.handoff("tampered.md")
-    tampered.write_text(BODY.replace("race?", f"race? {ATTACK}"))
-    memory = memory_dir(p)
-    lines = f"# Memory\n\n@{good}\n@{tampered}\n- [notes]({tampered})\n"
-    # the signing keys outside the project, which keys init made for the project
-    keys = sorted((p.home / ".config" / "eidolons").rglob("*.pem"))
-    assert keys, "no signing key to import"
-    imports = "".join(f"@{k}\n" for k in keys) + "@~/.config/eidolons/hmac.key\n"
-    writes = [
-        tool("Write", file_path=str(memory / "MEMORY.md"), content=lines + imports),
-        tool("Write", file_path=str(memory / "notes.md"), content=lines),
-        tool("Write", file_path=str(p.root / "CLAUDE.md"), content=f"# Notes\n\n{imports}"),
-    ]
-    first = p.session(seq(*writes))
-    start = len(fake.requests)
-    p.session(seq("bash echo next", f"agent vigil {seq('bash echo next # vigil')}"))
-    return {
-        "project": p,
-        "runs": {"main": first},
-        "results": dict(fake.results),
-        "writes": writes,
-        "memory": memory,
-        "next_session": json.dumps(fake.requests[start:]),
-        "keys": [k.read_text() for k in keys],
-    }
-
-
-def test_no_host_memory_brings_a_handoff_into_the_next_session(
-    auto_memory: dict[str, Any],
-) -> None:
-    """The Write tool plants the host's own memory of the project (read at the start of the
-    next session, outside every hook and the sandbox) with imports and links of hand-offs:
-    the next session carries none of their bytes."""
-    written = [not result(auto_memory, w, "main")["is_error"] for w in auto_memory["writes"]]
-    assert any(written) and (auto_memory["memory"] / "MEMORY.md").is_file()
-    assert "# Memory" in auto_memory["next_session"]  # the host loaded the planted memory
-    assert SECRET not in auto_memory["next_session"]
-    assert ATTACK not in auto_memory["next_session"]
-
-
-def test_no_memory_file_brings_a_signing_key_into_the_next_session(
-    auto_memory: dict[str, Any],
-) -> None:
-    """The same memory, and the project's CLAUDE.md, import the signing keys outside the
-    project: the next session carries none of their bytes."""
-    seen = auto_memory["next_session"]
-    assert "# Notes" in seen  # the host loaded the planted CLAUDE.md
-    assert "PRIVATE KEY" not in seen
-    for key in auto_memory["keys"]:
-        body = [line for line in key.splitlines() if line and not line.startswith("-----")]
-        assert body and not any(line in seen for line in body), "a key's bytes were sent"
