@@ -8,13 +8,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Run, clean_env, emit_payload, run_cli
+from tests.conftest import DISK_TMPDIR, Run, clean_env, emit_payload, run_cli
 from tests.hosts.fake_anthropic import FakeAnthropic
 
 # verbatim copies of shared/hosts/claude-code-samples (what a real Claude Code 2.1.328 sent)
@@ -164,6 +165,21 @@ def sample(name: str, project: Path, **changes: Any) -> dict[str, Any]:
         else:
             doc[key] = value
     return doc
+
+
+@pytest.fixture(scope="session")
+def disk_tmp() -> Iterator[Callable[[str], Path]]:
+    """New directories for the real host's projects, on disk, not in the suite's tmpfs
+    (the host's sandbox mounts a /dev of its own); removed at the end."""
+    root = Path(tempfile.mkdtemp(prefix="eidolons-hosts-", dir=DISK_TMPDIR))
+
+    def make(name: str) -> Path:
+        path = root / name
+        path.mkdir()
+        return path
+
+    yield make
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

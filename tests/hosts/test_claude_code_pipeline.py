@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,9 +43,9 @@ CHANGE = f"# Change summary\n\nThe writer now takes a lock. {SECRET}\n"
 
 
 @pytest.fixture(scope="module")
-def pipeline(fake: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def pipeline(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, Any]:
     claude_or_skip()
-    base = tmp_path_factory.mktemp("claude-pipeline")
+    base = disk_tmp("claude-pipeline")
     p = Project(
         base,
         "pipeline",
