@@ -21,7 +21,7 @@ from tests._locks import Clock, held
 from tests.conftest import Run, clean_env, emit_payload, read_trace, trace_files
 
 Cli = Callable[..., Run]
-WAIT = "0.5"  # EIDOLONS_TRACE_TIMEOUT_S in these tests
+WAIT = "0.2"  # EIDOLONS_TRACE_TIMEOUT_S in these tests
 LATE = 4.0  # a command that took this long waited past its deadline
 
 
@@ -58,8 +58,8 @@ def test_a_held_lock_times_out_at_the_deadline(tmp_path: Path) -> None:
         with held(path):
             clock = Clock()
             with pytest.raises(LockTimeout) as caught:
-                flock_until(fd, deadline(0.3), str(path))
-            assert 0.3 <= clock.elapsed < LATE
+                flock_until(fd, deadline(0.1), str(path))
+            assert 0.1 <= clock.elapsed < LATE
         assert isinstance(caught.value, OSError)  # every caller's OSError handling covers it
         assert "locked by another process" in str(caught.value)
     finally:
@@ -70,7 +70,7 @@ def test_a_lock_released_before_the_deadline_is_taken(tmp_path: Path) -> None:
     path = tmp_path / "f"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        with held(path, seconds=0.3):
+        with held(path, seconds=0.1):
             clock = Clock()
             flock_until(fd, deadline(10), str(path))
             assert clock.elapsed < LATE

@@ -20,7 +20,7 @@ LATE = 4.0  # a call that took this long waited past its deadline
 @pytest.fixture(scope="module")
 def quick(mcp_root: Path) -> Iterator[McpSession]:
     """A bound server with memory whose gates wait at most half a second for a lock."""
-    yield from _session(mcp_root, "--as", "vigil", EIDOLONS_TRACE_TIMEOUT_S="0.5")
+    yield from _session(mcp_root, "--as", "vigil", EIDOLONS_TRACE_TIMEOUT_S="0.2")
 
 
 @pytest.mark.parametrize("tool", ["read_verified", "verify_incoming"])

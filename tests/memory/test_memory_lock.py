@@ -25,7 +25,7 @@ LATE = 4.0  # a call that took this long waited past its deadline
 
 @pytest.fixture(autouse=True)
 def _quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EIDOLONS_TRACE_TIMEOUT_S", "0.5")
+    monkeypatch.setenv("EIDOLONS_TRACE_TIMEOUT_S", "0.2")
 
 
 def test_ingest_is_skipped_within_the_deadline_while_the_lock_is_held(
@@ -68,7 +68,7 @@ def test_a_held_creation_lock_never_changes_the_receivers_verdict(
     payload = receiver_handoff(cli, project, "atlas", "vigil", "PROPOSE", "scout-report")
     store = project / ".eidolons" / "memory"
     store.mkdir()
-    env = clean_env(EIDOLONS_TRACE_TIMEOUT_S="0.5")
+    env = clean_env(EIDOLONS_TRACE_TIMEOUT_S="0.2")
     with held(store / CREATION_LOCK):
         clock = Clock()
         r = cli("verify-incoming", payload, "--as", "vigil", "--json", env=env)

@@ -41,12 +41,19 @@ def test_route_command_reads_the_payload_after_the_check(cli: Cli, project: Path
             if trace.read_text().count('"event":"receive"') > receives:  # both gates passed
                 payload.write_bytes(EVIL)
                 rewritten.set()
+                flag.touch()  # the dispatched command goes on
                 return
             time.sleep(0.005)
 
     thread = threading.Thread(target=agent_in_the_middle, daemon=True)
     thread.start()
-    slow_dispatch = "import time; time.sleep(1); " + READ_PAYLOAD
+    flag = project / "rewritten.flag"
+    # the command waits (ten seconds at most) until the payload was rewritten, then reads it
+    slow_dispatch = (
+        f"import os, time; t = time.monotonic() + 10\n"
+        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < t: time.sleep(0.005)\n"
+        + READ_PAYLOAD
+    )
     r = cli(
         "run", "--verify", envelope, "--verify-block", "--as", "vigil", "--",
         sys.executable, "-c", slow_dispatch,

@@ -23,7 +23,7 @@ from tests.conftest import Run, clean_env, emit_payload
 from tests.tracestore.pgserver import GATE_LOGIN, ORCH_LOGIN, PgServer
 
 Cli = Callable[..., Run]
-TIMEOUT_S = 0.5
+TIMEOUT_S = 0.2
 SLACK_S = 1.0  # the bound is the timeout; this is the test machine's scheduling
 RESUME_AFTER_S = 15.0  # a client without its own bound would otherwise wait forever
 
