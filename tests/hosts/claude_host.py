@@ -137,10 +137,19 @@ def tool(name: str, **tool_input: Any) -> str:
 
 def one_shell(commands: list[str], out: str) -> str:
     """One Bash step that runs each of ``commands`` in its own subshell, in order, and keeps
-    what each printed, under its number, in the file ``out`` (the host shortens a long
-    output; the file holds all the shell saw), then shows that file."""
+    what each printed, under its number, in the file ``out`` of the project (the host
+    shortens a long output; the file holds all the shell saw), then shows that file."""
     script = "\n".join(f"echo '=== {i}'; ( {c}\n) 2>&1" for i, c in enumerate(commands))
-    return f"bash {{ {script}\n}} > {out} 2>&1; cat {out} # vigil"
+    return f"bash {{ {script}\n}} > {out} 2>&1; cat {out}"
+
+
+def frames(shown: str, commands: list[str]) -> dict[str, str]:
+    """What each command of a :func:`one_shell` step printed, from its file; every command
+    must have run."""
+    parts = shown.split("=== ")
+    found = {int(p.split("\n", 1)[0]): p.partition("\n")[2] for p in parts[1:]}
+    assert sorted(found) == list(range(len(commands))), shown[:2000]
+    return {c: found[i] for i, c in enumerate(commands)}
 
 
 def verified(path: str | Path) -> str:

@@ -47,6 +47,7 @@ from tests.hosts.claude_host import (
     VIGIL_TOOLS,
     Project,
     claude_or_skip,
+    frames,
     one_shell,
     result,
     seq,
@@ -83,6 +84,10 @@ READS = [
     "eidolons verify-incoming .eidolons/handoffs/good.md --as vigil --print-payload",
     "eidolons verify-envelope .eidolons/handoffs/tampered.envelope.json --block",
 ]
+#: the shell's own commands run in one Bash call per agent (each in its own subshell); the
+#: gate's commands each in a call of its own, as the hook judges a plain eidolons command
+GATE_COMMANDS = [c for c in READS if c.startswith("eidolons ")]
+SHELL_READS = [c for c in READS if c not in GATE_COMMANDS]
 #: the Grep tool: ripgrep, run by the host itself, outside the sandbox
 SEARCHES = [
     {"pattern": "PAYLOAD-SECRET"},
@@ -262,7 +267,8 @@ def attacks(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, A
         verified(good),
         verified(tampered),
         f"read {p.root / 'notes.md'}",
-        one_shell(READS, "vigil-reads.out"),
+        one_shell(SHELL_READS, "vigil-reads.out"),
+        *(f"bash {c} # vigil" for c in GATE_COMMANDS),
         f"bash {PLAIN} # vigil",
         *(search("vigil", q) for q in SEARCHES),  # after its reads: the gate's copies exist
         *(glob("vigil", q) for q in GLOBS),
@@ -313,14 +319,15 @@ def attacks(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, A
     # the payload is swapped, again and again, all through it
     session = seq(
         *(tool("Read", file_path=str(f), limit=2000) for f in main_reads(handoffs)),
-        *(f"bash {c}" for c in (*READS, PLAIN)),
+        one_shell(SHELL_READS, "main-reads.out"),
+        *(f"bash {c}" for c in (*GATE_COMMANDS, PLAIN)),
         *(search("main", q) for q in SEARCHES),
         *(glob("main", q) for q in GLOBS),
         *(fetch(f) for f in main_reads(handoffs)),
         f"agent vigil {seq(*vigil_steps)}",
         f"agent vigil {seq(*swap_steps)}",
         f"agent vigil {seq(*vigil_writes)}",
-        *(f"bash {c}" for c in WRITES),
+        one_shell(WRITES, "main-writes.out"),
         *(f"bash {c}" for c in MEMORY_FILES),
         *memory_writes(p, good, tampered),
     )
@@ -352,25 +359,28 @@ def attacks(fake: FakeAnthropic, disk_tmp: Callable[[str], Path]) -> dict[str, A
         "memory_writes": memory_writes(p, good, tampered),
         "memory": memory_dir(p),
         "keys": [k.read_text() for k in sorted((p.home / ".config" / "eidolons").rglob("*.pem"))],
-        "shown": {n: (p.root / f"vigil-{n}.out").read_text() for n in ("reads", "writes")},
+        "shown": {
+            (who, kind): frames((p.root / f"{who}-{kind}.out").read_text(), commands)
+            for who in ("main", "vigil")
+            for kind, commands in (("reads", SHELL_READS), ("writes", WRITES))
+        },
         "good": good,
         "tampered": tampered,
     }
 
 
 @pytest.mark.parametrize("command", READS)
-def test_no_shell_command_shows_a_handoffs_bytes(attacks: dict[str, Any], command: str) -> None:
-    seen = result(attacks, f"bash {command}", "main")
-    assert SECRET not in seen["text"] and ATTACK not in seen["text"], seen
-    assert "PRIVATE KEY" not in seen["text"], seen
-
-
-def test_no_shell_command_of_a_subagent_shows_a_handoffs_bytes(attacks: dict[str, Any]) -> None:
-    """The same commands, run by vigil in one shell: each ran, and none showed a byte."""
-    seen = result(attacks, one_shell(READS, "vigil-reads.out"), "vigil")
-    shown = attacks["shown"]["reads"]
-    assert all(f"=== {i}\n" in shown for i in range(len(READS))), shown
-    for text in (seen["text"], shown):
+@pytest.mark.parametrize("who", ["main", "vigil"])
+def test_no_shell_command_shows_a_handoffs_bytes(
+    attacks: dict[str, Any], who: str, command: str
+) -> None:
+    if command in GATE_COMMANDS:
+        step = f"bash {command}" + (" # vigil" if who == "vigil" else "")
+        texts = [result(attacks, step, who)["text"]]
+    else:  # what the model saw of the shell's call, and all that the command printed
+        step = one_shell(SHELL_READS, f"{who}-reads.out")
+        texts = [result(attacks, step, who)["text"], attacks["shown"][who, "reads"][command]]
+    for text in texts:
         assert SECRET not in text and ATTACK not in text and "PRIVATE KEY" not in text, text
 
 
@@ -394,13 +404,8 @@ def test_the_sandboxed_shell_runs_and_reads_a_plain_file(attacks: dict[str, Any]
 def test_no_shell_command_changes_the_gates_state_wiring_or_code(
     attacks: dict[str, Any], who: str
 ) -> None:
-    if who == "main":
-        for command in WRITES:
-            result(attacks, f"bash {command}", "main-writes")
-    else:
-        result(attacks, one_shell(WRITES, "vigil-writes.out"), "vigil-writes")
-        shown = attacks["shown"]["writes"]
-        assert all(f"=== {i}\n" in shown for i in range(len(WRITES))), shown
+    result(attacks, one_shell(WRITES, f"{who}-writes.out"), f"{who}-writes")
+    assert set(attacks["shown"][who, "writes"]) == set(WRITES)  # each command ran
     unchanged_but_appended(attacks["before"], attacks["after"])
 
 
