@@ -76,3 +76,19 @@ def test_doctor_reports_a_configured_handoff_dir_git_would_store(
     assert len(found) == 1 and "git" in found[0]["message"], found
     assert run_cli("init", "--hosts", "claude-code", cwd=wired, env=env).code == 0
     assert [f for f in hosts(wired, env) if f["subject"] == "inbox"] == []
+
+
+def test_init_and_doctor_say_what_the_claude_code_seal_does_not_cover(
+    project: Path, env: dict[str, str]
+) -> None:
+    """A ``.claude/`` a shell makes below the root is not write-protected (the sandbox
+    denies only the paths it names): both commands say so, in words, on every run."""
+    r = run_cli("init", "--hosts", "claude-code", cwd=project, env=env)
+    assert r.code == 0
+    said = [line for line in r.err.splitlines() if "below the project root" in line]
+    assert said and said[0].startswith("init: note: claude-code: "), r.err
+    assert "pkg/.claude/skills/" in said[0] and "outside it" in said[0]
+    notes = run_cli("doctor", "--json", cwd=project, env=env).json()["notes"]
+    assert [n for n in notes if "below the project root" in n] == [said[0][len("init: note: ") :]]
+    plain = run_cli("init", "--hosts", "cursor", cwd=project, env=env)
+    assert "below the project root" not in plain.err

@@ -49,7 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eidolons.hosts.init import InitError, detect_hosts, install, undo
-    from eidolons.hosts.wiring import HOSTS, UNSEALED, receiver_agent_findings, unsealed_note
+    from eidolons.hosts.wiring import (
+        CLAUDE_CODE_GAP,
+        HOSTS,
+        UNSEALED,
+        receiver_agent_findings,
+        unsealed_note,
+    )
 
     root = project_root(args.root)
     if isinstance(root, int):
@@ -107,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"init: note: {note}", file=sys.stderr)
     for host in [] if args.undo else [h for h in hosts if h in UNSEALED]:
         print(f"init: note: {unsealed_note(host)}", file=sys.stderr)
+    if "claude-code" in hosts and not args.undo:
+        print(f"init: note: {CLAUDE_CODE_GAP}", file=sys.stderr)
     for path, message in advice:
         print(f"init: advice: {path}: {message}", file=sys.stderr)
     return 0

@@ -239,11 +239,18 @@ def check_drift(report: Report) -> None:
 
 def check_hosts(report: Report) -> None:
     from eidolons.hosts.init import InitError, load_json_object
-    from eidolons.hosts.wiring import CONFIG_FILES, UNSEALED, check_cursor_hooks, unsealed_note
+    from eidolons.hosts.wiring import (
+        CLAUDE_CODE_GAP,
+        CONFIG_FILES,
+        UNSEALED,
+        check_cursor_hooks,
+        unsealed_note,
+    )
 
     root = report.root
     if (root / ".claude").is_dir():
         check_claude_code(report)
+        report.notes.append(CLAUDE_CODE_GAP)
     cursor = root / ".cursor" / "hooks.json"
     if cursor.exists() or (root / ".cursor").is_dir():
         try:

@@ -56,6 +56,15 @@ UNSEALED = {
 }
 
 
+#: what the Claude Code seal does not cover (``init`` and ``doctor`` say it)
+CLAUDE_CODE_GAP = (
+    "claude-code: a `.claude/` directory a shell makes below the project root (such as "
+    "`pkg/.claude/skills/`) is not write-protected: the sandbox denies writes only to the "
+    "paths it names when it starts, and the hooks of a skill there would run outside it if "
+    "the host loaded that skill (docs/hosts.md)"
+)
+
+
 def unsealed_note(host: str) -> str:
     """What the gate holds for on a host whose shell ``init`` does not seal."""
     return (
