@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Iterable
-from typing import Any
 
 from eidolons.hosts.hook.fast import BOOTSTRAP, LEGACY_BOOTSTRAPS, command_argv
 from eidolons.io.files import read_text
@@ -31,6 +29,11 @@ from eidolons.io.paths import (
     is_relative_to,
     realpath,
 )
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: the hook's Bash check loads neither module
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 MANIFEST_FILE = os.path.join(STATE_DIR, "init.json")
 

@@ -29,8 +29,6 @@ agent R (none: the main loop):
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any
 
 from eidolons.ecl.integrity import RefusalCode
 from eidolons.hosts.hook.events import (
@@ -55,6 +53,11 @@ from eidolons.io.files import atomic_write, read_regular, read_text
 from eidolons.io.paths import IGNORE_FILE as IGNORE_FILE  # spelled once (ADR 0001)
 from eidolons.io.paths import IGNORE_LINES as IGNORE_LINES
 from eidolons.io.paths import is_relative_to, realpath
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: a Bash call's hook loads neither module
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 ORCHESTRATOR = "orchestrator"
 INTEGRITY_MISMATCH = RefusalCode.INTEGRITY_MISMATCH
@@ -119,8 +122,13 @@ class Decider:
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self.root = Path(layout.root)
         self._contracts: Any = None
+
+    @property
+    def root(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.layout.root)
 
     def decide(self, call: ToolCall) -> Decision:
         kind = call.kind
@@ -210,6 +218,8 @@ class Decider:
     def _receiver_read(
         self, receiver: str | None, path: str, redirect: dict[str, Any] | None
     ) -> Decision:
+        from pathlib import Path
+
         from eidolons.errors import UsageError
         from eidolons.gates.receiver import verify_incoming
         from eidolons.io.config import Limits, hmac_key
@@ -252,6 +262,8 @@ class Decider:
         return deny("\n".join(lines))
 
     def _orchestrator_read(self, path: str, redirect: dict[str, Any] | None) -> Decision:
+        from pathlib import Path
+
         from eidolons.hosts.hook.orchestrator import gate_one, orchestrator_read
         from eidolons.io.payload import AmbiguousEnvelope, find_envelope
 
