@@ -68,7 +68,7 @@ while not os.path.exists(stop) and time.monotonic() - start < 180:
 TAMPERED = ".eidolons/handoffs/tampered.md"
 READS = 24
 EMITS = 30
-GREPS = 30
+GREPS = 20
 
 
 def flipper(stop: str, *triples: str) -> str:
@@ -264,7 +264,7 @@ PROTECTED_DIRS = {
     "wc": ".codex",
     "wh": ".eidolons/handoffs",  # no agent writes an envelope or a receipt there
 }
-WRITES = 10
+WRITES = 8
 
 
 def dir_write(root: Path, name: str, i: int) -> str:

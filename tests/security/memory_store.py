@@ -123,7 +123,7 @@ def test_a_store_whose_sql_never_ends_is_cut_off_and_the_verdict_stands(
     db = sqlite3.connect(project / ".eidolons" / "memory" / "memory.sqlite3")
     db.executescript(plant)
     db.close()
-    env = clean_env(EIDOLONS_MEMORY_TIMEOUT="0.5")
+    env = clean_env(EIDOLONS_MEMORY_TIMEOUT="0.2")
     # a process of its own: the gate that never returns fails this test, never hangs it
     began = time.monotonic()
     again = run_cli(
@@ -135,7 +135,7 @@ def test_a_store_whose_sql_never_ends_is_cut_off_and_the_verdict_stands(
     assert doc["status"] == "pass"
     assert doc["ingest"]["status"] == "skipped", doc["ingest"]  # the store did not answer
     assert doc["ingest"]["reason"].startswith("local store unavailable: "), doc["ingest"]
-    assert took < 30, took  # two calls of half a second, and the start of a process
+    assert took < 30, took  # two calls of 0.2 s, and the start of a process
 
 
 def test_junk_memory_store_does_not_change_the_verdict(cli: Cli, project: Path) -> None:
