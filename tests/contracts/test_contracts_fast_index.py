@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from contract_helpers import SHIPPED_DIR
 
-from eidolons.ecl.contract import contracts_from_index
+from eidolons.ecl.contract import Contract, index_contract, index_entries
 from eidolons.io.contracts import (
     BUILTIN_SOURCE,
     ContractError,
@@ -24,6 +24,13 @@ from eidolons.io.contracts import (
 )
 
 INDEX = SHIPPED_DIR / "index.json"
+
+
+def contracts_from_index(raw: bytes, source: str, *, validate: bool) -> tuple[Contract, ...]:
+    """Every contract of a shipped ``index.json`` (bytes), built at once; with ``validate``,
+    each entry validated as a file would be."""
+    entries = index_entries(raw, source)
+    return tuple(index_contract(key, entry, validate=validate) for key, entry in entries.items())
 
 
 def without_source(contract: object) -> dict[str, object]:

@@ -442,14 +442,6 @@ def index_contract(key: str, entry: Any, *, validate: bool = False) -> Contract:
     return contract
 
 
-def contracts_from_index(raw: bytes, source: str, *, validate: bool = True) -> tuple[Contract, ...]:
-    """Every contract of a shipped ``index.json`` (bytes), built at once; with
-    ``validate``, each entry is validated as a file would be
-    (``tests/contracts/test_contracts_fast_index.py`` proves both agree)."""
-    entries = index_entries(raw, source)
-    return tuple(index_contract(key, entry, validate=validate) for key, entry in entries.items())
-
-
 class ContractSetUnavailable:
     """A contract set that failed to load: a typed, fail-closed value (never an
     exception passed around as one). Every edge is refused against it (UNDECLARED_EDGE);

@@ -683,12 +683,12 @@ def _record(result: IncomingResult, store: TraceStore, took: int, root: StrPath)
     thread = _ids(result)[1]
     try:
         if result:
-            events = [
-                receiver_event(result, name, took, root) for name in ("verify_pass", "receive")
-            ]
+            kinds = (EventType.VERIFY_PASS, EventType.RECEIVE)
+            events = [receiver_event(result, kind, took, root) for kind in kinds]
             appended = store.append_all(thread, events)[-1]
         else:
-            appended = store.append(thread, receiver_event(result, "verify_fail", took, root))
+            verdict = receiver_event(result, EventType.VERIFY_FAIL, took, root)
+            appended = store.append(thread, verdict)
         result.trace_path = appended.location
     except TraceWriteError as exc:
         result.trace_error = str(exc)
