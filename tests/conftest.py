@@ -27,12 +27,22 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 os.environ["PYTHONPYCACHEPREFIX"] = _PYCACHE
 sys.dont_write_bytecode = False
 sys.pycache_prefix = _PYCACHE
-# The suite's files live in memory where the system has a tmpfs: every trace append and
-# key write is fsynced, and on a disk those waits are a quarter of the suite's time. The
-# real-host tests keep their projects on disk (TESTS_DISK_TMPDIR): the host's sandbox
-# mounts a /dev of its own, without /dev/shm.
+# The suite's files live in memory where the system has a tmpfs with room for them (a
+# container's 64 MiB /dev/shm has not): every trace append and key write is fsynced, and
+# on a disk those waits are a quarter of the suite's time. The real-host tests keep their
+# projects on disk (TESTS_DISK_TMPDIR): the host's sandbox mounts a /dev of its own.
 _SHM = "/dev/shm"
-if "TMPDIR" not in os.environ and os.path.isdir(_SHM) and os.access(_SHM, os.W_OK | os.X_OK):
+
+
+def _roomy(path: str, need: int = 2 << 30) -> bool:
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK) and fs.f_bavail * fs.f_frsize >= need
+
+
+if "TMPDIR" not in os.environ and _roomy(_SHM):
     os.environ["TESTS_DISK_TMPDIR"] = tempfile.gettempdir()
     os.environ["TMPDIR"] = _SHM
     tempfile.tempdir = None  # read TMPDIR again
